@@ -1,0 +1,19 @@
+"""nox sessions mirroring CI: `nox -s lint tests`."""
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    session.install("torch==2.13.0")  # CPU wheel first; see README
+    session.install("-e", ".[dev]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")

@@ -1,0 +1,223 @@
+"""``quarl-bench`` command line: parse arguments, call the runner, print. No logic of its own."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.table import Table
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import ALGOS, GRANULARITIES, PRECISION_HELP, QuantSpec, parse_precision
+
+console = Console()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line on stderr and exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"quarl-bench: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def precision_arg(value: str) -> str:
+    try:
+        return parse_precision(value)
+    except QuarlError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="quarl-bench", description="What does quantization do to RL policies?")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    run = commands.add_parser("run", help="post-training quantize an agent and evaluate it against fp32")
+    add_agent_args(run)
+    run.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["int8"],
+        metavar="P",
+        help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)",
+    )
+    run.add_argument(
+        "--granularity",
+        choices=GRANULARITIES,
+        default="auto",
+        help="auto: per-tensor Linear, per-output-channel Conv (QuaRL's choice)",
+    )
+    run.add_argument("--symmetric", action="store_true", help="symmetric narrow-range grid instead of QuaRL's")
+    run.add_argument("--quantize-bias", action="store_true", help="quantize biases too (QuaRL kept them fp32)")
+    run.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per precision (default 100)")
+    run.add_argument("--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)")
+    run.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
+    run.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
+    train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
+    train.add_argument("--algo", required=True, choices=ALGOS)
+    train.add_argument("--env", required=True)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--n-timesteps", type=positive_int, default=None, help="override rl-zoo3's budget")
+    train.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+
+    results = commands.add_parser("results", help="print the results store; export it")
+    results.add_argument("--store", type=Path, default=None)
+    results.add_argument("--algo", default=None)
+    results.add_argument("--env", default=None)
+    results.add_argument("--csv", type=Path, default=None, help="write the rows to this CSV file")
+    results.add_argument("--parquet", type=Path, default=None, help="write the rows to this Parquet file")
+    return parser  # fmt: skip
+
+
+def add_agent_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--algo", required=True, type=str.lower, choices=ALGOS, metavar="ALGO", help=f"one of {', '.join(ALGOS)}"
+    )
+    parser.add_argument("--env", required=True, help="env id or alias (CartPole, Breakout, HalfCheetah, ...)")
+    parser.add_argument("--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)")
+    parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    parser.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    parser.add_argument(
+        "--train-if-missing",
+        action="store_true",
+        help="train an fp32 baseline with rl-zoo3's hyperparameters when no agent is found",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")  # fmt: skip
+
+
+def positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"bad value {value!r}: expected a positive integer")
+    return int(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "train": cmd_train, "results": cmd_results}[args.command](args)
+    except QuarlError as error:
+        print(f"quarl-bench: error: {error}", file=sys.stderr)
+        return 2
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from quarl_bench.runner import EvalSettings, build_jobs, run_jobs
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
+
+    specs = [QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias) for p in args.bits]
+    ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, not args.no_hub,
+                        args.train_if_missing, args.seed)  # fmt: skip
+    console.print(
+        f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
+    )
+    if ref.saved_env_id != ref.env_id:
+        console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
+    jobs = build_jobs(ref, specs, EvalSettings(args.episodes, args.seed, args.n_envs))
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+
+        def report(row: dict[str, Any], reused: bool) -> None:
+            how = "reused from the store" if reused else f"{row['wall_seconds']:.1f} s"
+            console.print(f"  {row['precision']:>5}: {row['mean_reward']:.2f} ± {row['std_reward']:.2f} ({how})")
+
+        rows = run_jobs(ref, jobs, store, force=args.force, on_result=report)
+        console.print(result_table(rows, ref))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def result_table(rows: list[dict[str, Any]], ref) -> Table:
+    table = Table(title=f"{ref.algo} / {ref.env_id}: {rows[0]['episodes']} episodes, seed {rows[0]['seed']}")
+    for column in (
+        "agent",
+        "precision",
+        "reward (mean ± std)",
+        "fp32 reward",
+        "E %",
+        "agreement",
+        "episodes",
+        "seconds",
+    ):
+        table.add_column(column, justify="left" if column in ("agent", "precision") else "right")
+    fp32 = rows[0]["mean_reward"]
+    for row in rows:
+        table.add_row(
+            f"{row['algo']}/{row['env_id']}",
+            row["precision"],
+            f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
+            f"{fp32:.2f}",
+            format_number(row["error_pct"], "{:+.2f}"),
+            agreement_text(row["agreement"]),
+            str(row["episodes"]),
+            f"{row['wall_seconds']:.1f}",
+        )
+    return table
+
+
+def agreement_text(agreement: dict[str, float]) -> str:
+    if "action_agreement" in agreement:
+        return f"{100 * agreement['action_agreement']:.1f} % same"
+    if "action_l2" in agreement:
+        return f"L2 {agreement['action_l2']:.3f} ({100 * agreement['action_rel_error']:.1f} %)"
+    return "-"
+
+
+def format_number(value: float | None, pattern: str) -> str:
+    return "-" if value is None or math.isnan(value) else pattern.format(value)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, find_in_folder
+    from quarl_bench.zoo.envs import resolve_env_id
+    from quarl_bench.zoo.train import train_baseline
+
+    env_id = resolve_env_id(args.env)
+    cache = args.cache or DEFAULT_CACHE
+    train_baseline(args.algo, env_id, cache, args.seed, args.n_timesteps)
+    ref = find_in_folder(cache, args.algo, env_id, "trained")
+    console.print(f"Saved {args.algo}/{env_id} in {ref.run_dir if ref else cache}")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from quarl_bench.store import DEFAULT_STORE, load_results
+
+    path = args.store or DEFAULT_STORE
+    if not Path(path).is_file():
+        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` first or pass --store PATH")
+    frame = load_results(path)
+    if args.algo:
+        frame = frame[frame["algo"] == args.algo]
+    if args.env:
+        frame = frame[frame["env_id"].str.startswith(args.env)]
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+        console.print(f"Wrote {len(frame)} rows to {args.csv}")
+    if args.parquet:
+        frame.to_parquet(args.parquet, index=False)
+        console.print(f"Wrote {len(frame)} rows to {args.parquet}")
+    table = Table(title=f"{len(frame)} results in {path}")
+    columns = ("algo", "env_id", "method", "precision", "mean_reward", "std_reward", "error_pct", "episodes", "seed")
+    for column in columns:
+        table.add_column(column)
+    for _, row in frame.iterrows():
+        table.add_row(*[format_cell(row[c]) for c in columns])
+    console.print(table)
+    return 0
+
+
+def format_cell(value: Any) -> str:
+    if isinstance(value, float):
+        return format_number(value, "{:.2f}")
+    return str(value)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

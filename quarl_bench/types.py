@@ -1,0 +1,170 @@
+"""Frozen value types that flow down the pipeline: QuantSpec, AgentRef, Job, EvalResult."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+
+FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
+MIN_BITS, MAX_BITS = 2, 32
+GRANULARITIES = ("per-tensor", "per-channel", "auto")
+METHODS = ("ptq", "qat")
+ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn")
+PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
+
+
+def parse_precision(value: str | int) -> str:
+    """Normalise a precision: ``"8"``/``8`` -> ``"int8"``; ``32`` is the unquantized ``"fp32"``.
+
+    :raises QuarlError: naming the value and the accepted ones.
+    """
+    text = str(value).strip().lower()
+    if text in FLOAT_PRECISIONS:
+        return text
+    digits = text.removeprefix("int")
+    if digits.isdigit() and MIN_BITS <= int(digits) <= MAX_BITS:
+        return "fp32" if int(digits) == 32 else f"int{int(digits)}"
+    raise QuarlError(f"bad precision {value!r}: expected {PRECISION_HELP}")
+
+
+def precision_bits(precision: str) -> int:
+    """Bits per weight of a normalised precision (fp16/bf16 -> 16, fp32 -> 32)."""
+    if precision == "fp32":
+        return 32
+    if precision in ("fp16", "bf16"):
+        return 16
+    return int(precision.removeprefix("int"))
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """What to do to a policy's acting network.
+
+    :param precision: ``fp32``, ``fp16``, ``bf16`` or ``int2`` ... ``int31`` (see :func:`parse_precision`).
+    :param granularity: ``auto`` (per-tensor for Linear, per-output-channel for Conv, as QuaRL did),
+        ``per-tensor`` or ``per-channel`` for every layer.
+    :param symmetric: symmetric narrow-range grid (2^bits - 1 levels around zero) instead of the paper's grid.
+    :param quantize_bias: also quantize biases (QuaRL left them in fp32, so the default is False).
+    :param method: ``ptq`` (post-training) or ``qat`` (quantization-aware training).
+    """
+
+    precision: str = "fp32"
+    granularity: str = "auto"
+    symmetric: bool = False
+    quantize_bias: bool = False
+    method: str = "ptq"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", parse_precision(self.precision))
+        if self.granularity not in GRANULARITIES:
+            raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
+        if self.method not in METHODS:
+            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(METHODS)}")
+
+    @property
+    def bits(self) -> int:
+        return precision_bits(self.precision)
+
+    @property
+    def is_identity(self) -> bool:
+        return self.precision == "fp32"
+
+
+@dataclass(frozen=True)
+class AgentRef:
+    """A resolved, loadable agent on disk in the rl-zoo3 layout.
+
+    :param source: where it came from: ``folder``, ``cache``, ``hub`` or ``trained``.
+    :param run_dir: the ``{algo}/{env_id}_N`` folder holding ``{env_id}.zip`` and ``{env_id}/``.
+    :param saved_env_id: the env id the agent was saved under (may be a legacy id such as ``LunarLander-v2``).
+    :param content_hash: sha256 over the zip and its saved hyperparameters/normalisation files.
+    """
+
+    algo: str
+    env_id: str
+    saved_env_id: str
+    source: str
+    run_dir: str
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """One evaluation: an agent at one precision over a fixed set of seeded episodes."""
+
+    algo: str
+    env_id: str
+    spec: QuantSpec
+    agent_hash: str
+    episodes: int = 100
+    seed: int = 0
+    n_envs: int = 10
+    deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise QuarlError(f"bad episode count {self.episodes}: expected an integer >= 1")
+        if self.n_envs < 1:
+            raise QuarlError(f"bad env count {self.n_envs}: expected an integer >= 1")
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that decide whether two jobs are the same run."""
+        fields = asdict(self)
+        fields["spec"] = asdict(self.spec)
+        return fields
+
+    @property
+    def key(self) -> str:
+        """Stable hash of the job's identity: the store's primary key."""
+        payload = json.dumps(self.identity(), sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+    def with_precision(self, precision: str) -> Job:
+        """The same job (same agent, seeds, episodes) at another precision."""
+        return replace(self, spec=replace(self.spec, precision=precision))
+
+
+@dataclass(frozen=True)
+class LayerStats:
+    """How quantization changed one weight tensor."""
+
+    name: str
+    shape: tuple[int, ...]
+    weight_min: float
+    weight_max: float
+    step: float  # mean step over channels for per-channel; 0 for float casts and identity
+    mse: float
+    kl_div: float
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The outcome of one job, with enough provenance to trust and reproduce it."""
+
+    job: Job
+    episode_rewards: tuple[float, ...]
+    episode_lengths: tuple[int, ...]
+    wall_seconds: float
+    layers: tuple[LayerStats, ...] = ()
+    action_agreement: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mean_reward(self) -> float:
+        return float(sum(self.episode_rewards) / len(self.episode_rewards))
+
+    @property
+    def std_reward(self) -> float:
+        mean = self.mean_reward
+        return float((sum((r - mean) ** 2 for r in self.episode_rewards) / len(self.episode_rewards)) ** 0.5)
+
+
+def relative_error(reward_fp32: float, reward_q: float) -> float:
+    """QuaRL's E% = (R_fp32 - R_q) / |R_fp32| * 100; negative means the quantized policy did better."""
+    if reward_fp32 == 0:
+        return float("nan")
+    return (reward_fp32 - reward_q) / abs(reward_fp32) * 100.0

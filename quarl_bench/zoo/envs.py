@@ -1,0 +1,109 @@
+"""Env names: aliases, legacy ids, env kinds, and building evaluation envs the way rl-zoo3 does."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Iterator
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+from quarl_bench.config import env_settings
+from quarl_bench.errors import QuarlError
+
+
+@cache
+def register_env_packages() -> None:
+    """Register Atari (ale-py) and PyBullet envs with gymnasium, as rl-zoo3 does on import."""
+    import rl_zoo3.import_envs  # noqa: F401  (registers ale_py and pybullet_envs_gymnasium envs)
+
+
+def resolve_env_id(name: str) -> str:
+    """The gymnasium id to run for a user-given name: alias -> id, legacy id -> its successor.
+
+    :raises QuarlError: when the name is neither an alias nor a registered env id.
+    """
+    settings = env_settings()
+    env_id = settings["aliases"].get(name, name)
+    env_id = settings["legacy_ids"].get(env_id, env_id)
+    register_env_packages()
+    if env_id not in gym.registry:
+        aliases = ", ".join(sorted(settings["aliases"]))
+        raise QuarlError(f"unknown env {name!r}: expected a gymnasium env id or one of {aliases}")
+    return env_id
+
+
+def saved_env_ids(env_id: str) -> list[str]:
+    """Ids an agent for ``env_id`` may have been saved under, newest first (``LunarLander-v3``, ``-v2``)."""
+    legacy = [old for old, new in env_settings()["legacy_ids"].items() if new == env_id]
+    return [env_id, *legacy]
+
+
+def env_kind(env_id: str) -> str:
+    """``atari``, ``bullet`` or ``default``, from the env's entry point."""
+    register_env_packages()
+    entry_point = str(gym.spec(env_id).entry_point)
+    if "AtariEnv" in entry_point or "ale_py" in entry_point:
+        return "atari"
+    if "pybullet" in entry_point:
+        return "bullet"
+    return "default"
+
+
+def default_eval_envs(env_id: str) -> int:
+    """How many envs to evaluate at once, from ``zoo_configs/envs.yaml``."""
+    counts = env_settings()["eval_envs"]
+    return int(counts.get(env_id, counts.get(env_kind(env_id), counts["default"])))
+
+
+def make_eval_env(
+    env_id: str,
+    hyperparams: dict[str, Any],
+    stats_path: str | None,
+    env_kwargs: dict[str, Any],
+    n_envs: int,
+    seed: int,
+    subprocess: bool = False,
+) -> VecEnv:
+    """rl-zoo3's ``create_test_env`` without rendering: the agent's wrappers, normalisation and frame stack.
+
+    Env ``i`` is seeded with ``seed + i``, so two evaluations with the same seed face the same episodes.
+    """
+    from rl_zoo3.utils import create_test_env
+
+    register_env_packages()
+    with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()):
+        return create_test_env(
+            env_id,
+            n_envs=n_envs,
+            stats_path=stats_path,
+            seed=seed,
+            should_render=False,
+            hyperparams=dict(hyperparams),
+            env_kwargs=env_kwargs,
+            # rl-zoo3 defaults to one subprocess per env: far slower for cheap envs and batched inference
+            vec_env_cls=SubprocVecEnv if subprocess and n_envs > 1 else DummyVecEnv,
+        )
+
+
+@contextlib.contextmanager
+def gym_pickle_alias() -> Iterator[None]:
+    """Let pickles made with the old ``gym`` package (2021 zoo ``vecnormalize.pkl``) load with gymnasium."""
+    if "gym" in sys.modules:
+        yield
+        return
+    aliases: dict[str, ModuleType] = {"gym": gym, "gym.spaces": gym.spaces}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("gymnasium.spaces.") and module is not None:
+            aliases["gym.spaces." + name.removeprefix("gymnasium.spaces.")] = module
+    sys.modules.update(aliases)
+    try:
+        yield
+    finally:
+        for name in aliases:
+            sys.modules.pop(name, None)
