@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 
 import torch
@@ -62,7 +61,7 @@ def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> tor
 
 def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy, tuple[LayerStats, ...]]:
     """Return a quantized deep copy of ``policy`` and per-layer statistics; ``policy`` is left untouched."""
-    quantized = copy.deepcopy(policy)
+    quantized = clone_policy(policy)
     stats: list[LayerStats] = []
     with torch.no_grad():
         for name, module in acting_layers(quantized, algo):
@@ -75,6 +74,14 @@ def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy
                 param.copy_(quantize_tensor(original, spec, is_conv))
                 stats.append(layer_stats(f"{name}.{kind}", original, param.detach(), spec, is_conv))
     return quantized, tuple(stats)
+
+
+def clone_policy(policy: BasePolicy) -> BasePolicy:
+    """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors)."""
+    clone = type(policy)(**policy._get_constructor_parameters())
+    clone.load_state_dict(policy.state_dict())
+    clone.set_training_mode(False)
+    return clone
 
 
 def layer_stats(

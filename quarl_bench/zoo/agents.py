@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +156,10 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     if "optimize_memory_usage" in hyperparams:
         kwargs["optimize_memory_usage"] = False
     try:
-        model = ZOO_ALGOS[ref.algo].load(str(zip_path), custom_objects=custom_objects, device="cpu", **kwargs)
+        with warnings.catch_warnings():
+            # SB3 >= 2.4 warns (harmlessly) that it truncated the optimizer state of old DQN zips.
+            warnings.filterwarnings("ignore", message="You are probably loading a DQN model")
+            model = ZOO_ALGOS[ref.algo].load(str(zip_path), custom_objects=custom_objects, device="cpu", **kwargs)
     except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError) as error:
         raise QuarlError(f"cannot load agent {zip_path}: {one_line(error)}; expected an SB3 model zip") from error
     return LoadedAgent(ref, model, hyperparams, stats_path, env_kwargs)

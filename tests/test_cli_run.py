@@ -1,0 +1,95 @@
+"""End to end through the CLI on real zoo agents: rewards, stored rows, re-runs are no-ops."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quarl_bench.store import load_results
+
+pytestmark = pytest.mark.slow
+
+
+def test_ppo_cartpole_fp32_and_int8_reach_500(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    code, out, err = cli("run", "--algo", "ppo", "--env", "CartPole-v1", "--bits", "8", "--folder", zoo, "--store", store)
+    assert code == 0, err
+    assert "from folder" in out
+    frame = load_results(store).set_index("precision")
+    assert sorted(frame.index) == ["fp32", "int8"]
+    for precision in ("fp32", "int8"):
+        row = frame.loc[precision]
+        assert row["episodes"] == 100 and len(row["episode_rewards"]) == 100
+        assert row["mean_reward"] == 500.0
+    int8 = frame.loc["int8"]
+    assert int8["fp32_reward"] == 500.0 and int8["error_pct"] == 0.0
+    assert int8["agreement"]["action_agreement"] > 0.9
+    assert {layer["name"] for layer in int8["layers"]} == {
+        "mlp_extractor.policy_net.0.weight",
+        "mlp_extractor.policy_net.2.weight",
+        "action_net.weight",
+    }
+    assert all(layer["kl_div"] >= 0 and layer["step"] > 0 for layer in int8["layers"])
+    assert int8["provenance"]["versions"]["stable-baselines3"]
+
+    # Re-running the same job is a no-op: same rows, nothing re-evaluated.
+    created = sorted(load_results(store)["created_at"])
+    code, out, _ = cli("run", "--algo", "ppo", "--env", "CartPole", "--bits", "8", "--folder", zoo, "--store", store)
+    assert code == 0 and out.count("reused from the store") == 2
+    assert sorted(load_results(store)["created_at"]) == created
+
+
+AGENTS = [
+    # algo, env as a user types it, episodes, lowest acceptable fp32 mean reward
+    ("dqn", "CartPole-v1", 20, 450.0),
+    ("a2c", "Acrobot-v1", 20, -100.0),
+    ("ppo", "LunarLander-v2", 20, 150.0),  # Box2D; a -v2 agent run on -v3
+    ("ppo", "ReacherBulletEnv-v0", 10, 10.0),  # PyBullet with VecNormalize and TimeFeatureWrapper
+    ("sac", "Pendulum", 10, -250.0),
+]
+
+
+@pytest.mark.parametrize(("algo", "env", "episodes", "floor"), AGENTS, ids=[f"{a}-{e}" for a, e, *_ in AGENTS])
+def test_zoo_agents_fp32_and_int8(cli, zoo: Path, tmp_path: Path, algo: str, env: str, episodes: int, floor: float) -> None:
+    store = tmp_path / "quarl.sqlite"
+    args = ("run", "--algo", algo, "--env", env, "--bits", "8", "-n", episodes, "--folder", zoo, "--store", store)
+    code, out, err = cli(*args)
+    assert code == 0, err
+    frame = load_results(store).set_index("precision")
+    assert len(frame) == 2
+    assert frame.loc["fp32", "mean_reward"] >= floor
+    assert all(len(frame.loc[p, "episode_rewards"]) == episodes for p in ("fp32", "int8"))
+    assert frame.loc["int8", "layers"]
+    if env.endswith("-v2"):
+        assert "runs on LunarLander-v3" in out
+
+
+def test_same_seed_same_episodes(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    base = ("run", "--algo", "a2c", "--env", "Acrobot-v1", "--bits", "32", "-n", "10", "--folder", zoo, "--store", store)
+    assert cli(*base)[0] == 0
+    first = load_results(store).iloc[0]["episode_rewards"]
+    assert cli(*base, "--force")[0] == 0
+    frame = load_results(store)
+    assert len(frame) == 1 and frame.iloc[0]["episode_rewards"] == first
+    assert cli(*base[:-2], "--seed", "7", "--store", store)[0] == 0
+    assert len(load_results(store)) == 2
+
+
+def test_console_script_and_results_export(zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    exe = Path(sys.executable).with_name("quarl-bench")
+    run = [exe, "run", "--algo", "dqn", "--env", "CartPole", "--bits", "4", "fp16", "-n", "5", "--folder", zoo, "--store", store]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "int4" in done.stdout and "fp16" in done.stdout
+    csv = tmp_path / "out.csv"
+    done = subprocess.run([exe, "results", "--store", store, "--csv", csv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "3 results" in done.stdout
+    assert len(csv.read_text().strip().splitlines()) >= 4  # header + 3 rows (JSON cells may add lines)
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
