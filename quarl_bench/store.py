@@ -57,14 +57,26 @@ class ResultStore:
 
     def __init__(self, path: str | Path = DEFAULT_STORE) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        self._connection.execute("PRAGMA journal_mode=WAL")
-        self._connection.execute("PRAGMA busy_timeout=60000")
-        self._connection.execute(SCHEMA)
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def _connection(self) -> sqlite3.Connection:
+        """Opened (and the file created) on first use, so a command that fails early leaves no file behind."""
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.execute(SCHEMA)
+        return self._db
+
+    def _readable(self) -> bool:
+        return self._db is not None or self.path.exists()
 
     def close(self) -> None:
-        self._connection.close()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def __enter__(self) -> ResultStore:
         return self
@@ -73,10 +85,14 @@ class ResultStore:
         self.close()
 
     def has(self, key: str) -> bool:
+        if not self._readable():
+            return False
         return self._connection.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored row of a job as a dict (JSON columns decoded), or None."""
+        if not self._readable():
+            return None
         cursor = self._connection.execute("SELECT * FROM results WHERE key = ?", (key,))
         row = cursor.fetchone()
         if row is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import ALGOS, AgentRef
-from quarl_bench.zoo.envs import env_kind, make_eval_env, resolve_env_id, saved_env_ids
+from quarl_bench.zoo.envs import env_kind, gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
@@ -137,6 +138,7 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     zip_path = run_dir / f"{ref.saved_env_id}.zip"
     hyperparams, stats_path = get_saved_hyperparams(str(run_dir / ref.saved_env_id), norm_reward=False, test_mode=True)
     env_kwargs = saved_env_kwargs(run_dir / ref.saved_env_id, hyperparams)
+    check_normalization_stats(run_dir / ref.saved_env_id / "vecnormalize.pkl")
     try:
         probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
     except Exception as error:  # unpickling and shape errors come in many types
@@ -163,6 +165,17 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError) as error:
         raise QuarlError(f"cannot load agent {zip_path}: {one_line(error)}; expected an SB3 model zip") from error
     return LoadedAgent(ref, model, hyperparams, stats_path, env_kwargs)
+
+
+def check_normalization_stats(path: Path) -> None:
+    """Fail early, naming the file, if ``vecnormalize.pkl`` exists but cannot be unpickled."""
+    if not path.is_file():
+        return
+    try:
+        with gym_pickle_alias(), open(path, "rb") as handle:
+            pickle.load(handle)
+    except Exception as error:  # a corrupt pickle raises almost any type
+        raise QuarlError(f"unreadable normalization stats {path}: {one_line(error)}; expected a VecNormalize pickle") from error
 
 
 def saved_env_kwargs(stats_dir: Path, hyperparams: dict[str, Any]) -> dict[str, Any]:
