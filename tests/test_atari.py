@@ -1,0 +1,50 @@
+"""The Atari path: a tiny CNN agent made here, saved in the zoo layout, run at 8 bits through the CLI."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_atari_env
+from stable_baselines3.common.vec_env import VecFrameStack
+
+from quarl_bench.store import load_results
+from quarl_bench.zoo.envs import register_env_packages
+
+pytestmark = pytest.mark.slow
+ENV_ID = "BreakoutNoFrameskip-v4"
+
+
+@pytest.fixture(scope="module")
+def tiny_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PPO CnnPolicy trained for a few steps; the zoo's real config.yml (AtariWrapper, 4-frame stack)."""
+    register_env_packages()
+    folder = tmp_path_factory.mktemp("atari_zoo")
+    run_dir = folder / "ppo" / f"{ENV_ID}_1"
+    shutil.copytree(zoo / "ppo" / f"{ENV_ID}_1" / ENV_ID, run_dir / ENV_ID)
+    env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=0), n_stack=4)
+    model = PPO("CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model.learn(16)
+    model.save(run_dir / f"{ENV_ID}.zip")
+    env.close()
+    return folder
+
+
+def test_tiny_cnn_agent_at_8_bits(cli, tiny_atari_zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    args = ("run", "--algo", "ppo", "--env", "Breakout", "--bits", "8", "-n", "2", "--n-envs", "2")
+    code, out, err = cli(*args, "--folder", tiny_atari_zoo, "--no-hub", "--store", store)
+    assert code == 0, err
+    frame = load_results(store).set_index("precision")
+    int8 = frame.loc["int8"]
+    assert int8["env_id"] == ENV_ID and int8["deterministic"] == 0  # rl-zoo3 plays Atari stochastically
+    layers = {layer["name"]: layer for layer in int8["layers"]}
+    convs = [name for name in layers if name.startswith("features_extractor.cnn.")]
+    assert len(convs) == 3  # NatureCNN's three convolutions, per output channel
+    assert {"features_extractor.linear.0.weight", "action_net.weight"} <= set(layers)
+    assert "value_net.weight" not in layers
+    # A full game of five lives (~500 steps for this agent), not one life (~100): the Monitor sits under the
+    # AtariWrapper, whose life-loss "done" only resets the wrapper.
+    assert all(length > 250 for length in int8["episode_lengths"])
