@@ -13,9 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, GRANULARITIES, PRECISION_HELP, QuantSpec, parse_precision
+from quarl_bench.types import ALGOS, GRANULARITIES, PRECISION_HELP, AgentRef, QuantSpec, parse_precision
 
-console = Console()
+# Pipes and CI logs get 80 columns by default, which wraps every row of the result table.
+console = Console(width=None if sys.stdout.isatty() else 120)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -133,26 +134,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def result_table(rows: list[dict[str, Any]], ref) -> Table:
-    table = Table(title=f"{ref.algo} / {ref.env_id}: {rows[0]['episodes']} episodes, seed {rows[0]['seed']}")
-    for column in (
-        "agent",
-        "precision",
-        "reward (mean ± std)",
-        "fp32 reward",
-        "E %",
-        "agreement",
-        "episodes",
-        "seconds",
-    ):
-        table.add_column(column, justify="left" if column in ("agent", "precision") else "right")
-    fp32 = rows[0]["mean_reward"]
+def result_table(rows: list[dict[str, Any]], ref: AgentRef) -> Table:
+    first = rows[0]
+    title = f"{ref.algo} / {ref.env_id} ({ref.source}): {first['episodes']} episodes, seed {first['seed']}"
+    table = Table(title=title)
+    for column in ("precision", "reward", "fp32 reward", "E %", "vs fp32 actions", "episodes", "seconds"):
+        table.add_column(column, justify="left" if column == "precision" else "right")
     for row in rows:
         table.add_row(
-            f"{row['algo']}/{row['env_id']}",
             row["precision"],
             f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
-            f"{fp32:.2f}",
+            f"{first['mean_reward']:.2f}",
             format_number(row["error_pct"], "{:+.2f}"),
             agreement_text(row["agreement"]),
             str(row["episodes"]),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -35,8 +34,3 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
         return code, out, err
 
     return run
-
-
-def file_digest(path: Path) -> str | None:
-    """Content hash of a file (None if absent): to check that a failed command wrote nothing."""
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import file_digest
 from quarl_bench.store import ResultStore
 
 CARTPOLE = ("--algo", "ppo", "--env", "CartPole-v1")
+
+
+def file_digest(path: Path) -> str | None:
+    """Content hash of a file (None if absent): to check that a failed command wrote nothing."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
 @pytest.fixture
@@ -48,7 +53,9 @@ def test_bad_bits(cli, zoo: Path, store: Path, bits: str) -> None:
 
 def test_unknown_algo(cli, zoo: Path, store: Path) -> None:
     before = file_digest(store)
-    assert_one_line_error(cli("run", "--algo", "trpo", "--env", "CartPole-v1", "--store", store), "'trpo'", "ppo", "qrdqn")
+    assert_one_line_error(
+        cli("run", "--algo", "trpo", "--env", "CartPole-v1", "--store", store), "'trpo'", "ppo", "qrdqn"
+    )
     assert file_digest(store) == before
 
 
@@ -94,7 +101,9 @@ def test_unreadable_vecnormalize(cli, zoo: Path, tmp_path: Path, store: Path) ->
     run_dir = copy_agent(zoo, tmp_path, "a2c", "Acrobot-v1")
     (run_dir / "Acrobot-v1" / "vecnormalize.pkl").write_bytes(b"\x80\x04garbage")
     before = file_digest(store)
-    result = cli("run", "--algo", "a2c", "--env", "Acrobot-v1", "--folder", tmp_path / "zoo", "--no-hub", "--store", store)
+    result = cli(
+        "run", "--algo", "a2c", "--env", "Acrobot-v1", "--folder", tmp_path / "zoo", "--no-hub", "--store", store
+    )
     assert_one_line_error(result, "unreadable normalization stats", "vecnormalize.pkl", "VecNormalize pickle")
     assert file_digest(store) == before
 

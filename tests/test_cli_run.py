@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slow
 
 def test_ppo_cartpole_fp32_and_int8_reach_500(cli, zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    code, out, err = cli("run", "--algo", "ppo", "--env", "CartPole-v1", "--bits", "8", "--folder", zoo, "--store", store)
+    code, out, err = cli(
+        "run", "--algo", "ppo", "--env", "CartPole-v1", "--bits", "8", "--folder", zoo, "--store", store
+    )
     assert code == 0, err
     assert "from folder" in out
     frame = load_results(store).set_index("precision")
@@ -54,7 +56,9 @@ AGENTS = [
 
 
 @pytest.mark.parametrize(("algo", "env", "episodes", "floor"), AGENTS, ids=[f"{a}-{e}" for a, e, *_ in AGENTS])
-def test_zoo_agents_fp32_and_int8(cli, zoo: Path, tmp_path: Path, algo: str, env: str, episodes: int, floor: float) -> None:
+def test_zoo_agents_fp32_and_int8(
+    cli, zoo: Path, tmp_path: Path, algo: str, env: str, episodes: int, floor: float
+) -> None:
     store = tmp_path / "quarl.sqlite"
     args = ("run", "--algo", algo, "--env", env, "--bits", "8", "-n", episodes, "--folder", zoo, "--store", store)
     code, out, err = cli(*args)
@@ -70,7 +74,21 @@ def test_zoo_agents_fp32_and_int8(cli, zoo: Path, tmp_path: Path, algo: str, env
 
 def test_same_seed_same_episodes(cli, zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    base = ("run", "--algo", "a2c", "--env", "Acrobot-v1", "--bits", "32", "-n", "10", "--folder", zoo, "--store", store)
+    base = (
+        "run",
+        "--algo",
+        "a2c",
+        "--env",
+        "Acrobot-v1",
+        "--bits",
+        "32",
+        "-n",
+        "10",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert cli(*base)[0] == 0
     first = load_results(store).iloc[0]["episode_rewards"]
     assert cli(*base, "--force")[0] == 0
@@ -83,7 +101,23 @@ def test_same_seed_same_episodes(cli, zoo: Path, tmp_path: Path) -> None:
 def test_console_script_and_results_export(zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
     exe = Path(sys.executable).with_name("quarl-bench")
-    run = [exe, "run", "--algo", "dqn", "--env", "CartPole", "--bits", "4", "fp16", "-n", "5", "--folder", zoo, "--store", store]
+    run = [
+        exe,
+        "run",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--bits",
+        "4",
+        "fp16",
+        "-n",
+        "5",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    ]
     done = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "int4" in done.stdout and "fp16" in done.stdout
@@ -93,3 +127,18 @@ def test_console_script_and_results_export(zoo: Path, tmp_path: Path) -> None:
     assert len(csv.read_text().strip().splitlines()) >= 4  # header + 3 rows (JSON cells may add lines)
     with sqlite3.connect(store) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_train_then_run_from_the_cache(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("QUARL_ZOO", raising=False)
+    cache, store = tmp_path / "agents", tmp_path / "quarl.sqlite"
+    code, out, err = cli("train", "--algo", "ppo", "--env", "CartPole", "--n-timesteps", "2048", "--cache", cache)
+    assert code == 0, err
+    assert (cache / "ppo" / "CartPole-v1_1" / "CartPole-v1.zip").is_file()
+    assert (cache / "ppo" / "CartPole-v1_1" / "CartPole-v1" / "config.yml").is_file()
+    code, out, err = cli(
+        "run", "--algo", "ppo", "--env", "CartPole", "-n", "5", "--cache", cache, "--no-hub", "--store", store
+    )
+    assert code == 0, err
+    assert "from cache" in out
+    assert load_results(store).iloc[0]["agent_source"] == "cache"

@@ -175,7 +175,9 @@ def check_normalization_stats(path: Path) -> None:
         with gym_pickle_alias(), open(path, "rb") as handle:
             pickle.load(handle)
     except Exception as error:  # a corrupt pickle raises almost any type
-        raise QuarlError(f"unreadable normalization stats {path}: {one_line(error)}; expected a VecNormalize pickle") from error
+        raise QuarlError(
+            f"unreadable normalization stats {path}: {one_line(error)}; expected a VecNormalize pickle"
+        ) from error
 
 
 def saved_env_kwargs(stats_dir: Path, hyperparams: dict[str, Any]) -> dict[str, Any]:
