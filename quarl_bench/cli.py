@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
     run.add_argument("--force", action="store_true", help="re-run jobs already in the store")
 
+    sweep = commands.add_parser("sweep", help="run a YAML job grid (zoo_configs/*.yaml), resuming where it stopped")
+    sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
+    sweep.add_argument("--algo", nargs="+", type=str.lower, default=None, help="only these algos")
+    sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")
+    sweep.add_argument("--bits", nargs="+", type=precision_arg, default=None, metavar="P", help="only these precisions")
+    sweep.add_argument("-n", "--episodes", type=positive_int, default=None, help="override the grid's episodes")
+    sweep.add_argument("--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)")
+    sweep.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    sweep.add_argument("--hub", action="store_true", help="also try the Hugging Face hub for missing agents")
+    sweep.add_argument("--train-if-missing", action="store_true", help="train missing fp32 baselines with rl-zoo3")
+    sweep.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: the cores)")
+    sweep.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
+    sweep.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.add_argument("--algo", required=True, choices=ALGOS)
     train.add_argument("--env", required=True)
@@ -102,7 +117,8 @@ def positive_int(value: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "train": cmd_train, "results": cmd_results}[args.command](args)
+        commands = {"run": cmd_run, "sweep": cmd_sweep, "train": cmd_train, "results": cmd_results}
+        return commands[args.command](args)
     except QuarlError as error:
         print(f"quarl-bench: error: {error}", file=sys.stderr)
         return 2
@@ -163,6 +179,83 @@ def agreement_text(agreement: dict[str, float]) -> str:
 
 def format_number(value: float | None, pattern: str) -> str:
     return "-" if value is None or math.isnan(value) else pattern.format(value)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from quarl_bench.registry import load_study, select
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+    from quarl_bench.sweep import AgentSources, default_workers, plan, run_tasks, with_episodes
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
+
+    study = load_study(args.grid)
+    cells = with_episodes(select(study.cells, args.algo, args.env, args.bits), args.episodes)
+    if not cells:
+        raise QuarlError(f"no job in {args.grid} matches the filters: check --algo/--env/--bits")
+    folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
+    sources = AgentSources(folder, args.cache or DEFAULT_CACHE, args.hub, args.train_if_missing)
+    workers = args.workers or default_workers()
+    store_path = args.store or DEFAULT_STORE
+    with ResultStore(store_path) as store:
+        tasks, skipped, already = plan(cells, sources, store, workers, args.force)
+        for skip in skipped:
+            console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
+        keys = [job.key for task in tasks for job in task.jobs]
+        console.print(
+            f"Study {study.name}: {len(cells)} grid cells, {len(keys)} jobs to run, {already} already stored, "
+            f"{len(skipped)} agent(s) skipped; {workers} worker(s)"
+        )
+        failures: list[str] = []
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, TextColumn("{task.fields[last]}"), console=console) as progress:
+            bar = progress.add_task("jobs", total=len(keys), last="")
+
+            def tick() -> None:
+                progress.update(bar, completed=sum(store.has(key) for key in keys) if not args.force else None)
+
+            def done(task, rows, error) -> None:
+                if error is not None:
+                    failures.append(f"{task.ref.algo}/{task.ref.env_id}: {error}")
+                    return
+                last = rows[-1]
+                progress.update(
+                    bar, last=f"last: {last['algo']}/{last['env_id']} {last['precision']} {last['mean_reward']:.1f}"
+                )
+                if args.force:
+                    progress.advance(bar, len(rows))
+
+            run_tasks(tasks, store_path, workers, args.force, on_done=done, on_tick=tick)
+        for failure in failures:
+            console.print(f"[red]failed[/] {failure}")
+        frame = store.to_dataframe() if store.path.exists() else None
+    if frame is not None:
+        wanted = {(c.algo, c.env_id, c.precision, c.seed, c.episodes) for c in cells}
+        keyed = frame[
+            [
+                k in wanted
+                for k in zip(frame.algo, frame.env_id, frame.precision, frame.seed, frame.episodes, strict=True)
+            ]
+        ]
+        console.print(summary_table(keyed, f"{study.name}: {len(keyed)} results in {store_path}"))
+    return 1 if failures else 0
+
+
+def summary_table(frame, title: str) -> Table:
+    table = Table(title=title)
+    for column in ("algo", "env", "precision", "reward", "E %", "vs fp32 actions", "episodes"):
+        table.add_column(column)
+    for _, row in frame.sort_values(["algo", "env_id", "bits"], ascending=[True, True, False]).iterrows():
+        table.add_row(
+            row["algo"],
+            row["env_id"],
+            row["precision"],
+            f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
+            format_number(row["error_pct"], "{:+.2f}"),
+            agreement_text(row["agreement"]),
+            str(row["episodes"]),
+        )
+    return table
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -40,9 +40,19 @@ def build_jobs(ref: AgentRef, specs: Sequence[QuantSpec], settings: EvalSettings
     """The fp32 reference job first, then one job per distinct requested spec."""
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
     deterministic = env_kind(ref.env_id) != "atari"
-    jobs: list[Job] = []
-    for spec in [QuantSpec("fp32"), *specs]:
-        job = Job(ref.algo, ref.env_id, spec, ref.content_hash, settings.episodes, settings.seed, n_envs, deterministic)
+    base = Job(
+        ref.algo,
+        ref.env_id,
+        QuantSpec("fp32"),
+        ref.content_hash,
+        settings.episodes,
+        settings.seed,
+        n_envs,
+        deterministic,
+    )
+    jobs = [base]
+    for spec in specs:
+        job = replace(base, spec=spec)
         if job not in jobs:
             jobs.append(job)
     return jobs
@@ -57,24 +67,19 @@ def run_jobs(
 ) -> list[dict[str, Any]]:
     """Evaluate the jobs not yet stored (all with ``force``) and return every job's stored row.
 
-    ``jobs[0]`` must be the fp32 job: its reward is the reference for every E%. The agent is loaded
-    at most once, and only if some job has to run. ``on_result(row, reused)`` is called per job.
+    The agent is loaded at most once, and only if some job has to run. The store fills in E% against the
+    fp32 row of the same agent and episodes whichever is stored first. ``on_result(row, reused)`` is called per job.
     """
-    assert jobs[0].spec.is_identity, "the first job is the fp32 reference"
     agent: LoadedAgent | None = None
     rows: list[dict[str, Any]] = []
-    fp32_reward: float | None = None
     for job in jobs:
         row = None if force else store.get(job.key)
         reused = row is not None
         if row is None:
             agent = agent or load_agent(ref)
-            result = run_job(agent, job)
-            store.put(result, fp32_reward=fp32_reward, replace=force)
+            store.put(run_job(agent, job), replace=force)
             row = store.get(job.key)
             assert row is not None
-        if fp32_reward is None:
-            fp32_reward = row["mean_reward"]
         rows.append(row)
         if on_result:
             on_result(row, reused)

@@ -19,6 +19,7 @@ JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "pr
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     key TEXT PRIMARY KEY,
+    reference_key TEXT NOT NULL,
     algo TEXT NOT NULL,
     env_id TEXT NOT NULL,
     method TEXT NOT NULL,
@@ -49,6 +50,14 @@ CREATE TABLE IF NOT EXISTS results (
     provenance TEXT NOT NULL,
     created_at TEXT NOT NULL
 )
+"""
+
+
+# Give every quantized row of this fp32 job its reference reward and E% = (R_fp32 - R_q) / |R_fp32| * 100.
+FILL_ERRORS = """
+UPDATE results SET fp32_reward = :reward,
+    error_pct = CASE WHEN :reward = 0 THEN NULL ELSE (:reward - mean_reward) / abs(:reward) * 100.0 END
+WHERE reference_key = :key AND key != :key
 """
 
 
@@ -103,16 +112,27 @@ class ResultStore:
         """The keys not yet in the store, in the given order."""
         return [key for key in keys if not self.has(key)]
 
-    def put(self, result: EvalResult, fp32_reward: float | None = None, replace: bool = False) -> bool:
-        """Write one job's row atomically; returns False (and writes nothing) if it exists and not ``replace``."""
-        row = result_row(result, fp32_reward)
-        columns = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        with self._connection:  # one transaction: a crash leaves the old state or the whole row
-            self._connection.execute("BEGIN IMMEDIATE")
-            cursor = self._connection.execute(f"{verb} INTO results ({columns}) VALUES ({marks})", tuple(row.values()))
-        return cursor.rowcount > 0
+    def put(self, result: EvalResult, replace: bool = False) -> bool:
+        """Write one job's row atomically; returns False (and writes nothing) if it exists and not ``replace``.
+
+        E% is filled in from the fp32 row of the same agent and episodes, in whichever order the two arrive
+        (parallel sweeps store them in any order).
+        """
+        db = self._connection
+        with db:  # one transaction: a crash leaves the old state or the whole row
+            db.execute("BEGIN IMMEDIATE")
+            reference = result.job.reference().key
+            found = db.execute("SELECT mean_reward FROM results WHERE key = ?", (reference,)).fetchone()
+            fp32_reward = found[0] if found and reference != result.job.key else None
+            row = result_row(result, fp32_reward)
+            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+            marks = ", ".join("?" for _ in row)
+            sql = f"{verb} INTO results ({', '.join(row)}) VALUES ({marks})"
+            cursor = db.execute(sql, tuple(row.values()))
+            inserted = cursor.rowcount > 0
+            if inserted and result.job.spec.is_identity:
+                db.execute(FILL_ERRORS, {"reward": result.mean_reward, "key": result.job.key})
+        return inserted
 
     def to_dataframe(self) -> pd.DataFrame:
         """Every row, JSON columns decoded, oldest first."""
@@ -133,6 +153,7 @@ def result_row(result: EvalResult, fp32_reward: float | None) -> dict[str, Any]:
     rewards = result.episode_rewards
     return {
         "key": job.key,
+        "reference_key": job.reference().key,
         "algo": job.algo,
         "env_id": job.env_id,
         "method": spec.method,

@@ -28,7 +28,7 @@ def parse_precision(value: str | int) -> str:
     digits = text.removeprefix("int")
     if digits.isdigit() and MIN_BITS <= int(digits) <= MAX_BITS:
         return "fp32" if int(digits) == 32 else f"int{int(digits)}"
-    raise QuarlError(f"bad precision {value!r}: expected {PRECISION_HELP}")
+    raise QuarlError(f"bad precision '{value}': expected {PRECISION_HELP}")
 
 
 def precision_bits(precision: str) -> int:
@@ -123,9 +123,9 @@ class Job:
         payload = json.dumps(self.identity(), sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
-    def with_precision(self, precision: str) -> Job:
-        """The same job (same agent, seeds, episodes) at another precision."""
-        return replace(self, spec=replace(self.spec, precision=precision))
+    def reference(self) -> Job:
+        """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
+        return replace(self, spec=QuantSpec("fp32"))
 
 
 @dataclass(frozen=True)

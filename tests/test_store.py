@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from quarl_bench.store import ResultStore, load_results
 from quarl_bench.types import EvalResult, Job, QuantSpec
 
@@ -14,14 +16,17 @@ def make_result(precision: str = "int8", seed: int = 0, reward: float = 10.0) ->
     return EvalResult(job, (reward, reward + 2.0), (10, 12), 0.5, provenance={"agent_source": "folder"})
 
 
-def test_put_get_and_relative_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fp32_first", [True, False])
+def test_put_get_and_relative_error_in_either_order(tmp_path: Path, fp32_first: bool) -> None:
+    quantized, fp32 = make_result(reward=90.0), make_result("fp32", reward=99.0)
     with ResultStore(tmp_path / "s.sqlite") as store:
-        result = make_result(reward=90.0)
-        assert not store.has(result.job.key)
-        assert store.put(result, fp32_reward=100.0)
-        row = store.get(result.job.key)
+        assert not store.has(quantized.job.key)
+        for result in (fp32, quantized) if fp32_first else (quantized, fp32):
+            assert store.put(result)
+        row = store.get(quantized.job.key)
+        assert store.get(fp32.job.key)["error_pct"] is None
     assert row["mean_reward"] == 91.0 and row["std_reward"] == 1.0
-    assert row["error_pct"] == 9.0  # (100 - 91) / 100 * 100
+    assert row["fp32_reward"] == 100.0 and row["error_pct"] == 9.0  # (100 - 91) / 100 * 100
     assert row["episode_rewards"] == [90.0, 92.0] and row["total_steps"] == 22
 
 

@@ -153,6 +153,7 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
         "learning_rate": 0.0,
         "lr_schedule": lambda _: 0.0,
         "clip_range": lambda _: 0.0,
+        "exploration_schedule": lambda _: 0.0,
     }
     kwargs: dict[str, Any] = {"buffer_size": 1} if ref.algo in OFF_POLICY else {}
     if "optimize_memory_usage" in hyperparams:

@@ -1,0 +1,148 @@
+"""Resumable parallel sweeps: grid cells -> per-agent tasks -> a process pool -> the store.
+
+Each worker loads its agent once and evaluates its share of that agent's precisions, writing each row
+atomically, so a sweep killed at any moment and started again stores every job exactly once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.registry import GridCell
+from quarl_bench.runner import EvalSettings, build_jobs, run_jobs
+from quarl_bench.store import ResultStore
+from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.zoo.agents import resolve_agent
+
+
+@dataclass(frozen=True)
+class AgentSources:
+    """Where a sweep may take agents from (see :func:`quarl_bench.zoo.agents.resolve_agent`)."""
+
+    folder: Path | None
+    cache: Path
+    use_hub: bool = False
+    train_if_missing: bool = False
+
+
+@dataclass(frozen=True)
+class Task:
+    """Some of one agent's jobs, run by one worker from one loaded copy of the agent."""
+
+    ref: AgentRef
+    jobs: tuple[Job, ...]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    algo: str
+    env_id: str
+    reason: str
+
+
+def plan(
+    cells: Iterable[GridCell], sources: AgentSources, store: ResultStore, workers: int, force: bool = False
+) -> tuple[list[Task], list[Skipped], int]:
+    """Resolve each (algo, env) once, drop stored jobs, split the rest over ``workers``.
+
+    Returns the tasks, the combinations skipped with their reason, and how many jobs were already stored.
+    """
+    by_agent: dict[tuple[str, str], list[GridCell]] = {}
+    for cell in cells:
+        by_agent.setdefault((cell.algo, cell.env_id), []).append(cell)
+    tasks: list[Task] = []
+    skipped: list[Skipped] = []
+    done = 0
+    for (algo, env_id), group in by_agent.items():
+        try:
+            ref = resolve_agent(algo, env_id, sources.folder, sources.cache, sources.use_hub, sources.train_if_missing)
+        except QuarlError as error:
+            skipped.append(Skipped(algo, env_id, str(error)))
+            continue
+        jobs = cell_jobs(ref, group)
+        pending = jobs if force else [job for job in jobs if not store.has(job.key)]
+        done += len(jobs) - len(pending)
+        tasks.extend(split(ref, pending, workers))
+    return tasks, skipped, done
+
+
+def cell_jobs(ref: AgentRef, cells: list[GridCell]) -> list[Job]:
+    """Jobs for one agent's cells; every (seed, episodes) group starts with its fp32 reference job."""
+    jobs: list[Job] = []
+    for seed, episodes in dict.fromkeys((c.seed, c.episodes) for c in cells):
+        specs = [QuantSpec(c.precision) for c in cells if (c.seed, c.episodes) == (seed, episodes)]
+        for job in build_jobs(ref, specs, EvalSettings(episodes, seed)):
+            if job not in jobs:
+                jobs.append(job)
+    return jobs
+
+
+def split(ref: AgentRef, jobs: list[Job], workers: int) -> list[Task]:
+    """Deal one agent's jobs round-robin into at most ``workers`` tasks (fp32 jobs land in the first)."""
+    if not jobs:
+        return []
+    shares = [jobs[i :: min(workers, len(jobs))] for i in range(min(workers, len(jobs)))]
+    return [Task(ref, tuple(share)) for share in shares]
+
+
+def run_task(task: Task, store_path: str, force: bool) -> list[dict[str, Any]]:
+    """Worker entry point: one agent load, its jobs evaluated and stored one row at a time."""
+    with ResultStore(store_path) as store:
+        return run_jobs(task.ref, task.jobs, store, force=force)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def run_tasks(
+    tasks: list[Task],
+    store_path: Path,
+    workers: int,
+    force: bool = False,
+    on_done: Callable[[Task, list[dict[str, Any]] | None, BaseException | None], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> None:
+    """Run tasks in a local process pool (``workers`` processes); a failing task does not stop the others.
+
+    ``on_done(task, rows, error)`` is called per finished task, ``on_tick()`` about once a second.
+    """
+    if workers == 1:
+        for task in tasks:
+            try:
+                rows = run_task(task, str(store_path), force)
+            except Exception as error:  # reported per task, the sweep goes on
+                _notify(on_done, task, None, error)
+            else:
+                _notify(on_done, task, rows, None)
+            if on_tick:
+                on_tick()
+        return
+    context = multiprocessing.get_context("spawn")  # no fork of a process that already holds torch threads
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        running: dict[Future, Task] = {pool.submit(run_task, task, str(store_path), force): task for task in tasks}
+        while running:
+            finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+            if on_tick:
+                on_tick()
+            for future in finished:
+                task = running.pop(future)
+                error = future.exception()
+                _notify(on_done, task, None if error else future.result(), error)
+
+
+def _notify(on_done, task: Task, rows, error) -> None:
+    if on_done:
+        on_done(task, rows, error)
+
+
+def with_episodes(cells: list[GridCell], episodes: int | None) -> list[GridCell]:
+    """Override every cell's episode count (``--episodes`` on the command line)."""
+    return cells if episodes is None else [replace(c, episodes=episodes) for c in cells]

@@ -1,0 +1,81 @@
+"""Registry expansion and resumable sweeps (a sweep process really killed mid-way, then re-run)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from quarl_bench.config import config_dir
+from quarl_bench.registry import load_study, select
+from quarl_bench.store import ResultStore, load_results
+from quarl_bench.sweep import AgentSources, plan
+
+SWEETSPOT_PRECISIONS = 17  # fp32, fp16 and 30, 28, ..., 2 bits
+
+
+def test_sweetspot_grid_expands_to_every_bit_width() -> None:
+    study = load_study(config_dir() / "sweetspot.yaml")
+    cells = select(study.cells, algos=["ppo"], envs=["CartPole"])
+    assert len(cells) == SWEETSPOT_PRECISIONS
+    assert [c.precision for c in cells][:4] == ["fp32", "fp16", "int30", "int28"]
+    assert cells[-1].precision == "int2" and {c.episodes for c in cells} == {100}
+    assert len(select(study.cells, precisions=["8"])) == len({(c.algo, c.env_id) for c in study.cells})
+
+
+def test_ptq_table_lists_missing_agents_as_skipped(zoo: Path, tmp_path: Path) -> None:
+    study = load_study(config_dir() / "ptq_table.yaml")
+    with ResultStore(tmp_path / "s.sqlite") as store:
+        tasks, skipped, done = plan(study.cells, AgentSources(zoo, tmp_path / "cache"), store, workers=2)
+    reasons = {(s.algo, s.env_id): s.reason for s in skipped}
+    assert "no td3 agent for Pendulum-v1" in reasons[("td3", "Pendulum-v1")]
+    assert ("ppo", "BreakoutNoFrameskip-v4") in reasons  # the shared zoo has Atari configs but no Atari zips
+    assert {(t.ref.algo, t.ref.env_id) for t in tasks} >= {("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3")}
+    assert done == 0 and all(t.jobs for t in tasks)
+
+
+def test_bad_grid_values_are_reported(tmp_path: Path) -> None:
+    grid = tmp_path / "bad.yaml"
+    grid.write_text("grid:\n  - algos: [ppo]\n    envs: [CartPole]\n    precisions: [fp32, 1]\n")
+    with pytest.raises(Exception, match="bad precision '1'"):
+        load_study(grid)
+
+
+def count_rows(store: Path) -> int:
+    if not store.exists():
+        return 0
+    with sqlite3.connect(store, timeout=30) as connection:
+        try:
+            return connection.execute("SELECT count(*) FROM results").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+@pytest.mark.slow
+def test_killed_sweep_resumes_and_stores_every_job_once(zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    exe = Path(sys.executable).with_name("quarl-bench")
+    command = [exe, "sweep", config_dir() / "sweetspot.yaml", "--algo", "ppo", "a2c", "--env", "CartPole", "Acrobot",
+               "-n", "10", "--workers", "2", "--folder", zoo, "--cache", tmp_path / "cache", "--store", store]  # fmt: skip
+    sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while count_rows(store) < 5 and time.monotonic() < deadline and sweep.poll() is None:
+        time.sleep(0.2)
+    os.killpg(sweep.pid, signal.SIGKILL)  # the driver and its workers, mid-sweep
+    sweep.wait()
+    partial = count_rows(store)
+    assert 5 <= partial < 4 * SWEETSPOT_PRECISIONS
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"{partial} already stored" in done.stdout.replace("\n", " ")
+    frame = load_results(store)
+    assert len(frame) == 4 * SWEETSPOT_PRECISIONS and frame["key"].is_unique
+    quantized = frame[frame.precision != "fp32"]
+    assert quantized["error_pct"].notna().all()  # E% filled whichever of fp32/quantized was stored first
