@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
     sweep.add_argument("--force", action="store_true", help="re-run jobs already in the store")
 
+    report = commands.add_parser("report", help="write the reward-error table and sweet-spot figures from the store")
+    report.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
+    report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.add_argument("--algo", required=True, choices=ALGOS)
     train.add_argument("--env", required=True)
@@ -117,7 +121,13 @@ def positive_int(value: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        commands = {"run": cmd_run, "sweep": cmd_sweep, "train": cmd_train, "results": cmd_results}
+        commands = {
+            "run": cmd_run,
+            "sweep": cmd_sweep,
+            "report": cmd_report,
+            "train": cmd_train,
+            "results": cmd_results,
+        }
         return commands[args.command](args)
     except QuarlError as error:
         print(f"quarl-bench: error: {error}", file=sys.stderr)
@@ -256,6 +266,25 @@ def summary_table(frame, title: str) -> Table:
             str(row["episodes"]),
         )
     return table
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from quarl_bench.report.plots import write_sweet_spot_figures
+    from quarl_bench.report.tables import reward_error_table, write_reward_error_table
+    from quarl_bench.store import DEFAULT_STORE, load_results
+
+    path = args.store or DEFAULT_STORE
+    if not Path(path).is_file():
+        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` or `sweep` first, or pass --store")
+    frame = load_results(path)
+    table = reward_error_table(frame)
+    written = write_reward_error_table(table, args.out) if not table.empty else []
+    written += write_sweet_spot_figures(frame, args.out)
+    if not table.empty:
+        console.print(table.round(2).to_string())
+    for file in written:
+        console.print(f"wrote {file}")
+    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -1,0 +1,78 @@
+"""Sweet-spot curves (QuaRL Figure 7): reward vs bits per algo/env, with fp32 as the reference line."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
+
+
+def sweet_spot(curve: pd.DataFrame, fp32_reward: float) -> tuple[int, int | None]:
+    """(bits with the best reward, lowest bits whose reward is within 5% of fp32 or None)."""
+    best = int(curve.loc[curve["mean_reward"].idxmax(), "bits"])
+    ok = curve[curve["mean_reward"] >= fp32_reward - WITHIN_FP32 * abs(fp32_reward)]
+    return best, (int(ok["bits"].min()) if len(ok) else None)
+
+
+def integer_curves(results: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.DataFrame, float]]:
+    """Per (algo, env): the int-precision rows sorted by bits and the fp32 reward; pairs with < 2 points skipped."""
+    frame = results[results["method"] == "ptq"].sort_values("created_at")
+    frame = frame.drop_duplicates(["algo", "env_id", "precision"], keep="last")
+    curves = {}
+    for (algo, env_id), group in frame.groupby(["algo", "env_id"]):
+        fp32 = group[group["precision"] == "fp32"]
+        ints = group[group["precision"].str.startswith("int")].sort_values("bits")
+        if len(fp32) and len(ints) >= 2:
+            curves[(algo, env_id)] = (ints, float(fp32["mean_reward"].iloc[0]))
+    return curves
+
+
+def draw_curve(ax: plt.Axes, algo: str, env_id: str, curve: pd.DataFrame, fp32_reward: float) -> None:
+    bits, mean, std = curve["bits"], curve["mean_reward"], curve["std_reward"]
+    ax.plot(bits, mean, marker="o", label="PTQ (uniform affine)")
+    ax.fill_between(bits, mean - std, mean + std, alpha=0.2, label="± 1 std over episodes")
+    ax.axhline(fp32_reward, color="black", linestyle="--", linewidth=1, label="fp32")
+    best, lowest = sweet_spot(curve, fp32_reward)
+    if lowest is not None:
+        ax.axvline(lowest, color="green", linestyle=":", label=f"lowest within 5% of fp32: {lowest} bits")
+    ax.set_title(f"{algo.upper()} {env_id} (best: {best} bits)")
+    ax.set_xlabel("weight bits")
+    ax.set_ylabel("mean episode reward")
+    ax.legend(fontsize="small")
+
+
+def write_sweet_spot_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """One PNG+PDF per algo/env and a grid figure of all of them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    curves = integer_curves(results)
+    paths: list[Path] = []
+    for (algo, env_id), (curve, fp32) in curves.items():
+        fig, ax = plt.subplots(figsize=(6, 4))
+        draw_curve(ax, algo, env_id, curve, fp32)
+        fig.tight_layout()
+        for ext in ("png", "pdf"):
+            paths.append(out_dir / f"sweetspot_{algo}_{env_id}.{ext}")
+            fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    if curves:
+        cols = min(3, len(curves))
+        rows = math.ceil(len(curves) / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+        for ax, ((algo, env_id), (curve, fp32)) in zip(axes.flat, curves.items(), strict=False):
+            draw_curve(ax, algo, env_id, curve, fp32)
+        for ax in list(axes.flat)[len(curves) :]:
+            ax.set_visible(False)
+        fig.suptitle("Reward vs weight bits (post-training quantization)")
+        fig.tight_layout()
+        for ext in ("png", "pdf"):
+            paths.append(out_dir / f"sweetspot_grid.{ext}")
+            fig.savefig(paths[-1], dpi=100)
+        plt.close(fig)
+    return paths

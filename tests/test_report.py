@@ -1,0 +1,44 @@
+"""Reports: table numbers equal the store, figures are written; the statistics on hand-made inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from quarl_bench.config import config_dir
+from quarl_bench.report.plots import sweet_spot
+from quarl_bench.report.stats import bootstrap_ci
+from quarl_bench.store import load_results
+
+
+def test_bootstrap_ci() -> None:
+    assert bootstrap_ci([500.0] * 10) == (500.0, 500.0)
+    low, high = bootstrap_ci([0.0, 10.0] * 50)
+    assert 3.5 < low < 5.0 < high < 6.5
+
+
+def test_sweet_spot_picks_best_and_lowest_within_5_percent() -> None:
+    curve = pd.DataFrame({"bits": [2, 4, 6, 8], "mean_reward": [10.0, 96.0, 101.0, 99.0]})
+    assert sweet_spot(curve, fp32_reward=100.0) == (6, 4)
+    assert sweet_spot(curve.iloc[:1], fp32_reward=100.0) == (2, None)
+
+
+@pytest.mark.slow
+def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
+    store, out = tmp_path / "quarl.sqlite", tmp_path / "report"
+    sweep = ("sweep", config_dir() / "smoke.yaml", "--algo", "ppo", "dqn", "-n", "5", "--workers", "1")
+    code, _, err = cli(*sweep, "--folder", zoo, "--cache", tmp_path / "cache", "--store", store)
+    assert code == 0, err
+    code, _, err = cli("report", "--store", store, "--out", out)
+    assert code == 0, err
+    for name in ("reward_error_table.md", "reward_error_table.tex", "reward_error_table.csv", "sweetspot_grid.png"):
+        assert (out / name).stat().st_size > 0
+    table = pd.read_csv(out / "reward_error_table.csv", header=[0, 1], index_col=0)
+    rows = load_results(store).set_index(["algo", "precision"])
+    for algo in ("ppo", "dqn"):
+        assert table.loc["CartPole-v1", (algo, "fp32 Rwd")] == pytest.approx(rows.loc[(algo, "fp32"), "mean_reward"])
+        assert table.loc["CartPole-v1", (algo, "int8 Rwd")] == pytest.approx(rows.loc[(algo, "int8"), "mean_reward"])
+        assert table.loc["CartPole-v1", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "error_pct"])
+        assert table.loc["Mean", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "error_pct"])
