@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NoReturn
 
 from rich.console import Console
@@ -73,8 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--hub", action="store_true", help="also try the Hugging Face hub for missing agents")
     sweep.add_argument("--train-if-missing", action="store_true", help="train missing fp32 baselines with rl-zoo3")
     sweep.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: the cores)")
+    sweep.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or a Ray cluster")
+    sweep.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
     sweep.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
     sweep.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
+    qat = commands.add_parser("qat", help="quantization-aware training with rl-zoo3 hyperparameters, then evaluation")
+    qat.add_argument(
+        "--algo", required=True, type=str.lower, choices=ALGOS, metavar="ALGO", help=f"one of {', '.join(ALGOS)}"
+    )
+    qat.add_argument("--env", required=True, help="env id or alias")
+    qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="2-8 or 16 (or fp16, bf16)")
+    qat.add_argument("--quant-delay", type=positive_int, default=None, help="steps before quantization (default: half)")
+    qat.add_argument("-n", "--n-timesteps", type=positive_int, default=None, help="training steps (default: rl-zoo3's)")
+    qat.add_argument("--seed", type=int, default=0, help="training seed")
+    qat.add_argument("--quantize-activations", action="store_true", help="also fake-quantize layer outputs")
+    qat.add_argument("--episodes", type=positive_int, default=100, help="evaluation episodes (default 100)")
+    qat.add_argument("--eval-seed", type=int, default=0, help="evaluation seed")
+    qat.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    qat.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
 
     report = commands.add_parser("report", help="write the reward-error table and sweet-spot figures from the store")
     report.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
@@ -124,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands = {
             "run": cmd_run,
             "sweep": cmd_sweep,
+            "qat": cmd_qat,
             "report": cmd_report,
             "train": cmd_train,
             "results": cmd_results,
@@ -160,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def result_table(rows: list[dict[str, Any]], ref: AgentRef) -> Table:
+def result_table(rows: list[dict[str, Any]], ref: AgentRef | SimpleNamespace) -> Table:
     first = rows[0]
     title = f"{ref.algo} / {ref.env_id} ({ref.source}): {first['episodes']} episodes, seed {first['seed']}"
     table = Table(title=title)
@@ -196,7 +215,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from quarl_bench.registry import load_study, select
     from quarl_bench.store import DEFAULT_STORE, ResultStore
-    from quarl_bench.sweep import AgentSources, default_workers, plan, run_tasks, with_episodes
+    from quarl_bench.sweep import AgentSources, default_workers, plan, run_tasks, run_tasks_on_ray, with_episodes
     from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
 
     study = load_study(args.grid)
@@ -235,7 +254,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 if args.force:
                     progress.advance(bar, len(rows))
 
-            run_tasks(tasks, store_path, workers, args.force, on_done=done, on_tick=tick)
+            if args.executor == "ray":
+                run_tasks_on_ray(tasks, store, args.address, args.force, on_done=done, on_tick=tick)
+            else:
+                run_tasks(tasks, store_path, workers, args.force, on_done=done, on_tick=tick)
         for failure in failures:
             console.print(f"[red]failed[/] {failure}")
         frame = store.to_dataframe() if store.path.exists() else None
@@ -268,9 +290,31 @@ def summary_table(frame, title: str) -> Table:
     return table
 
 
+def cmd_qat(args: argparse.Namespace) -> int:
+    from quarl_bench.qat_runner import resolve_config, run_qat
+    from quarl_bench.runner import EvalSettings
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    config = resolve_config(args.algo, args.env, args.bits, quant_delay=args.quant_delay, n_timesteps=args.n_timesteps,
+                            seed=args.seed, quantize_activations=args.quantize_activations)  # fmt: skip
+    console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        rows = run_qat(config, args.cache or DEFAULT_CACHE, store, EvalSettings(args.episodes, args.eval_seed))
+        training = rows[-1]["provenance"]["training"]
+        console.print(
+            f"trained {training['training_steps']} steps, fake quantization on from step {training['enabled_at_step']}"
+            f" (delay {training['quant_delay']}); agent in {rows[-1]['agent_path']}"
+        )
+        ref = SimpleNamespace(algo=config.algo, env_id=config.env_id, source="qat")
+        console.print(result_table(rows, ref))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    from quarl_bench.report.plots import write_sweet_spot_figures
-    from quarl_bench.report.tables import reward_error_table, write_reward_error_table
+    from quarl_bench.report.plots import write_sweet_spot_figures, write_weight_figures
+    from quarl_bench.report.tables import reward_error_table, write_reward_error_table, write_weight_spread
     from quarl_bench.store import DEFAULT_STORE, load_results
 
     path = args.store or DEFAULT_STORE
@@ -280,6 +324,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     table = reward_error_table(frame)
     written = write_reward_error_table(table, args.out) if not table.empty else []
     written += write_sweet_spot_figures(frame, args.out)
+    written += write_weight_figures(frame, args.out)
+    written += write_weight_spread(frame, args.out)
     if not table.empty:
         console.print(table.round(2).to_string())
     for file in written:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from quarl_bench.evaluate import evaluate
-from quarl_bench.quant.ptq import quantize
+from quarl_bench.quant.ptq import quantize, weight_profile
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent, load_agent
@@ -105,12 +106,18 @@ def run_job(agent: LoadedAgent, job: Job) -> EvalResult:
         layers=layers,
         action_agreement=episodes.agreement,
         provenance=provenance(agent.ref),
+        weights=weight_profile(fp32_policy, job.algo),
     )
 
 
+TRAINING_RECORD = "quarl_training.json"
+
+
 def provenance(ref: AgentRef) -> dict[str, Any]:
-    """Where the agent came from and what code evaluated it."""
+    """Where the agent came from, how quarl-bench trained it (if it did) and what code evaluated it."""
+    record = Path(ref.run_dir) / TRAINING_RECORD
     return {
+        "training": json.loads(record.read_text()) if record.is_file() else None,
         "agent_source": ref.source,
         "agent_path": ref.run_dir,
         "saved_env_id": ref.saved_env_id,

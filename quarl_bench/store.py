@@ -15,7 +15,7 @@ import pandas as pd
 from quarl_bench.types import EvalResult, relative_error
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance")
+JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     key TEXT PRIMARY KEY,
@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS results (
     layers TEXT NOT NULL,
     agreement TEXT NOT NULL,
     provenance TEXT NOT NULL,
+    weights TEXT NOT NULL DEFAULT '{}',
     created_at TEXT NOT NULL
 )
 """
@@ -77,7 +78,15 @@ class ResultStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=60000")
             self._db.execute(SCHEMA)
+            self._add_missing_columns(self._db)
         return self._db
+
+    @staticmethod
+    def _add_missing_columns(db: sqlite3.Connection) -> None:
+        """Bring a store made by an older version up to the current schema (new columns only)."""
+        have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+        if "weights" not in have:
+            db.execute("ALTER TABLE results ADD COLUMN weights TEXT NOT NULL DEFAULT '{}'")
 
     def _readable(self) -> bool:
         return self._db is not None or self.path.exists()
@@ -182,6 +191,7 @@ def result_row(result: EvalResult, fp32_reward: float | None) -> dict[str, Any]:
         "layers": json.dumps([asdict(layer) for layer in result.layers]),
         "agreement": json.dumps(result.action_agreement),
         "provenance": json.dumps(result.provenance),
+        "weights": json.dumps(result.weights),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
     }
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.registry import GridCell
-from quarl_bench.runner import EvalSettings, build_jobs, run_jobs
+from quarl_bench.runner import EvalSettings, build_jobs, run_job, run_jobs
 from quarl_bench.store import ResultStore
-from quarl_bench.types import AgentRef, Job, QuantSpec
-from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
+from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,48 @@ def run_task(task: Task, store_path: str, force: bool) -> list[dict[str, Any]]:
     """Worker entry point: one agent load, its jobs evaluated and stored one row at a time."""
     with ResultStore(store_path) as store:
         return run_jobs(task.ref, task.jobs, store, force=force)
+
+
+def evaluate_task(task: Task) -> list[EvalResult]:
+    """Ray entry point: evaluate a task's jobs and return the results; the driver stores them.
+
+    On a multi-node cluster the agent's folder must be reachable at the same path on every node.
+    """
+    agent = load_agent(task.ref)
+    return [run_job(agent, job) for job in task.jobs]
+
+
+def run_tasks_on_ray(
+    tasks: list[Task],
+    store: ResultStore,
+    address: str | None,
+    force: bool = False,
+    on_done: Callable[[Task, list[dict[str, Any]] | None, BaseException | None], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> None:
+    """Fan tasks out over a Ray cluster (a local one when ``address`` is None); only the driver writes the store."""
+    import ray
+
+    ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_task)
+    pending = {remote.remote(task): task for task in tasks}
+    try:
+        while pending:
+            finished, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in finished:
+                task = pending.pop(ref)
+                try:
+                    results = ray.get(ref)
+                except Exception as error:  # reported per task, the sweep goes on
+                    _notify(on_done, task, None, error)
+                    continue
+                for result in results:
+                    store.put(result, replace=force)
+                _notify(on_done, task, [store.get(result.job.key) for result in results], None)
+            if on_tick:
+                on_tick()
+    finally:
+        ray.shutdown()
 
 
 def default_workers() -> int:

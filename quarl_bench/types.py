@@ -152,6 +152,7 @@ class EvalResult:
     layers: tuple[LayerStats, ...] = ()
     action_agreement: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    weights: dict[str, Any] = field(default_factory=dict)  # fp32 acting-weight profile, see ptq.weight_profile
 
     @property
     def mean_reward(self) -> float:

@@ -7,7 +7,7 @@ import torch
 from stable_baselines3 import DQN, PPO, SAC
 
 from quarl_bench.quant.affine import fake_quant
-from quarl_bench.quant.ptq import acting_layers, histogram_kl, quantize, quantize_tensor
+from quarl_bench.quant.ptq import acting_layers, histogram_kl, quantize, quantize_tensor, weight_profile
 from quarl_bench.types import QuantSpec
 
 
@@ -128,3 +128,15 @@ def test_dqn_and_sac_acting_networks() -> None:
     sac = SAC("MlpPolicy", "Pendulum-v1", buffer_size=1, device="cpu").policy
     names = {n for n, _ in acting_layers(sac, "sac")}
     assert names and all(n.startswith("actor.") for n in names)
+
+
+def test_weight_profile_of_a_known_network() -> None:
+    policy = PPO("MlpPolicy", "CartPole-v1", device="cpu").policy
+    with torch.no_grad():
+        for _, module in acting_layers(policy, "ppo"):
+            module.weight.fill_(0.5)
+        policy.action_net.weight[0, 0] = -1.5
+    profile = weight_profile(policy, "ppo")
+    assert profile["count"] == 4 * 64 + 64 * 64 + 64 * 2
+    assert profile["min"] == -1.5 and profile["max"] == 0.5 and profile["range"] == 2.0
+    assert sum(profile["histogram"]) == profile["count"] and profile["histogram"][0] == 1

@@ -42,3 +42,21 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
         assert table.loc["CartPole-v1", (algo, "int8 Rwd")] == pytest.approx(rows.loc[(algo, "int8"), "mean_reward"])
         assert table.loc["CartPole-v1", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "error_pct"])
         assert table.loc["Mean", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "error_pct"])
+
+
+@pytest.mark.slow
+def test_notebook_runs_on_a_small_store(cli, zoo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    store = tmp_path / "quarl.sqlite"
+    sweep = ("sweep", config_dir() / "smoke.yaml", "-n", "3", "--workers", "1")
+    assert cli(*sweep, "--folder", zoo, "--cache", tmp_path / "cache", "--store", store)[0] == 0
+    monkeypatch.setenv("QUARL_STORE", str(store))
+    notebook = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "analysis.ipynb", as_version=4)
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("12 jobs, 3 agents" in o.get("text", "") for o in outputs)  # 3 agents x 4 precisions

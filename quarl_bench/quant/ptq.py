@@ -24,6 +24,7 @@ ACTING_MODULES: dict[str, tuple[str, ...]] = {
 }
 _FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 KL_BINS = 256
+PROFILE_BINS = 100
 
 
 def acting_layers(policy: BasePolicy, algo: str) -> Iterator[tuple[str, nn.Module]]:
@@ -74,6 +75,25 @@ def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy
                 param.copy_(quantize_tensor(original, spec, is_conv))
                 stats.append(layer_stats(f"{name}.{kind}", original, param.detach(), spec, is_conv))
     return quantized, tuple(stats)
+
+
+def weight_profile(policy: BasePolicy, algo: str, bins: int = PROFILE_BINS) -> dict[str, object]:
+    """Spread of all acting weights pooled (QuaRL Figure 2/3): std, range, excess kurtosis and a histogram."""
+    with torch.no_grad():
+        weights = torch.cat([module.weight.detach().flatten().double() for _, module in acting_layers(policy, algo)])
+    lo, hi = float(weights.min()), float(weights.max())
+    centred = weights - weights.mean()
+    variance = float(torch.mean(centred**2))
+    kurtosis = float(torch.mean(centred**4)) / variance**2 - 3.0 if variance > 0 else 0.0
+    return {
+        "count": int(weights.numel()),
+        "std": variance**0.5,
+        "min": lo,
+        "max": hi,
+        "range": abs(lo) + abs(hi),  # QuaRL's range, which sets the grid step
+        "kurtosis": kurtosis,
+        "histogram": torch.histc(weights, bins=bins, min=lo, max=hi).long().tolist() if hi > lo else [len(weights)],
+    }
 
 
 def clone_policy(policy: BasePolicy) -> BasePolicy:

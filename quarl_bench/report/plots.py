@@ -76,3 +76,36 @@ def write_sweet_spot_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]
             fig.savefig(paths[-1], dpi=100)
         plt.close(fig)
     return paths
+
+
+def write_weight_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """QuaRL Figure 2/3: per env, the fp32 acting-weight histogram of each algo with the int8 grid marked."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fp32 = results[(results["precision"] == "fp32") & results["weights"].map(bool)]
+    fp32 = fp32.sort_values("created_at").drop_duplicates(["algo", "env_id"], keep="last")
+    paths: list[Path] = []
+    for env_id, group in fp32.groupby("env_id"):
+        fig, axes = plt.subplots(1, len(group), figsize=(4.5 * len(group), 3.6), squeeze=False)
+        for ax, (_, row) in zip(axes.flat, group.sort_values("algo").iterrows(), strict=True):
+            draw_weight_histogram(ax, row["algo"], row["weights"])
+        fig.suptitle(f"{env_id}: fp32 acting-network weights (int8 grid: step = range / 256)")
+        fig.tight_layout()
+        for ext in ("png", "pdf"):
+            paths.append(out_dir / f"weights_{env_id}.{ext}")
+            fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths
+
+
+def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:
+    counts = profile["histogram"]
+    lo, hi = profile["min"], profile["max"]
+    width = (hi - lo) / len(counts) if hi > lo else 1.0
+    ax.bar([lo + (i + 0.5) * width for i in range(len(counts))], counts, width=width, color="tab:blue")
+    ax.set_yscale("log")
+    for edge in (lo, hi):
+        ax.axvline(edge, color="tab:red", linestyle="--", linewidth=1)
+    step = profile["range"] / 256
+    ax.set_title(f"{algo.upper()}: std {profile['std']:.3f}, kurtosis {profile['kurtosis']:.1f}", fontsize="medium")
+    ax.set_xlabel(f"weight value (int8 range [{lo:.2f}, {hi:.2f}], step {step:.4f})", fontsize="small")
+    ax.set_ylabel("count (log)")

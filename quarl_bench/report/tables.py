@@ -62,3 +62,64 @@ def write_reward_error_table(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     paths[0].write_text(flat.to_markdown() + "\n")
     paths[1].write_text(text.to_latex() + "\n")
     return paths
+
+
+SPREAD_METRICS = ("std", "range", "kurtosis")
+
+
+def weight_spread_table(results: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
+    """Per agent: the spread of its fp32 acting weights next to its E% at ``precision``."""
+    frame = results[results["method"] == "ptq"].sort_values("created_at")
+    frame = frame.drop_duplicates(["algo", "env_id", "precision"], keep="last")
+    records = []
+    for (algo, env_id), group in frame.groupby(["algo", "env_id"]):
+        quantized = group[group["precision"] == precision]
+        profile = group["weights"].iloc[-1]
+        if quantized.empty or not profile:
+            continue
+        record = {"algo": algo, "env": env_id, **{m: profile[m] for m in SPREAD_METRICS}}
+        record[f"E_{precision} %"] = quantized["error_pct"].iloc[0]
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def spread_error_correlation(table: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
+    """Pearson and Spearman correlation of each spread metric with E% (QuaRL: wider spread, worse error)."""
+    from scipy import stats
+
+    error = table[f"E_{precision} %"]
+    rows = []
+    for metric in SPREAD_METRICS:
+        valid = table[metric].notna() & error.notna()
+        if valid.sum() < 3 or table.loc[valid, metric].nunique() < 2 or error[valid].nunique() < 2:
+            rows.append({"metric": metric, "n": int(valid.sum())})
+            continue
+        pearson = stats.pearsonr(table.loc[valid, metric], error[valid])
+        spearman = stats.spearmanr(table.loc[valid, metric], error[valid])
+        rows.append({
+            "metric": metric,
+            "n": int(valid.sum()),
+            "pearson_r": pearson.statistic,
+            "pearson_p": pearson.pvalue,
+            "spearman_rho": spearman.statistic,
+            "spearman_p": spearman.pvalue,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def write_weight_spread(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """``weight_spread_vs_error.{md,csv}``: the per-agent table, then the correlations."""
+    table = weight_spread_table(results)
+    if table.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    correlation = spread_error_correlation(table)
+    csv, md = out_dir / "weight_spread_vs_error.csv", out_dir / "weight_spread_vs_error.md"
+    table.to_csv(csv, index=False)
+    md.write_text(
+        table.round(4).to_markdown(index=False)
+        + "\n\nCorrelation of weight spread with E_int8 % across agents:\n\n"
+        + correlation.round(3).to_markdown(index=False)
+        + "\n"
+    )
+    return [csv, md]

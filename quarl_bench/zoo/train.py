@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl_bench.errors import QuarlError
 
@@ -25,3 +33,38 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
     if completed.returncode != 0:
         tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:] or [""]
         raise QuarlError(f"training {algo} on {env_id} failed: {tail[0]}")
+
+
+def train_with_callbacks(
+    algo: str,
+    env_id: str,
+    log_folder: Path,
+    seed: int,
+    n_timesteps: int | None,
+    prepare: Callable[[BaseAlgorithm, int], list[BaseCallback]],
+    extra_args: dict[str, Any] | None = None,
+) -> Path:
+    """Train in-process with rl-zoo3's ExperimentManager (its hyperparameters, envs and saving), after
+    ``prepare(model, n_timesteps)`` has changed the fresh model and returned callbacks to add. Returns the run folder.
+
+    :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair.
+    """
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    args = argparse.Namespace(algo=algo, env=env_id, env_kwargs=None, seed=seed, n_timesteps=n_timesteps or -1,
+                              **(extra_args or {}))  # fmt: skip
+    manager = ExperimentManager(
+        args, algo, env_id, str(log_folder), n_timesteps=n_timesteps or 0, eval_freq=-1, seed=seed,
+        log_interval=-2, verbose=0, vec_env_type="dummy", device="cpu",
+    )  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            setup = manager.setup_experiment()
+        except (KeyError, ValueError) as error:
+            raise QuarlError(f"rl-zoo3 has no {algo} hyperparameters for {env_id}: {error}") from error
+        assert setup is not None
+        model, _ = setup
+        manager.callbacks.extend(prepare(model, int(manager.n_timesteps)))
+        manager.learn(model)
+        manager.save_trained_model(model)
+    return Path(manager.save_path)

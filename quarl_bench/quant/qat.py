@@ -1,0 +1,85 @@
+"""Quantization-aware training: the acting layers compute with fake-quantized weights once a quant delay passes.
+
+The same ``quantize_tensor`` as post-training quantization is used in the forward pass; its straight-through
+estimator lets gradients reach the fp32 weights. Layers are converted in place (their class is swapped for a
+subclass with a quantizing ``forward``), so parameter names, order and state dicts stay exactly SB3's: target
+networks, polyak updates, saving and loading are unaffected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import BasePolicy
+from torch import nn
+from torch.nn import functional
+
+from quarl_bench.quant.affine import fake_quant
+from quarl_bench.quant.ptq import acting_layers, quantize_tensor
+from quarl_bench.types import QuantSpec
+
+
+@dataclass
+class QATSwitch:
+    """Shared by every converted layer: off until the quant delay, then on for the rest of training."""
+
+    spec: QuantSpec
+    quantize_activations: bool = False
+    enabled: bool = False
+    enabled_at_step: int | None = None
+
+
+class _QATMixin:
+    qat_switch: QATSwitch
+
+    def _qat_weight(self, weight: torch.Tensor, is_conv: bool) -> torch.Tensor:
+        return quantize_tensor(weight, self.qat_switch.spec, is_conv) if self.qat_switch.enabled else weight
+
+    def _qat_output(self, output: torch.Tensor) -> torch.Tensor:
+        switch = self.qat_switch
+        if switch.enabled and switch.quantize_activations and switch.spec.precision.startswith("int"):
+            return fake_quant(output, switch.spec.bits)
+        return output
+
+
+class QATLinear(_QATMixin, nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._qat_output(functional.linear(x, self._qat_weight(self.weight, False), self.bias))
+
+
+class QATConv2d(_QATMixin, nn.Conv2d):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._qat_output(self._conv_forward(x, self._qat_weight(self.weight, True), self.bias))
+
+
+_QAT_CLASSES = {nn.Linear: QATLinear, nn.Conv2d: QATConv2d}
+
+
+def prepare_qat(policy: BasePolicy, algo: str, switch: QATSwitch) -> list[str]:
+    """Convert the policy's acting Linear/Conv2d layers in place; returns their names."""
+    converted = []
+    for name, module in acting_layers(policy, algo):
+        qat_class = _QAT_CLASSES.get(type(module))
+        if qat_class is None:
+            continue
+        module.__class__ = qat_class
+        module.qat_switch = switch
+        converted.append(name)
+    return converted
+
+
+class QuantDelayCallback(BaseCallback):
+    """Switch fake quantization on once ``quant_delay`` environment steps have been collected."""
+
+    def __init__(self, switch: QATSwitch, quant_delay: int) -> None:
+        super().__init__()
+        self.switch = switch
+        self.quant_delay = quant_delay
+
+    def _on_step(self) -> bool:
+        if not self.switch.enabled and self.num_timesteps >= self.quant_delay:
+            self.switch.enabled = True
+            self.switch.enabled_at_step = self.num_timesteps
+        return True
