@@ -79,3 +79,15 @@ def test_killed_sweep_resumes_and_stores_every_job_once(zoo: Path, tmp_path: Pat
     assert len(frame) == 4 * SWEETSPOT_PRECISIONS and frame["key"].is_unique
     quantized = frame[frame.precision != "fp32"]
     assert quantized["error_pct"].notna().all()  # E% filled whichever of fp32/quantized was stored first
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_sweep_on_a_local_ray_cluster(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    args = ("sweep", config_dir() / "smoke.yaml", "--algo", "ppo", "--executor", "ray", "-n", "3")
+    code, out, err = cli(*args, "--folder", zoo, "--cache", tmp_path / "cache", "--store", store)
+    assert code == 0, err
+    frame = load_results(store)
+    assert sorted(frame["precision"]) == ["fp16", "fp32", "int4", "int8"]
+    assert frame["key"].is_unique and (frame["mean_reward"] == 500.0).all()
