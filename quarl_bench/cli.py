@@ -215,7 +215,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from quarl_bench.registry import load_study, select
     from quarl_bench.store import DEFAULT_STORE, ResultStore
-    from quarl_bench.sweep import AgentSources, default_workers, plan, run_tasks, run_tasks_on_ray, with_episodes
+    from quarl_bench.sweep import (
+        AgentSources,
+        QATTask,
+        default_workers,
+        plan,
+        run_tasks,
+        run_tasks_on_ray,
+        with_episodes,
+    )
     from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
 
     study = load_study(args.grid)
@@ -231,28 +239,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for skip in skipped:
             console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
         keys = [job.key for task in tasks for job in task.jobs]
+        n_qat = sum(isinstance(task, QATTask) for task in tasks)
         console.print(
-            f"Study {study.name}: {len(cells)} grid cells, {len(keys)} jobs to run, {already} already stored, "
-            f"{len(skipped)} agent(s) skipped; {workers} worker(s)"
+            f"Study {study.name}: {len(cells)} grid cells, {len(keys)} evaluations and {n_qat} QAT runs to do, "
+            f"{already} already stored, {len(skipped)} agent(s) skipped; {workers} worker(s)"
         )
         failures: list[str] = []
+        finished = {"units": 0}  # jobs of finished tasks + finished QAT runs
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, TextColumn("{task.fields[last]}"), console=console) as progress:
-            bar = progress.add_task("jobs", total=len(keys), last="")
+            bar = progress.add_task("jobs", total=len(keys) + n_qat, last="")
 
             def tick() -> None:
-                progress.update(bar, completed=sum(store.has(key) for key in keys) if not args.force else None)
+                stored = 0 if args.force else sum(store.has(key) for key in keys)  # finer than whole tasks
+                progress.update(bar, completed=max(stored, finished["units"]))
 
             def done(task, rows, error) -> None:
+                finished["units"] += len(task.jobs) or 1
                 if error is not None:
                     failures.append(f"{task.ref.algo}/{task.ref.env_id}: {error}")
                     return
                 last = rows[-1]
                 progress.update(
-                    bar, last=f"last: {last['algo']}/{last['env_id']} {last['precision']} {last['mean_reward']:.1f}"
+                    bar,
+                    last=f"last: {last['algo']}/{last['env_id']} {last['method']} {last['precision']} {last['mean_reward']:.1f}",
                 )
-                if args.force:
-                    progress.advance(bar, len(rows))
 
             if args.executor == "ray":
                 run_tasks_on_ray(tasks, store, args.address, args.force, on_done=done, on_tick=tick)
@@ -262,25 +273,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             console.print(f"[red]failed[/] {failure}")
         frame = store.to_dataframe() if store.path.exists() else None
     if frame is not None:
-        wanted = {(c.algo, c.env_id, c.precision, c.seed, c.episodes) for c in cells}
-        keyed = frame[
-            [
-                k in wanted
-                for k in zip(frame.algo, frame.env_id, frame.precision, frame.seed, frame.episodes, strict=True)
-            ]
-        ]
-        console.print(summary_table(keyed, f"{study.name}: {len(keyed)} results in {store_path}"))
+        console.print(summary_table(study_rows(frame, cells), f"{study.name}: results in {store_path}"))
     return 1 if failures else 0
+
+
+def study_rows(frame, cells):
+    """The stored rows that a study's cells produced (QAT rows: any training seed, evaluated on seed 0)."""
+    ptq = {(c.algo, c.env_id, c.precision, c.seed, c.episodes) for c in cells if c.method == "ptq"}
+    qat = {(c.algo, c.env_id, c.precision, c.episodes) for c in cells if c.method == "qat"}
+    keep = [
+        (m == "ptq" and (a, e, p, s, n) in ptq) or (m == "qat" and (a, e, p, n) in qat)
+        for m, a, e, p, s, n in zip(
+            frame.method, frame.algo, frame.env_id, frame.precision, frame.seed, frame.episodes, strict=True
+        )
+    ]
+    return frame[keep]
 
 
 def summary_table(frame, title: str) -> Table:
     table = Table(title=title)
-    for column in ("algo", "env", "precision", "reward", "E %", "vs fp32 actions", "episodes"):
+    for column in ("algo", "env", "method", "precision", "reward", "E %", "vs fp32 actions", "episodes"):
         table.add_column(column)
-    for _, row in frame.sort_values(["algo", "env_id", "bits"], ascending=[True, True, False]).iterrows():
+    for _, row in frame.sort_values(
+        ["algo", "env_id", "method", "bits"], ascending=[True, True, True, False]
+    ).iterrows():
         table.add_row(
             row["algo"],
             row["env_id"],
+            row["method"],
             row["precision"],
             f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
             format_number(row["error_pct"], "{:+.2f}"),
@@ -313,8 +333,14 @@ def cmd_qat(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from quarl_bench.report.plots import write_sweet_spot_figures, write_weight_figures
-    from quarl_bench.report.tables import reward_error_table, write_reward_error_table, write_weight_spread
+    from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
+    from quarl_bench.report.tables import (
+        qat_vs_ptq_table,
+        reward_error_table,
+        write_qat_vs_ptq,
+        write_reward_error_table,
+        write_weight_spread,
+    )
     from quarl_bench.store import DEFAULT_STORE, load_results
 
     path = args.store or DEFAULT_STORE
@@ -326,6 +352,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     written += write_sweet_spot_figures(frame, args.out)
     written += write_weight_figures(frame, args.out)
     written += write_weight_spread(frame, args.out)
+    written += write_qat_vs_ptq(frame, args.out)
+    written += write_qat_figures(qat_vs_ptq_table(frame), args.out)
     if not table.empty:
         console.print(table.round(2).to_string())
     for file in written:

@@ -85,7 +85,8 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
 def run_qat(config: QATConfig, cache_dir: Path, store: ResultStore, settings: EvalSettings) -> list[dict[str, Any]]:
     """Train (or reuse) the QAT agent, then store its fp32 and really-quantized evaluations (method ``qat``)."""
     ref = train_qat(config, cache_dir)
-    return run_jobs(ref, build_jobs(ref, [QuantSpec(config.precision, method="qat")], settings), store)
+    jobs = build_jobs(ref, [QuantSpec(config.precision, method="qat")], settings, method="qat")
+    return run_jobs(ref, jobs, store)
 
 
 def resolve_config(algo: str, env: str, bits: str, **kwargs: Any) -> QATConfig:

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, parse_precision
+from quarl_bench.types import ALGOS, METHODS, parse_precision
 from quarl_bench.zoo.envs import resolve_env_id
 
 
@@ -20,8 +20,11 @@ class GridCell:
     algo: str
     env_id: str
     precision: str
-    seed: int
+    seed: int  # evaluation seed for ptq; training seed for qat (evaluated on seed 0)
     episodes: int
+    method: str = "ptq"
+    quant_delay: int | None = None  # qat only; None = half the training steps
+    n_timesteps: int | None = None  # qat only; None = rl-zoo3's budget
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ def load_study(path: str | Path) -> Study:
         data = yaml.safe_load(handle) or {}
     episodes = int(data.get("episodes", 100))
     seeds = [int(s) for s in data.get("seeds", [0])]
+    method = str(data.get("method", "ptq"))
+    if method not in METHODS:
+        raise QuarlError(f"bad method {method!r} in {path}: expected one of {', '.join(METHODS)}")
     cells: list[GridCell] = []
     for block in data.get("grid", []):
         for algo in block["algos"]:
@@ -50,7 +56,10 @@ def load_study(path: str | Path) -> Study:
         envs = [resolve_env_id(str(env)) for env in block["envs"]]
         precisions = [parse_precision(p) for p in block["precisions"]]
         for algo, env_id, precision, seed in itertools.product(block["algos"], envs, precisions, seeds):
-            cell = GridCell(algo, env_id, precision, seed, int(block.get("episodes", episodes)))
+            cell = GridCell(
+                algo, env_id, precision, seed, int(block.get("episodes", episodes)), method,
+                block.get("quant_delay", data.get("quant_delay")), block.get("n_timesteps", data.get("n_timesteps")),
+            )  # fmt: skip
             if cell not in cells:
                 cells.append(cell)
     return Study(str(data.get("name", path.stem)), tuple(cells))

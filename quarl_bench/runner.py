@@ -37,20 +37,12 @@ class EvalSettings:
     n_envs: int | None = None
 
 
-def build_jobs(ref: AgentRef, specs: Sequence[QuantSpec], settings: EvalSettings) -> list[Job]:
-    """The fp32 reference job first, then one job per distinct requested spec."""
+def build_jobs(ref: AgentRef, specs: Sequence[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[Job]:
+    """The fp32 reference job first, then one job per distinct requested spec (all of ``method``)."""
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
     deterministic = env_kind(ref.env_id) != "atari"
-    base = Job(
-        ref.algo,
-        ref.env_id,
-        QuantSpec("fp32"),
-        ref.content_hash,
-        settings.episodes,
-        settings.seed,
-        n_envs,
-        deterministic,
-    )
+    fp32 = QuantSpec("fp32", method=method)
+    base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, settings.seed, n_envs, deterministic)
     jobs = [base]
     for spec in specs:
         job = replace(base, spec=spec)

@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.qat_runner import QATConfig, run_qat
 from quarl_bench.registry import GridCell
 from quarl_bench.runner import EvalSettings, build_jobs, run_job, run_jobs
 from quarl_bench.store import ResultStore
@@ -41,6 +43,23 @@ class Task:
 
 
 @dataclass(frozen=True)
+class QATTask:
+    """One QAT training run and its evaluation (training dominates, so one run is one task)."""
+
+    config: QATConfig
+    cache: Path
+    settings: EvalSettings
+
+    @property
+    def ref(self) -> SimpleNamespace:  # what progress and failure messages print
+        return SimpleNamespace(algo=self.config.algo, env_id=self.config.env_id)
+
+    @property
+    def jobs(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
 class Skipped:
     algo: str
     env_id: str
@@ -49,15 +68,19 @@ class Skipped:
 
 def plan(
     cells: Iterable[GridCell], sources: AgentSources, store: ResultStore, workers: int, force: bool = False
-) -> tuple[list[Task], list[Skipped], int]:
+) -> tuple[list[Task | QATTask], list[Skipped], int]:
     """Resolve each (algo, env) once, drop stored jobs, split the rest over ``workers``.
 
     Returns the tasks, the combinations skipped with their reason, and how many jobs were already stored.
     """
     by_agent: dict[tuple[str, str], list[GridCell]] = {}
+    tasks: list[Task | QATTask] = []
     for cell in cells:
-        by_agent.setdefault((cell.algo, cell.env_id), []).append(cell)
-    tasks: list[Task] = []
+        if cell.method == "qat":
+            config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
+            tasks.append(QATTask(config, sources.cache, EvalSettings(cell.episodes, 0)))
+        else:
+            by_agent.setdefault((cell.algo, cell.env_id), []).append(cell)
     skipped: list[Skipped] = []
     done = 0
     for (algo, env_id), group in by_agent.items():
@@ -92,9 +115,11 @@ def split(ref: AgentRef, jobs: list[Job], workers: int) -> list[Task]:
     return [Task(ref, tuple(share)) for share in shares]
 
 
-def run_task(task: Task, store_path: str, force: bool) -> list[dict[str, Any]]:
-    """Worker entry point: one agent load, its jobs evaluated and stored one row at a time."""
+def run_task(task: Task | QATTask, store_path: str, force: bool) -> list[dict[str, Any]]:
+    """Worker entry point: one agent load, its jobs evaluated and stored one row at a time (QAT: train first)."""
     with ResultStore(store_path) as store:
+        if isinstance(task, QATTask):
+            return run_qat(task.config, task.cache, store, task.settings)
         return run_jobs(task.ref, task.jobs, store, force=force)
 
 
@@ -108,7 +133,7 @@ def evaluate_task(task: Task) -> list[EvalResult]:
 
 
 def run_tasks_on_ray(
-    tasks: list[Task],
+    tasks: list[Task | QATTask],
     store: ResultStore,
     address: str | None,
     force: bool = False,
@@ -118,6 +143,8 @@ def run_tasks_on_ray(
     """Fan tasks out over a Ray cluster (a local one when ``address`` is None); only the driver writes the store."""
     import ray
 
+    if any(isinstance(task, QATTask) for task in tasks):
+        raise QuarlError("QAT grids run on the local executor: drop --executor ray")
     ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_task)
     pending = {remote.remote(task): task for task in tasks}
@@ -145,7 +172,7 @@ def default_workers() -> int:
 
 
 def run_tasks(
-    tasks: list[Task],
+    tasks: list[Task | QATTask],
     store_path: Path,
     workers: int,
     force: bool = False,

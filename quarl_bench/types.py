@@ -125,7 +125,7 @@ class Job:
 
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
-        return replace(self, spec=QuantSpec("fp32"))
+        return replace(self, spec=QuantSpec("fp32", method=self.spec.method))
 
 
 @dataclass(frozen=True)

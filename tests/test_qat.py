@@ -68,6 +68,8 @@ def test_short_qat_run_through_the_cli_stores_a_qat_row(cli, tmp_path: Path) -> 
     frame = load_results(store).set_index("precision")
     qat = frame.loc["int6"]
     assert qat["method"] == "qat" and len(qat["episode_rewards"]) == 5
+    assert frame.loc["fp32", "method"] == "qat"  # the QAT agent's own unquantized weights, apart from PTQ rows
+    assert qat["fp32_reward"] == frame.loc["fp32", "mean_reward"] and qat["error_pct"] is not None
     training = qat["provenance"]["training"]
     assert training["training_steps"] == 2048 and training["quant_delay"] == 1024
     assert 1024 <= training["enabled_at_step"] < 1024 + 8  # switched on within one vectorized step (8 envs)

@@ -109,3 +109,25 @@ def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:
     ax.set_title(f"{algo.upper()}: std {profile['std']:.3f}, kurtosis {profile['kurtosis']:.1f}", fontsize="medium")
     ax.set_xlabel(f"weight value (int8 range [{lo:.2f}, {hi:.2f}], step {step:.4f})", fontsize="small")
     ax.set_ylabel("count (log)")
+
+
+def write_qat_figures(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """QuaRL Figure 1/5: reward vs bits for fp32, PTQ and QAT on the same axes, one figure per algo/env."""
+    paths: list[Path] = []
+    for (algo, env_id), group in table.groupby(["algo", "env"]) if len(table) else []:
+        group = group.sort_values("bits")
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.axhline(group["fp32 Rwd"].iloc[0], color="black", linestyle="--", linewidth=1, label="fp32")
+        ax.plot(group["bits"], group["PTQ Rwd"], marker="o", label="PTQ")
+        ax.errorbar(group["bits"], group["QAT Rwd"], yerr=group["QAT std over seeds"], marker="s", capsize=3,
+                    label=f"QAT (mean ± std over {int(group['QAT seeds'].max())} seeds)")  # fmt: skip
+        ax.set_title(f"{algo.upper()} {env_id}: QAT vs PTQ")
+        ax.set_xlabel("weight bits")
+        ax.set_ylabel("mean episode reward")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        for ext in ("png", "pdf"):
+            paths.append(out_dir / f"qat_vs_ptq_{algo}_{env_id}.{ext}")
+            fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+    return paths

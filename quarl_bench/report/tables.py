@@ -17,7 +17,7 @@ def reward_error_table(results: pd.DataFrame, method: str = "ptq") -> pd.DataFra
     Rewards are ``mean [95% CI]`` strings in the text outputs; the DataFrame keeps numbers.
     Only seed-0 rows of ``method`` are used (one cell per algo/env/precision).
     """
-    frame = results[(results["method"] == method) | (results["precision"] == "fp32")]
+    frame = results[results["method"] == method]
     frame = frame.sort_values("created_at").drop_duplicates(["algo", "env_id", "precision"], keep="last")
     records = []
     for (algo, env_id), group in frame.groupby(["algo", "env_id"]):
@@ -122,4 +122,45 @@ def write_weight_spread(results: pd.DataFrame, out_dir: Path) -> list[Path]:
         + correlation.round(3).to_markdown(index=False)
         + "\n"
     )
+    return [csv, md]
+
+
+def qat_vs_ptq_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Per (algo, env, bits): PTQ reward of the fp32 agent, QAT reward (mean and std over training seeds), fp32.
+
+    PTQ and fp32 rows are those of the newest non-QAT agent of the pair; QAT rows are their own agents' evaluations.
+    """
+    qat = results[(results["method"] == "qat") & results["precision"].str.startswith("int")]
+    records = []
+    for (algo, env_id), group in qat.groupby(["algo", "env_id"]):
+        baseline = results[(results["algo"] == algo) & (results["env_id"] == env_id) & (results["method"] == "ptq")]
+        baseline = baseline.sort_values("created_at")
+        fp32 = baseline[baseline["precision"] == "fp32"]["mean_reward"]
+        for bits, by_bits in group.groupby("bits"):
+            ptq = baseline[baseline["bits"] == bits]["mean_reward"]
+            records.append({
+                "algo": algo,
+                "env": env_id,
+                "bits": int(bits),
+                "fp32 Rwd": fp32.iloc[-1] if len(fp32) else float("nan"),
+                "PTQ Rwd": ptq.iloc[-1] if len(ptq) else float("nan"),
+                "QAT Rwd": by_bits["mean_reward"].mean(),
+                "QAT std over seeds": by_bits["mean_reward"].std(ddof=0),
+                "QAT seeds": len(by_bits),
+            })  # fmt: skip
+    return (
+        pd.DataFrame.from_records(records).sort_values(["algo", "env", "bits"], ascending=[True, True, False])
+        if records
+        else pd.DataFrame()
+    )
+
+
+def write_qat_vs_ptq(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    table = qat_vs_ptq_table(results)
+    if table.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, md = out_dir / "qat_vs_ptq.csv", out_dir / "qat_vs_ptq.md"
+    table.to_csv(csv, index=False)
+    md.write_text(table.round(2).to_markdown(index=False) + "\n")
     return [csv, md]
