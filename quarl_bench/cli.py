@@ -94,6 +94,24 @@ def build_parser() -> argparse.ArgumentParser:
     qat.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     qat.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
 
+    amp = commands.add_parser("amp", help="mixed-precision training timing: fp32 vs autocast for three policy sizes")
+    amp.add_argument("--algo", default="dqn", type=str.lower, choices=ALGOS, metavar="ALGO", help="default dqn")
+    amp.add_argument("--env", default="CartPole-v1", help="env id or alias (default CartPole-v1)")
+    amp.add_argument(
+        "--policy-arch", nargs="+", choices=("small", "medium", "large"), default=["small", "medium", "large"]
+    )
+    amp.add_argument(
+        "--dtype",
+        default="bf16" if not torch_cuda() else "fp16",
+        choices=("bf16", "fp16"),
+        help="autocast type (bf16 on CPU)",
+    )
+    amp.add_argument("-n", "--n-timesteps", type=positive_int, default=20_000, help="training steps per run")
+    amp.add_argument("--seed", type=int, default=0)
+    amp.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes of each trained agent")
+    amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    amp.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
+
     report = commands.add_parser("report", help="write the reward-error table and sweet-spot figures from the store")
     report.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
@@ -143,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "run": cmd_run,
             "sweep": cmd_sweep,
             "qat": cmd_qat,
+            "amp": cmd_amp,
             "report": cmd_report,
             "train": cmd_train,
             "results": cmd_results,
@@ -329,6 +348,40 @@ def cmd_qat(args: argparse.Namespace) -> int:
         ref = SimpleNamespace(algo=config.algo, env_id=config.env_id, source="qat")
         console.print(result_table(rows, ref))
         console.print(f"Stored in {store.path}")
+    return 0
+
+
+def torch_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def cmd_amp(args: argparse.Namespace) -> int:
+    from quarl_bench.amp_runner import AmpConfig, run_amp
+    from quarl_bench.runner import EvalSettings
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+    from quarl_bench.zoo.envs import resolve_env_id
+
+    env_id = resolve_env_id(args.env)
+    table = Table(title=f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps, seed {args.seed}")
+    for column in ("policy", "dtype", "ms / update", "updates", "train s", "speed-up", "final reward"):
+        table.add_column(column, justify="left" if column in ("policy", "dtype") else "right")
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        for arch in args.policy_arch:
+            rows = {}
+            for dtype in ("fp32", args.dtype):
+                config = AmpConfig(args.algo, env_id, arch, dtype, args.n_timesteps, args.seed)
+                console.print(f"training {arch} policy in {dtype} ...")
+                rows[dtype] = run_amp(config, args.cache or DEFAULT_CACHE, store, EvalSettings(args.episodes, 0))
+            base = rows["fp32"]["provenance"]["training"]["ms_per_update"]
+            for dtype, row in rows.items():
+                training = row["provenance"]["training"]
+                table.add_row(arch, dtype, f"{training['ms_per_update']:.2f}", str(training["updates"]),
+                              f"{training['train_seconds']:.1f}", f"{base / training['ms_per_update']:.2f}x",
+                              f"{row['mean_reward']:.1f} ± {row['std_reward']:.1f}")  # fmt: skip
+    console.print(table)
     return 0
 
 

@@ -12,7 +12,7 @@ from quarl_bench.errors import QuarlError
 FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
-METHODS = ("ptq", "qat")
+METHODS = ("ptq", "qat", "amp")
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn")
 PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
 
@@ -49,7 +49,8 @@ class QuantSpec:
         ``per-tensor`` or ``per-channel`` for every layer.
     :param symmetric: symmetric narrow-range grid (2^bits - 1 levels around zero) instead of the paper's grid.
     :param quantize_bias: also quantize biases (QuaRL left them in fp32, so the default is False).
-    :param method: ``ptq`` (post-training) or ``qat`` (quantization-aware training).
+    :param method: ``ptq`` (post-training), ``qat`` (quantization-aware training) or ``amp`` (the fp32 evaluation
+        of an agent trained with mixed precision).
     """
 
     precision: str = "fp32"

@@ -43,9 +43,11 @@ def train_with_callbacks(
     n_timesteps: int | None,
     prepare: Callable[[BaseAlgorithm, int], list[BaseCallback]],
     extra_args: dict[str, Any] | None = None,
+    hyperparams: dict[str, Any] | None = None,
 ) -> Path:
     """Train in-process with rl-zoo3's ExperimentManager (its hyperparameters, envs and saving), after
     ``prepare(model, n_timesteps)`` has changed the fresh model and returned callbacks to add. Returns the run folder.
+    ``hyperparams`` override rl-zoo3's (same format as its YAML, e.g. ``{"policy_kwargs": "dict(net_arch=[64])"}``).
 
     :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair.
     """
@@ -55,7 +57,7 @@ def train_with_callbacks(
                               **(extra_args or {}))  # fmt: skip
     manager = ExperimentManager(
         args, algo, env_id, str(log_folder), n_timesteps=n_timesteps or 0, eval_freq=-1, seed=seed,
-        log_interval=-2, verbose=0, vec_env_type="dummy", device="cpu",
+        hyperparams=hyperparams, log_interval=-2, verbose=0, vec_env_type="dummy", device="cpu",
     )  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
         try:

@@ -1,0 +1,109 @@
+"""Mixed-precision training timing (QuaRL §5): the same rl-zoo3 job trained in fp32 and under torch autocast."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+
+from quarl_bench.runner import TRAINING_RECORD, EvalSettings, build_jobs, run_jobs
+from quarl_bench.store import ResultStore
+from quarl_bench.zoo.agents import check_algo, find_in_folder
+from quarl_bench.zoo.train import train_with_callbacks
+
+# Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
+POLICY_SIZES: dict[str, list[int]] = {"small": [64, 64], "medium": [256, 256], "large": [1024, 1024, 1024]}
+
+
+@dataclass(frozen=True)
+class AmpConfig:
+    """One training run: ``dtype`` is ``fp32`` or the autocast type (``bf16`` on CPU, ``fp16`` on a GPU)."""
+
+    algo: str
+    env_id: str
+    arch: str
+    dtype: str
+    n_timesteps: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_algo(self.algo)
+
+    def folder(self, cache_dir: Path) -> Path:
+        return cache_dir / "amp" / f"{self.arch}-{self.dtype}-steps{self.n_timesteps}-seed{self.seed}"
+
+
+@dataclass
+class TrainClock:
+    """Wall-clock spent inside ``model.train()`` (the gradient updates) and how many updates it made."""
+
+    seconds: float = 0.0
+    updates: int = 0
+
+
+def timed_autocast_train(model: BaseAlgorithm, dtype: str, clock: TrainClock) -> None:
+    """Wrap ``model.train`` so it runs under autocast (unless fp32) and is timed."""
+    original = model.train
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
+    device = "cuda" if torch.cuda.is_available() and dtype == "fp16" else "cpu"
+
+    def train(*args: Any, **kwargs: Any) -> None:
+        before = model._n_updates
+        start = time.perf_counter()
+        with torch.autocast(device, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
+            original(*args, **kwargs)
+        clock.seconds += time.perf_counter() - start
+        clock.updates += model._n_updates - before
+
+    model.train = train  # type: ignore[method-assign]
+
+
+class UnwrapTrainAtEnd(BaseCallback):
+    """Drop the timing wrapper before rl-zoo3 saves the model (SB3 would try to pickle the closure)."""
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self.model.__dict__.pop("train", None)
+
+
+def train_amp(config: AmpConfig, cache_dir: Path):
+    folder = config.folder(cache_dir)
+    ref = find_in_folder(folder, config.algo, config.env_id, "amp")
+    if ref is not None:
+        return ref
+    clock = TrainClock()
+
+    def prepare(model: BaseAlgorithm, n_timesteps: int) -> list[BaseCallback]:
+        timed_autocast_train(model, config.dtype, clock)
+        return [UnwrapTrainAtEnd()]
+
+    start = time.perf_counter()
+    arch = POLICY_SIZES[config.arch]
+    run_dir = train_with_callbacks(config.algo, config.env_id, folder, config.seed, config.n_timesteps, prepare,
+                                   hyperparams={"policy_kwargs": f"dict(net_arch={arch})"})  # fmt: skip
+    record = asdict(config) | {
+        "net_arch": arch,
+        "wall_seconds": time.perf_counter() - start,
+        "train_seconds": clock.seconds,
+        "updates": clock.updates,
+        "ms_per_update": 1000 * clock.seconds / max(clock.updates, 1),
+        "torch_threads": torch.get_num_threads(),
+    }
+    (run_dir / TRAINING_RECORD).write_text(json.dumps(record, indent=2))
+    ref = find_in_folder(folder, config.algo, config.env_id, "amp")
+    assert ref is not None
+    return ref
+
+
+def run_amp(config: AmpConfig, cache_dir: Path, store: ResultStore, settings: EvalSettings) -> dict[str, Any]:
+    """Train (or reuse) and store the fp32 evaluation of the trained agent as method ``amp``."""
+    ref = train_amp(config, cache_dir)
+    return run_jobs(ref, build_jobs(ref, [], settings, method="amp"), store)[0]
