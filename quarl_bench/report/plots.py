@@ -14,6 +14,15 @@ import pandas as pd  # noqa: E402
 WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
 
 
+def save_figure(fig: plt.Figure, stem: Path, dpi: int) -> list[Path]:
+    """Write ``stem.png`` and ``stem.pdf`` and close the figure."""
+    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return paths
+
+
 def sweet_spot(curve: pd.DataFrame, fp32_reward: float) -> tuple[int, int | None]:
     """(bits with the best reward, lowest bits whose reward is within 5% of fp32 or None)."""
     best = int(curve.loc[curve["mean_reward"].idxmax(), "bits"])
@@ -57,10 +66,7 @@ def write_sweet_spot_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]
         fig, ax = plt.subplots(figsize=(6, 4))
         draw_curve(ax, algo, env_id, curve, fp32)
         fig.tight_layout()
-        for ext in ("png", "pdf"):
-            paths.append(out_dir / f"sweetspot_{algo}_{env_id}.{ext}")
-            fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
+        paths += save_figure(fig, out_dir / f"sweetspot_{algo}_{env_id}", dpi=120)
     if curves:
         cols = min(3, len(curves))
         rows = math.ceil(len(curves) / cols)
@@ -71,10 +77,7 @@ def write_sweet_spot_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]
             ax.set_visible(False)
         fig.suptitle("Reward vs weight bits (post-training quantization)")
         fig.tight_layout()
-        for ext in ("png", "pdf"):
-            paths.append(out_dir / f"sweetspot_grid.{ext}")
-            fig.savefig(paths[-1], dpi=100)
-        plt.close(fig)
+        paths += save_figure(fig, out_dir / "sweetspot_grid", dpi=100)
     return paths
 
 
@@ -90,10 +93,7 @@ def write_weight_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]:
             draw_weight_histogram(ax, row["algo"], row["weights"])
         fig.suptitle(f"{env_id}: fp32 acting-network weights (int8 grid: step = range / 256)")
         fig.tight_layout()
-        for ext in ("png", "pdf"):
-            paths.append(out_dir / f"weights_{env_id}.{ext}")
-            fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        paths += save_figure(fig, out_dir / f"weights_{env_id}", dpi=110)
     return paths
 
 
@@ -126,8 +126,5 @@ def write_qat_figures(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_ylabel("mean episode reward")
         ax.legend(fontsize="small")
         fig.tight_layout()
-        for ext in ("png", "pdf"):
-            paths.append(out_dir / f"qat_vs_ptq_{algo}_{env_id}.{ext}")
-            fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
+        paths += save_figure(fig, out_dir / f"qat_vs_ptq_{algo}_{env_id}", dpi=120)
     return paths
