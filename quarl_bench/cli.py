@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
+from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import ALGOS, GRANULARITIES, PRECISION_HELP, AgentRef, QuantSpec, parse_precision
 
@@ -115,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write the reward-error table and sweet-spot figures from the store")
     report.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    report.add_argument("--paper", type=Path, default=config_dir() / "quarl_paper_table2.csv",
+                        help="published numbers to compare with (default zoo_configs/quarl_paper_table2.csv)")  # fmt: skip
 
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.add_argument("--algo", required=True, choices=ALGOS)
@@ -390,6 +393,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from quarl_bench.report.tables import (
         qat_vs_ptq_table,
         reward_error_table,
+        write_paper_vs_measured,
         write_qat_vs_ptq,
         write_reward_error_table,
         write_weight_spread,
@@ -406,6 +410,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     written += write_weight_figures(frame, args.out)
     written += write_weight_spread(frame, args.out)
     written += write_qat_vs_ptq(frame, args.out)
+    written += write_paper_vs_measured(frame, args.paper, args.out)
     written += write_qat_figures(qat_vs_ptq_table(frame), args.out)
     if not table.empty:
         console.print(table.round(2).to_string())

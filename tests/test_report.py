@@ -31,8 +31,17 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
     sweep = ("sweep", config_dir() / "smoke.yaml", "--algo", "ppo", "dqn", "-n", "5", "--workers", "1")
     code, _, err = cli(*sweep, "--folder", zoo, "--cache", tmp_path / "cache", "--store", store)
     assert code == 0, err
-    code, _, err = cli("report", "--store", store, "--out", out)
+    paper = tmp_path / "paper.csv"  # a stand-in for the published table, in its format
+    paper.write_text(
+        "algo,env,fp32_reward,fp16_reward,e_fp16_pct,int8_reward,e_int8_pct\nppo,CartPole,500,500,0,499,0.2\n"
+    )
+    code, _, err = cli("report", "--store", store, "--out", out, "--paper", paper)
     assert code == 0, err
+    side_by_side = pd.read_csv(out / "paper_vs_measured.csv")
+    assert list(side_by_side["env"]) == ["CartPole-v1"] and side_by_side.loc[0, "paper E_int8 %"] == 0.2
+    assert side_by_side.loc[0, "ours fp32"] == pytest.approx(
+        load_results(store).query("algo == 'ppo' and precision == 'fp32'")["mean_reward"].iloc[0]
+    )
     for name in ("reward_error_table.md", "reward_error_table.tex", "reward_error_table.csv", "sweetspot_grid.png"):
         assert (out / name).stat().st_size > 0
     table = pd.read_csv(out / "reward_error_table.csv", header=[0, 1], index_col=0)

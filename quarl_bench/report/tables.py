@@ -164,3 +164,42 @@ def write_qat_vs_ptq(results: pd.DataFrame, out_dir: Path) -> list[Path]:
     table.to_csv(csv, index=False)
     md.write_text(table.round(2).to_markdown(index=False) + "\n")
     return [csv, md]
+
+
+def paper_vs_measured(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """QuaRL's published rewards and E% next to the measured ones, for the (algo, env) cells both have."""
+    from quarl_bench.zoo.envs import resolve_env_id
+
+    if reference.empty:
+        return pd.DataFrame()
+    measured = reward_error_table(results)
+    rows = []
+    for _, paper in reference.iterrows():
+        env_id, algo = resolve_env_id(str(paper["env"])), str(paper["algo"]).lower()
+        if env_id not in measured.index or (algo, "fp32 Rwd") not in measured.columns:
+            continue
+        ours = measured.loc[env_id, algo]
+        if pd.isna(ours["fp32 Rwd"]):
+            continue
+        rows.append({
+            "algo": algo,
+            "env": env_id,
+            "paper fp32": paper["fp32_reward"],
+            "ours fp32": ours["fp32 Rwd"],
+            "paper E_fp16 %": paper["e_fp16_pct"],
+            "ours E_fp16 %": ours.get("E_fp16 %"),
+            "paper E_int8 %": paper["e_int8_pct"],
+            "ours E_int8 %": ours.get("E_int8 %"),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def write_paper_vs_measured(results: pd.DataFrame, reference_csv: Path, out_dir: Path) -> list[Path]:
+    table = paper_vs_measured(results, pd.read_csv(reference_csv)) if reference_csv.is_file() else pd.DataFrame()
+    if table.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, md = out_dir / "paper_vs_measured.csv", out_dir / "paper_vs_measured.md"
+    table.to_csv(csv, index=False)
+    md.write_text(table.round(2).to_markdown(index=False) + "\n")
+    return [csv, md]
