@@ -113,6 +113,23 @@ def build_parser() -> argparse.ArgumentParser:
     amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     amp.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
 
+    actorq = commands.add_parser("actorq", help="ActorQ: fp32 learner, quantized actors on Ray; speed and reward")
+    actorq.add_argument("--algo", default="dqn", choices=("dqn",), help="learner (dqn; continuous learner not yet)")
+    actorq.add_argument("--env", default="CartPole-v1", help="env id or alias (discrete actions)")
+    actorq.add_argument("--actor-precision", default="int8", choices=("fp32", "fp16", "int8"))
+    actorq.add_argument("--comm-bits", type=int, default=32, help="bits per broadcast weight: 32, 16 or 2-8")
+    actorq.add_argument("--n-actors", type=positive_int, default=2)
+    actorq.add_argument("--policy-arch", default="2048,2048,2048", help="hidden widths, comma-separated")
+    actorq.add_argument("--pull-period", type=positive_int, default=1000, help="actor steps between weight pulls")
+    actorq.add_argument("--samples-per-insert", type=float, default=16.0)
+    actorq.add_argument("--batch-size", type=positive_int, default=256)
+    actorq.add_argument("--max-actor-steps", type=positive_int, default=50_000, help="per actor")
+    actorq.add_argument("--target-reward", type=float, default=None, help="stop once the learner reaches it")
+    actorq.add_argument("--eval-every", type=float, default=10.0, help="seconds between learner evaluations")
+    actorq.add_argument("--seed", type=int, default=0)
+    actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
+    actorq.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
+
     report = commands.add_parser("report", help="write the reward-error table and sweet-spot figures from the store")
     report.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
@@ -165,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sweep": cmd_sweep,
             "qat": cmd_qat,
             "amp": cmd_amp,
+            "actorq": cmd_actorq,
             "report": cmd_report,
             "train": cmd_train,
             "results": cmd_results,
@@ -351,6 +369,42 @@ def cmd_qat(args: argparse.Namespace) -> int:
         ref = SimpleNamespace(algo=config.algo, env_id=config.env_id, source="qat")
         console.print(result_table(rows, ref))
         console.print(f"Stored in {store.path}")
+    return 0
+
+
+def cmd_actorq(args: argparse.Namespace) -> int:
+    from quarl_bench.actorq.run import ActorQConfig, breakdown, run_actorq, store_run
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+    from quarl_bench.zoo.envs import resolve_env_id
+
+    try:
+        arch = tuple(int(width) for width in args.policy_arch.split(","))
+    except ValueError as error:
+        raise QuarlError(
+            f"bad --policy-arch {args.policy_arch!r}: expected comma-separated widths such as 256,256"
+        ) from error
+    config = ActorQConfig(
+        resolve_env_id(args.env), args.actor_precision, args.comm_bits, args.n_actors, arch, args.pull_period,
+        args.samples_per_insert, args.batch_size, args.max_actor_steps, args.target_reward, args.seed, args.eval_every,
+    )  # fmt: skip
+    console.print(f"ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
+                  f"policy {list(arch)}, comm {config.comm_bits} bits")  # fmt: skip
+    outcome = run_actorq(config, args.address, on_eval=lambda p, _: console.print(
+        f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"))  # fmt: skip
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        row = store_run(config, outcome, store)
+    table = Table(title="Actor runtime breakdown (seconds, summed over actors)")
+    phases = breakdown(outcome.actors)
+    for phase in phases:
+        table.add_column(phase, justify="right")
+    table.add_row(*[f"{seconds:.1f}" for seconds in phases.values()])
+    console.print(table)
+    console.print(
+        f"{row['provenance']['actor_steps']} actor steps in {outcome.wall_seconds:.1f} s "
+        f"({row['provenance']['actor_steps_per_s']:.0f}/s); {outcome.broadcasts} broadcasts of "
+        f"{outcome.broadcast_bytes} bytes; int8 weights on actors: {all(a['int8_weights'] for a in outcome.actors)}; "
+        f"actor restarts: {outcome.restarts}; final reward {row['mean_reward']:.1f}; stored in {store.path}"
+    )
     return 0
 
 

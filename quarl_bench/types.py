@@ -12,7 +12,7 @@ from quarl_bench.errors import QuarlError
 FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
-METHODS = ("ptq", "qat", "amp")
+METHODS = ("ptq", "qat", "amp", "actorq")
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn")
 PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
 
