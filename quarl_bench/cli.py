@@ -443,6 +443,7 @@ def cmd_amp(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from quarl_bench.report.actorq import write_actorq_report
     from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
     from quarl_bench.report.tables import (
         qat_vs_ptq_table,
@@ -465,6 +466,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     written += write_weight_spread(frame, args.out)
     written += write_qat_vs_ptq(frame, args.out)
     written += write_paper_vs_measured(frame, args.paper, args.out)
+    written += write_actorq_report(frame, args.out)
     written += write_qat_figures(qat_vs_ptq_table(frame), args.out)
     if not table.empty:
         console.print(table.round(2).to_string())

@@ -1,0 +1,90 @@
+"""ActorQ outputs: the speed-up table (ActorQ Table 2 layout), convergence curves and runtime breakdown bars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from quarl_bench.report.plots import save_figure  # noqa: E402
+
+PHASES = ("step", "pull", "deserialize", "load_state_dict", "push")
+
+
+def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per ActorQ run: setting (run key), precision, speed, curve, breakdown."""
+    runs = results[results["method"] == "actorq"].sort_values("created_at").drop_duplicates("key", keep="last")
+    records = []
+    for _, row in runs.iterrows():
+        prov = row["provenance"]
+        phases = {p: sum(a["seconds"].get(p, 0.0) for a in prov["actors"]) for p in PHASES}
+        records.append({
+            "setting": row["agent_hash"], "env": row["env_id"], "precision": row["precision"],
+            "actors": prov["config"]["n_actors"], "arch": "x".join(map(str, prov["config"]["policy_arch"])),
+            "steps_per_s": prov["actor_steps_per_s"], "curve": prov["curve"], "final_reward": row["mean_reward"],
+            "broadcast_bytes": prov["broadcast_bytes"], "restarts": prov["restarts"], **phases,
+        })  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and precision: actor steps/s, time to 95% of the fp32 run's best reward, speed-ups over fp32."""
+    rows = []
+    for (_setting, env), group in runs.groupby(["setting", "env"]) if len(runs) else []:
+        fp32 = group[group["precision"] == "fp32"]
+        target = 0.95 * max(p["reward"] for p in fp32["curve"].iloc[0]) if len(fp32) else None
+        base_speed = fp32["steps_per_s"].iloc[0] if len(fp32) else None
+        base_time = first_time(fp32["curve"].iloc[0], target) if len(fp32) else None
+        for _, run in group.iterrows():
+            reached = first_time(run["curve"], target) if target is not None else None
+            rows.append({
+                "env": env, "arch": run["arch"], "actors": run["actors"], "precision": run["precision"],
+                "actor steps/s": run["steps_per_s"],
+                "steps/s speed-up": run["steps_per_s"] / base_speed if base_speed else None,
+                "time to 95% (s)": reached,
+                "time speed-up": base_time / reached if base_time and reached else None,
+                "final reward": run["final_reward"], "broadcast bytes": run["broadcast_bytes"],
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def first_time(curve: list[dict], reward: float | None) -> float | None:
+    if reward is None:
+        return None
+    return next((p["seconds"] for p in curve if p["reward"] >= reward), None)
+
+
+def write_actorq_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    runs = actorq_runs(results)
+    if runs.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = speedup_table(runs)
+    paths = [out_dir / "actorq_speedup.csv", out_dir / "actorq_speedup.md"]
+    table.to_csv(paths[0], index=False)
+    paths[1].write_text(table.round(2).to_markdown(index=False) + "\n")
+    for setting, group in runs.groupby("setting"):
+        fig, (curves, bars) = plt.subplots(1, 2, figsize=(12, 4))
+        for _, run in group.iterrows():
+            curve = pd.DataFrame(run["curve"])
+            curves.plot(curve["seconds"], curve["reward"], marker=".", label=f"{run['precision']} actors")
+        curves.set_xlabel("wall-clock time (s)")
+        curves.set_ylabel("learner reward (greedy, fp32)")
+        curves.set_title(f"{group['env'].iloc[0]}: convergence")
+        curves.legend()
+        bottom = [0.0] * len(group)
+        labels = list(group["precision"])
+        for phase in PHASES:
+            values = list(group[phase])
+            bars.bar(labels, values, bottom=bottom, label=phase)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        bars.set_ylabel("seconds, summed over actors")
+        bars.set_title("actor runtime breakdown")
+        bars.legend(fontsize="small")
+        fig.tight_layout()
+        paths += save_figure(fig, out_dir / f"actorq_{group['env'].iloc[0]}_{setting}", dpi=110)
+    return paths
