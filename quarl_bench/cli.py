@@ -391,6 +391,11 @@ def cmd_actorq(args: argparse.Namespace) -> int:
                   f"policy {list(arch)}, comm {config.comm_bits} bits")  # fmt: skip
     outcome = run_actorq(config, args.address, on_eval=lambda p, _: console.print(
         f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"))  # fmt: skip
+    if outcome.error:
+        if outcome.curve:
+            with ResultStore(args.store or DEFAULT_STORE) as store:
+                store_run(config, outcome, store)
+        raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
     with ResultStore(args.store or DEFAULT_STORE) as store:
         row = store_run(config, outcome, store)
     table = Table(title="Actor runtime breakdown (seconds, summed over actors)")
@@ -404,6 +409,10 @@ def cmd_actorq(args: argparse.Namespace) -> int:
         f"({row['provenance']['actor_steps_per_s']:.0f}/s); {outcome.broadcasts} broadcasts of "
         f"{outcome.broadcast_bytes} bytes; int8 weights on actors: {all(a['int8_weights'] for a in outcome.actors)}; "
         f"actor restarts: {outcome.restarts}; final reward {row['mean_reward']:.1f}; stored in {store.path}"
+    )
+    energy = outcome.energy
+    console.print(
+        f"energy {energy['kwh'] * 1000:.3f} Wh, {energy['emissions_kg'] * 1000:.3f} g CO2eq ({energy['source']})"
     )
     return 0
 

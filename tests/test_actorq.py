@@ -49,6 +49,7 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
     assert outcome.learner["updates"] > 0
     assert outcome.broadcast_bytes < 4 * (4 * 64 + 64 * 64 + 64 * 2)  # 8-bit broadcasts: ~1 byte per weight
     assert breakdown(outcome.actors)["step"] > 0
+    assert outcome.energy["kwh"] > 0 and outcome.energy["source"] in ("hardware counters", "estimate (TDP x CPU load)")
     with ResultStore(tmp_path / "quarl.sqlite") as store:
         row = store_run(config, outcome, store)
     frame = load_results(tmp_path / "quarl.sqlite")

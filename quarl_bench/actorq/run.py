@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.policy import ACTOR_PRECISIONS
 from quarl_bench.errors import QuarlError
 from quarl_bench.runner import package_versions
@@ -69,6 +70,8 @@ class RunOutcome:
     wall_seconds: float = 0.0
     learner: dict[str, float] = field(default_factory=dict)
     final_rewards: list[float] = field(default_factory=list)
+    energy: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # set when the learner (or the cluster) failed mid-run
 
 
 def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -> RunOutcome:
@@ -89,32 +92,16 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
             )  # fmt: skip
             for i, eps in enumerate(epsilons(config.n_actors))
         ]
-        start = time.perf_counter()
-        runs = {actor.run.remote(config.max_actor_steps): actor for actor in actors}
-        next_eval = start
-        while runs:
-            done, _ = ray.wait(list(runs), num_returns=len(runs), timeout=0.5)
-            for ref in done:
-                outcome.actors.append(ray.get(ref))
-                runs.pop(ref)
-            ray.get(quantizer.publish.remote(learner.weights.remote()))
-            outcome.broadcasts += 1
-            if time.perf_counter() >= next_eval or not runs:
-                rewards, steps, updates = ray.get(learner.evaluate.remote(config.eval_episodes))
-                reward = float(np.mean(rewards))
-                point = {
-                    "seconds": time.perf_counter() - start,
-                    "actor_steps": steps,
-                    "updates": updates,
-                    "reward": reward,
-                }
-                outcome.curve.append(point)
-                if on_eval:
-                    on_eval(point, quantizer)
-                next_eval = time.perf_counter() + config.eval_every_s
-                if config.target_reward is not None and reward >= config.target_reward:
-                    ray.get(quantizer.stop.remote())
-        outcome.wall_seconds = time.perf_counter() - start
+        with track_energy() as energy:
+            start = time.perf_counter()
+            try:
+                drive(config, learner, quantizer, actors, outcome, start, on_eval)
+            except ray.exceptions.RayActorError as error:  # the learner died; keep what was measured
+                outcome.error = f"learner or quantizer process died: {type(error).__name__}"
+            outcome.wall_seconds = time.perf_counter() - start
+        outcome.energy = asdict(energy)
+        if outcome.error:
+            return outcome
         outcome.restarts = ray.get(quantizer.restarts.remote())
         outcome.learner = ray.get(learner.counters.remote())
         outcome.final_rewards = ray.get(learner.evaluate.remote(config.eval_episodes))[0]
@@ -123,15 +110,46 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
         ray.shutdown()
 
 
+def drive(config: ActorQConfig, learner, quantizer, actors, outcome: RunOutcome, start: float, on_eval) -> None:
+    """Start the actors, re-broadcast the learner's weights twice a second, evaluate every ``eval_every_s``."""
+    import ray
+
+    runs = {actor.run.remote(config.max_actor_steps): actor for actor in actors}
+    next_eval = start
+    while runs:
+        done, _ = ray.wait(list(runs), num_returns=len(runs), timeout=0.5)
+        for ref in done:
+            outcome.actors.append(ray.get(ref))
+            runs.pop(ref)
+        ray.get(quantizer.publish.remote(learner.weights.remote()))
+        outcome.broadcasts += 1
+        if time.perf_counter() >= next_eval or not runs:
+            rewards, steps, updates = ray.get(learner.evaluate.remote(config.eval_episodes))
+            reward = float(np.mean(rewards))
+            point = {
+                "seconds": time.perf_counter() - start,
+                "actor_steps": steps,
+                "updates": updates,
+                "reward": reward,
+            }
+            outcome.curve.append(point)
+            if on_eval:
+                on_eval(point, quantizer)
+            next_eval = time.perf_counter() + config.eval_every_s
+            if config.target_reward is not None and reward >= config.target_reward:
+                ray.get(quantizer.stop.remote())
+
+
 def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> dict[str, Any]:
     """One ``actorq`` row: final reward of the learner's policy; curve, breakdown, bytes and speed in provenance."""
     spec = QuantSpec(config.actor_precision, method="actorq")
     job = Job(config.algo, config.env_id, spec, config.run_key(), config.eval_episodes, config.seed, 1, True)
     steps = sum(actor["steps"] for actor in outcome.actors)
+    final = outcome.final_rewards or [outcome.curve[-1]["reward"]]  # a crashed run: its last evaluation
     result = EvalResult(
         job=job,
-        episode_rewards=tuple(outcome.final_rewards),
-        episode_lengths=tuple(0 for _ in outcome.final_rewards),  # learner evaluation; lengths not kept
+        episode_rewards=tuple(final),
+        episode_lengths=tuple(0 for _ in final),  # learner evaluation; lengths not kept
         wall_seconds=outcome.wall_seconds,
         provenance={
             "agent_source": "actorq",
@@ -142,6 +160,8 @@ def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> 
             "broadcast_bytes": outcome.broadcast_bytes,
             "broadcasts": outcome.broadcasts,
             "restarts": outcome.restarts,
+            "energy": outcome.energy,
+            "error": outcome.error,
             "actor_steps": steps,
             "actor_steps_per_s": steps / max(outcome.wall_seconds, 1e-9),
             "versions": package_versions(),
