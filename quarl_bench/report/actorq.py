@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from quarl_bench.report.plots import save_figure  # noqa: E402
+from quarl_bench.report.tables import write_table  # noqa: E402
 
 PHASES = ("step", "pull", "deserialize", "load_state_dict", "push")
 
@@ -62,11 +63,7 @@ def write_actorq_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
     runs = actorq_runs(results)
     if runs.empty:
         return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table = speedup_table(runs)
-    paths = [out_dir / "actorq_speedup.csv", out_dir / "actorq_speedup.md"]
-    table.to_csv(paths[0], index=False)
-    paths[1].write_text(table.round(2).to_markdown(index=False) + "\n")
+    paths = write_table(speedup_table(runs), out_dir, "actorq_speedup")
     for setting, group in runs.groupby("setting"):
         fig, (curves, bars) = plt.subplots(1, 2, figsize=(12, 4))
         for _, run in group.iterrows():

@@ -155,15 +155,19 @@ def qat_vs_ptq_table(results: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def write_qat_vs_ptq(results: pd.DataFrame, out_dir: Path) -> list[Path]:
-    table = qat_vs_ptq_table(results)
+def write_table(table: pd.DataFrame, out_dir: Path, stem: str) -> list[Path]:
+    """``stem.csv`` and ``stem.md`` (rounded to 2 decimals) of a flat table; nothing for an empty one."""
     if table.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = out_dir / "qat_vs_ptq.csv", out_dir / "qat_vs_ptq.md"
+    csv, md = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
     table.to_csv(csv, index=False)
     md.write_text(table.round(2).to_markdown(index=False) + "\n")
     return [csv, md]
+
+
+def write_qat_vs_ptq(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    return write_table(qat_vs_ptq_table(results), out_dir, "qat_vs_ptq")
 
 
 def paper_vs_measured(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
@@ -196,10 +200,4 @@ def paper_vs_measured(results: pd.DataFrame, reference: pd.DataFrame) -> pd.Data
 
 def write_paper_vs_measured(results: pd.DataFrame, reference_csv: Path, out_dir: Path) -> list[Path]:
     table = paper_vs_measured(results, pd.read_csv(reference_csv)) if reference_csv.is_file() else pd.DataFrame()
-    if table.empty:
-        return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = out_dir / "paper_vs_measured.csv", out_dir / "paper_vs_measured.md"
-    table.to_csv(csv, index=False)
-    md.write_text(table.round(2).to_markdown(index=False) + "\n")
-    return [csv, md]
+    return write_table(table, out_dir, "paper_vs_measured")
