@@ -457,6 +457,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from quarl_bench.report.tables import (
         qat_vs_ptq_table,
         reward_error_table,
+        write_amp_table,
         write_paper_vs_measured,
         write_qat_vs_ptq,
         write_reward_error_table,
@@ -476,6 +477,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     written += write_qat_vs_ptq(frame, args.out)
     written += write_paper_vs_measured(frame, args.paper, args.out)
     written += write_actorq_report(frame, args.out)
+    written += write_amp_table(frame, args.out)
     written += write_qat_figures(qat_vs_ptq_table(frame), args.out)
     if not table.empty:
         console.print(table.round(2).to_string())

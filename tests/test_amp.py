@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from quarl_bench.store import load_results
@@ -25,3 +26,6 @@ def test_amp_command_times_fp32_and_bf16(cli, tmp_path: Path) -> None:
     # DQN CartPole in rl-zoo3: 128 gradient steps per train() call, every 256 env steps after 1000
     assert trainings[0]["updates"] == trainings[1]["updates"] > 0 and trainings[0]["updates"] % 128 == 0
     assert all(t["ms_per_update"] > 0 and t["net_arch"] == [64, 64] for t in trainings)
+    assert cli("report", "--store", store, "--out", tmp_path / "report")[0] == 0
+    timing = pd.read_csv(tmp_path / "report" / "amp_timing.csv").set_index("dtype")
+    assert timing.loc["fp32", "speed-up"] == 1.0 and timing.loc["bf16", "updates"] == trainings[0]["updates"]

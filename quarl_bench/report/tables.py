@@ -201,3 +201,22 @@ def paper_vs_measured(results: pd.DataFrame, reference: pd.DataFrame) -> pd.Data
 def write_paper_vs_measured(results: pd.DataFrame, reference_csv: Path, out_dir: Path) -> list[Path]:
     table = paper_vs_measured(results, pd.read_csv(reference_csv)) if reference_csv.is_file() else pd.DataFrame()
     return write_table(table, out_dir, "paper_vs_measured")
+
+
+def amp_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Mixed-precision runs: ms per gradient update, speed-up over the fp32 run of the same policy size, reward."""
+    runs = results[results["method"] == "amp"]
+    records = [row["provenance"]["training"] | {"reward": row["mean_reward"]} for _, row in runs.iterrows()]
+    if not records:
+        return pd.DataFrame()
+    frame = pd.DataFrame.from_records(records)
+    keys = ["algo", "env_id", "arch", "n_timesteps", "seed"]
+    base = frame[frame["dtype"] == "fp32"].set_index(keys)["ms_per_update"]
+    frame["speed-up"] = [
+        base.get(tuple(row[k] for k in keys), float("nan")) / row["ms_per_update"] for _, row in frame.iterrows()
+    ]
+    return frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward"]].sort_values(keys + ["dtype"])
+
+
+def write_amp_table(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    return write_table(amp_table(results), out_dir, "amp_timing")
