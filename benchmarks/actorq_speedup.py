@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quarl_bench.actorq.run import ActorQConfig, breakdown, run_actorq, store_run, time_to_reward
+from quarl_bench.actorq.metrics import breakdown, time_to_reward
+from quarl_bench.actorq.run import ActorQConfig, run_actorq, store_run
 from quarl_bench.store import ResultStore
 
 

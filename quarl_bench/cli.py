@@ -373,7 +373,8 @@ def cmd_qat(args: argparse.Namespace) -> int:
 
 
 def cmd_actorq(args: argparse.Namespace) -> int:
-    from quarl_bench.actorq.run import ActorQConfig, breakdown, run_actorq, store_run
+    from quarl_bench.actorq.metrics import breakdown
+    from quarl_bench.actorq.run import ActorQConfig, run_actorq, store_run
     from quarl_bench.store import DEFAULT_STORE, ResultStore
     from quarl_bench.zoo.envs import resolve_env_id
 

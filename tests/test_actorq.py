@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from quarl_bench.actorq.run import ActorQConfig, breakdown, epsilons, run_actorq, store_run
+from quarl_bench.actorq.metrics import breakdown
+from quarl_bench.actorq.run import ActorQConfig, epsilons, run_actorq, store_run
 from quarl_bench.errors import QuarlError
 from quarl_bench.store import ResultStore, load_results
 

@@ -171,14 +171,3 @@ def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> 
     row = store.get(job.key)
     assert row is not None
     return row
-
-
-def time_to_reward(curve: list[dict[str, float]], reward: float) -> float | None:
-    """Seconds until the evaluated reward first reaches ``reward`` (None if never)."""
-    return next((p["seconds"] for p in curve if p["reward"] >= reward), None)
-
-
-def breakdown(actors: list[dict[str, Any]]) -> dict[str, float]:
-    """Seconds per phase summed over actors."""
-    phases = ("step", "pull", "deserialize", "load_state_dict", "push")
-    return {phase: float(np.sum([a["seconds"].get(phase, 0.0) for a in actors])) for phase in phases}

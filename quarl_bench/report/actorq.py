@@ -10,10 +10,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from quarl_bench.actorq.metrics import PHASES, breakdown, time_to_reward  # noqa: E402
 from quarl_bench.report.plots import save_figure  # noqa: E402
 from quarl_bench.report.tables import write_table  # noqa: E402
-
-PHASES = ("step", "pull", "deserialize", "load_state_dict", "push")
 
 
 def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
@@ -22,7 +21,7 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
     records = []
     for _, row in runs.iterrows():
         prov = row["provenance"]
-        phases = {p: sum(a["seconds"].get(p, 0.0) for a in prov["actors"]) for p in PHASES}
+        phases = breakdown(prov["actors"])
         records.append({
             "setting": row["agent_hash"], "env": row["env_id"], "precision": row["precision"],
             "actors": prov["config"]["n_actors"], "arch": "x".join(map(str, prov["config"]["policy_arch"])),
@@ -39,9 +38,9 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
         fp32 = group[group["precision"] == "fp32"]
         target = 0.95 * max(p["reward"] for p in fp32["curve"].iloc[0]) if len(fp32) else None
         base_speed = fp32["steps_per_s"].iloc[0] if len(fp32) else None
-        base_time = first_time(fp32["curve"].iloc[0], target) if len(fp32) else None
+        base_time = time_to_reward(fp32["curve"].iloc[0], target) if len(fp32) else None
         for _, run in group.iterrows():
-            reached = first_time(run["curve"], target) if target is not None else None
+            reached = time_to_reward(run["curve"], target) if target is not None else None
             rows.append({
                 "env": env, "arch": run["arch"], "actors": run["actors"], "precision": run["precision"],
                 "actor steps/s": run["steps_per_s"],
@@ -51,12 +50,6 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "final reward": run["final_reward"], "broadcast bytes": run["broadcast_bytes"],
             })  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def first_time(curve: list[dict], reward: float | None) -> float | None:
-    if reward is None:
-        return None
-    return next((p["seconds"] for p in curve if p["reward"] >= reward), None)
 
 
 def write_actorq_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
