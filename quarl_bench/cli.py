@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -113,20 +114,27 @@ def build_parser() -> argparse.ArgumentParser:
     amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     amp.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
 
-    actorq = commands.add_parser("actorq", help="ActorQ: fp32 learner, quantized actors on Ray; speed and reward")
-    actorq.add_argument("--algo", default="dqn", choices=("dqn",), help="learner (dqn; continuous learner not yet)")
-    actorq.add_argument("--env", default="CartPole-v1", help="env id or alias (discrete actions)")
-    actorq.add_argument("--actor-precision", default="int8", choices=("fp32", "fp16", "int8"))
-    actorq.add_argument("--comm-bits", type=int, default=32, help="bits per broadcast weight: 32, 16 or 2-8")
-    actorq.add_argument("--n-actors", type=positive_int, default=2)
-    actorq.add_argument("--policy-arch", default="2048,2048,2048", help="hidden widths, comma-separated")
-    actorq.add_argument("--pull-period", type=positive_int, default=1000, help="actor steps between weight pulls")
-    actorq.add_argument("--samples-per-insert", type=float, default=16.0)
-    actorq.add_argument("--batch-size", type=positive_int, default=256)
-    actorq.add_argument("--max-actor-steps", type=positive_int, default=50_000, help="per actor")
+    actorq = commands.add_parser(
+        "actorq", help="ActorQ: fp32 learner, quantized actors on Ray; speed and reward",
+        description="One run from the flags, or every run of --grid (flags given override its settings). "
+        "Defaults: dqn, CartPole-v1, int8 actors, 2 actors, 2048,2048,2048.",
+    )  # fmt: skip
+    actorq.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/actorq.yaml")
+    actorq.add_argument("--algo", default=None, choices=("dqn", "td3", "ddpg"),
+                        help="learner: dqn (discrete actions) or td3/ddpg (continuous)")  # fmt: skip
+    actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
+    actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))
+    actorq.add_argument("--comm-bits", type=int, default=None, help="bits per broadcast weight: 32, 16 or 2-8")
+    actorq.add_argument("--n-actors", type=positive_int, default=None)
+    actorq.add_argument("--policy-arch", default=None, help="hidden widths, comma-separated (default 2048,2048,2048)")
+    actorq.add_argument("--pull-period", type=positive_int, default=None, help="actor steps between weight pulls")
+    actorq.add_argument("--samples-per-insert", type=float, default=None, help="upper bound on learner replay ratio")
+    actorq.add_argument("--batch-size", type=positive_int, default=None)
+    actorq.add_argument("--learning-starts", type=int, default=None, help="transitions before training (rl-zoo3's)")
+    actorq.add_argument("--max-actor-steps", type=positive_int, default=None, help="per actor (default 50000)")
     actorq.add_argument("--target-reward", type=float, default=None, help="stop once the learner reaches it")
-    actorq.add_argument("--eval-every", type=float, default=10.0, help="seconds between learner evaluations")
-    actorq.add_argument("--seed", type=int, default=0)
+    actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
+    actorq.add_argument("--seed", type=int, default=None)
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     actorq.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
 
@@ -372,32 +380,82 @@ def cmd_qat(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_actorq(args: argparse.Namespace) -> int:
-    from quarl_bench.actorq.metrics import breakdown
-    from quarl_bench.actorq.run import ActorQConfig, run_actorq, store_run
-    from quarl_bench.store import DEFAULT_STORE, ResultStore
+ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can override
+    "comm_bits": "comm_bits", "n_actors": "n_actors", "policy_arch": "policy_arch", "pull_period": "pull_period",
+    "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
+    "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "eval_every": "eval_every_s",
+}  # fmt: skip
+
+
+def actorq_configs(args: argparse.Namespace) -> list:
+    """The runs a ``quarl-bench actorq`` command asks for: its grid filtered by --algo/--env/--actor-precision,
+    or the single run the flags describe."""
+    from quarl_bench.actorq.grid import load_actorq_grid, select_runs
+    from quarl_bench.actorq.run import ActorQConfig
     from quarl_bench.zoo.envs import resolve_env_id
 
-    try:
-        arch = tuple(int(width) for width in args.policy_arch.split(","))
-    except ValueError as error:
-        raise QuarlError(
-            f"bad --policy-arch {args.policy_arch!r}: expected comma-separated widths such as 256,256"
-        ) from error
-    config = ActorQConfig(
-        resolve_env_id(args.env), args.actor_precision, args.comm_bits, args.n_actors, arch, args.pull_period,
-        args.samples_per_insert, args.batch_size, args.max_actor_steps, args.target_reward, args.seed, args.eval_every,
-    )  # fmt: skip
+    overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
+    if args.policy_arch is not None:
+        try:
+            overrides["policy_arch"] = tuple(int(width) for width in args.policy_arch.split(","))
+        except ValueError as error:
+            raise QuarlError(
+                f"bad --policy-arch {args.policy_arch!r}: expected comma-separated widths such as 256,256"
+            ) from error
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if args.grid is None:
+        env_id = resolve_env_id(args.env or "CartPole-v1")
+        return [ActorQConfig(env_id, args.actor_precision or "int8", algo=args.algo or "dqn", **overrides)]
+    seed = overrides.pop("seed", None)
+    configs = select_runs(
+        load_actorq_grid(args.grid, overrides),
+        [args.algo] if args.algo else None,
+        [args.env] if args.env else None,
+        [args.actor_precision] if args.actor_precision else None,
+    )
+    if seed is not None:
+        configs = [dataclasses.replace(c, seed=seed) for c in configs]
+    if not configs:
+        raise QuarlError(f"no run in {args.grid} matches --algo {args.algo} --env {args.env} "
+                         f"--actor-precision {args.actor_precision}")  # fmt: skip
+    return configs
+
+
+def cmd_actorq(args: argparse.Namespace) -> int:
+    from quarl_bench.actorq.run import already_stored
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+    configs = actorq_configs(args)
+    for config in configs:
+        config.action_space()  # a bad algo/env pair fails before any run starts
+    for number, config in enumerate(configs, 1):
+        with ResultStore(args.store or DEFAULT_STORE) as store:
+            if len(configs) > 1 and already_stored(config, store):
+                console.print(f"[{number}/{len(configs)}] {config.algo} {config.env_id} {config.actor_precision}: "
+                              "already in the store, skipped")  # fmt: skip
+                continue
+        if len(configs) > 1:
+            console.print(f"[{number}/{len(configs)}]", end=" ")
+        run_one_actorq(config, args.address, args.store or DEFAULT_STORE)
+    return 0
+
+
+def run_one_actorq(config, address: str | None, store_path: Path) -> None:
+    from quarl_bench.actorq.metrics import breakdown
+    from quarl_bench.actorq.run import run_actorq, store_run
+    from quarl_bench.store import ResultStore
+
     console.print(f"ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
-                  f"policy {list(arch)}, comm {config.comm_bits} bits")  # fmt: skip
-    outcome = run_actorq(config, args.address, on_eval=lambda p, _: console.print(
+                  f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits")  # fmt: skip
+    outcome = run_actorq(config, address, on_eval=lambda p, _: console.print(
         f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"))  # fmt: skip
     if outcome.error:
         if outcome.curve:
-            with ResultStore(args.store or DEFAULT_STORE) as store:
+            with ResultStore(store_path) as store:
                 store_run(config, outcome, store)
         raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
-    with ResultStore(args.store or DEFAULT_STORE) as store:
+    with ResultStore(store_path) as store:
         row = store_run(config, outcome, store)
     table = Table(title="Actor runtime breakdown (seconds, summed over actors)")
     phases = breakdown(outcome.actors)
@@ -407,7 +465,8 @@ def cmd_actorq(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(
         f"{row['provenance']['actor_steps']} actor steps in {outcome.wall_seconds:.1f} s "
-        f"({row['provenance']['actor_steps_per_s']:.0f}/s); {outcome.broadcasts} broadcasts of "
+        f"({row['provenance']['actor_steps_per_s']:.0f}/s); learner {outcome.learner['updates']} updates "
+        f"(samples per insert {outcome.learner['samples_per_insert']:.2f}); {outcome.broadcasts} broadcasts of "
         f"{outcome.broadcast_bytes} bytes; int8 weights on actors: {all(a['int8_weights'] for a in outcome.actors)}; "
         f"actor restarts: {outcome.restarts}; final reward {row['mean_reward']:.1f}; stored in {store.path}"
     )
@@ -415,7 +474,6 @@ def cmd_actorq(args: argparse.Namespace) -> int:
     console.print(
         f"energy {energy['kwh'] * 1000:.3f} Wh, {energy['emissions_kg'] * 1000:.3f} g CO2eq ({energy['source']})"
     )
-    return 0
 
 
 def torch_cuda() -> bool:

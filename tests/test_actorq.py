@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import ray
 
+from quarl_bench.actorq.exploration import epsilons
 from quarl_bench.actorq.metrics import breakdown
-from quarl_bench.actorq.run import ActorQConfig, epsilons, run_actorq, store_run
+from quarl_bench.actorq.run import ActorQConfig, run_actorq, store_run
 from quarl_bench.errors import QuarlError
 from quarl_bench.store import ResultStore, load_results
 
@@ -34,8 +35,8 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
                           batch_size=64, max_actor_steps=3000, eval_every_s=2.0, eval_episodes=3)  # fmt: skip
     killed: list[int] = []
 
-    def kill_first_actor_once(point, quantizer) -> None:
-        pids = ray.get(quantizer.pids.remote())
+    def kill_first_actor_once(point, cluster) -> None:
+        pids = ray.get(cluster.quantizer.pids.remote())
         if not killed and 0 in pids:  # at the first evaluation, while the actors are collecting
             pid = pids[0]
             os.kill(pid, signal.SIGKILL)
@@ -56,3 +57,54 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
         row = store_run(config, outcome, store)
     frame = load_results(tmp_path / "quarl.sqlite")
     assert list(frame["method"]) == ["actorq"] and row["provenance"]["restarts"] >= 1 and row["provenance"]["curve"]
+
+
+def test_learner_crash_keeps_what_was_measured(tmp_path: Path) -> None:
+    config = ActorQConfig("CartPole-v1", "fp16", n_actors=1, policy_arch=(32,), pull_period=200, batch_size=32,
+                          max_actor_steps=1_000_000, eval_every_s=1.0, eval_episodes=2, learning_starts=100)  # fmt: skip
+    seen: list[dict] = []
+
+    def kill_learner_at_second_evaluation(point, cluster) -> None:
+        seen.append(point)
+        if len(seen) == 2:
+            os.kill(ray.get(cluster.learner.pid.remote()), signal.SIGKILL)
+
+    outcome = run_actorq(config, on_eval=kill_learner_at_second_evaluation)
+    assert outcome.error is not None and outcome.error.startswith("learner failed: ")
+    assert len(outcome.curve) >= 2 and outcome.wall_seconds < 120  # the run ended instead of collecting 1M steps
+    with ResultStore(tmp_path / "quarl.sqlite") as store:
+        row = store_run(config, outcome, store)
+    assert row["provenance"]["error"] == outcome.error and len(row["provenance"]["curve"]) == len(outcome.curve)
+
+
+def test_continuous_td3_run_through_the_cli(cli, tmp_path: Path) -> None:
+    code, out, err = cli("actorq", "--algo", "td3", "--env", "Pendulum", "--actor-precision", "int8", "--n-actors", 2,
+                         "--policy-arch", "64,64", "--max-actor-steps", 2000, "--learning-starts", 500,
+                         "--batch-size", 64, "--eval-every", 3, "--store", tmp_path / "q.sqlite")  # fmt: skip
+    assert code == 0, err
+    assert "int8 weights on actors: True" in " ".join(out.split())
+    row = load_results(tmp_path / "q.sqlite").iloc[0]
+    prov = row["provenance"]
+    assert (row["algo"], row["env_id"], row["method"], row["precision"]) == ("td3", "Pendulum-v1", "actorq", "int8")
+    assert prov["actor_steps"] == 4000 and prov["learner"]["inserted"] == 4000 and prov["learner"]["updates"] > 0
+    assert -2000 < row["mean_reward"] < 0  # Pendulum's reward range: the TD3 policy really acted in the env
+
+
+def test_grid_runs_resume_and_report(cli, tmp_path: Path) -> None:
+    grid = tmp_path / "actorq.yaml"
+    grid.write_text(
+        "settings: {n_actors: 1, policy_arch: [32], pull_period: 250, batch_size: 32, max_actor_steps: 1500,\n"
+        "           eval_every_s: 2, eval_episodes: 2, learning_starts: 200}\n"
+        "grid:\n  - {algos: [dqn], envs: [CartPole-v1], precisions: [fp32, int8]}\n"
+    )
+    store = tmp_path / "q.sqlite"
+    code, out, err = cli("actorq", "--grid", grid, "--store", store)
+    assert code == 0, err
+    frame = load_results(store)
+    assert sorted(frame["precision"]) == ["fp32", "int8"] and frame["agent_hash"].nunique() == 1  # one setting
+    code, out, _ = cli("actorq", "--grid", grid, "--store", store)
+    assert code == 0 and out.count("already in the store, skipped") == 2
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    table = (tmp_path / "report" / "actorq_speedup.csv").read_text()
+    assert "int8" in table and "fp32" in table

@@ -1,24 +1,38 @@
-"""The actors' Q-network at a given precision, built from the learner's fp32 weights."""
+"""The actors' acting network at a given precision, built from the learner's fp32 weights, and how it acts."""
 
 from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
+from gymnasium import spaces
 from torch import nn
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
 
 
-def q_network(obs_dim: int, n_actions: int, arch: list[int]) -> nn.Sequential:
-    """SB3's DQN ``q_net.q_net`` layout: Linear+ReLU per hidden layer, then a Linear head (same state-dict keys)."""
+def acting_network(obs_dim: int, out_dim: int, arch: list[int], squash: bool) -> nn.Sequential:
+    """SB3's acting MLP: DQN's ``q_net.q_net`` (``squash=False``) or TD3/DDPG's ``actor.mu`` (a Tanh at the end).
+
+    Same layer order as SB3's ``create_mlp``, so the learner's state dict loads without renaming keys.
+    """
     layers: list[nn.Module] = []
     width = obs_dim
     for hidden in arch:
         layers += [nn.Linear(width, hidden), nn.ReLU()]
         width = hidden
-    layers.append(nn.Linear(width, n_actions))
+    layers.append(nn.Linear(width, out_dim))
+    if squash:
+        layers.append(nn.Tanh())
     return nn.Sequential(*layers)
+
+
+def network_for(action_space: spaces.Space, obs_dim: int, arch: list[int]) -> nn.Sequential:
+    """The acting network for an env's action space: Q-values per discrete action, or a squashed continuous action."""
+    if isinstance(action_space, spaces.Discrete):
+        return acting_network(obs_dim, int(action_space.n), arch, squash=False)
+    return acting_network(obs_dim, int(np.prod(action_space.shape)), arch, squash=True)
 
 
 def actor_policy(fp32: nn.Sequential, precision: str) -> nn.Module:
@@ -35,10 +49,12 @@ def actor_policy(fp32: nn.Sequential, precision: str) -> nn.Module:
     raise ValueError(f"bad actor precision {precision!r}: expected one of {', '.join(ACTOR_PRECISIONS)}")
 
 
-def greedy_actions(policy: nn.Module, observations: torch.Tensor, precision: str) -> torch.Tensor:
+def network_output(policy: nn.Module, observation: np.ndarray, precision: str) -> np.ndarray:
+    """The policy's output for one observation, in fp32 (Q-values, or an action in [-1, 1])."""
     with torch.inference_mode():
-        inputs = observations.half() if precision == "fp16" else observations.float()
-        return policy(inputs).argmax(dim=1)
+        inputs = torch.as_tensor(observation)[None]
+        inputs = inputs.half() if precision == "fp16" else inputs.float()
+        return policy(inputs)[0].float().numpy()
 
 
 def holds_int8_weights(policy: nn.Module) -> bool:

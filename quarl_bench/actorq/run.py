@@ -11,11 +11,14 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.actorq.carbon import track_energy
+from quarl_bench.actorq.exploration import exploration_levels
 from quarl_bench.actorq.policy import ACTOR_PRECISIONS
 from quarl_bench.errors import QuarlError
 from quarl_bench.runner import package_versions
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult, Job, QuantSpec
+
+LEARNER_ALGOS = ("dqn", "td3", "ddpg")  # DQN for discrete actions, TD3/DDPG for continuous ones
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class ActorQConfig:
     eval_every_s: float = 10.0
     eval_episodes: int = 10
     algo: str = "dqn"
+    learning_starts: int | None = None  # None: rl-zoo3's value for algo/env
 
     def __post_init__(self) -> None:
         if self.actor_precision not in ACTOR_PRECISIONS:
@@ -44,20 +48,34 @@ class ActorQConfig:
             )
         if self.comm_bits not in (32, 16) and not 2 <= self.comm_bits <= 8:
             raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
-        if self.algo != "dqn":
-            raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected dqn (the continuous learner is not built yet)")
+        if self.algo not in LEARNER_ALGOS:
+            raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(LEARNER_ALGOS)}")
+
+    def action_space(self):
+        """The env's action space, checked against the learner: DQN needs discrete actions, TD3/DDPG continuous.
+
+        :raises QuarlError: for an env gymnasium does not know or a learner that cannot act in it.
+        """
+        import gymnasium as gym
+        from gymnasium import spaces
+
+        try:
+            env = gym.make(self.env_id)
+        except gym.error.Error as error:
+            raise QuarlError(f"bad env {self.env_id!r} for ActorQ: {error}") from error
+        space = env.action_space
+        env.close()
+        discrete = isinstance(space, spaces.Discrete)
+        if discrete != (self.algo == "dqn"):
+            wanted = "dqn" if discrete else "td3 or ddpg"
+            raise QuarlError(f"bad ActorQ algo {self.algo!r} for {self.env_id} ({type(space).__name__} actions): "
+                             f"expected {wanted}")  # fmt: skip
+        return space
 
     def run_key(self) -> str:
         """Identity of the run without the actors' precision: fp32 and int8 runs of one setting share it."""
         fields = asdict(self) | {"actor_precision": None}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def epsilons(n_actors: int, base: float = 0.4, alpha: float = 7.0) -> list[float]:
-    """Ape-X's exploration spread over actors: eps_i = base ** (1 + alpha * i / (N - 1))."""
-    if n_actors == 1:
-        return [base]
-    return [base ** (1 + alpha * i / (n_actors - 1)) for i in range(n_actors)]
 
 
 @dataclass
@@ -74,30 +92,53 @@ class RunOutcome:
     error: str | None = None  # set when the learner (or the cluster) failed mid-run
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """Handles to a running ActorQ system (for callbacks that inspect or disturb it)."""
+
+    learner: Any
+    quantizer: Any
+    actors: list[Any]
+
+
 def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -> RunOutcome:
+    """Run one ActorQ training on Ray (a local cluster unless ``address``); ``on_eval(point, cluster)`` is called
+    after each evaluation of the learner."""
     import ray
 
     from quarl_bench.actorq.system import Actor, Learner, ParameterQuantizer
 
+    action_space = config.action_space()
     ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     outcome = RunOutcome()
     try:
         arch = list(config.policy_arch)
-        learner = Learner.remote(config.env_id, arch, config.batch_size, config.samples_per_insert, config.seed)
+        learner = Learner.remote(config.algo, config.env_id, arch, config.batch_size, config.samples_per_insert,
+                                 config.seed, config.learning_starts)  # fmt: skip
         quantizer = ParameterQuantizer.remote(config.comm_bits)
         outcome.broadcast_bytes = ray.get(quantizer.publish.remote(learner.weights.remote()))
         actors = [
             Actor.remote(
-                i, config.env_id, arch, config.actor_precision, eps, config.pull_period, quantizer, learner, config.seed
+                i,
+                config.env_id,
+                arch,
+                config.actor_precision,
+                level,
+                config.pull_period,
+                quantizer,
+                learner,
+                config.seed,
             )  # fmt: skip
-            for i, eps in enumerate(epsilons(config.n_actors))
+            for i, level in enumerate(exploration_levels(action_space, config.n_actors))
         ]
+        cluster = Cluster(learner, quantizer, actors)
         with track_energy() as energy:
             start = time.perf_counter()
             try:
-                drive(config, learner, quantizer, actors, outcome, start, on_eval)
-            except ray.exceptions.RayActorError as error:  # the learner died; keep what was measured
-                outcome.error = f"learner or quantizer process died: {type(error).__name__}"
+                drive(config, cluster, outcome, start, on_eval)
+                ray.get(learner.stop.remote())
+            except ray.exceptions.RayError as error:  # the learner died or failed; keep what was measured
+                outcome.error = f"learner failed: {describe(error)}"
             outcome.wall_seconds = time.perf_counter() - start
         outcome.energy = asdict(energy)
         if outcome.error:
@@ -110,10 +151,18 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
         ray.shutdown()
 
 
-def drive(config: ActorQConfig, learner, quantizer, actors, outcome: RunOutcome, start: float, on_eval) -> None:
+def describe(error: Exception) -> str:
+    """One line for a Ray failure: its kind and the first line of its message."""
+    cause = getattr(error, "cause", None) or error  # a RayTaskError wraps the exception raised in the actor
+    text = str(cause).strip()
+    return f"{type(cause).__name__}: {text.splitlines()[0] if text else 'no message'}"[:300]
+
+
+def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: float, on_eval) -> None:
     """Start the actors, re-broadcast the learner's weights twice a second, evaluate every ``eval_every_s``."""
     import ray
 
+    learner, quantizer, actors = cluster.learner, cluster.quantizer, cluster.actors
     runs = {actor.run.remote(config.max_actor_steps): actor for actor in actors}
     next_eval = start
     while runs:
@@ -134,16 +183,27 @@ def drive(config: ActorQConfig, learner, quantizer, actors, outcome: RunOutcome,
             }
             outcome.curve.append(point)
             if on_eval:
-                on_eval(point, quantizer)
+                on_eval(point, cluster)
             next_eval = time.perf_counter() + config.eval_every_s
             if config.target_reward is not None and reward >= config.target_reward:
                 ray.get(quantizer.stop.remote())
 
 
+def job_for(config: ActorQConfig) -> Job:
+    """The store's identity of a run: method ``actorq``, the actors' precision, and the setting's run key."""
+    spec = QuantSpec(config.actor_precision, method="actorq")
+    return Job(config.algo, config.env_id, spec, config.run_key(), config.eval_episodes, config.seed, 1, True)
+
+
+def already_stored(config: ActorQConfig, store: ResultStore) -> bool:
+    """True when this exact run finished before (a crashed run's partial row does not count)."""
+    row = store.get(job_for(config).key)
+    return row is not None and not row["provenance"].get("error")
+
+
 def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> dict[str, Any]:
     """One ``actorq`` row: final reward of the learner's policy; curve, breakdown, bytes and speed in provenance."""
-    spec = QuantSpec(config.actor_precision, method="actorq")
-    job = Job(config.algo, config.env_id, spec, config.run_key(), config.eval_episodes, config.seed, 1, True)
+    job = job_for(config)
     steps = sum(actor["steps"] for actor in outcome.actors)
     final = outcome.final_rewards or [outcome.curve[-1]["reward"]]  # a crashed run: its last evaluation
     result = EvalResult(

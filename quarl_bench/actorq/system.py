@@ -1,8 +1,12 @@
-"""The three Ray actor kinds of ActorQ: an fp32 DQN learner (SB3), a parameter quantizer, quantized actors."""
+"""The three Ray actor kinds of ActorQ: an fp32 SB3 learner (DQN, TD3 or DDPG), a parameter quantizer, and
+quantized actors."""
 
 from __future__ import annotations
 
+import copy
 import os
+import queue
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -13,80 +17,150 @@ import numpy as np
 import ray
 import torch
 import yaml
-from stable_baselines3 import DQN
+from stable_baselines3 import DDPG, DQN, TD3
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl_bench.actorq.comm import pack_state, state_nbytes, unpack_state
-from quarl_bench.actorq.policy import actor_policy, greedy_actions, holds_int8_weights, q_network
+from quarl_bench.actorq.exploration import explore
+from quarl_bench.actorq.policy import actor_policy, holds_int8_weights, network_for, network_output
 from quarl_bench.evaluate import evaluate
 
-HYPERPARAMS = ("learning_rate", "gamma", "target_update_interval", "learning_starts", "buffer_size")
+LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG}
+# The rl-zoo3 hyperparameters a distributed learner keeps (train_freq, gradient_steps, noise: the actors' business).
+KEPT = {"learning_rate": float, "gamma": float, "tau": float, "buffer_size": int, "learning_starts": int,
+        "target_update_interval": int, "policy_delay": int, "target_policy_noise": float, "target_noise_clip": float}  # fmt: skip
 
 
-def zoo_dqn_hyperparams(env_id: str) -> dict[str, Any]:
-    """rl-zoo3's DQN hyperparameters for the env (the ones a distributed learner keeps), or SB3's defaults."""
+def zoo_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
+    """rl-zoo3's hyperparameters for algo/env that a learner fed by actors uses, or {} (SB3's defaults)."""
     import rl_zoo3
 
-    with open(Path(rl_zoo3.__file__).parent / "hyperparams" / "dqn.yml") as handle:
+    with open(Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml") as handle:
         table = yaml.safe_load(handle)
-    return {k: float(v) if k in ("learning_rate", "gamma") else int(float(v))
-            for k, v in table.get(env_id, {}).items() if k in HYPERPARAMS}  # fmt: skip
+    params = {}
+    for key, value in table.get(env_id, {}).items():
+        if key in KEPT:
+            if isinstance(value, str) and value.startswith("lin_"):
+                value = value[4:]  # a linear schedule's start value: actors have no notion of progress
+            params[key] = KEPT[key](float(value))
+    return params
+
+
+def acting_module(model: Any) -> torch.nn.Module:
+    """The network the actors run: DQN's Q-network MLP or TD3/DDPG's deterministic actor MLP."""
+    return model.q_net.q_net if isinstance(model, DQN) else model.actor.mu
 
 
 @ray.remote
 class Learner:
-    """SB3's DQN doing only its ``train()`` on a replay buffer that the actors fill."""
+    """An SB3 off-policy algorithm doing only its ``train()``, in a thread of its own, on a replay buffer that the
+    actors fill through ``add``. ``add`` only queues: actors never wait for gradient steps. The training thread
+    moves queued transitions into the buffer and trains while updates x batch < inserted x samples_per_insert."""
 
-    def __init__(self, env_id: str, arch: list[int], batch_size: int, samples_per_insert: float, seed: int) -> None:
+    def __init__(self, algo: str, env_id: str, arch: list[int], batch_size: int, samples_per_insert: float, seed: int,
+                 learning_starts: int | None = None) -> None:  # fmt: skip
         torch.set_num_threads(1)
-        params = zoo_dqn_hyperparams(env_id)
-        self.target_interval = params.pop("target_update_interval", 10_000)
-        self.learning_starts = params.pop("learning_starts", 1_000)
-        self.model = DQN("MlpPolicy", env_id, policy_kwargs={"net_arch": arch}, batch_size=batch_size,
-                         learning_starts=0, seed=seed, device="cpu", **params)  # fmt: skip
+        params = zoo_hyperparams(algo, env_id)
+        zoo_starts = params.pop("learning_starts", 1_000)
+        self.learning_starts = zoo_starts if learning_starts is None else learning_starts
+        self.target_interval = params.pop("target_update_interval", 10_000) if algo == "dqn" else None
+        self.model = LEARNERS[algo]("MlpPolicy", env_id, policy_kwargs={"net_arch": arch}, batch_size=batch_size,
+                                    learning_starts=0, seed=seed, device="cpu", **params)  # fmt: skip
         self.model.set_logger(configure(None, []))
         self.model._current_progress_remaining = 1.0
+        self.eval_policy = copy.deepcopy(self.model.policy)
         self.batch_size, self.samples_per_insert = batch_size, samples_per_insert
-        self.inserted = self.updates = 0
+        self.received = self.inserted = self.updates = 0
         self.next_target_sync = self.target_interval
         self.train_seconds = 0.0
         self.env_id, self.seed = env_id, seed
+        self.incoming: queue.SimpleQueue = queue.SimpleQueue()
+        self.lock = threading.Lock()  # guards the model between a gradient step and a weights snapshot
+        self.stopping = threading.Event()
+        self.failure: str | None = None
+        self.thread = threading.Thread(target=self._train_loop, name="learner", daemon=True)
+        self.thread.start()
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def add(self, transitions: tuple[np.ndarray, ...]) -> int:
-        """Insert actor transitions, then train so that each transition is sampled ``samples_per_insert`` times."""
-        obs, next_obs, actions, rewards, dones = transitions
-        for i in range(len(obs)):
-            self.model.replay_buffer.add(obs[i : i + 1], next_obs[i : i + 1], actions[i : i + 1], rewards[i : i + 1],
-                                         dones[i : i + 1], [{}])  # fmt: skip
-        self.inserted += len(obs)
-        if self.inserted >= self.learning_starts:
-            due = int(self.inserted * self.samples_per_insert / self.batch_size) - self.updates
-            if due > 0:
+        """Queue actor transitions for the replay buffer; returns how many were received so far."""
+        self._raise_if_failed()
+        self.incoming.put(transitions)
+        self.received += len(transitions[0])
+        return self.received
+
+    def _train_loop(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self._drain()
+                due = int(self.inserted * self.samples_per_insert / self.batch_size) - self.updates
+                if self.inserted < self.learning_starts or due <= 0:
+                    time.sleep(0.002)
+                    continue
                 start = time.perf_counter()
-                self.model.train(gradient_steps=due, batch_size=self.batch_size)
+                with self.lock:
+                    self.model.train(gradient_steps=1, batch_size=self.batch_size)
                 self.train_seconds += time.perf_counter() - start
-                self.updates += due
-        while self.inserted >= self.next_target_sync:
-            polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(), 1.0)
-            self.next_target_sync += self.target_interval
-        return self.inserted
+                self.updates += 1
+        except Exception as error:  # noqa: BLE001 - reported to the driver by the next call
+            self.failure = f"{type(error).__name__}: {error}"
+
+    def _drain(self) -> None:
+        """Move queued transitions into the replay buffer (only this thread touches the buffer)."""
+        while True:
+            try:
+                obs, next_obs, actions, rewards, dones = self.incoming.get_nowait()
+            except queue.Empty:
+                return
+            for i in range(len(obs)):
+                self.model.replay_buffer.add(obs[i : i + 1], next_obs[i : i + 1], actions[i : i + 1],
+                                             rewards[i : i + 1], dones[i : i + 1], [{}])  # fmt: skip
+            self.inserted += len(obs)
+            # DQN's hard target update every target_update_interval env steps (TD3/DDPG do polyak in train()).
+            while self.target_interval and self.inserted >= self.next_target_sync:
+                with self.lock:
+                    polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(), 1.0)
+                self.next_target_sync += self.target_interval
+
+    def _raise_if_failed(self) -> None:
+        if self.failure:
+            raise RuntimeError(f"learner training failed: {self.failure}")
 
     def weights(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.model.q_net.q_net.state_dict().items()}
+        self._raise_if_failed()
+        with self.lock:
+            return {k: v.detach().clone() for k, v in acting_module(self.model).state_dict().items()}
 
     def evaluate(self, episodes: int) -> tuple[list[float], int, int]:
-        """Episode rewards of the fp32 greedy policy on its own envs; with the actor steps and updates so far."""
-        env = DummyVecEnv([lambda i=i: Monitor(gym.make(self.env_id)) for i in range(min(episodes, 10))])
+        """Episode rewards of the fp32 deterministic policy on its own envs; with the actor steps and updates so far."""
+        self._raise_if_failed()
+        with self.lock:
+            self.eval_policy.load_state_dict(self.model.policy.state_dict())
+        env = DummyVecEnv([lambda: Monitor(gym.make(self.env_id)) for _ in range(min(episodes, 10))])
         env.seed(self.seed + 10_000)
-        result = evaluate(self.model.policy, env, episodes, self.seed)
+        result = evaluate(self.eval_policy, env, episodes, self.seed)
         env.close()
         return result.rewards, self.inserted, self.updates
 
+    def stop(self) -> None:
+        """End the training thread and put whatever is still queued into the buffer."""
+        self.stopping.set()
+        self.thread.join()
+        self._drain()
+        self._raise_if_failed()
+
     def counters(self) -> dict[str, float]:
-        return {"inserted": self.inserted, "updates": self.updates, "train_seconds": self.train_seconds}
+        return {
+            "inserted": self.inserted,
+            "updates": self.updates,
+            "train_seconds": self.train_seconds,
+            "samples_per_insert": self.updates * self.batch_size / max(self.inserted, 1),
+        }
 
 
 @ray.remote
@@ -127,12 +201,13 @@ class ParameterQuantizer:
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)
 class Actor:
-    """One env, a quantized copy of the policy, epsilon-greedy; pulls weights every ``pull_period`` steps."""
+    """One env, a quantized copy of the policy, its own exploration level; pulls weights every ``pull_period``
+    steps and pushes transitions to the learner every ``push_every`` steps (one push in flight)."""
 
-    def __init__(self, index: int, env_id: str, arch: list[int], precision: str, epsilon: float, pull_period: int,
-                 quantizer: Any, learner: Any, seed: int, push_every: int = 250) -> None:  # fmt: skip
+    def __init__(self, index: int, env_id: str, arch: list[int], precision: str, exploration: float,
+                 pull_period: int, quantizer: Any, learner: Any, seed: int, push_every: int = 250) -> None:  # fmt: skip
         torch.set_num_threads(1)
-        self.index, self.precision, self.epsilon, self.pull_period = index, precision, epsilon, pull_period
+        self.index, self.precision, self.exploration, self.pull_period = index, precision, exploration, pull_period
         self.quantizer, self.learner, self.push_every = quantizer, learner, push_every
         self.env = gym.make(env_id)
         self.rng = np.random.default_rng(seed + index)
@@ -150,7 +225,7 @@ class Actor:
         pulled = time.perf_counter()
         state = unpack_state(packed)
         unpacked = time.perf_counter()
-        net = q_network(self.env.observation_space.shape[0], int(self.env.action_space.n), self.arch)
+        net = network_for(self.env.action_space, self.env.observation_space.shape[0], self.arch)
         net.load_state_dict(state)
         self.policy = actor_policy(net, self.precision)
         loaded = time.perf_counter()
@@ -169,13 +244,11 @@ class Actor:
             if self.steps % self.pull_period == 0 and self._pull():
                 break
             start = time.perf_counter()
-            if self.rng.random() < self.epsilon:
-                action = int(self.env.action_space.sample())
-            else:
-                action = int(greedy_actions(self.policy, torch.as_tensor(self.obs)[None], self.precision)[0])
+            output = network_output(self.policy, self.obs, self.precision)
+            action, stored_action = explore(output, self.env.action_space, self.exploration, self.rng)
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
             self.seconds["step"] += time.perf_counter() - start
-            buffer.append((self.obs, next_obs, action, reward, terminated))
+            buffer.append((self.obs, next_obs, stored_action, reward, terminated))
             self.obs = next_obs if not (terminated or truncated) else self.env.reset()[0]
             self.steps += 1
             if len(buffer) >= self.push_every:

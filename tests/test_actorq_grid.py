@@ -1,0 +1,55 @@
+"""The ActorQ study file: the paper's grid expands as documented, filters and overrides apply, bad input fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quarl_bench.actorq.exploration import explore, sigmas
+from quarl_bench.actorq.grid import load_actorq_grid, select_runs
+from quarl_bench.config import config_dir
+from quarl_bench.errors import QuarlError
+
+
+def test_paper_grid_expands_to_fifteen_runs() -> None:
+    runs = load_actorq_grid(config_dir() / "actorq.yaml")
+    assert len(runs) == 3 * 3 + 2 * 3
+    assert {(r.algo, r.env_id) for r in runs} >= {("dqn", "MountainCar-v0"), ("td3", "Pendulum-v1")}
+    assert all(r.policy_arch == (2048, 2048, 2048) and r.n_actors == 2 for r in runs)
+    cartpole = select_runs(runs, envs=["CartPole"], precisions=["fp32", "int8"])
+    assert [(r.env_id, r.actor_precision) for r in cartpole] == [("CartPole-v1", "fp32"), ("CartPole-v1", "int8")]
+    # fp32 and int8 runs of one setting share the run key, so the report can pair them
+    assert cartpole[0].run_key() == cartpole[1].run_key()
+
+
+def test_command_line_settings_override_the_file() -> None:
+    runs = load_actorq_grid(config_dir() / "actorq.yaml", {"max_actor_steps": 1000, "policy_arch": (64,)})
+    assert {(r.max_actor_steps, r.policy_arch) for r in runs} == {(1000, (64,))}
+
+
+def test_bad_grid_input_is_named(tmp_path: Path) -> None:
+    with pytest.raises(QuarlError, match="not found"):
+        load_actorq_grid(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("settings: {n_actor: 2}\ngrid: []\n")
+    with pytest.raises(QuarlError, match="bad setting 'n_actor'"):
+        load_actorq_grid(bad)
+    bad.write_text("grid:\n  - {algos: [dqn], envs: [CartPole-v1], precisions: [int4]}\n")
+    with pytest.raises(QuarlError, match="bad actor precision 'int4'"):
+        load_actorq_grid(bad)
+
+
+def test_continuous_exploration_spreads_sigma_and_stays_in_bounds() -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    assert sigmas(3) == [0.0, 0.1, 0.2] and sigmas(1) == [0.1]
+    space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    rng = np.random.default_rng(0)
+    env_actions, stored = zip(
+        *(explore(np.array([0.99], np.float32), space, 0.2, rng) for _ in range(500)), strict=True
+    )
+    assert all(-1 <= s[0] <= 1 for s in stored) and all(-2 <= a[0] <= 2 for a in env_actions)
+    assert np.allclose(np.array(env_actions), 2 * np.array(stored))  # rescaled from [-1, 1] to [-2, 2]
+    assert explore(np.array([0.5], np.float32), space, 0.0, rng)[1][0] == pytest.approx(0.5)  # sigma 0: no noise
