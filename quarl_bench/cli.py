@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--learning-starts", type=int, default=None, help="transitions before training (rl-zoo3's)")
     actorq.add_argument("--max-actor-steps", type=positive_int, default=None, help="per actor (default 50000)")
     actorq.add_argument("--target-reward", type=float, default=None, help="stop once the learner reaches it")
+    actorq.add_argument("--max-seconds", type=float, default=None, help="stop after this much wall-clock time")
     actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
     actorq.add_argument("--seed", type=int, default=None)
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
@@ -383,7 +384,8 @@ def cmd_qat(args: argparse.Namespace) -> int:
 ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can override
     "comm_bits": "comm_bits", "n_actors": "n_actors", "policy_arch": "policy_arch", "pull_period": "pull_period",
     "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
-    "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "eval_every": "eval_every_s",
+    "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "max_seconds": "max_seconds",
+    "eval_every": "eval_every_s",
 }  # fmt: skip
 
 
@@ -428,7 +430,7 @@ def cmd_actorq(args: argparse.Namespace) -> int:
 
     configs = actorq_configs(args)
     for config in configs:
-        config.action_space()  # a bad algo/env pair fails before any run starts
+        config.env_spaces()  # a bad algo/env pair fails before any run starts
     for number, config in enumerate(configs, 1):
         with ResultStore(args.store or DEFAULT_STORE) as store:
             if len(configs) > 1 and already_stored(config, store):

@@ -88,6 +88,9 @@ def test_continuous_td3_run_through_the_cli(cli, tmp_path: Path) -> None:
     assert (row["algo"], row["env_id"], row["method"], row["precision"]) == ("td3", "Pendulum-v1", "actorq", "int8")
     assert prov["actor_steps"] == 4000 and prov["learner"]["inserted"] == 4000 and prov["learner"]["updates"] > 0
     assert -2000 < row["mean_reward"] < 0  # Pendulum's reward range: the TD3 policy really acted in the env
+    fp32_bytes = 4 * (3 * 64 + 64 + 64 * 64 + 64 + 64 * 1 + 1)
+    assert prov["broadcast_bytes"] < 0.6 * fp32_bytes  # the quantizer broadcasts the int8 policy it built
+    assert sum(actor["seconds"]["quantize"] for actor in prov["actors"]) > 0
 
 
 def test_grid_runs_resume_and_report(cli, tmp_path: Path) -> None:

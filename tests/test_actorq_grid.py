@@ -53,3 +53,15 @@ def test_continuous_exploration_spreads_sigma_and_stays_in_bounds() -> None:
     assert all(-1 <= s[0] <= 1 for s in stored) and all(-2 <= a[0] <= 2 for a in env_actions)
     assert np.allclose(np.array(env_actions), 2 * np.array(stored))  # rescaled from [-1, 1] to [-2, 2]
     assert explore(np.array([0.5], np.float32), space, 0.0, rng)[1][0] == pytest.approx(0.5)  # sigma 0: no noise
+
+
+def test_dqn_target_sync_keeps_rl_zoo3_updates_per_sync() -> None:
+    """rl-zoo3's CartPole DQN trains 128 updates every 256 steps and syncs after each burst: 128 updates per sync.
+    (Counting its 10 env steps at actor speed instead synced every 5 updates and DQN never learned.)"""
+    from quarl_bench.actorq.system import target_sync_every, zoo_hyperparams
+
+    assert target_sync_every(zoo_hyperparams("dqn", "CartPole-v1")) == 128
+    assert target_sync_every(zoo_hyperparams("dqn", "MountainCar-v0")) == 300  # 600 steps x 8 updates / 16 steps
+    assert target_sync_every(zoo_hyperparams("dqn", "Acrobot-v1")) == 250  # gradient_steps -1: one update per step
+    td3 = zoo_hyperparams("td3", "Pendulum-v1")
+    assert td3["gamma"] == 0.98 and td3["learning_starts"] == 10_000 and "noise_std" not in td3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PHASES = ("step", "pull", "deserialize", "load_state_dict", "push")
+PHASES = ("step", "pull", "quantize", "deserialize", "load_state_dict", "push")
 
 
 def breakdown(actors: list[dict[str, Any]]) -> dict[str, float]:

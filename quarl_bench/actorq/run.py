@@ -35,6 +35,7 @@ class ActorQConfig:
     batch_size: int = 256
     max_actor_steps: int = 50_000
     target_reward: float | None = None
+    max_seconds: float | None = None  # wall-clock budget: actors stop at their next pull after it
     seed: int = 0
     eval_every_s: float = 10.0
     eval_episodes: int = 10
@@ -51,8 +52,9 @@ class ActorQConfig:
         if self.algo not in LEARNER_ALGOS:
             raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(LEARNER_ALGOS)}")
 
-    def action_space(self):
-        """The env's action space, checked against the learner: DQN needs discrete actions, TD3/DDPG continuous.
+    def env_spaces(self):
+        """The env's (observation, action) spaces, checked against the learner: DQN needs discrete actions,
+        TD3/DDPG continuous ones.
 
         :raises QuarlError: for an env gymnasium does not know or a learner that cannot act in it.
         """
@@ -63,14 +65,14 @@ class ActorQConfig:
             env = gym.make(self.env_id)
         except gym.error.Error as error:
             raise QuarlError(f"bad env {self.env_id!r} for ActorQ: {error}") from error
-        space = env.action_space
+        observation_space, space = env.observation_space, env.action_space
         env.close()
         discrete = isinstance(space, spaces.Discrete)
         if discrete != (self.algo == "dqn"):
             wanted = "dqn" if discrete else "td3 or ddpg"
             raise QuarlError(f"bad ActorQ algo {self.algo!r} for {self.env_id} ({type(space).__name__} actions): "
                              f"expected {wanted}")  # fmt: skip
-        return space
+        return observation_space, space
 
     def run_key(self) -> str:
         """Identity of the run without the actors' precision: fp32 and int8 runs of one setting share it."""
@@ -108,15 +110,17 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
 
     from quarl_bench.actorq.system import Actor, Learner, ParameterQuantizer
 
-    action_space = config.action_space()
+    observation_space, action_space = config.env_spaces()
     ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     outcome = RunOutcome()
     try:
         arch = list(config.policy_arch)
         learner = Learner.remote(config.algo, config.env_id, arch, config.batch_size, config.samples_per_insert,
                                  config.seed, config.learning_starts)  # fmt: skip
-        quantizer = ParameterQuantizer.remote(config.comm_bits)
-        outcome.broadcast_bytes = ray.get(quantizer.publish.remote(learner.weights.remote()))
+        obs_dim = int(np.prod(observation_space.shape))
+        quantizer = ParameterQuantizer.remote(config.comm_bits, config.actor_precision, action_space, obs_dim, arch)
+        ray.get(quantizer.publish.remote(learner.weights.remote()))
+        outcome.broadcast_bytes = ray.get(quantizer.broadcast_nbytes.remote())
         actors = [
             Actor.remote(
                 i,
@@ -187,6 +191,8 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
             next_eval = time.perf_counter() + config.eval_every_s
             if config.target_reward is not None and reward >= config.target_reward:
                 ray.get(quantizer.stop.remote())
+        if config.max_seconds is not None and time.perf_counter() - start >= config.max_seconds:
+            ray.get(quantizer.stop.remote())
 
 
 def job_for(config: ActorQConfig) -> Job:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import queue
 import threading
 import time
@@ -31,7 +32,8 @@ from quarl_bench.evaluate import evaluate
 LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG}
 # The rl-zoo3 hyperparameters a distributed learner keeps (train_freq, gradient_steps, noise: the actors' business).
 KEPT = {"learning_rate": float, "gamma": float, "tau": float, "buffer_size": int, "learning_starts": int,
-        "target_update_interval": int, "policy_delay": int, "target_policy_noise": float, "target_noise_clip": float}  # fmt: skip
+        "target_update_interval": int, "policy_delay": int, "target_policy_noise": float, "target_noise_clip": float,
+        "train_freq": int, "gradient_steps": int}  # fmt: skip
 
 
 def zoo_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
@@ -45,8 +47,24 @@ def zoo_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
         if key in KEPT:
             if isinstance(value, str) and value.startswith("lin_"):
                 value = value[4:]  # a linear schedule's start value: actors have no notion of progress
+            if isinstance(value, list):
+                continue  # train_freq as [n, "episode"]: keep SB3's default ratio
             params[key] = KEPT[key](float(value))
     return params
+
+
+def target_sync_every(params: dict[str, Any]) -> int:
+    """DQN's hard target update period in gradient updates, from rl-zoo3's settings in env steps.
+
+    SB3 trains in bursts of ``gradient_steps`` every ``train_freq`` env steps and syncs the target every
+    ``target_update_interval`` env steps, so a sync comes at most once per burst. ActorQ's actors run at any speed,
+    so the learner keeps that number of updates per sync instead of counting env steps.
+    """
+    interval = params.pop("target_update_interval", 10_000)
+    train_freq = params.pop("train_freq", 4)
+    gradient_steps = params.pop("gradient_steps", 1)
+    burst = train_freq if gradient_steps == -1 else gradient_steps
+    return max(burst, round(interval * burst / train_freq))
 
 
 def acting_module(model: Any) -> torch.nn.Module:
@@ -66,7 +84,9 @@ class Learner:
         params = zoo_hyperparams(algo, env_id)
         zoo_starts = params.pop("learning_starts", 1_000)
         self.learning_starts = zoo_starts if learning_starts is None else learning_starts
-        self.target_interval = params.pop("target_update_interval", 10_000) if algo == "dqn" else None
+        self.target_every = target_sync_every(params)
+        if algo != "dqn":
+            self.target_every = None  # TD3/DDPG update their targets by polyak averaging inside train()
         self.model = LEARNERS[algo]("MlpPolicy", env_id, policy_kwargs={"net_arch": arch}, batch_size=batch_size,
                                     learning_starts=0, seed=seed, device="cpu", **params)  # fmt: skip
         self.model.set_logger(configure(None, []))
@@ -74,7 +94,6 @@ class Learner:
         self.eval_policy = copy.deepcopy(self.model.policy)
         self.batch_size, self.samples_per_insert = batch_size, samples_per_insert
         self.received = self.inserted = self.updates = 0
-        self.next_target_sync = self.target_interval
         self.train_seconds = 0.0
         self.env_id, self.seed = env_id, seed
         self.incoming: queue.SimpleQueue = queue.SimpleQueue()
@@ -105,8 +124,10 @@ class Learner:
                 start = time.perf_counter()
                 with self.lock:
                     self.model.train(gradient_steps=1, batch_size=self.batch_size)
+                    self.updates += 1
+                    if self.target_every and self.updates % self.target_every == 0:
+                        polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(), 1.0)
                 self.train_seconds += time.perf_counter() - start
-                self.updates += 1
         except Exception as error:  # noqa: BLE001 - reported to the driver by the next call
             self.failure = f"{type(error).__name__}: {error}"
 
@@ -121,11 +142,6 @@ class Learner:
                 self.model.replay_buffer.add(obs[i : i + 1], next_obs[i : i + 1], actions[i : i + 1],
                                              rewards[i : i + 1], dones[i : i + 1], [{}])  # fmt: skip
             self.inserted += len(obs)
-            # DQN's hard target update every target_update_interval env steps (TD3/DDPG do polyak in train()).
-            while self.target_interval and self.inserted >= self.next_target_sync:
-                with self.lock:
-                    polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(), 1.0)
-                self.next_target_sync += self.target_interval
 
     def _raise_if_failed(self) -> None:
         if self.failure:
@@ -165,23 +181,51 @@ class Learner:
 
 @ray.remote
 class ParameterQuantizer:
-    """Holds the newest learner weights packed at ``comm_bits``; actors pull from here."""
+    """Turns the learner's newest fp32 weights into what actors load, and serves it to their pulls.
 
-    def __init__(self, comm_bits: int) -> None:
-        self.comm_bits = comm_bits
-        self.version = 0
-        self.packed: dict[str, Any] | None = None
+    ``comm_bits`` 32: the actors' policy itself, built here at the actors' precision (an int8 module holds one byte
+    per weight) once per new version however many actors pull it, and pickled. ``comm_bits`` below 32 (the paper's
+    q_c ablation): the weights bit-packed at ``comm_bits``; each actor builds its policy from them.
+    """
+
+    def __init__(self, comm_bits: int, precision: str, action_space: Any, obs_dim: int, arch: list[int]) -> None:
+        torch.set_num_threads(1)
+        self.comm_bits, self.precision = comm_bits, precision
+        self.net = network_for(action_space, obs_dim, arch) if comm_bits == 32 else None
+        self.weights: dict[str, torch.Tensor] | None = None
+        self.version = self.built_version = 0
+        self.payload: bytes | dict[str, Any] | None = None
         self.stopped = False
         self.registrations: dict[int, int] = defaultdict(int)
         self.actor_pids: dict[int, int] = {}
 
     def publish(self, weights: dict[str, torch.Tensor]) -> int:
-        self.packed = pack_state(weights, self.comm_bits)
+        """Take the learner's newest weights (built lazily, at the next pull)."""
+        self.weights = weights
         self.version += 1
-        return state_nbytes(self.packed)
+        return self.version
 
-    def latest(self) -> tuple[int, dict[str, Any] | None, bool]:
-        return self.version, self.packed, self.stopped
+    def _build(self) -> float:
+        """Build the broadcast for the newest version if not done yet; returns the seconds it took."""
+        if self.built_version == self.version:
+            return 0.0
+        start = time.perf_counter()
+        if self.net is not None:
+            self.net.load_state_dict(self.weights)
+            self.payload = pickle.dumps(actor_policy(self.net, self.precision))
+        else:
+            self.payload = pack_state(self.weights, self.comm_bits)
+        self.built_version = self.version
+        return time.perf_counter() - start
+
+    def latest(self) -> tuple[int, bytes | dict[str, Any] | None, bool, float]:
+        """(version, broadcast, stopped, seconds this pull waited for the quantizer to build the broadcast)."""
+        seconds = self._build()
+        return self.version, self.payload, self.stopped, seconds
+
+    def broadcast_nbytes(self) -> int:
+        self._build()
+        return len(self.payload) if isinstance(self.payload, bytes) else state_nbytes(self.payload)
 
     def stop(self) -> None:
         self.stopped = True
@@ -212,7 +256,7 @@ class Actor:
         self.env = gym.make(env_id)
         self.rng = np.random.default_rng(seed + index)
         self.obs, _ = self.env.reset(seed=seed + index)
-        self.arch = arch
+        self.net = network_for(self.env.action_space, self.env.observation_space.shape[0], arch)
         self.policy = None
         self.seconds: dict[str, float] = defaultdict(float)
         self.pulls = self.steps = 0
@@ -221,18 +265,23 @@ class Actor:
 
     def _pull(self) -> bool:
         start = time.perf_counter()
-        _, packed, stopped = ray.get(self.quantizer.latest.remote())
+        _, payload, stopped, quantize_seconds = ray.get(self.quantizer.latest.remote())
         pulled = time.perf_counter()
-        state = unpack_state(packed)
-        unpacked = time.perf_counter()
-        net = network_for(self.env.action_space, self.env.observation_space.shape[0], self.arch)
-        net.load_state_dict(state)
-        self.policy = actor_policy(net, self.precision)
-        loaded = time.perf_counter()
-        self.seconds["pull"] += pulled - start
+        if isinstance(payload, bytes):  # the policy, built by the quantizer
+            self.policy = pickle.loads(payload)
+            unpacked = loaded = time.perf_counter()
+            self.bytes_pulled += len(payload)
+        else:  # comm-quantized weights: build the policy here
+            state = unpack_state(payload)
+            unpacked = time.perf_counter()
+            self.net.load_state_dict(state)
+            self.policy = actor_policy(self.net, self.precision)
+            loaded = time.perf_counter()
+            self.bytes_pulled += state_nbytes(payload)
+        self.seconds["quantize"] += quantize_seconds
+        self.seconds["pull"] += pulled - start - quantize_seconds
         self.seconds["deserialize"] += unpacked - pulled
         self.seconds["load_state_dict"] += loaded - unpacked
-        self.bytes_pulled += sum(p.nbytes for p in packed.values())
         self.pulls += 1
         return stopped
 
