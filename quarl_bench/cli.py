@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import sys
@@ -126,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))
     actorq.add_argument("--comm-bits", type=int, default=None, help="bits per broadcast weight: 32, 16 or 2-8")
     actorq.add_argument("--n-actors", type=positive_int, default=None)
-    actorq.add_argument("--policy-arch", default=None, help="hidden widths, comma-separated (default 2048,2048,2048)")
+    actorq.add_argument("--policy-arch", type=widths, default=None,
+                        help="hidden widths, comma-separated (default 2048,2048,2048)")  # fmt: skip
     actorq.add_argument("--pull-period", type=positive_int, default=None, help="actor steps between weight pulls")
     actorq.add_argument("--samples-per-insert", type=float, default=None, help="upper bound on learner replay ratio")
     actorq.add_argument("--batch-size", type=positive_int, default=None)
@@ -175,6 +175,14 @@ def add_agent_args(parser: argparse.ArgumentParser) -> None:
         help="train an fp32 baseline with rl-zoo3's hyperparameters when no agent is found",
     )
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")  # fmt: skip
+
+
+def widths(value: str) -> tuple[int, ...]:
+    """Hidden layer widths from ``2048,2048``."""
+    parts = value.split(",")
+    if not all(part.strip().isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(f"bad widths {value!r}: expected comma-separated positive integers (256,256)")
+    return tuple(int(part) for part in parts)
 
 
 def positive_int(value: str) -> int:
@@ -390,38 +398,11 @@ ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can
 
 
 def actorq_configs(args: argparse.Namespace) -> list:
-    """The runs a ``quarl-bench actorq`` command asks for: its grid filtered by --algo/--env/--actor-precision,
-    or the single run the flags describe."""
-    from quarl_bench.actorq.grid import load_actorq_grid, select_runs
-    from quarl_bench.actorq.run import ActorQConfig
-    from quarl_bench.zoo.envs import resolve_env_id
+    """The runs a ``quarl-bench actorq`` command asks for (see ``requested_runs``)."""
+    from quarl_bench.actorq.grid import requested_runs
 
     overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
-    if args.policy_arch is not None:
-        try:
-            overrides["policy_arch"] = tuple(int(width) for width in args.policy_arch.split(","))
-        except ValueError as error:
-            raise QuarlError(
-                f"bad --policy-arch {args.policy_arch!r}: expected comma-separated widths such as 256,256"
-            ) from error
-    if args.seed is not None:
-        overrides["seed"] = args.seed
-    if args.grid is None:
-        env_id = resolve_env_id(args.env or "CartPole-v1")
-        return [ActorQConfig(env_id, args.actor_precision or "int8", algo=args.algo or "dqn", **overrides)]
-    seed = overrides.pop("seed", None)
-    configs = select_runs(
-        load_actorq_grid(args.grid, overrides),
-        [args.algo] if args.algo else None,
-        [args.env] if args.env else None,
-        [args.actor_precision] if args.actor_precision else None,
-    )
-    if seed is not None:
-        configs = [dataclasses.replace(c, seed=seed) for c in configs]
-    if not configs:
-        raise QuarlError(f"no run in {args.grid} matches --algo {args.algo} --env {args.env} "
-                         f"--actor-precision {args.actor_precision}")  # fmt: skip
-    return configs
+    return requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seed)
 
 
 def cmd_actorq(args: argparse.Namespace) -> int:

@@ -65,3 +65,18 @@ def test_dqn_target_sync_keeps_rl_zoo3_updates_per_sync() -> None:
     assert target_sync_every(zoo_hyperparams("dqn", "Acrobot-v1")) == 250  # gradient_steps -1: one update per step
     td3 = zoo_hyperparams("td3", "Pendulum-v1")
     assert td3["gamma"] == 0.98 and td3["learning_starts"] == 10_000 and "noise_std" not in td3
+
+
+def test_requested_runs_from_flags_or_grid() -> None:
+    from quarl_bench.actorq.grid import requested_runs
+
+    (single,) = requested_runs(None, {"n_actors": 1}, env="Pendulum", algo="td3", seed=3)
+    assert (single.algo, single.env_id, single.actor_precision, single.n_actors, single.seed) == (
+        "td3", "Pendulum-v1", "int8", 1, 3,
+    )  # fmt: skip
+    runs = requested_runs(config_dir() / "actorq.yaml", {"max_seconds": 60.0}, algo="td3", precision="fp16", seed=1)
+    assert [(r.env_id, r.seed, r.max_seconds) for r in runs] == [
+        ("Pendulum-v1", 1, 60.0), ("MountainCarContinuous-v0", 1, 60.0),
+    ]  # fmt: skip
+    with pytest.raises(QuarlError, match="no run in .* matches --algo ddpg"):
+        requested_runs(config_dir() / "actorq.yaml", {}, algo="ddpg")

@@ -115,3 +115,18 @@ def test_failed_run_creates_no_store(cli, tmp_path: Path) -> None:
     args = ("run", *CARTPOLE, "--folder", empty, "--cache", tmp_path / "cache", "--no-hub", "--store", store)
     assert cli(*args)[0] == 2
     assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragments"),
+    [
+        (("--policy-arch", "64,x"), ("'64,x'", "comma-separated positive integers")),
+        (("--algo", "dqn", "--env", "Pendulum-v1"), ("'dqn'", "Pendulum-v1", "expected td3 or ddpg")),
+        (("--algo", "td3", "--env", "CartPole-v1"), ("'td3'", "Discrete actions", "expected dqn")),
+        (("--actor-precision", "int8", "--comm-bits", "12"), ("bad comm bits 12", "32, 16 or 2-8")),
+    ],
+)
+def test_bad_actorq_input(cli, store: Path, flags: tuple[str, ...], fragments: tuple[str, ...]) -> None:
+    before = file_digest(store)
+    assert_one_line_error(cli("actorq", *flags, "--store", store), *fragments)
+    assert file_digest(store) == before

@@ -54,3 +54,23 @@ def select_runs(configs: list[ActorQConfig], algos=None, envs=None, precisions=N
         and (env_ids is None or c.env_id in env_ids)
         and (not precisions or c.actor_precision in precisions)
     ]
+
+
+def requested_runs(grid: Path | None, overrides: dict[str, Any], algo: str | None = None, env: str | None = None,
+                   precision: str | None = None, seed: int | None = None) -> list[ActorQConfig]:  # fmt: skip
+    """Without a grid: the one run described by ``overrides`` (default dqn, CartPole-v1, int8 actors). With one:
+    its runs filtered by algo/env/precision, ``overrides`` replacing its settings and ``seed`` its seeds.
+
+    :raises QuarlError: when nothing in the grid matches the filters.
+    """
+    if grid is None:
+        env_id = resolve_env_id(env or "CartPole-v1")
+        seeded = overrides | ({"seed": seed} if seed is not None else {})
+        return [ActorQConfig(env_id, precision or "int8", algo=algo or "dqn", **seeded)]
+    configs = select_runs(load_actorq_grid(grid, overrides), [algo] if algo else None, [env] if env else None,
+                          [precision] if precision else None)  # fmt: skip
+    if seed is not None:
+        configs = list(dict.fromkeys(dataclasses.replace(c, seed=seed) for c in configs))
+    if not configs:
+        raise QuarlError(f"no run in {grid} matches --algo {algo} --env {env} --actor-precision {precision}")
+    return configs
