@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="learner: dqn (discrete actions) or td3/ddpg (continuous)")  # fmt: skip
     actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
     actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))
+    actorq.add_argument("--int8-backend", default=None, choices=("onnxruntime", "torch"),
+                        help="int8 actor kernels (default onnxruntime: the faster one here)")  # fmt: skip
     actorq.add_argument("--comm-bits", type=int, default=None, help="bits per broadcast weight: 32, 16 or 2-8")
     actorq.add_argument("--n-actors", type=positive_int, default=None)
     actorq.add_argument("--policy-arch", type=widths, default=None,
@@ -393,7 +395,7 @@ ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can
     "comm_bits": "comm_bits", "n_actors": "n_actors", "policy_arch": "policy_arch", "pull_period": "pull_period",
     "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
     "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "max_seconds": "max_seconds",
-    "eval_every": "eval_every_s",
+    "eval_every": "eval_every_s", "int8_backend": "int8_backend",
 }  # fmt: skip
 
 

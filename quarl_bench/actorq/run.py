@@ -12,7 +12,7 @@ import numpy as np
 
 from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.exploration import exploration_levels
-from quarl_bench.actorq.policy import ACTOR_PRECISIONS
+from quarl_bench.actorq.policy import ACTOR_PRECISIONS, INT8_BACKENDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.runner import package_versions
 from quarl_bench.store import ResultStore
@@ -41,12 +41,15 @@ class ActorQConfig:
     eval_episodes: int = 10
     algo: str = "dqn"
     learning_starts: int | None = None  # None: rl-zoo3's value for algo/env
+    int8_backend: str = "onnxruntime"  # how int8 actors run: ONNX Runtime's int8 kernels, or torch's
 
     def __post_init__(self) -> None:
         if self.actor_precision not in ACTOR_PRECISIONS:
             raise QuarlError(
                 f"bad actor precision {self.actor_precision!r}: expected one of {', '.join(ACTOR_PRECISIONS)}"
             )
+        if self.int8_backend not in INT8_BACKENDS:
+            raise QuarlError(f"bad int8 backend {self.int8_backend!r}: expected one of {', '.join(INT8_BACKENDS)}")
         if self.comm_bits not in (32, 16) and not 2 <= self.comm_bits <= 8:
             raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
         if self.algo not in LEARNER_ALGOS:
@@ -118,7 +121,8 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
         learner = Learner.remote(config.algo, config.env_id, arch, config.batch_size, config.samples_per_insert,
                                  config.seed, config.learning_starts)  # fmt: skip
         obs_dim = int(np.prod(observation_space.shape))
-        quantizer = ParameterQuantizer.remote(config.comm_bits, config.actor_precision, action_space, obs_dim, arch)
+        quantizer = ParameterQuantizer.remote(config.comm_bits, config.actor_precision, config.int8_backend,
+                                              action_space, obs_dim, arch)  # fmt: skip
         ray.get(quantizer.publish.remote(learner.weights.remote()))
         outcome.broadcast_bytes = ray.get(quantizer.broadcast_nbytes.remote())
         actors = [
@@ -127,6 +131,7 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
                 config.env_id,
                 arch,
                 config.actor_precision,
+                config.int8_backend,
                 level,
                 config.pull_period,
                 quantizer,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import os
-import pickle
 import queue
 import threading
 import time
@@ -26,7 +25,14 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl_bench.actorq.comm import pack_state, state_nbytes, unpack_state
 from quarl_bench.actorq.exploration import explore
-from quarl_bench.actorq.policy import actor_policy, holds_int8_weights, network_for, network_output
+from quarl_bench.actorq.policy import (
+    build_policy,
+    holds_int8_weights,
+    load_payload,
+    network_for,
+    network_output,
+    policy_payload,
+)
 from quarl_bench.evaluate import evaluate
 
 LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG}
@@ -183,18 +189,19 @@ class Learner:
 class ParameterQuantizer:
     """Turns the learner's newest fp32 weights into what actors load, and serves it to their pulls.
 
-    ``comm_bits`` 32: the actors' policy itself, built here at the actors' precision (an int8 module holds one byte
-    per weight) once per new version however many actors pull it, and pickled. ``comm_bits`` below 32 (the paper's
+    ``comm_bits`` 32: the actors' policy itself, built here at the actors' precision (an int8 policy holds one byte
+    per weight) once per new version however many actors pull it, and serialized (ONNX or a pickled module). ``comm_bits`` below 32 (the paper's
     q_c ablation): the weights bit-packed at ``comm_bits``; each actor builds its policy from them.
     """
 
-    def __init__(self, comm_bits: int, precision: str, action_space: Any, obs_dim: int, arch: list[int]) -> None:
+    def __init__(self, comm_bits: int, precision: str, int8_backend: str, action_space: Any, obs_dim: int,
+                 arch: list[int]) -> None:  # fmt: skip
         torch.set_num_threads(1)
-        self.comm_bits, self.precision = comm_bits, precision
+        self.comm_bits, self.precision, self.int8_backend = comm_bits, precision, int8_backend
         self.net = network_for(action_space, obs_dim, arch) if comm_bits == 32 else None
         self.weights: dict[str, torch.Tensor] | None = None
         self.version = self.built_version = 0
-        self.payload: bytes | dict[str, Any] | None = None
+        self.payload: tuple[str, Any] | None = None  # ("onnx" | "torch", bytes) or ("packed", packed weights)
         self.stopped = False
         self.registrations: dict[int, int] = defaultdict(int)
         self.actor_pids: dict[int, int] = {}
@@ -211,21 +218,21 @@ class ParameterQuantizer:
             return 0.0
         start = time.perf_counter()
         if self.net is not None:
-            self.net.load_state_dict(self.weights)
-            self.payload = pickle.dumps(actor_policy(self.net, self.precision))
+            self.payload = policy_payload(self.weights, self.net, self.precision, self.int8_backend)
         else:
-            self.payload = pack_state(self.weights, self.comm_bits)
+            self.payload = "packed", pack_state(self.weights, self.comm_bits)
         self.built_version = self.version
         return time.perf_counter() - start
 
-    def latest(self) -> tuple[int, bytes | dict[str, Any] | None, bool, float]:
+    def latest(self) -> tuple[int, tuple[str, Any] | None, bool, float]:
         """(version, broadcast, stopped, seconds this pull waited for the quantizer to build the broadcast)."""
         seconds = self._build()
         return self.version, self.payload, self.stopped, seconds
 
     def broadcast_nbytes(self) -> int:
         self._build()
-        return len(self.payload) if isinstance(self.payload, bytes) else state_nbytes(self.payload)
+        kind, data = self.payload
+        return state_nbytes(data) if kind == "packed" else len(data)
 
     def stop(self) -> None:
         self.stopped = True
@@ -248,10 +255,12 @@ class Actor:
     """One env, a quantized copy of the policy, its own exploration level; pulls weights every ``pull_period``
     steps and pushes transitions to the learner every ``push_every`` steps (one push in flight)."""
 
-    def __init__(self, index: int, env_id: str, arch: list[int], precision: str, exploration: float,
-                 pull_period: int, quantizer: Any, learner: Any, seed: int, push_every: int = 250) -> None:  # fmt: skip
+    def __init__(self, index: int, env_id: str, arch: list[int], precision: str, int8_backend: str,
+                 exploration: float, pull_period: int, quantizer: Any, learner: Any, seed: int,
+                 push_every: int = 250) -> None:  # fmt: skip
         torch.set_num_threads(1)
         self.index, self.precision, self.exploration, self.pull_period = index, precision, exploration, pull_period
+        self.int8_backend = int8_backend
         self.quantizer, self.learner, self.push_every = quantizer, learner, push_every
         self.env = gym.make(env_id)
         self.rng = np.random.default_rng(seed + index)
@@ -267,17 +276,17 @@ class Actor:
         start = time.perf_counter()
         _, payload, stopped, quantize_seconds = ray.get(self.quantizer.latest.remote())
         pulled = time.perf_counter()
-        if isinstance(payload, bytes):  # the policy, built by the quantizer
-            self.policy = pickle.loads(payload)
-            unpacked = loaded = time.perf_counter()
-            self.bytes_pulled += len(payload)
-        else:  # comm-quantized weights: build the policy here
-            state = unpack_state(payload)
+        kind, data = payload
+        if kind == "packed":  # comm-quantized weights: build the policy here
+            state = unpack_state(data)
             unpacked = time.perf_counter()
-            self.net.load_state_dict(state)
-            self.policy = actor_policy(self.net, self.precision)
+            self.policy = build_policy(state, self.net, self.precision, self.int8_backend)
             loaded = time.perf_counter()
-            self.bytes_pulled += state_nbytes(payload)
+            self.bytes_pulled += state_nbytes(data)
+        else:  # the policy, built by the quantizer
+            self.policy = load_payload(kind, data)
+            unpacked = loaded = time.perf_counter()
+            self.bytes_pulled += len(data)
         self.seconds["quantize"] += quantize_seconds
         self.seconds["pull"] += pulled - start - quantize_seconds
         self.seconds["deserialize"] += unpacked - pulled
