@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quarl_bench.actorq.metrics import breakdown, time_to_reward
+from quarl_bench.actorq.metrics import breakdown, reward_target, time_to_reward
 from quarl_bench.actorq.run import ActorQConfig, RunOutcome, run_actorq, store_run
 from quarl_bench.store import ResultStore
 
@@ -43,7 +43,7 @@ def main() -> None:
         with ResultStore(args.store) as store:
             store_run(config, outcomes[precision], store)
     fp32, int8 = outcomes["fp32"], outcomes["int8"]
-    target = 0.95 * max(p["reward"] for p in fp32.curve)
+    target = reward_target(fp32.curve)
     for name, outcome in outcomes.items():
         learner = outcome.learner
         print(f"{name}: {steps_per_second(outcome):7.1f} actor steps/s over {outcome.wall_seconds:.0f} s; "

@@ -80,3 +80,12 @@ def test_requested_runs_from_flags_or_grid() -> None:
     ]  # fmt: skip
     with pytest.raises(QuarlError, match="no run in .* matches --algo ddpg"):
         requested_runs(config_dir() / "actorq.yaml", {}, algo="ddpg")
+
+
+def test_time_to_95_percent_works_for_negative_rewards() -> None:
+    from quarl_bench.actorq.metrics import reward_target, time_to_reward
+
+    cartpole = [{"seconds": 0, "reward": 10.0}, {"seconds": 5, "reward": 250.0}, {"seconds": 9, "reward": 210.0}]
+    pendulum = [{"seconds": 0, "reward": -1300.0}, {"seconds": 5, "reward": -400.0}, {"seconds": 9, "reward": -100.0}]
+    assert reward_target(cartpole) == pytest.approx(238.0) and time_to_reward(cartpole, 238.0) == 5
+    assert reward_target(pendulum) == pytest.approx(-160.0) and time_to_reward(pendulum, -160.0) == 9

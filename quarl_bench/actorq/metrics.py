@@ -17,3 +17,11 @@ def time_to_reward(curve: list[dict[str, float]], reward: float | None) -> float
     if reward is None:
         return None
     return next((p["seconds"] for p in curve if p["reward"] >= reward), None)
+
+
+def reward_target(curve: list[dict[str, float]], fraction: float = 0.95) -> float:
+    """``fraction`` of the way from a run's first evaluation to its best one: 95% of the best reward when rewards
+    start near 0 (CartPole: 9 -> 258 gives 245), and still meaningful for negative rewards (Pendulum: -1322 -> -110
+    gives -171, where 0.95 x best would ask for better than the best)."""
+    first, best = curve[0]["reward"], max(point["reward"] for point in curve)
+    return first + fraction * (best - first)

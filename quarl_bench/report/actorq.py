@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from quarl_bench.actorq.metrics import PHASES, breakdown, time_to_reward  # noqa: E402
+from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward  # noqa: E402
 from quarl_bench.report.plots import save_figure  # noqa: E402
 from quarl_bench.report.tables import write_table  # noqa: E402
 
@@ -36,7 +36,7 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (_setting, env), group in runs.groupby(["setting", "env"]) if len(runs) else []:
         fp32 = group[group["precision"] == "fp32"]
-        target = 0.95 * max(p["reward"] for p in fp32["curve"].iloc[0]) if len(fp32) else None
+        target = reward_target(fp32["curve"].iloc[0]) if len(fp32) else None
         base_speed = fp32["steps_per_s"].iloc[0] if len(fp32) else None
         base_time = time_to_reward(fp32["curve"].iloc[0], target) if len(fp32) else None
         for _, run in group.iterrows():
@@ -63,7 +63,7 @@ def write_actorq_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
             curve = pd.DataFrame(run["curve"])
             curves.plot(curve["seconds"], curve["reward"], marker=".", label=f"{run['precision']} actors")
         curves.set_xlabel("wall-clock time (s)")
-        curves.set_ylabel("learner reward (greedy, fp32)")
+        curves.set_ylabel("learner reward (deterministic fp32 policy)")
         curves.set_title(f"{group['env'].iloc[0]}: convergence")
         curves.legend()
         bottom = [0.0] * len(group)
