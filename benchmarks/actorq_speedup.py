@@ -31,6 +31,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=360.0, help="wall-clock budget per run")
     parser.add_argument("--arch", default="2048,2048,2048")
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", type=Path, default=Path("results/quarl.sqlite"))
     args = parser.parse_args()
     arch = tuple(int(w) for w in args.arch.split(","))
@@ -38,7 +39,7 @@ def main() -> None:
     for precision in ("fp32", "int8"):
         config = ActorQConfig("CartPole-v1", precision, n_actors=args.n_actors, policy_arch=arch,
                               batch_size=args.batch_size, max_actor_steps=10**9, max_seconds=args.seconds,
-                              eval_every_s=15.0)  # fmt: skip
+                              eval_every_s=15.0, seed=args.seed)  # fmt: skip
         outcomes[precision] = run_actorq(config)
         with ResultStore(args.store) as store:
             store_run(config, outcomes[precision], store)
