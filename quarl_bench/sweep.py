@@ -19,6 +19,7 @@ import torch
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.qat_runner import QATConfig, run_qat
+from quarl_bench.ray_cluster import connect
 from quarl_bench.registry import GridCell
 from quarl_bench.runner import EvalSettings, build_jobs, run_job, run_jobs
 from quarl_bench.store import ResultStore
@@ -149,7 +150,7 @@ def run_tasks_on_ray(
 
     if any(isinstance(task, QATTask) for task in tasks):
         raise QuarlError("QAT grids run on the local executor: drop --executor ray")
-    ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    connect(address)
     remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_task)
     pending = {remote.remote(task): task for task in tasks}
     try:

@@ -124,6 +124,7 @@ def test_failed_run_creates_no_store(cli, tmp_path: Path) -> None:
         (("--algo", "dqn", "--env", "Pendulum-v1"), ("'dqn'", "Pendulum-v1", "expected td3 or ddpg")),
         (("--algo", "td3", "--env", "CartPole-v1"), ("'td3'", "Discrete actions", "expected dqn")),
         (("--actor-precision", "int8", "--comm-bits", "12"), ("bad comm bits 12", "32, 16 or 2-8")),
+        (("--policy-arch", "32", "--address", "127.0.0.1:1"), ("cannot reach the Ray cluster at '127.0.0.1:1'",)),
     ],
 )
 def test_bad_actorq_input(cli, store: Path, flags: tuple[str, ...], fragments: tuple[str, ...]) -> None:

@@ -14,6 +14,7 @@ from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.exploration import exploration_levels
 from quarl_bench.actorq.policy import ACTOR_PRECISIONS, INT8_BACKENDS
 from quarl_bench.errors import QuarlError
+from quarl_bench.ray_cluster import connect
 from quarl_bench.runner import package_versions
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult, Job, QuantSpec
@@ -114,7 +115,7 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
     from quarl_bench.actorq.system import Actor, Learner, ParameterQuantizer
 
     observation_space, action_space = config.env_spaces()
-    ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    connect(address)
     outcome = RunOutcome()
     try:
         arch = list(config.policy_arch)
