@@ -31,8 +31,9 @@ def test_epsilon_spread_and_config_validation() -> None:
 
 
 def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
+    steps = 20_000  # enough that the actors (~2000 steps/s each here) are still collecting at the first evaluation
     config = ActorQConfig("CartPole-v1", "int8", comm_bits=8, n_actors=2, policy_arch=(64, 64), pull_period=500,
-                          batch_size=64, max_actor_steps=3000, eval_every_s=2.0, eval_episodes=3)  # fmt: skip
+                          batch_size=64, max_actor_steps=steps, eval_every_s=2.0, eval_episodes=3)  # fmt: skip
     killed: list[int] = []
 
     def kill_first_actor_once(point, cluster) -> None:
@@ -46,9 +47,9 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
     assert killed and outcome.restarts >= 1
     assert len(outcome.actors) == 2 and all(a["int8_weights"] for a in outcome.actors)
     for actor in outcome.actors:
-        assert actor["steps"] == 3000
-        assert actor["pulls"] == 3000 // 500  # a pull at step 0, 500, ..., 2500
-    assert outcome.learner["inserted"] >= 6000  # every transition of the final incarnations reached the buffer
+        assert actor["steps"] == steps
+        assert actor["pulls"] == steps // 500  # a pull at step 0, 500, ..., steps - 500
+    assert outcome.learner["inserted"] >= 2 * steps  # every transition of the final incarnations reached the buffer
     assert outcome.learner["updates"] > 0
     assert outcome.broadcast_bytes < 4 * (4 * 64 + 64 * 64 + 64 * 2)  # 8-bit broadcasts: ~1 byte per weight
     assert breakdown(outcome.actors)["step"] > 0
