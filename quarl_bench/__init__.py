@@ -1,21 +1,30 @@
-"""quarl-bench: post-training quantization and evaluation of RL policies (QuaRL / ActorQ)."""
+"""quarl-bench: post-training quantization and evaluation of RL policies (QuaRL / ActorQ).
 
-from quarl_bench.errors import QuarlError
-from quarl_bench.evaluate import evaluate
-from quarl_bench.quant.ptq import quantize
-from quarl_bench.store import ResultStore, load_results
-from quarl_bench.types import EvalResult, Job, QuantSpec
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+The public API is imported lazily (PEP 562), so ``quarl-bench --help`` does not load torch.
+"""
 
-__all__ = [
-    "EvalResult",
-    "Job",
-    "QuantSpec",
-    "QuarlError",
-    "ResultStore",
-    "evaluate",
-    "load_agent",
-    "load_results",
-    "quantize",
-    "resolve_agent",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_API = {
+    "EvalResult": "quarl_bench.types",
+    "Job": "quarl_bench.types",
+    "QuantSpec": "quarl_bench.types",
+    "QuarlError": "quarl_bench.errors",
+    "ResultStore": "quarl_bench.store",
+    "Variant": "quarl_bench.store",
+    "evaluate": "quarl_bench.evaluate",
+    "load_agent": "quarl_bench.zoo.agents",
+    "load_results": "quarl_bench.store",
+    "quantize": "quarl_bench.quant.ptq",
+    "resolve_agent": "quarl_bench.zoo.agents",
+}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module 'quarl_bench' has no attribute {name!r}")
+    return getattr(importlib.import_module(_API[name]), name)

@@ -27,3 +27,11 @@ def load_yaml(name: str) -> dict[str, Any]:
 
 def env_settings() -> dict[str, Any]:
     return load_yaml("envs.yaml")
+
+
+def alias_env_id(name: str) -> str:
+    """The env id an alias or legacy id stands for (``Breakout`` -> ``BreakoutNoFrameskip-v4``), from
+    ``envs.yaml`` alone: no env package is imported and the id is not checked (the report reads paper names)."""
+    settings = env_settings()
+    env_id = settings["aliases"].get(name, name)
+    return settings["legacy_ids"].get(env_id, env_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -10,9 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
+
+from quarl_bench.types import ActionMode
 
 
 @dataclass
@@ -25,26 +29,56 @@ class Episodes:
     agreement: dict[str, float] = field(default_factory=dict)
 
 
+class Actor:
+    """What ``evaluate_policy`` calls: the evaluated policy acting in an :class:`ActionMode`.
+
+    ``epsilon-greedy`` goes through the SB3 model's own ``predict`` (DQN/QR-DQN: one coin flip per batch, a random
+    action from the action space for the whole batch), on a shallow copy of the model holding the evaluated policy.
+    """
+
+    def __init__(self, policy: BasePolicy, mode: ActionMode, model: BaseAlgorithm | None = None) -> None:
+        self.policy, self.mode = policy, mode
+        self.action_space = policy.action_space
+        self.model: BaseAlgorithm | None = None
+        if mode.kind == "epsilon-greedy":
+            if model is None:
+                raise ValueError("epsilon-greedy evaluation needs the SB3 model whose predict explores")
+            self.model = copy.copy(model)
+            self.model.policy = policy
+            self.model.exploration_rate = mode.epsilon
+            self.action_space = model.action_space
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        if self.model is not None:
+            return self.model.predict(observation, state, episode_start, deterministic=False)
+        return self.policy.predict(observation, state, episode_start, self.mode.deterministic)
+
+
 class AgreementMeter:
-    """Wraps the evaluated policy; on every batch also asks a reference policy for its greedy action.
+    """Wraps the evaluated actor; on every batch also compares its policy's greedy action with a reference policy's.
 
     Discrete actions: fraction of equal greedy actions. Continuous: mean L2 distance between greedy actions
     and that distance relative to the reference action's norm. Counted over every decision the
     evaluation made (all envs, every step).
     """
 
-    def __init__(self, policy: BasePolicy, reference: BasePolicy) -> None:
-        self.policy = policy
+    def __init__(self, actor: Actor, reference: BasePolicy) -> None:
+        self.actor = actor
+        self.policy = actor.policy
         self.reference = reference
-        self.discrete = isinstance(policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary)
+        self.discrete = isinstance(
+            self.policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
+        )
         self.decisions = 0
         self.equal = 0
         self.distance_sum = 0.0
         self.relative_sum = 0.0
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        actions, state = self.policy.predict(observation, state, episode_start, deterministic)
-        greedy = actions if deterministic else self.policy.predict(observation, None, episode_start, True)[0]
+        actions, state = self.actor.predict(observation, state, episode_start, deterministic)
+        greedy = (
+            actions if self.actor.mode.deterministic else self.policy.predict(observation, None, episode_start, True)[0]
+        )
         expected = self.reference.predict(observation, None, episode_start, True)[0]
         self._record(np.asarray(greedy), np.asarray(expected))
         return actions, state
@@ -77,28 +111,34 @@ def evaluate(
     env: VecEnv,
     episodes: int,
     seed: int,
-    deterministic: bool = True,
+    actions: ActionMode | None = None,
     reference: BasePolicy | None = None,
     torch_threads: int = 1,
+    model: BaseAlgorithm | None = None,
 ) -> Episodes:
     """Play ``episodes`` full episodes split evenly over the envs of ``env`` (SB3's unbiased counting).
 
     Returns come from the ``Monitor`` wrapper, so an Atari episode ends at game over, not at a lost life.
-    ``torch`` is seeded with ``seed`` so stochastic (Atari) actions are reproducible too.
+    torch, numpy and the action space are seeded with ``seed``, so stochastic (Atari) actions are reproducible too.
 
+    :param actions: how actions are picked (default deterministic); ``epsilon-greedy`` needs ``model``.
     :param reference: when given (the fp32 policy), action agreement with it is measured as well.
     :param torch_threads: intra-op threads while playing. 1 is 3x faster here for zoo-sized policies: between
         two small forward passes the env steps, and waking a second torch thread each time costs ~1 ms.
     """
+    mode = actions or ActionMode()
+    actor = Actor(policy, mode, model)
     torch.manual_seed(seed)
-    predictor = AgreementMeter(policy, reference) if reference is not None else policy
+    np.random.seed(seed)  # SB3's DQN.predict flips its exploration coin with numpy's global generator
+    actor.action_space.seed(seed)
+    predictor = AgreementMeter(actor, reference) if reference is not None else actor
     start = time.perf_counter()
     with torch.inference_mode(), torch_thread_count(torch_threads):
         rewards, lengths = evaluate_policy(
             predictor,
             env,
             n_eval_episodes=episodes,
-            deterministic=deterministic,
+            deterministic=mode.deterministic,
             return_episode_rewards=True,
             warn=False,
         )

@@ -1,16 +1,68 @@
-"""YAML job grids (``zoo_configs/*.yaml``) expanded into grid cells: algo x env x precision x seed."""
+"""Every Job is built here, from command-line flags and YAML grids (``zoo_configs/*.yaml``) alike.
+
+A grid expands algos x envs x precisions x seeds and, where a block lists them, granularities, symmetric, bias
+and layer modes. Building a Job decides what the rest of the pipeline takes as given: the number of envs played
+at once and how actions are chosen (rl-zoo3's ``enjoy`` rule).
+"""
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, METHODS, parse_precision
-from quarl_bench.zoo.envs import resolve_env_id
+from quarl_bench.types import ALGOS, GRANULARITIES, LAYER_MODES, METHODS, ActionMode, AgentRef, Job, QuantSpec
+
+SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How every job of a run is evaluated.
+
+    :param episodes: episodes per job (QuaRL used 100).
+    :param seed: env ``i`` is seeded ``seed + i``; fp32 and quantized jobs share seeds, so share episodes.
+    :param n_envs: envs stepped together with batched inference; None = ``zoo_configs/envs.yaml``.
+    """
+
+    episodes: int = 100
+    seed: int = 0
+    n_envs: int | None = None
+
+
+def action_mode(ref: AgentRef) -> ActionMode:
+    """rl-zoo3's ``enjoy``: deterministic, except on Atari, where actions are stochastic: sampled from the policy
+    for PPO/A2C, and the model's epsilon-greedy ``predict`` at its saved (final) exploration rate for DQN/QR-DQN."""
+    from quarl_bench.zoo.agents import saved_exploration_rate
+    from quarl_bench.zoo.envs import env_kind
+
+    if env_kind(ref.env_id) != "atari":
+        return ActionMode("deterministic")
+    if ref.algo in ("dqn", "qrdqn"):
+        epsilon = saved_exploration_rate(ref)
+        if epsilon is None:
+            raise QuarlError(f"agent {ref.run_dir} has no saved exploration_rate: expected an SB3 {ref.algo} zip")
+        return ActionMode("epsilon-greedy", epsilon)
+    return ActionMode("sampled")
+
+
+def build_jobs(ref: AgentRef, specs: list[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[Job]:
+    """The fp32 reference job first, then one job per distinct requested spec (all of ``method``)."""
+    from quarl_bench.zoo.envs import default_eval_envs
+
+    n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
+    fp32 = QuantSpec("fp32", method=method)
+    base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, settings.seed, n_envs, action_mode(ref))
+    jobs = [base]
+    for spec in specs:
+        job = replace(base, spec=replace(spec, method=method))
+        if job not in jobs:
+            jobs.append(job)
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -19,12 +71,19 @@ class GridCell:
 
     algo: str
     env_id: str
-    precision: str
+    spec: QuantSpec
     seed: int  # evaluation seed for ptq; training seed for qat (evaluated on seed 0)
     episodes: int
-    method: str = "ptq"
     quant_delay: int | None = None  # qat only; None = half the training steps
     n_timesteps: int | None = None  # qat only; None = rl-zoo3's budget
+
+    @property
+    def method(self) -> str:
+        return self.spec.method
+
+    @property
+    def precision(self) -> str:
+        return self.spec.precision
 
 
 @dataclass(frozen=True)
@@ -33,11 +92,34 @@ class Study:
     cells: tuple[GridCell, ...]
 
 
-def load_study(path: str | Path) -> Study:
-    """Read a grid file: ``name``, ``episodes``, ``seeds`` and ``grid`` blocks of algos x envs x precisions.
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
 
-    :raises QuarlError: for a missing file or a bad algo, env or precision in it.
+
+def _spec_options(block: dict[str, Any], data: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """Every combination of the block's (or file's) granularity/symmetric/quantize_bias/layers values."""
+    defaults = {"granularity": "auto", "symmetric": False, "quantize_bias": False, "layers": "paper"}
+    values = {key: _listed(block.get(key, data.get(key, default))) for key, default in defaults.items()}
+    for granularity in values["granularity"]:
+        if granularity not in GRANULARITIES:
+            raise QuarlError(f"bad granularity {granularity!r} in {path}: expected one of {', '.join(GRANULARITIES)}")
+    for layers in values["layers"]:
+        if layers not in LAYER_MODES:
+            raise QuarlError(f"bad layers {layers!r} in {path}: expected one of {', '.join(LAYER_MODES)}")
+    for key in ("symmetric", "quantize_bias"):
+        if any(not isinstance(v, bool) for v in values[key]):
+            raise QuarlError(f"bad {key} {values[key]!r} in {path}: expected true or false")
+    return [dict(zip(SPEC_KEYS, combo, strict=True)) for combo in itertools.product(*(values[k] for k in SPEC_KEYS))]
+
+
+def load_study(path: str | Path) -> Study:
+    """Read a grid file: ``name``, ``episodes``, ``seeds``, ``method`` and ``grid`` blocks of algos x envs x
+    precisions (x granularity, symmetric, quantize_bias, layers where given).
+
+    :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
+    from quarl_bench.zoo.envs import resolve_env_id
+
     path = Path(path)
     if not path.is_file():
         raise QuarlError(f"grid file {str(path)!r} not found: expected a YAML file such as zoo_configs/smoke.yaml")
@@ -54,12 +136,14 @@ def load_study(path: str | Path) -> Study:
             if algo not in ALGOS:
                 raise QuarlError(f"bad algo {algo!r} in {path}: expected one of {', '.join(ALGOS)}")
         envs = [resolve_env_id(str(env)) for env in block["envs"]]
-        precisions = [parse_precision(p) for p in block["precisions"]]
-        for algo, env_id, precision, seed in itertools.product(block["algos"], envs, precisions, seeds):
-            cell = GridCell(
-                algo, env_id, precision, seed, int(block.get("episodes", episodes)), method,
-                block.get("quant_delay", data.get("quant_delay")), block.get("n_timesteps", data.get("n_timesteps")),
-            )  # fmt: skip
+        options = _spec_options(block, data, path)
+        for algo, env_id, precision, option, seed in itertools.product(
+            block["algos"], envs, block["precisions"], options, seeds
+        ):
+            spec = QuantSpec(precision, method=method, **option)
+            cell = GridCell(algo, env_id, spec, seed, int(block.get("episodes", episodes)),
+                            block.get("quant_delay", data.get("quant_delay")),
+                            block.get("n_timesteps", data.get("n_timesteps")))  # fmt: skip
             if cell not in cells:
                 cells.append(cell)
     return Study(str(data.get("name", path.stem)), tuple(cells))
@@ -70,14 +154,20 @@ def select(
     algos: list[str] | None = None,
     envs: list[str] | None = None,
     precisions: list[str] | None = None,
+    episodes: int | None = None,
 ) -> list[GridCell]:
-    """The cells matching every given filter (env names may be aliases, precisions any accepted spelling)."""
+    """The cells matching every given filter (env names may be aliases, precisions any accepted spelling);
+    ``episodes`` overrides every cell's episode count."""
+    from quarl_bench.types import parse_precision
+    from quarl_bench.zoo.envs import resolve_env_id
+
     env_ids = {resolve_env_id(e) for e in envs} if envs else None
     wanted = {parse_precision(p) for p in precisions} if precisions else None
-    return [
+    chosen = [
         cell
         for cell in cells
         if (not algos or cell.algo in algos)
         and (env_ids is None or cell.env_id in env_ids)
         and (wanted is None or cell.precision in wanted)
     ]
+    return chosen if episodes is None else [replace(c, episodes=episodes) for c in chosen]

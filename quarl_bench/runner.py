@@ -1,142 +1,158 @@
-"""Run jobs: load the agent once, evaluate fp32 and each requested precision, store each result."""
+"""Run work: find or train the agent, build its jobs, skip the stored ones, evaluate the rest, store each row.
+
+A :class:`Work` is one agent's share of a command or sweep; executors (``executors.py``) run many of them.
+"""
 
 from __future__ import annotations
 
-import json
-import platform
-import subprocess
-import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from functools import cache
-from importlib import metadata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.evaluate import evaluate
-from quarl_bench.quant.ptq import quantize, weight_profile
+from quarl_bench.methods import trainer
+from quarl_bench.registry import EvalSettings, GridCell, build_jobs
 from quarl_bench.store import ResultStore
-from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
-from quarl_bench.zoo.agents import LoadedAgent, load_agent
-from quarl_bench.zoo.envs import default_eval_envs, env_kind
-
-PACKAGES = ("quarl-bench", "torch", "stable-baselines3", "sb3-contrib", "rl-zoo3", "gymnasium", "ale-py", "numpy")
+from quarl_bench.types import AgentRef, EvalResult, QuantSpec
 
 
 @dataclass(frozen=True)
-class EvalSettings:
-    """How every job of a run is evaluated.
+class Work:
+    """Some jobs of one agent, run by one worker from one loaded copy of the agent.
 
-    :param episodes: episodes per job (QuaRL used 100).
-    :param seed: env ``i`` is seeded ``seed + i``; fp32 and quantized jobs share seeds, so share episodes.
-    :param n_envs: envs stepped together with batched inference; None = ``zoo_configs/envs.yaml``.
+    :param method: the spec method (``ptq``, ``qat``, ``amp``): the jobs' method and the handler that gets the agent.
+    :param ref: the agent, when it exists already (PTQ); otherwise ``training`` says how to train it.
+    :param training: a training method's config (``QATConfig``, ``AmpConfig``).
+    :param cache: where trained agents are kept.
+    :param skip: keys already stored (executors whose workers cannot read the store).
+    :param driver: the driver's provenance, stored with every row.
     """
 
-    episodes: int = 100
-    seed: int = 0
-    n_envs: int | None = None
+    method: str
+    algo: str
+    env_id: str
+    specs: tuple[QuantSpec, ...]
+    settings: EvalSettings
+    ref: AgentRef | None = None
+    training: Any = None
+    cache: Path = Path("results/agents")
+    skip: frozenset[str] = frozenset()
+    driver: dict[str, Any] = field(default_factory=dict)
+
+    def agent(self) -> AgentRef:
+        return self.ref if self.ref is not None else trainer(self.method)(self.training, self.cache)
 
 
-def build_jobs(ref: AgentRef, specs: Sequence[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[Job]:
-    """The fp32 reference job first, then one job per distinct requested spec (all of ``method``)."""
-    n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
-    deterministic = env_kind(ref.env_id) != "atari"
-    fp32 = QuantSpec("fp32", method=method)
-    base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, settings.seed, n_envs, deterministic)
-    jobs = [base]
-    for spec in specs:
-        job = replace(base, spec=spec)
-        if job not in jobs:
-            jobs.append(job)
-    return jobs
+def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
+    """Evaluate the work's jobs that are not stored; the agent is loaded at most once, and only if needed."""
+    from quarl_bench.methods.ptq import evaluate_job
+    from quarl_bench.zoo.agents import load_agent
+
+    ref = work.agent()
+    agent = None
+    for job in build_jobs(ref, list(work.specs), work.settings, work.method):
+        if job.key in work.skip or is_stored(job.key):
+            continue
+        agent = agent or load_agent(ref)
+        yield evaluate_job(agent, job, work.driver)
 
 
-def run_jobs(
-    ref: AgentRef,
-    jobs: Sequence[Job],
+def run_work(
+    work: Work,
     store: ResultStore,
     force: bool = False,
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate the jobs not yet stored (all with ``force``) and return every job's stored row.
+    """Evaluate and store the jobs not yet stored (all with ``force``); return every job's stored row in job order.
 
-    The agent is loaded at most once, and only if some job has to run. The store fills in E% against the
-    fp32 row of the same agent and episodes whichever is stored first. ``on_result(row, reused)`` is called per job.
+    ``on_result(row, reused)`` is called per job as it is stored or found.
     """
-    agent: LoadedAgent | None = None
-    rows: list[dict[str, Any]] = []
-    for job in jobs:
-        row = None if force else store.get(job.key)
-        reused = row is not None
-        if row is None:
-            agent = agent or load_agent(ref)
-            store.put(run_job(agent, job), replace=force)
-            row = store.get(job.key)
-            assert row is not None
-        rows.append(row)
+    ref = work.agent()
+    keys = [job.key for job in build_jobs(ref, list(work.specs), work.settings, work.method)]
+    reused = {key for key in keys if not force and store.has(key)}
+    for key in reused:
         if on_result:
-            on_result(row, reused)
-    return rows
+            on_result(_stored(store, key), True)
+    for result in evaluations(_with_ref(work, ref), lambda key: key in reused):
+        store.put(result, replace=force)
+        if on_result:
+            on_result(_stored(store, result.job.key), False)
+    return [_stored(store, key) for key in keys]
 
 
-def run_job(agent: LoadedAgent, job: Job) -> EvalResult:
-    """Quantize a copy of the agent's policy per ``job.spec`` and evaluate it on ``job``'s episodes."""
-    fp32_policy = agent.model.policy
-    fp32_policy.set_training_mode(False)
-    policy, layers = quantize(fp32_policy, job.algo, job.spec)
-    env = agent.make_env(job.n_envs, job.seed)
-    try:
-        reference = None if job.spec.is_identity else fp32_policy
-        episodes = evaluate(policy, env, job.episodes, job.seed, job.deterministic, reference=reference)
-    finally:
-        env.close()
-    return EvalResult(
-        job=job,
-        episode_rewards=tuple(episodes.rewards),
-        episode_lengths=tuple(episodes.lengths),
-        wall_seconds=episodes.wall_seconds,
-        layers=layers,
-        action_agreement=episodes.agreement,
-        provenance=provenance(agent.ref),
-        weights=weight_profile(fp32_policy, job.algo),
-    )
+def _with_ref(work: Work, ref: AgentRef) -> Work:
+    return replace(work, ref=ref)
 
 
-TRAINING_RECORD = "quarl_training.json"
+def _stored(store: ResultStore, key: str) -> dict[str, Any]:
+    row = store.get(key)
+    assert row is not None, f"job {key} is not in {store.path}"
+    return row
 
 
-def provenance(ref: AgentRef) -> dict[str, Any]:
-    """Where the agent came from, how quarl-bench trained it (if it did) and what code evaluated it."""
-    record = Path(ref.run_dir) / TRAINING_RECORD
-    return {
-        "training": json.loads(record.read_text()) if record.is_file() else None,
-        "agent_source": ref.source,
-        "agent_path": ref.run_dir,
-        "saved_env_id": ref.saved_env_id,
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-        "command": " ".join(sys.argv),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-    }
+@dataclass(frozen=True)
+class AgentSources:
+    """Where a sweep may take agents from (see :func:`quarl_bench.zoo.agents.resolve_agent`)."""
+
+    folder: Path | None
+    cache: Path
+    use_hub: bool = False
+    train_if_missing: bool = False
+    trust_remote_code: bool = False
 
 
-@cache
-def package_versions() -> dict[str, str]:
-    versions = {}
-    for name in PACKAGES:
+@dataclass(frozen=True)
+class Skipped:
+    algo: str
+    env_id: str
+    reason: str
+
+
+def plan(
+    cells: list[GridCell], sources: AgentSources, store: ResultStore, workers: int, force: bool, driver: dict[str, Any]
+) -> tuple[list[Work], list[Skipped], int]:
+    """Resolve each (algo, env) once, drop stored jobs, deal the rest over ``workers``; one Work per QAT run.
+
+    Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
+    """
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.methods.qat import QATConfig
+    from quarl_bench.zoo.agents import resolve_agent
+
+    works: list[Work] = []
+    by_agent: dict[tuple[str, str], list[GridCell]] = {}
+    for cell in cells:
+        if cell.method == "qat":
+            config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
+            works.append(Work("qat", cell.algo, cell.env_id, (cell.spec,), EvalSettings(cell.episodes, 0),
+                              training=config, cache=sources.cache, driver=driver))  # fmt: skip
+        else:
+            by_agent.setdefault((cell.algo, cell.env_id), []).append(cell)
+    skipped: list[Skipped] = []
+    done = 0
+    for (algo, env_id), group in by_agent.items():
         try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
+            ref = resolve_agent(algo, env_id, sources.folder, sources.cache, sources.use_hub,
+                                sources.train_if_missing, trust_remote_code=sources.trust_remote_code)  # fmt: skip
+        except QuarlError as error:
+            skipped.append(Skipped(algo, env_id, str(error)))
             continue
-    return versions
+        for (seed, episodes), specs in _by_settings(group).items():
+            settings = EvalSettings(episodes, seed)
+            jobs = build_jobs(ref, specs, settings)
+            pending = jobs if force else [job for job in jobs if not store.has(job.key)]
+            done += len(jobs) - len(pending)
+            keys = {job.key for job in jobs}
+            shares = [pending[i :: min(workers, len(pending))] for i in range(min(workers, len(pending)))]
+            for share in shares:  # the fp32 reference is evaluated by the first share only
+                mine = {job.key for job in share}
+                works.append(Work("ptq", algo, env_id, tuple(j.spec for j in share if not j.spec.is_identity),
+                                  settings, ref, skip=frozenset(keys - mine), driver=driver))  # fmt: skip
+    return works, skipped, done
 
 
-@cache
-def git_commit() -> str | None:
-    repo = Path(__file__).resolve().parents[1]
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None
+def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int], list[QuantSpec]]:
+    groups: dict[tuple[int, int], list[QuantSpec]] = {}
+    for cell in cells:
+        groups.setdefault((cell.seed, cell.episodes), []).append(cell.spec)
+    return groups

@@ -1,20 +1,29 @@
-"""The results store: one SQLite row per job, keyed by the job's identity hash."""
+"""The results store: one SQLite row per job, keyed by the job's identity hash.
+
+Rows hold what was measured, never derived numbers: E% and the fp32 reward are joined from the reference row
+(``reference_key``) at query time, in :data:`SELECT_ROWS`, the one place they are computed. Tables and plots select
+an explicit :class:`Variant` through :meth:`ResultStore.select`, so a row of another seed, episode count, grid or
+layer mode never fills a cell.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from quarl_bench.types import EvalResult, relative_error
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
+SCHEMA_VERSION = 2  # PRAGMA user_version; 0/1: stores made before layers, action modes and quantizer versions
+SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -28,10 +37,14 @@ CREATE TABLE IF NOT EXISTS results (
     granularity TEXT NOT NULL,
     symmetric INTEGER NOT NULL,
     quantize_bias INTEGER NOT NULL,
+    layer_mode TEXT NOT NULL DEFAULT 'paper',
+    quantizer_version INTEGER NOT NULL DEFAULT 1,
     seed INTEGER NOT NULL,
     episodes INTEGER NOT NULL,
     n_envs INTEGER NOT NULL,
     deterministic INTEGER NOT NULL,
+    action_mode TEXT NOT NULL DEFAULT 'deterministic',
+    epsilon REAL NOT NULL DEFAULT 0,
     agent_hash TEXT NOT NULL,
     agent_source TEXT,
     agent_path TEXT,
@@ -39,8 +52,6 @@ CREATE TABLE IF NOT EXISTS results (
     std_reward REAL NOT NULL,
     min_reward REAL NOT NULL,
     max_reward REAL NOT NULL,
-    fp32_reward REAL,
-    error_pct REAL,
     total_steps INTEGER NOT NULL,
     wall_seconds REAL NOT NULL,
     episode_rewards TEXT NOT NULL,
@@ -52,14 +63,69 @@ CREATE TABLE IF NOT EXISTS results (
     created_at TEXT NOT NULL
 )
 """
-
-
-# Give every quantized row of this fp32 job its reference reward and E% = (R_fp32 - R_q) / |R_fp32| * 100.
-FILL_ERRORS = """
-UPDATE results SET fp32_reward = :reward,
-    error_pct = CASE WHEN :reward = 0 THEN NULL ELSE (:reward - mean_reward) / abs(:reward) * 100.0 END
-WHERE reference_key = :key AND key != :key
+# Columns added since the first schema: (name, definition) for ALTER TABLE on older stores.
+ADDED_COLUMNS = (
+    ("weights", "TEXT NOT NULL DEFAULT '{}'"),
+    ("layer_mode", "TEXT NOT NULL DEFAULT 'paper'"),
+    ("quantizer_version", "INTEGER NOT NULL DEFAULT 1"),
+    ("action_mode", "TEXT NOT NULL DEFAULT 'deterministic'"),
+    ("epsilon", "REAL NOT NULL DEFAULT 0"),
+)
+ROW_COLUMNS = (
+    "key", "reference_key", "algo", "env_id", "method", "precision", "bits", "granularity", "symmetric",
+    "quantize_bias", "layer_mode", "quantizer_version", "seed", "episodes", "n_envs", "deterministic", "action_mode",
+    "epsilon", "agent_hash", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
+    "total_steps", "wall_seconds", "episode_rewards", "episode_lengths", "layers", "agreement", "provenance",
+    "weights", "created_at",
+)  # fmt: skip
+# Every row with its reference (fp32) row's reward and E% = (R_fp32 - R_q) / |R_fp32| * 100, from that one row.
+SELECT_ROWS = f"""
+SELECT {", ".join("r." + c for c in ROW_COLUMNS)},
+    ref.mean_reward AS fp32_reward,
+    CASE WHEN r.key = r.reference_key OR ref.mean_reward IS NULL OR ref.mean_reward = 0 THEN NULL
+         ELSE (ref.mean_reward - r.mean_reward) / abs(ref.mean_reward) * 100.0 END AS error_pct
+FROM results r LEFT JOIN results ref ON ref.key = r.reference_key
 """
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Which rows a table shows: everything about a job except the agent and the precision.
+
+    Float precisions ignore granularity/symmetric/bias and fp32 ignores the layer mode (their specs are normalised
+    the same way, see :class:`~quarl_bench.types.QuantSpec`), so they join every variant they belong to.
+    """
+
+    method: str = "ptq"
+    seed: int = 0
+    episodes: int = 100
+    granularity: str = "auto"
+    symmetric: bool = False
+    quantize_bias: bool = False
+    layers: str = "paper"
+    quantizer_version: int = QUANTIZER_VERSION
+
+    def __post_init__(self) -> None:
+        spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, self.method, self.layers)
+        object.__setattr__(self, "quantize_bias", spec.quantize_bias)
+
+    @property
+    def is_default(self) -> bool:
+        return self == Variant(self.method)
+
+    def label(self) -> str:
+        """What sets this variant apart from the default, e.g. ``seed 7, symmetric``; ``default`` if nothing."""
+        default, parts = Variant(self.method), []
+        for name in ("seed", "episodes", "granularity", "layers"):
+            if getattr(self, name) != getattr(default, name):
+                parts.append(f"{name} {getattr(self, name)}")
+        parts += [name.replace("_", " ") for name in ("symmetric", "quantize_bias") if getattr(self, name)]
+        if self.quantizer_version != QUANTIZER_VERSION:
+            parts.append(f"quantizer v{self.quantizer_version}")
+        return ", ".join(parts) or "default"
+
+    def slug(self) -> str:
+        return "" if self.is_default else "__" + self.label().replace(", ", "_").replace(" ", "-")
 
 
 class ResultStore:
@@ -71,22 +137,40 @@ class ResultStore:
 
     @property
     def _connection(self) -> sqlite3.Connection:
-        """Opened (and the file created) on first use, so a command that fails early leaves no file behind."""
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=60000")
-            self._db.execute(SCHEMA)
-            self._add_missing_columns(self._db)
-        return self._db
+        """Opened (and the file created) on first use, so a command that fails early leaves no file behind.
 
-    @staticmethod
-    def _add_missing_columns(db: sqlite3.Connection) -> None:
-        """Bring a store made by an older version up to the current schema (new columns only)."""
-        have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
-        if "weights" not in have:
-            db.execute("ALTER TABLE results ADD COLUMN weights TEXT NOT NULL DEFAULT '{}'")
+        :raises QuarlError: for a file that is not an SQLite database, a locked one, or one from a newer schema;
+            such a file is never modified.
+        """
+        if self._db is None:
+            check_store_file(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise QuarlError(
+                        f"results store {str(self.path)!r} has schema version {version}, newer than this quarl-bench "
+                        f"reads ({SCHEMA_VERSION}): upgrade quarl-bench or pass another --store"
+                    )
+                db.execute("PRAGMA busy_timeout=60000")
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.execute("PRAGMA journal_mode=WAL")
+                if version < SCHEMA_VERSION:
+                    with db:
+                        db.execute("BEGIN IMMEDIATE")
+                        db.execute(SCHEMA)
+                        _add_missing_columns(db)
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            except sqlite3.OperationalError as error:
+                db.close()
+                raise QuarlError(f"results store {str(self.path)!r} cannot be opened: {error}; "
+                                 "is another process holding it? pass another --store") from error  # fmt: skip
+            except QuarlError:
+                db.close()
+                raise
+            self._db = db
+        return self._db
 
     def _readable(self) -> bool:
         return self._db is not None or self.path.exists()
@@ -108,10 +192,10 @@ class ResultStore:
         return self._connection.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored row of a job as a dict (JSON columns decoded), or None."""
+        """The stored row of a job as a dict (JSON columns decoded, E% joined), or None."""
         if not self._readable():
             return None
-        cursor = self._connection.execute("SELECT * FROM results WHERE key = ?", (key,))
+        cursor = self._connection.execute(SELECT_ROWS + " WHERE r.key = ?", (key,))
         row = cursor.fetchone()
         if row is None:
             return None
@@ -122,42 +206,95 @@ class ResultStore:
         return [key for key in keys if not self.has(key)]
 
     def put(self, result: EvalResult, replace: bool = False) -> bool:
-        """Write one job's row atomically; returns False (and writes nothing) if it exists and not ``replace``.
-
-        E% is filled in from the fp32 row of the same agent and episodes, in whichever order the two arrive
-        (parallel sweeps store them in any order).
-        """
+        """Write one job's row atomically; returns False (and writes nothing) if it exists and not ``replace``."""
+        row = result_row(result)
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        sql = f"{verb} INTO results ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})"
         db = self._connection
         with db:  # one transaction: a crash leaves the old state or the whole row
-            db.execute("BEGIN IMMEDIATE")
-            reference = result.job.reference().key
-            found = db.execute("SELECT mean_reward FROM results WHERE key = ?", (reference,)).fetchone()
-            fp32_reward = found[0] if found and reference != result.job.key else None
-            row = result_row(result, fp32_reward)
-            verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-            marks = ", ".join("?" for _ in row)
-            sql = f"{verb} INTO results ({', '.join(row)}) VALUES ({marks})"
-            cursor = db.execute(sql, tuple(row.values()))
-            inserted = cursor.rowcount > 0
-            if inserted and result.job.spec.is_identity:
-                db.execute(FILL_ERRORS, {"reward": result.mean_reward, "key": result.job.key})
+            inserted = db.execute(sql, tuple(row.values())).rowcount > 0
         return inserted
 
     def to_dataframe(self) -> pd.DataFrame:
-        """Every row, JSON columns decoded, oldest first."""
-        frame = pd.read_sql_query("SELECT * FROM results ORDER BY created_at, key", self._connection)
+        """Every row, JSON columns decoded, E% joined from its reference row, oldest first."""
+        return self._frame(SELECT_ROWS + " ORDER BY r.created_at, r.key", ())
+
+    def select(
+        self, variant: Variant | None = None, algo: str | None = None, env_id: str | None = None
+    ) -> pd.DataFrame:
+        """The rows of exactly one variant (default: seed 0, 100 episodes, the default spec, PTQ), with E% joined.
+
+        Several agents (content hashes) of one algo/env stay separate rows: group by ``reference_key`` for cells.
+        """
+        variant = variant or Variant()
+        floats = ", ".join(f"'{p}'" for p in FLOAT_PRECISIONS)
+        where = [
+            "r.method = :method", "r.seed = :seed", "r.episodes = :episodes",
+            "r.quantizer_version = :quantizer_version",
+            f"(r.precision IN ({floats}) OR (r.granularity = :granularity AND r.symmetric = :symmetric"
+            " AND r.quantize_bias = :quantize_bias))",
+            "(r.precision = 'fp32' OR r.layer_mode = :layers)",
+        ]  # fmt: skip
+        params: dict[str, Any] = asdict(variant)
+        params["symmetric"], params["quantize_bias"] = int(variant.symmetric), int(variant.quantize_bias)
+        for column, value in (("algo", algo), ("env_id", env_id)):
+            if value is not None:
+                where.append(f"r.{column} = :{column}")
+                params[column] = value
+        return self._frame(SELECT_ROWS + " WHERE " + " AND ".join(where) + " ORDER BY r.created_at, r.key", params)
+
+    def variants(self, method: str = "ptq") -> list[Variant]:
+        """Every variant with at least one quantized (non-fp32) row of ``method``; the default first."""
+        if not self._readable():
+            return []
+        names = [f.name for f in fields(Variant) if f.name not in ("method", "layers")]
+        rows = self._connection.execute(
+            f"SELECT DISTINCT {', '.join(names)}, layer_mode FROM results WHERE method = ? AND precision != 'fp32'",
+            (method,),
+        ).fetchall()
+        found = {Variant(method, *row[:-1], layers=row[-1]) for row in rows}
+        return sorted(found, key=lambda v: (not v.is_default, v.label()))
+
+    def _frame(self, sql: str, params: Any) -> pd.DataFrame:
+        frame = pd.read_sql_query(sql, self._connection, params=params)
         for column in JSON_COLUMNS:
             frame[column] = frame[column].map(json.loads)
         return frame
 
 
+def check_store_file(path: Path) -> None:
+    """Refuse (without touching it) a file that is not an SQLite database.
+
+    :raises QuarlError: naming the file and what is expected.
+    """
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise QuarlError(
+            f"results store {str(path)!r} is a folder: expected an SQLite file such as results/quarl.sqlite"
+        )
+    with open(path, "rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        raise QuarlError(f"results store {str(path)!r} is not an SQLite database: pass a quarl-bench store (.sqlite) "
+                         "or a new path")  # fmt: skip
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring a store made by an older version up to the current schema (new columns only)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+    for name, definition in ADDED_COLUMNS:
+        if name not in have:
+            db.execute(f"ALTER TABLE results ADD COLUMN {name} {definition}")
+
+
 def load_results(path: str | Path = DEFAULT_STORE) -> pd.DataFrame:
-    """The store at ``path`` as a pandas DataFrame (one row per job)."""
+    """The store at ``path`` as a pandas DataFrame (one row per job, E% joined from its reference row)."""
     with ResultStore(path) as store:
         return store.to_dataframe()
 
 
-def result_row(result: EvalResult, fp32_reward: float | None) -> dict[str, Any]:
+def result_row(result: EvalResult) -> dict[str, Any]:
     job, spec = result.job, result.job.spec
     rewards = result.episode_rewards
     return {
@@ -171,10 +308,14 @@ def result_row(result: EvalResult, fp32_reward: float | None) -> dict[str, Any]:
         "granularity": spec.granularity,
         "symmetric": int(spec.symmetric),
         "quantize_bias": int(spec.quantize_bias),
+        "layer_mode": spec.layers,
+        "quantizer_version": QUANTIZER_VERSION,
         "seed": job.seed,
         "episodes": job.episodes,
         "n_envs": job.n_envs,
         "deterministic": int(job.deterministic),
+        "action_mode": job.actions.kind,
+        "epsilon": job.actions.epsilon,
         "agent_hash": job.agent_hash,
         "agent_source": result.provenance.get("agent_source"),
         "agent_path": result.provenance.get("agent_path"),
@@ -182,8 +323,6 @@ def result_row(result: EvalResult, fp32_reward: float | None) -> dict[str, Any]:
         "std_reward": result.std_reward,
         "min_reward": min(rewards),
         "max_reward": max(rewards),
-        "fp32_reward": fp32_reward,
-        "error_pct": None if fp32_reward is None else relative_error(fp32_reward, result.mean_reward),
         "total_steps": sum(result.episode_lengths),
         "wall_seconds": result.wall_seconds,
         "episode_rewards": json.dumps(list(rewards)),

@@ -13,6 +13,10 @@ FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 METHODS = ("ptq", "qat", "amp", "actorq")
+LAYER_MODES = ("paper", "quarl-code")
+ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
+# Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
+QUANTIZER_VERSION = 2
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn")
 PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
 
@@ -51,6 +55,11 @@ class QuantSpec:
     :param quantize_bias: also quantize biases (QuaRL left them in fp32, so the default is False).
     :param method: ``ptq`` (post-training), ``qat`` (quantization-aware training) or ``amp`` (the fp32 evaluation
         of an agent trained with mixed precision).
+    :param layers: which tensors are quantized: ``paper`` (the acting network's weights, as the paper describes) or
+        ``quarl-code`` (what harvard-edge/QuaRL's ``new_ptq.py`` really selected, see ``quant/layers.py``).
+
+    Fields that cannot change the result are normalised, so one computation has one key: granularity, symmetric
+    and bias for float precisions, and the layer mode for fp32 (nothing is quantized).
     """
 
     precision: str = "fp32"
@@ -58,6 +67,7 @@ class QuantSpec:
     symmetric: bool = False
     quantize_bias: bool = False
     method: str = "ptq"
+    layers: str = "paper"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", parse_precision(self.precision))
@@ -65,6 +75,16 @@ class QuantSpec:
             raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
         if self.method not in METHODS:
             raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(METHODS)}")
+        if self.layers not in LAYER_MODES:
+            raise QuarlError(f"bad layers {self.layers!r}: expected one of {', '.join(LAYER_MODES)}")
+        if not self.precision.startswith("int"):
+            object.__setattr__(self, "granularity", "auto")
+            object.__setattr__(self, "symmetric", False)
+            object.__setattr__(self, "quantize_bias", False)
+        if self.layers == "quarl-code":
+            object.__setattr__(self, "quantize_bias", False)  # the QuaRL code's own rule decides about biases
+        if self.is_identity:
+            object.__setattr__(self, "layers", "paper")
 
     @property
     def bits(self) -> int:
@@ -94,6 +114,34 @@ class AgentRef:
 
 
 @dataclass(frozen=True)
+class ActionMode:
+    """How the evaluated policy picks actions, as rl-zoo3's ``enjoy`` does.
+
+    :param kind: ``deterministic`` (greedy / mean action), ``sampled`` (from the policy's distribution: Atari
+        PPO/A2C) or ``epsilon-greedy`` (Atari DQN/QR-DQN: the model's own ``predict`` with its final exploration
+        rate, one coin flip per batch as SB3 does).
+    :param epsilon: the exploration rate for ``epsilon-greedy``; 0 otherwise.
+    """
+
+    kind: str = "deterministic"
+    epsilon: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ACTION_MODES:
+            raise QuarlError(f"bad action mode {self.kind!r}: expected one of {', '.join(ACTION_MODES)}")
+        if self.kind != "epsilon-greedy":
+            object.__setattr__(self, "epsilon", 0.0)
+
+    @property
+    def deterministic(self) -> bool:
+        """The ``deterministic`` flag passed to ``predict``."""
+        return self.kind == "deterministic"
+
+    def __str__(self) -> str:
+        return f"epsilon-greedy({self.epsilon:g})" if self.kind == "epsilon-greedy" else self.kind
+
+
+@dataclass(frozen=True)
 class Job:
     """One evaluation: an agent at one precision over a fixed set of seeded episodes."""
 
@@ -104,7 +152,7 @@ class Job:
     episodes: int = 100
     seed: int = 0
     n_envs: int = 10
-    deterministic: bool = True
+    actions: ActionMode = field(default_factory=ActionMode)
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -113,9 +161,9 @@ class Job:
             raise QuarlError(f"bad env count {self.n_envs}: expected an integer >= 1")
 
     def identity(self) -> dict[str, Any]:
-        """The fields that decide whether two jobs are the same run."""
+        """The fields that decide whether two jobs are the same run (the quantizer's version included)."""
         fields = asdict(self)
-        fields["spec"] = asdict(self.spec)
+        fields["quantizer_version"] = QUANTIZER_VERSION
         return fields
 
     @property
@@ -127,6 +175,10 @@ class Job:
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
         return replace(self, spec=QuantSpec("fp32", method=self.spec.method))
+
+    @property
+    def deterministic(self) -> bool:
+        return self.actions.deterministic
 
 
 @dataclass(frozen=True)

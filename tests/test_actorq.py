@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import ray
 
+from quarl_bench.actorq.config import ActorQConfig
+from quarl_bench.actorq.driver import run_actorq, store_run
 from quarl_bench.actorq.exploration import epsilons
 from quarl_bench.actorq.metrics import breakdown
-from quarl_bench.actorq.run import ActorQConfig, run_actorq, store_run
 from quarl_bench.errors import QuarlError
 from quarl_bench.store import ResultStore, load_results
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from quarl_bench.actorq.config import load_actorq_grid, select_runs
 from quarl_bench.actorq.exploration import explore, sigmas
-from quarl_bench.actorq.grid import load_actorq_grid, select_runs
 from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
 
@@ -58,7 +58,7 @@ def test_continuous_exploration_spreads_sigma_and_stays_in_bounds() -> None:
 def test_dqn_target_sync_keeps_rl_zoo3_updates_per_sync() -> None:
     """rl-zoo3's CartPole DQN trains 128 updates every 256 steps and syncs after each burst: 128 updates per sync.
     (Counting its 10 env steps at actor speed instead synced every 5 updates and DQN never learned.)"""
-    from quarl_bench.actorq.system import target_sync_every, zoo_hyperparams
+    from quarl_bench.actorq.learner import target_sync_every, zoo_hyperparams
 
     assert target_sync_every(zoo_hyperparams("dqn", "CartPole-v1")) == 128
     assert target_sync_every(zoo_hyperparams("dqn", "MountainCar-v0")) == 300  # 600 steps x 8 updates / 16 steps
@@ -68,7 +68,7 @@ def test_dqn_target_sync_keeps_rl_zoo3_updates_per_sync() -> None:
 
 
 def test_requested_runs_from_flags_or_grid() -> None:
-    from quarl_bench.actorq.grid import requested_runs
+    from quarl_bench.actorq.config import requested_runs
 
     (single,) = requested_runs(None, {"n_actors": 1}, env="Pendulum", algo="td3", seed=3)
     assert (single.algo, single.env_id, single.actor_precision, single.n_actors, single.seed) == (

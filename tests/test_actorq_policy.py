@@ -7,14 +7,19 @@ import numpy as np
 import pytest
 import torch
 
+from quarl_bench.actorq import onnx_policy
 from quarl_bench.actorq.onnx_policy import OnnxPolicy, int8_onnx_model, quantize_symmetric
 from quarl_bench.actorq.policy import acting_network, build_policy, holds_int8_weights, load_payload, policy_payload
 
 
-def test_symmetric_int8_grid() -> None:
+def test_symmetric_int8_grid(monkeypatch: pytest.MonkeyPatch) -> None:
     weight = np.array([[-0.5, 0.25], [1.27, 0.0]], np.float32)
+    monkeypatch.setattr(onnx_policy, "weight_bits", lambda: 8)
     codes, scale = quantize_symmetric(weight)
     assert scale == pytest.approx(0.01) and codes.tolist() == [[-50, 25], [127, 0]]
+    monkeypatch.setattr(onnx_policy, "weight_bits", lambda: 7)  # reduce_range on CPUs without VNNI: step 1.27 / 63
+    codes, scale = quantize_symmetric(weight)
+    assert scale == pytest.approx(1.27 / 63) and codes.tolist() == [[-25, 12], [63, 0]]
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "torch"])

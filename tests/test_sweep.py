@@ -14,8 +14,8 @@ import pytest
 
 from quarl_bench.config import config_dir
 from quarl_bench.registry import load_study, select
+from quarl_bench.runner import AgentSources, plan
 from quarl_bench.store import ResultStore, load_results
-from quarl_bench.sweep import AgentSources, plan
 
 SWEETSPOT_PRECISIONS = 17  # fp32, fp16 and 30, 28, ..., 2 bits
 
@@ -32,12 +32,18 @@ def test_sweetspot_grid_expands_to_every_bit_width() -> None:
 def test_ptq_table_lists_missing_agents_as_skipped(zoo: Path, tmp_path: Path) -> None:
     study = load_study(config_dir() / "ptq_table.yaml")
     with ResultStore(tmp_path / "s.sqlite") as store:
-        tasks, skipped, done = plan(study.cells, AgentSources(zoo, tmp_path / "cache"), store, workers=2)
+        works, skipped, done = plan(list(study.cells), AgentSources(zoo, tmp_path / "cache"), store, 2, False, {})
     reasons = {(s.algo, s.env_id): s.reason for s in skipped}
     assert "no td3 agent for Pendulum-v1" in reasons[("td3", "Pendulum-v1")]
-    assert ("ppo", "BreakoutNoFrameskip-v4") in reasons  # the shared zoo has Atari configs but no Atari zips
-    assert {(t.ref.algo, t.ref.env_id) for t in tasks} >= {("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3")}
-    assert done == 0 and all(t.jobs for t in tasks)
+    assert ("a2c", "BreakoutNoFrameskip-v4") in reasons  # the shared zoo has Atari configs, one PPO Breakout zip
+    assert ("ppo", "BreakoutNoFrameskip-v4") not in reasons
+    agents = {(w.ref.algo, w.ref.env_id) for w in works}
+    assert agents >= {("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "BreakoutNoFrameskip-v4")}
+    assert done == 0
+    # fp32, fp16, int8 of one agent over 2 workers: the fp32 reference is evaluated by exactly one work
+    ppo_cartpole = [w for w in works if (w.ref.algo, w.ref.env_id) == ("ppo", "CartPole-v1")]
+    assert sorted(len(w.specs) for w in ppo_cartpole) == [1, 1]
+    assert sorted(len(w.skip) for w in ppo_cartpole) == [1, 2]  # 3 jobs: each work skips the other's
 
 
 def test_bad_grid_values_are_reported(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from quarl_bench.quant.affine import to_grid
+
 
 @dataclass(frozen=True)
 class PackedTensor:
@@ -30,9 +32,9 @@ def pack(tensor: torch.Tensor, bits: int) -> PackedTensor:
         return PackedTensor(array.shape, 16, array.astype(np.float16).tobytes())
     if not 2 <= bits <= 8:
         raise ValueError(f"bad comm bits {bits}: expected 32, 16 or 2-8")
-    low, high = float(array.min()), float(array.max())
-    step = (high - low) / (2**bits - 1) if high > low else 1.0
-    codes = np.clip(np.rint((array - low) / step), 0, 2**bits - 1).astype(np.uint8).ravel()
+    grid = to_grid(torch.from_numpy(array), bits, "min-max")
+    low, step = float(grid.offset), float(grid.step)
+    codes = grid.codes.numpy().astype(np.uint8).ravel()
     bit_planes = np.unpackbits(codes[:, None], axis=1)[:, 8 - bits :]  # keep the low `bits` bits of each code
     return PackedTensor(array.shape, bits, np.packbits(bit_planes.ravel()).tobytes(), low, step)
 

@@ -11,8 +11,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
-INT8_BACKENDS = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
+from quarl_bench.actorq.config import ACTOR_PRECISIONS, INT8_BACKENDS  # noqa: F401  (re-exported)
 
 
 def acting_network(obs_dim: int, out_dim: int, arch: list[int], squash: bool) -> nn.Sequential:

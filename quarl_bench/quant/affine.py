@@ -1,45 +1,88 @@
-"""Uniform fake quantization of a tensor, differentiable through a straight-through estimator.
+"""The one definition of a b-bit uniform grid, used by PTQ/QAT, ActorQ's weight broadcasts and its int8 ONNX policy.
 
-The default grid is QuaRL's (Krishnan et al., 2019): ``range = |min| + |max|``, ``step = range / 2**bits``,
-``w_q = round(w / step) * step``. Zero is exactly representable, the grid spans ``[min, max]`` and, for tensors
-that hold both signs, quantizing twice changes nothing. It has up to ``2**bits + 1`` levels (the original
-code does not clamp); ``symmetric=True`` gives the narrow-range grid integer kernels use instead:
-``step = max|w| / (2**(bits-1) - 1)``, levels ``-(2**(bits-1) - 1) ... 2**(bits-1) - 1``.
+Three grid schemes, each ``w_q = (code - zero_point) * step`` with integer codes:
+
+- ``quarl`` (QuaRL, Krishnan et al. 2019, bit-identical to harvard-edge/QuaRL ``new_ptq.py``):
+  ``step = (|min| + |max|) / 2**bits``, ``code = round(w / step)`` (half to even), zero point 0, no clamp. Zero is
+  exact, the grid spans ``[min, max]``, and it has up to ``2**bits + 1`` levels (the original code does not clamp).
+- ``symmetric``: the narrow-range grid integer kernels use (ONNX Runtime's QInt8 weights):
+  ``step = max|w| / (2**(bits-1) - 1)``, codes ``-(2**(bits-1) - 1) ... 2**(bits-1) - 1``.
+- ``min-max``: asymmetric over ``[min, max]`` with exactly ``2**bits`` levels (codes ``0 ... 2**bits - 1``), so
+  codes pack into ``bits`` bits: ActorQ's q_c broadcasts. Its offset is ``min`` itself (not rounded to a code).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+SCHEMES = ("quarl", "symmetric", "min-max")
 
-def quant_step(weight: torch.Tensor, bits: int, per_channel: bool, symmetric: bool) -> torch.Tensor:
-    """The grid step, a scalar or one value per output channel (dim 0), broadcastable to ``weight``."""
+
+@dataclass(frozen=True)
+class Grid:
+    """Integer codes of a tensor on a b-bit grid and how to map them back: ``w_q = codes * step + offset``."""
+
+    codes: torch.Tensor
+    step: torch.Tensor  # scalar, or one value per output channel broadcastable to codes
+    offset: torch.Tensor
+
+    def dequantize(self) -> torch.Tensor:
+        return self.codes * self.step + self.offset
+
+
+def _range(weight: torch.Tensor, per_channel: bool) -> tuple[torch.Tensor, torch.Tensor]:
     w = weight.detach()
     if per_channel and w.dim() > 1:
         flat = w.reshape(w.shape[0], -1)
-        lo, hi = flat.min(dim=1).values, flat.max(dim=1).values
         shape = (-1,) + (1,) * (w.dim() - 1)
-        lo, hi = lo.reshape(shape), hi.reshape(shape)
-    else:
-        lo, hi = w.min(), w.max()
-    if symmetric:
+        return flat.min(dim=1).values.reshape(shape), flat.max(dim=1).values.reshape(shape)
+    return w.min(), w.max()
+
+
+def quant_step(weight: torch.Tensor, bits: int, per_channel: bool, symmetric: bool, scheme: str | None = None):
+    """The grid step, a scalar or one value per output channel (dim 0), broadcastable to ``weight``."""
+    scheme = scheme or ("symmetric" if symmetric else "quarl")
+    lo, hi = _range(weight, per_channel)
+    if scheme == "symmetric":
         return torch.maximum(lo.abs(), hi.abs()) / (2 ** (bits - 1) - 1)
+    if scheme == "min-max":
+        return (hi - lo) / (2**bits - 1)
     return (lo.abs() + hi.abs()) / 2**bits
 
 
+def to_grid(weight: torch.Tensor, bits: int, scheme: str = "quarl", per_channel: bool = False) -> Grid:
+    """Integer codes of ``weight`` on a ``bits``-bit grid of ``scheme`` (see the module docstring).
+
+    A constant tensor (or channel) has step 0: its step is reported as 1 and its codes reproduce it exactly
+    (codes 0 with offset = the value for ``min-max``; for the zero-point grids a constant 0 stays 0).
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"bad grid scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    w = weight.detach()
+    step = quant_step(w, bits, per_channel, False, scheme)
+    safe = torch.where(step > 0, step, torch.ones_like(step))
+    if scheme == "min-max":
+        low, _ = _range(w, per_channel)
+        codes = torch.clamp(torch.round((w - low) / safe), 0, 2**bits - 1)
+        return Grid(codes, safe, low * torch.ones_like(safe))
+    codes = torch.round(w / safe)
+    if scheme == "symmetric":
+        limit = 2 ** (bits - 1) - 1
+        codes = torch.clamp(codes, -limit, limit)
+    return Grid(codes, safe, torch.zeros_like(safe))
+
+
 def fake_quant(weight: torch.Tensor, bits: int, per_channel: bool = False, symmetric: bool = False) -> torch.Tensor:
-    """Round ``weight`` to a ``bits``-bit uniform grid, keeping its dtype.
+    """Round ``weight`` to a ``bits``-bit grid (QuaRL's, or ``symmetric``), keeping its dtype.
 
     The backward pass is the straight-through estimator (gradient 1 everywhere), so QAT can reuse this op.
-    A constant-zero tensor (or channel) has step 0 and is returned unchanged.
+    A constant-zero tensor (or channel) is returned unchanged.
     """
+    grid = to_grid(weight, bits, "symmetric" if symmetric else "quarl", per_channel)
     step = quant_step(weight, bits, per_channel, symmetric)
-    safe_step = torch.where(step > 0, step, torch.ones_like(step))
-    quantized = torch.round(weight.detach() / safe_step) * safe_step
-    if symmetric:
-        limit = (2 ** (bits - 1) - 1) * safe_step
-        quantized = torch.clamp(quantized, -limit, limit)
-    quantized = torch.where(step > 0, quantized, weight.detach())
+    quantized = torch.where(step > 0, grid.dequantize(), weight.detach())
     return weight + (quantized - weight).detach()
 
 

@@ -30,16 +30,20 @@ def sweet_spot(curve: pd.DataFrame, fp32_reward: float) -> tuple[int, int | None
     return best, (int(ok["bits"].min()) if len(ok) else None)
 
 
-def integer_curves(results: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.DataFrame, float]]:
-    """Per (algo, env): the int-precision rows sorted by bits and the fp32 reward; pairs with < 2 points skipped."""
-    frame = results[results["method"] == "ptq"].sort_values("created_at")
-    frame = frame.drop_duplicates(["algo", "env_id", "precision"], keep="last")
+def integer_curves(selected: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.DataFrame, float]]:
+    """Per cell of one variant (``ResultStore.select``): the int-precision rows sorted by bits and the reward of
+    their own fp32 reference row; cells with < 2 points skipped. Keys are (algo, cell label)."""
+    from quarl_bench.report.tables import cell_labels
+
+    if selected.empty:
+        return {}
+    labels = cell_labels(selected)
     curves = {}
-    for (algo, env_id), group in frame.groupby(["algo", "env_id"]):
+    for reference_key, group in selected.groupby("reference_key"):
         fp32 = group[group["precision"] == "fp32"]
         ints = group[group["precision"].str.startswith("int")].sort_values("bits")
         if len(fp32) and len(ints) >= 2:
-            curves[(algo, env_id)] = (ints, float(fp32["mean_reward"].iloc[0]))
+            curves[(fp32["algo"].iloc[0], labels[reference_key])] = (ints, float(fp32["mean_reward"].iloc[0]))
     return curves
 
 
@@ -57,16 +61,16 @@ def draw_curve(ax: plt.Axes, algo: str, env_id: str, curve: pd.DataFrame, fp32_r
     ax.legend(fontsize="small")
 
 
-def write_sweet_spot_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One PNG+PDF per algo/env and a grid figure of all of them."""
+def write_sweet_spot_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """One PNG+PDF per cell of one variant and a grid figure of all of them."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    curves = integer_curves(results)
+    curves = integer_curves(selected)
     paths: list[Path] = []
     for (algo, env_id), (curve, fp32) in curves.items():
         fig, ax = plt.subplots(figsize=(6, 4))
         draw_curve(ax, algo, env_id, curve, fp32)
         fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"sweetspot_{algo}_{env_id}", dpi=120)
+        paths += save_figure(fig, out_dir / f"sweetspot_{algo}_{file_label(env_id)}", dpi=120)
     if curves:
         cols = min(3, len(curves))
         rows = math.ceil(len(curves) / cols)
@@ -81,20 +85,27 @@ def write_sweet_spot_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]
     return paths
 
 
-def write_weight_figures(results: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """QuaRL Figure 2/3: per env, the fp32 acting-weight histogram of each algo with the int8 grid marked."""
+def write_weight_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """QuaRL Figure 2/3: per env, the fp32 acting-weight histogram of each agent (each fp32 row of one variant)
+    with the int8 grid marked."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    fp32 = results[(results["precision"] == "fp32") & results["weights"].map(bool)]
-    fp32 = fp32.sort_values("created_at").drop_duplicates(["algo", "env_id"], keep="last")
+    if selected.empty:
+        return []
+    fp32 = selected[(selected["precision"] == "fp32") & selected["weights"].map(bool)]
     paths: list[Path] = []
     for env_id, group in fp32.groupby("env_id"):
         fig, axes = plt.subplots(1, len(group), figsize=(4.5 * len(group), 3.6), squeeze=False)
         for ax, (_, row) in zip(axes.flat, group.sort_values("algo").iterrows(), strict=True):
-            draw_weight_histogram(ax, row["algo"], row["weights"])
+            draw_weight_histogram(ax, f"{row['algo']} agent {row['agent_hash'][:8]}", row["weights"])
         fig.suptitle(f"{env_id}: fp32 acting-network weights (int8 grid: step = range / 256)")
         fig.tight_layout()
         paths += save_figure(fig, out_dir / f"weights_{env_id}", dpi=110)
     return paths
+
+
+def file_label(label: str) -> str:
+    """A cell label as part of a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label).strip("_")
 
 
 def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:

@@ -9,23 +9,40 @@ import pandas as pd
 from quarl_bench.report.stats import bootstrap_ci
 
 TABLE_PRECISIONS = ("fp16", "int8")
+CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells of one algo/env apart
 
 
-def reward_error_table(results: pd.DataFrame, method: str = "ptq") -> pd.DataFrame:
-    """Rows: env, then ``Mean`` (mean E% per algo); columns: (algo, fp32 Rwd / fp16 Rwd / E_fp16 % / ...).
+def cell_labels(frame: pd.DataFrame) -> dict[str, str]:
+    """A row label per reference key: the env id, plus what sets the cell apart when one algo/env has several
+    (another agent, env count or action mode); never merged."""
+    labels: dict[str, str] = {}
+    for (_algo, env_id), group in frame.groupby(["algo", "env_id"]):
+        cells = group.drop_duplicates("reference_key")
+        varying = [f for f in CELL_FIELDS if cells[f].nunique() > 1]
+        for _, cell in cells.iterrows():
+            extra = ", ".join(f"{f.replace('_', ' ')} {str(cell[f])[:8]}" for f in varying)
+            labels[cell["reference_key"]] = f"{env_id} ({extra})" if extra else env_id
+    return labels
 
-    Rewards are ``mean [95% CI]`` strings in the text outputs; the DataFrame keeps numbers.
-    Only seed-0 rows of ``method`` are used (one cell per algo/env/precision).
+
+def reward_error_table(selected: pd.DataFrame) -> pd.DataFrame:
+    """QuaRL Table 2 layout from the rows of one variant (``ResultStore.select``).
+
+    Rows: env, then ``Mean`` (mean E% per algo); columns: (algo, fp32 Rwd / fp16 Rwd / E_fp16 % / ...). Each cell is
+    one reference row and the rows that name it as their reference (``reference_key``), so fp32 reward and E% come
+    from the same fp32 row. Rewards are ``mean [95% CI]`` strings in the text outputs; the DataFrame keeps numbers.
     """
-    frame = results[results["method"] == method]
-    frame = frame.sort_values("created_at").drop_duplicates(["algo", "env_id", "precision"], keep="last")
+    if selected.empty:
+        return pd.DataFrame()
+    labels = cell_labels(selected)
     records = []
-    for (algo, env_id), group in frame.groupby(["algo", "env_id"]):
-        by_precision = group.set_index("precision")
+    for reference_key, cell in selected.groupby("reference_key"):
+        by_precision = cell.set_index("precision")
         if "fp32" not in by_precision.index:
             continue
-        record = {"algo": algo, "env": env_id, "fp32 Rwd": by_precision.loc["fp32", "mean_reward"]}
-        low, high = bootstrap_ci(by_precision.loc["fp32", "episode_rewards"])
+        fp32 = by_precision.loc["fp32"]
+        record = {"algo": fp32["algo"], "env": labels[reference_key], "fp32 Rwd": fp32["mean_reward"]}
+        low, high = bootstrap_ci(fp32["episode_rewards"])
         record["fp32 CI"] = f"[{low:.1f}, {high:.1f}]"
         for precision in TABLE_PRECISIONS:
             if precision not in by_precision.index:
@@ -51,15 +68,15 @@ def reward_error_table(results: pd.DataFrame, method: str = "ptq") -> pd.DataFra
     return wide.reindex([*envs, "Mean"])
 
 
-def write_reward_error_table(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``reward_error_table.{md,tex,csv}`` in ``out_dir``."""
+def write_reward_error_table(table: pd.DataFrame, out_dir: Path, suffix: str = "", label: str = "") -> list[Path]:
+    """``reward_error_table{suffix}.{md,tex,csv}`` in ``out_dir``; the Markdown names the variant (``label``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"reward_error_table.{ext}" for ext in ("md", "tex", "csv")]
+    paths = [out_dir / f"reward_error_table{suffix}.{ext}" for ext in ("md", "tex", "csv")]
     table.to_csv(paths[2])
     text = table.round(2).astype(object).where(table.notna(), "")
     flat = text.copy()
     flat.columns = [f"{algo} {metric}" for algo, metric in text.columns]
-    paths[0].write_text(flat.to_markdown() + "\n")
+    paths[0].write_text((f"Variant: {label}\n\n" if label else "") + flat.to_markdown() + "\n")
     paths[1].write_text(text.to_latex() + "\n")
     return paths
 
@@ -67,17 +84,19 @@ def write_reward_error_table(table: pd.DataFrame, out_dir: Path) -> list[Path]:
 SPREAD_METRICS = ("std", "range", "kurtosis")
 
 
-def weight_spread_table(results: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
-    """Per agent: the spread of its fp32 acting weights next to its E% at ``precision``."""
-    frame = results[results["method"] == "ptq"].sort_values("created_at")
-    frame = frame.drop_duplicates(["algo", "env_id", "precision"], keep="last")
+def weight_spread_table(selected: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
+    """Per cell of one variant: the spread of the agent's fp32 acting weights next to its E% at ``precision``."""
+    if selected.empty:
+        return pd.DataFrame()
+    labels = cell_labels(selected)
     records = []
-    for (algo, env_id), group in frame.groupby(["algo", "env_id"]):
-        quantized = group[group["precision"] == precision]
-        profile = group["weights"].iloc[-1]
-        if quantized.empty or not profile:
+    for reference_key, cell in selected.groupby("reference_key"):
+        fp32 = cell[cell["precision"] == "fp32"]
+        quantized = cell[cell["precision"] == precision]
+        if fp32.empty or quantized.empty or not fp32["weights"].iloc[0]:
             continue
-        record = {"algo": algo, "env": env_id, **{m: profile[m] for m in SPREAD_METRICS}}
+        profile = fp32["weights"].iloc[0]
+        record = {"algo": fp32["algo"].iloc[0], "env": labels[reference_key], **{m: profile[m] for m in SPREAD_METRICS}}
         record[f"E_{precision} %"] = quantized["error_pct"].iloc[0]
         records.append(record)
     return pd.DataFrame.from_records(records)
@@ -107,9 +126,9 @@ def spread_error_correlation(table: pd.DataFrame, precision: str = "int8") -> pd
     return pd.DataFrame(rows)
 
 
-def write_weight_spread(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+def write_weight_spread(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
     """``weight_spread_vs_error.{md,csv}``: the per-agent table, then the correlations."""
-    table = weight_spread_table(results)
+    table = weight_spread_table(selected)
     if table.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -125,34 +144,36 @@ def write_weight_spread(results: pd.DataFrame, out_dir: Path) -> list[Path]:
     return [csv, md]
 
 
-def qat_vs_ptq_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Per (algo, env, bits): PTQ reward of the fp32 agent, QAT reward (mean and std over training seeds), fp32.
+def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
+    """Per (algo, env, precision): the PTQ reward of each fp32 agent next to the QAT reward (mean and std over the
+    QAT agents, one per training seed), from the rows of one QAT and one PTQ variant.
 
-    PTQ and fp32 rows are those of the newest non-QAT agent of the pair; QAT rows are their own agents' evaluations.
+    Matched on the precision (``int8``, ``fp16``, ``bf16``...), never on bit count: fp16, bf16 and int16 differ.
+    An algo/env with several PTQ agents gets one row per agent (``ptq agent``).
     """
-    qat = results[(results["method"] == "qat") & results["precision"].str.startswith("int")]
     records = []
-    for (algo, env_id), group in qat.groupby(["algo", "env_id"]):
-        baseline = results[(results["algo"] == algo) & (results["env_id"] == env_id) & (results["method"] == "ptq")]
-        baseline = baseline.sort_values("created_at")
-        fp32 = baseline[baseline["precision"] == "fp32"]["mean_reward"]
-        for bits, by_bits in group.groupby("bits"):
-            ptq = baseline[baseline["bits"] == bits]["mean_reward"]
+    quantized = qat[qat["precision"] != "fp32"] if len(qat) else qat
+    for (algo, env_id, precision), group in (
+        quantized.groupby(["algo", "env_id", "precision"]) if len(quantized) else []
+    ):
+        baseline = ptq[(ptq["algo"] == algo) & (ptq["env_id"] == env_id)] if len(ptq) else ptq
+        for _reference_key, cell in baseline.groupby("reference_key") if len(baseline) else [(None, None)]:
+            fp32 = cell[cell["precision"] == "fp32"]["mean_reward"] if cell is not None else pd.Series(dtype=float)
+            ptq_reward = (
+                cell[cell["precision"] == precision]["mean_reward"] if cell is not None else pd.Series(dtype=float)
+            )
             records.append({
-                "algo": algo,
-                "env": env_id,
-                "bits": int(bits),
-                "fp32 Rwd": fp32.iloc[-1] if len(fp32) else float("nan"),
-                "PTQ Rwd": ptq.iloc[-1] if len(ptq) else float("nan"),
-                "QAT Rwd": by_bits["mean_reward"].mean(),
-                "QAT std over seeds": by_bits["mean_reward"].std(ddof=0),
-                "QAT seeds": len(by_bits),
+                "algo": algo, "env": env_id, "precision": precision, "bits": int(group["bits"].iloc[0]),
+                "ptq agent": cell["agent_hash"].iloc[0] if cell is not None else None,
+                "fp32 Rwd": fp32.iloc[0] if len(fp32) else float("nan"),
+                "PTQ Rwd": ptq_reward.iloc[0] if len(ptq_reward) else float("nan"),
+                "QAT Rwd": group["mean_reward"].mean(),
+                "QAT std over seeds": group["mean_reward"].std(ddof=0),
+                "QAT seeds": len(group),
             })  # fmt: skip
-    return (
-        pd.DataFrame.from_records(records).sort_values(["algo", "env", "bits"], ascending=[True, True, False])
-        if records
-        else pd.DataFrame()
-    )
+    if not records:
+        return pd.DataFrame()
+    return pd.DataFrame.from_records(records).sort_values(["algo", "env", "bits"], ascending=[True, True, False])
 
 
 def write_table(table: pd.DataFrame, out_dir: Path, stem: str) -> list[Path]:
@@ -166,41 +187,49 @@ def write_table(table: pd.DataFrame, out_dir: Path, stem: str) -> list[Path]:
     return [csv, md]
 
 
-def write_qat_vs_ptq(results: pd.DataFrame, out_dir: Path) -> list[Path]:
-    return write_table(qat_vs_ptq_table(results), out_dir, "qat_vs_ptq")
+PAPER_PRECISIONS = ("fp32", "fp16", "int8")
 
 
-def paper_vs_measured(results: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
-    """QuaRL's published rewards and E% next to the measured ones, for the (algo, env) cells both have."""
-    from quarl_bench.zoo.envs import resolve_env_id
+def paper_vs_measured(selected: pd.DataFrame, paper: pd.DataFrame, layers: str) -> pd.DataFrame:
+    """Each published reward next to the measured one of the same algo, env and precision, with the measured 95%
+    bootstrap CI and whether the paper's value lies inside it; E% side by side where the paper gives it.
 
-    if reference.empty:
+    :param paper: columns ``algo, env`` and ``{fp32,fp16,int8}_reward`` (``e_{fp16,int8}_pct`` optional), env names
+        as the paper writes them (mapped with ``zoo_configs/envs.yaml``, no env is imported).
+    :param layers: the layer mode of ``selected`` (``paper`` or ``quarl-code``), written in every row.
+    """
+    from quarl_bench.config import alias_env_id
+
+    if selected.empty or paper.empty:
         return pd.DataFrame()
-    measured = reward_error_table(results)
     rows = []
-    for _, paper in reference.iterrows():
-        env_id, algo = resolve_env_id(str(paper["env"])), str(paper["algo"]).lower()
-        if env_id not in measured.index or (algo, "fp32 Rwd") not in measured.columns:
-            continue
-        ours = measured.loc[env_id, algo]
-        if pd.isna(ours["fp32 Rwd"]):
-            continue
-        rows.append({
-            "algo": algo,
-            "env": env_id,
-            "paper fp32": paper["fp32_reward"],
-            "ours fp32": ours["fp32 Rwd"],
-            "paper E_fp16 %": paper["e_fp16_pct"],
-            "ours E_fp16 %": ours.get("E_fp16 %"),
-            "paper E_int8 %": paper["e_int8_pct"],
-            "ours E_int8 %": ours.get("E_int8 %"),
-        })  # fmt: skip
+    for _, published in paper.iterrows():
+        algo, env_id = str(published["algo"]).lower(), alias_env_id(str(published["env"]))
+        measured = selected[(selected["algo"] == algo) & (selected["env_id"] == env_id)]
+        for _reference_key, cell in measured.groupby("reference_key") if len(measured) else []:
+            by_precision = cell.set_index("precision")
+            for precision in PAPER_PRECISIONS:
+                column = f"{precision}_reward"
+                if column not in published or pd.isna(published[column]) or precision not in by_precision.index:
+                    continue
+                row = by_precision.loc[precision]
+                low, high = bootstrap_ci(row["episode_rewards"])
+                paper_error = published.get(f"e_{precision}_pct", float("nan"))
+                rows.append({
+                    "algo": algo, "env": env_id, "precision": precision, "layers": layers,
+                    "paper reward": float(published[column]), "measured reward": row["mean_reward"],
+                    "CI low": low, "CI high": high, "paper inside CI": bool(low <= published[column] <= high),
+                    "paper E %": paper_error, "measured E %": row["error_pct"],
+                    "episodes": int(row["episodes"]), "agent": row["agent_hash"], "row key": row["key"],
+                })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def write_paper_vs_measured(results: pd.DataFrame, reference_csv: Path, out_dir: Path) -> list[Path]:
-    table = paper_vs_measured(results, pd.read_csv(reference_csv)) if reference_csv.is_file() else pd.DataFrame()
-    return write_table(table, out_dir, "paper_vs_measured")
+def paper_reference(paper_dir: Path) -> pd.DataFrame:
+    """QuaRL Table 2 and the ActorQ appendix Table 4 rows (rewards only), as one frame."""
+    frames = [pd.read_csv(paper_dir / name) for name in ("quarl_table2.csv", "actorq_appendix_table4.csv")
+              if (paper_dir / name).is_file()]  # fmt: skip
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def amp_table(results: pd.DataFrame) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 import warnings
@@ -18,7 +19,8 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import ALGOS, AgentRef
-from quarl_bench.zoo.envs import env_kind, gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
+from quarl_bench.zoo.envs import gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
+from quarl_bench.zoo.quiet import native_stdout_silenced
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
@@ -34,11 +36,6 @@ class LoadedAgent:
     hyperparams: dict[str, Any]
     stats_path: str | None
     env_kwargs: dict[str, Any]
-
-    @property
-    def deterministic(self) -> bool:
-        """rl-zoo3's convention: deterministic actions, except stochastic for Atari."""
-        return env_kind(self.ref.env_id) != "atari"
 
     def make_env(self, n_envs: int, seed: int, subprocess: bool = False):
         return make_eval_env(
@@ -65,10 +62,13 @@ def find_in_folder(folder: Path, algo: str, env_id: str, source: str) -> AgentRe
     return None
 
 
+BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
+
+
 def content_hash(run_dir: Path, saved_id: str) -> str:
-    """sha256 over the model zip and the files that decide how it is evaluated."""
+    """sha256 over the model zip and every saved file that changes how it is evaluated (``BEHAVIOUR_FILES``)."""
     digest = hashlib.sha256()
-    for path in [run_dir / f"{saved_id}.zip", *(run_dir / saved_id / n for n in ("config.yml", "vecnormalize.pkl"))]:
+    for path in [run_dir / f"{saved_id}.zip", *(run_dir / saved_id / n for n in BEHAVIOUR_FILES)]:
         if path.is_file():
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
@@ -83,6 +83,7 @@ def resolve_agent(
     use_hub: bool = True,
     train_if_missing: bool = False,
     seed: int = 0,
+    trust_remote_code: bool = False,
 ) -> AgentRef:
     """Find the agent in this order: ``folder`` (or ``$QUARL_ZOO``), the cache, the hub, training.
 
@@ -109,7 +110,7 @@ def resolve_agent(
     hub_error = ""
     if use_hub:
         try:
-            hub.download(algo, env_id, cache_dir)
+            hub.download(algo, env_id, cache_dir, trust_remote_code)
             ref = find_in_folder(cache_dir, algo, env_id, "hub")
             if ref:
                 return ref
@@ -140,7 +141,8 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     env_kwargs = saved_env_kwargs(run_dir / ref.saved_env_id, hyperparams)
     check_normalization_stats(run_dir / ref.saved_env_id / "vecnormalize.pkl")
     try:
-        probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
+        with native_stdout_silenced():  # pybullet prints its build time from C on import
+            probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
     except Exception as error:  # unpickling and shape errors come in many types
         raise QuarlError(f"cannot build the {ref.env_id} env from {stats_path}: {one_line(error)}") from error
     observation_space, action_space = probe.observation_space, probe.action_space
@@ -166,6 +168,16 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError) as error:
         raise QuarlError(f"cannot load agent {zip_path}: {one_line(error)}; expected an SB3 model zip") from error
     return LoadedAgent(ref, model, hyperparams, stats_path, env_kwargs)
+
+
+def saved_exploration_rate(ref: AgentRef) -> float | None:
+    """The exploration rate a DQN/QR-DQN zip was saved with (its final epsilon), read without loading the model."""
+    try:
+        with zipfile.ZipFile(Path(ref.run_dir) / f"{ref.saved_env_id}.zip") as archive:
+            value = json.loads(archive.read("data")).get("exploration_rate")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    return float(value) if isinstance(value, int | float) else None
 
 
 def check_normalization_stats(path: Path) -> None:

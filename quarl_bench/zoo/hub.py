@@ -1,9 +1,17 @@
-"""Download ``sb3/{algo}-{env_id}`` from the Hugging Face hub into the local cache (rl-zoo3's own code)."""
+"""Download ``sb3/{algo}-{env_id}`` from the Hugging Face hub into the local cache (rl-zoo3's own code).
+
+Hub agents are pickles (the zip's objects, ``vecnormalize.pkl``): loading one runs code its author wrote.
+huggingface_sb3 refuses unless ``TRUST_REMOTE_CODE`` is true; quarl-bench sets it only when the user opts in
+(``--trust-remote-code``), and only for the download, never for the whole process.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -24,22 +32,53 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def download(algo: str, env_id: str, cache_dir: Path) -> None:
-    """Fetch the agent into ``cache_dir/{algo}/{env_id}_1`` in the rl-zoo3 layout.
+@contextlib.contextmanager
+def trusted_download() -> Iterator[None]:
+    """``TRUST_REMOTE_CODE=True`` for the duration of one download, then whatever it was before."""
+    before = os.environ.get("TRUST_REMOTE_CODE")
+    os.environ["TRUST_REMOTE_CODE"] = "True"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TRUST_REMOTE_CODE", None)
+        else:
+            os.environ["TRUST_REMOTE_CODE"] = before
 
-    The sb3 organization's agents are pickles; asking for them by name is taken as trusting them
-    (``huggingface_sb3`` otherwise refuses unless ``TRUST_REMOTE_CODE`` is set).
 
-    :raises QuarlError: when the hub is unreachable or has no such repository.
+@contextlib.contextmanager
+def optional_files_tolerated() -> Iterator[None]:
+    """rl-zoo3 skips a missing ``vec_normalize.pkl`` by catching ``requests.HTTPError``, but huggingface_hub >= 1.0
+    raises its own (httpx-based) errors, so every agent without normalisation failed to download. Widen that one
+    ``except`` for the duration of the call."""
+    import rl_zoo3.load_from_hub as zoo_hub
+    from huggingface_hub import errors
+
+    original = zoo_hub.HTTPError
+    zoo_hub.HTTPError = (original, errors.HfHubHTTPError, errors.EntryNotFoundError)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        zoo_hub.HTTPError = original
+
+
+def download(algo: str, env_id: str, cache_dir: Path, trust_remote_code: bool = False) -> None:
+    """Fetch the agent into ``cache_dir/{algo}/{env_id}_N`` in the rl-zoo3 layout.
+
+    :param trust_remote_code: the user's consent to unpickle what the hub serves.
+    :raises QuarlError: when the hub is unreachable, has no such repository, or consent was not given.
     """
     if not hub_reachable():
         raise QuarlError("Hugging Face hub unreachable (offline?)")
+    if not trust_remote_code and os.environ.get("TRUST_REMOTE_CODE", "").lower() not in ("1", "true", "yes"):
+        raise QuarlError(f"hub agent {HUB_ORGANIZATION}/{algo}-{env_id} is a pickle that runs code when loaded: "
+                         "pass --trust-remote-code to download it")  # fmt: skip
     from huggingface_sb3 import EnvironmentName
     from rl_zoo3.load_from_hub import download_from_hub
 
-    os.environ.setdefault("TRUST_REMOTE_CODE", "True")
     try:
-        download_from_hub(algo, EnvironmentName(env_id), 0, str(cache_dir), HUB_ORGANIZATION)
+        with trusted_download(), optional_files_tolerated(), contextlib.redirect_stdout(io.StringIO()):
+            download_from_hub(algo, EnvironmentName(env_id), 0, str(cache_dir), HUB_ORGANIZATION)
     except Exception as error:  # huggingface_hub raises many types: missing repo, HTTP, offline cache
         raise QuarlError(
             f"hub download of {HUB_ORGANIZATION}/{algo}-{env_id} failed: {type(error).__name__}"

@@ -1,4 +1,4 @@
-"""QAT jobs: train with fake-quantized acting weights after a quant delay, then evaluate really quantized."""
+"""QAT (handler of method ``qat``): train with fake-quantized acting weights after a quant delay, then evaluate really quantized."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.provenance import TRAINING_RECORD
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
-from quarl_bench.runner import TRAINING_RECORD, EvalSettings, build_jobs, run_jobs
-from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, QuantSpec
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.envs import resolve_env_id
@@ -80,13 +79,6 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
     ref = find_in_folder(folder, config.algo, config.env_id, "qat")
     assert ref is not None, f"rl-zoo3 saved no agent in {run_dir}"
     return ref
-
-
-def run_qat(config: QATConfig, cache_dir: Path, store: ResultStore, settings: EvalSettings) -> list[dict[str, Any]]:
-    """Train (or reuse) the QAT agent, then store its fp32 and really-quantized evaluations (method ``qat``)."""
-    ref = train_qat(config, cache_dir)
-    jobs = build_jobs(ref, [QuantSpec(config.precision, method="qat")], settings, method="qat")
-    return run_jobs(ref, jobs, store)
 
 
 def resolve_config(algo: str, env: str, bits: str, **kwargs: Any) -> QATConfig:

@@ -1,4 +1,4 @@
-"""Mixed-precision training timing (QuaRL §5): the same rl-zoo3 job trained in fp32 and under torch autocast."""
+"""Mixed precision (handler of method ``amp``, QuaRL §5): the same rl-zoo3 job trained in fp32 and under torch autocast."""
 
 from __future__ import annotations
 
@@ -12,13 +12,18 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from quarl_bench.runner import TRAINING_RECORD, EvalSettings, build_jobs, run_jobs
-from quarl_bench.store import ResultStore
+from quarl_bench.provenance import TRAINING_RECORD
+from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.train import train_with_callbacks
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
 POLICY_SIZES: dict[str, list[int]] = {"small": [64, 64], "medium": [256, 256], "large": [1024, 1024, 1024]}
+
+
+def default_dtype() -> str:
+    """The autocast type: fp16 on a GPU, bf16 on a CPU (CPU autocast has no fp16 matmul kernels)."""
+    return "fp16" if torch.cuda.is_available() else "bf16"
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ class UnwrapTrainAtEnd(BaseCallback):
         self.model.__dict__.pop("train", None)
 
 
-def train_amp(config: AmpConfig, cache_dir: Path):
+def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
+    """The agent trained for ``config`` (fp32 or autocast), timed per gradient update; reused from the cache."""
     folder = config.folder(cache_dir)
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")
     if ref is not None:
@@ -101,9 +107,3 @@ def train_amp(config: AmpConfig, cache_dir: Path):
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")
     assert ref is not None
     return ref
-
-
-def run_amp(config: AmpConfig, cache_dir: Path, store: ResultStore, settings: EvalSettings) -> dict[str, Any]:
-    """Train (or reuse) and store the fp32 evaluation of the trained agent as method ``amp``."""
-    ref = train_amp(config, cache_dir)
-    return run_jobs(ref, build_jobs(ref, [], settings, method="amp"), store)[0]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -11,77 +9,12 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.actorq.carbon import track_energy
+from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
-from quarl_bench.actorq.policy import ACTOR_PRECISIONS, INT8_BACKENDS
-from quarl_bench.errors import QuarlError
+from quarl_bench.provenance import driver_provenance
 from quarl_bench.ray_cluster import connect
-from quarl_bench.runner import package_versions
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult, Job, QuantSpec
-
-LEARNER_ALGOS = ("dqn", "td3", "ddpg")  # DQN for discrete actions, TD3/DDPG for continuous ones
-
-
-@dataclass(frozen=True)
-class ActorQConfig:
-    """One distributed training run (fields as the ``quarl-bench actorq`` flags)."""
-
-    env_id: str
-    actor_precision: str = "int8"
-    comm_bits: int = 32
-    n_actors: int = 2
-    policy_arch: tuple[int, ...] = (2048, 2048, 2048)
-    pull_period: int = 1000
-    samples_per_insert: float = 16.0
-    batch_size: int = 256
-    max_actor_steps: int = 50_000
-    target_reward: float | None = None
-    max_seconds: float | None = None  # wall-clock budget: actors stop at their next pull after it
-    seed: int = 0
-    eval_every_s: float = 10.0
-    eval_episodes: int = 10
-    algo: str = "dqn"
-    learning_starts: int | None = None  # None: rl-zoo3's value for algo/env
-    int8_backend: str = "onnxruntime"  # how int8 actors run: ONNX Runtime's int8 kernels, or torch's
-
-    def __post_init__(self) -> None:
-        if self.actor_precision not in ACTOR_PRECISIONS:
-            raise QuarlError(
-                f"bad actor precision {self.actor_precision!r}: expected one of {', '.join(ACTOR_PRECISIONS)}"
-            )
-        if self.int8_backend not in INT8_BACKENDS:
-            raise QuarlError(f"bad int8 backend {self.int8_backend!r}: expected one of {', '.join(INT8_BACKENDS)}")
-        if self.comm_bits not in (32, 16) and not 2 <= self.comm_bits <= 8:
-            raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
-        if self.algo not in LEARNER_ALGOS:
-            raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(LEARNER_ALGOS)}")
-
-    def env_spaces(self):
-        """The env's (observation, action) spaces, checked against the learner: DQN needs discrete actions,
-        TD3/DDPG continuous ones.
-
-        :raises QuarlError: for an env gymnasium does not know or a learner that cannot act in it.
-        """
-        import gymnasium as gym
-        from gymnasium import spaces
-
-        try:
-            env = gym.make(self.env_id)
-        except gym.error.Error as error:
-            raise QuarlError(f"bad env {self.env_id!r} for ActorQ: {error}") from error
-        observation_space, space = env.observation_space, env.action_space
-        env.close()
-        discrete = isinstance(space, spaces.Discrete)
-        if discrete != (self.algo == "dqn"):
-            wanted = "dqn" if discrete else "td3 or ddpg"
-            raise QuarlError(f"bad ActorQ algo {self.algo!r} for {self.env_id} ({type(space).__name__} actions): "
-                             f"expected {wanted}")  # fmt: skip
-        return observation_space, space
-
-    def run_key(self) -> str:
-        """Identity of the run without the actors' precision: fp32 and int8 runs of one setting share it."""
-        fields = asdict(self) | {"actor_precision": None}
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -112,7 +45,9 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
     after each evaluation of the learner."""
     import ray
 
-    from quarl_bench.actorq.system import Actor, Learner, ParameterQuantizer
+    from quarl_bench.actorq.actor import Actor
+    from quarl_bench.actorq.learner import Learner
+    from quarl_bench.actorq.param_quantizer import ParameterQuantizer
 
     observation_space, action_space = config.env_spaces()
     connect(address)
@@ -204,7 +139,7 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
 def job_for(config: ActorQConfig) -> Job:
     """The store's identity of a run: method ``actorq``, the actors' precision, and the setting's run key."""
     spec = QuantSpec(config.actor_precision, method="actorq")
-    return Job(config.algo, config.env_id, spec, config.run_key(), config.eval_episodes, config.seed, 1, True)
+    return Job(config.algo, config.env_id, spec, config.run_key(), config.eval_episodes, config.seed, 1)
 
 
 def already_stored(config: ActorQConfig, store: ResultStore) -> bool:
@@ -223,7 +158,8 @@ def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> 
         episode_rewards=tuple(final),
         episode_lengths=tuple(0 for _ in final),  # learner evaluation; lengths not kept
         wall_seconds=outcome.wall_seconds,
-        provenance={
+        provenance=driver_provenance()
+        | {
             "agent_source": "actorq",
             "config": asdict(config),
             "curve": outcome.curve,
@@ -236,7 +172,6 @@ def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> 
             "error": outcome.error,
             "actor_steps": steps,
             "actor_steps_per_s": steps / max(outcome.wall_seconds, 1e-9),
-            "versions": package_versions(),
         },
     )
     store.put(result, replace=True)

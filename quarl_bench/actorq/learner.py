@@ -1,5 +1,4 @@
-"""The three Ray actor kinds of ActorQ: an fp32 SB3 learner (DQN, TD3 or DDPG), a parameter quantizer, and
-quantized actors."""
+"""ActorQ's learner: an fp32 SB3 off-policy algorithm (DQN, TD3 or DDPG) training on what actors send."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import os
 import queue
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +21,6 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from quarl_bench.actorq.comm import pack_state, state_nbytes, unpack_state
-from quarl_bench.actorq.exploration import explore
-from quarl_bench.actorq.policy import (
-    build_policy,
-    holds_int8_weights,
-    load_payload,
-    network_for,
-    network_output,
-    policy_payload,
-)
 from quarl_bench.evaluate import evaluate
 
 LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG}
@@ -182,151 +170,4 @@ class Learner:
             "updates": self.updates,
             "train_seconds": self.train_seconds,
             "samples_per_insert": self.updates * self.batch_size / max(self.inserted, 1),
-        }
-
-
-@ray.remote
-class ParameterQuantizer:
-    """Turns the learner's newest fp32 weights into what actors load, and serves it to their pulls.
-
-    ``comm_bits`` 32: the actors' policy itself, built here at the actors' precision (an int8 policy holds one byte
-    per weight) once per new version however many actors pull it, and serialized (ONNX or a pickled module). ``comm_bits`` below 32 (the paper's
-    q_c ablation): the weights bit-packed at ``comm_bits``; each actor builds its policy from them.
-    """
-
-    def __init__(self, comm_bits: int, precision: str, int8_backend: str, action_space: Any, obs_dim: int,
-                 arch: list[int]) -> None:  # fmt: skip
-        torch.set_num_threads(1)
-        self.comm_bits, self.precision, self.int8_backend = comm_bits, precision, int8_backend
-        self.net = network_for(action_space, obs_dim, arch) if comm_bits == 32 else None
-        self.weights: dict[str, torch.Tensor] | None = None
-        self.version = self.built_version = 0
-        self.payload: tuple[str, Any] | None = None  # ("onnx" | "torch", bytes) or ("packed", packed weights)
-        self.stopped = False
-        self.registrations: dict[int, int] = defaultdict(int)
-        self.actor_pids: dict[int, int] = {}
-
-    def publish(self, weights: dict[str, torch.Tensor]) -> int:
-        """Take the learner's newest weights (built lazily, at the next pull)."""
-        self.weights = weights
-        self.version += 1
-        return self.version
-
-    def _build(self) -> float:
-        """Build the broadcast for the newest version if not done yet; returns the seconds it took."""
-        if self.built_version == self.version:
-            return 0.0
-        start = time.perf_counter()
-        if self.net is not None:
-            self.payload = policy_payload(self.weights, self.net, self.precision, self.int8_backend)
-        else:
-            self.payload = "packed", pack_state(self.weights, self.comm_bits)
-        self.built_version = self.version
-        return time.perf_counter() - start
-
-    def latest(self) -> tuple[int, tuple[str, Any] | None, bool, float]:
-        """(version, broadcast, stopped, seconds this pull waited for the quantizer to build the broadcast)."""
-        seconds = self._build()
-        return self.version, self.payload, self.stopped, seconds
-
-    def broadcast_nbytes(self) -> int:
-        self._build()
-        kind, data = self.payload
-        return state_nbytes(data) if kind == "packed" else len(data)
-
-    def stop(self) -> None:
-        self.stopped = True
-
-    def register(self, index: int, pid: int) -> int:
-        """Called by each actor (re)start: counts incarnations, so restarts are known."""
-        self.registrations[index] += 1
-        self.actor_pids[index] = pid
-        return self.registrations[index]
-
-    def pids(self) -> dict[int, int]:
-        return dict(self.actor_pids)
-
-    def restarts(self) -> int:
-        return sum(count - 1 for count in self.registrations.values())
-
-
-@ray.remote(max_restarts=-1, max_task_retries=-1)
-class Actor:
-    """One env, a quantized copy of the policy, its own exploration level; pulls weights every ``pull_period``
-    steps and pushes transitions to the learner every ``push_every`` steps (one push in flight)."""
-
-    def __init__(self, index: int, env_id: str, arch: list[int], precision: str, int8_backend: str,
-                 exploration: float, pull_period: int, quantizer: Any, learner: Any, seed: int,
-                 push_every: int = 250) -> None:  # fmt: skip
-        torch.set_num_threads(1)
-        self.index, self.precision, self.exploration, self.pull_period = index, precision, exploration, pull_period
-        self.int8_backend = int8_backend
-        self.quantizer, self.learner, self.push_every = quantizer, learner, push_every
-        self.env = gym.make(env_id)
-        self.rng = np.random.default_rng(seed + index)
-        self.obs, _ = self.env.reset(seed=seed + index)
-        self.net = network_for(self.env.action_space, self.env.observation_space.shape[0], arch)
-        self.policy = None
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.pulls = self.steps = 0
-        self.bytes_pulled = 0
-        self.incarnation = ray.get(quantizer.register.remote(index, os.getpid()))
-
-    def _pull(self) -> bool:
-        start = time.perf_counter()
-        _, payload, stopped, quantize_seconds = ray.get(self.quantizer.latest.remote())
-        pulled = time.perf_counter()
-        kind, data = payload
-        if kind == "packed":  # comm-quantized weights: build the policy here
-            state = unpack_state(data)
-            unpacked = time.perf_counter()
-            self.policy = build_policy(state, self.net, self.precision, self.int8_backend)
-            loaded = time.perf_counter()
-            self.bytes_pulled += state_nbytes(data)
-        else:  # the policy, built by the quantizer
-            self.policy = load_payload(kind, data)
-            unpacked = loaded = time.perf_counter()
-            self.bytes_pulled += len(data)
-        self.seconds["quantize"] += quantize_seconds
-        self.seconds["pull"] += pulled - start - quantize_seconds
-        self.seconds["deserialize"] += unpacked - pulled
-        self.seconds["load_state_dict"] += loaded - unpacked
-        self.pulls += 1
-        return stopped
-
-    def run(self, max_steps: int) -> dict[str, Any]:
-        """Collect until ``max_steps`` or the driver stops the run; returns this actor's breakdown."""
-        buffer: list[tuple] = []
-        pending = None
-        while self.steps < max_steps:
-            if self.steps % self.pull_period == 0 and self._pull():
-                break
-            start = time.perf_counter()
-            output = network_output(self.policy, self.obs, self.precision)
-            action, stored_action = explore(output, self.env.action_space, self.exploration, self.rng)
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            self.seconds["step"] += time.perf_counter() - start
-            buffer.append((self.obs, next_obs, stored_action, reward, terminated))
-            self.obs = next_obs if not (terminated or truncated) else self.env.reset()[0]
-            self.steps += 1
-            if len(buffer) >= self.push_every:
-                start = time.perf_counter()
-                if pending is not None:
-                    ray.get(pending)  # one push in flight at a time
-                pending = self.learner.add.remote(tuple(np.array(column) for column in zip(*buffer, strict=True)))
-                buffer = []
-                self.seconds["push"] += time.perf_counter() - start
-        if pending is not None:
-            ray.get(pending)
-        return self.report()
-
-    def report(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "steps": self.steps,
-            "pulls": self.pulls,
-            "bytes_pulled": self.bytes_pulled,
-            "seconds": dict(self.seconds),
-            "int8_weights": self.policy is not None and holds_int8_weights(self.policy),
-            "incarnation": self.incarnation,
         }

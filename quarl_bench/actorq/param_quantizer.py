@@ -1,0 +1,81 @@
+"""ActorQ's parameter quantizer: the learner's fp32 weights -> what actors load (ActorQ's broadcast)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+import ray
+import torch
+
+from quarl_bench.actorq.comm import pack_state, state_nbytes
+from quarl_bench.actorq.policy import (
+    network_for,
+    policy_payload,
+)
+
+
+@ray.remote
+class ParameterQuantizer:
+    """Turns the learner's newest fp32 weights into what actors load, and serves it to their pulls.
+
+    ``comm_bits`` 32: the actors' policy itself, built here at the actors' precision (an int8 policy holds one byte
+    per weight) once per new version however many actors pull it, and serialized (ONNX or a pickled module). ``comm_bits`` below 32 (the paper's
+    q_c ablation): the weights bit-packed at ``comm_bits``; each actor builds its policy from them.
+    """
+
+    def __init__(self, comm_bits: int, precision: str, int8_backend: str, action_space: Any, obs_dim: int,
+                 arch: list[int]) -> None:  # fmt: skip
+        torch.set_num_threads(1)
+        self.comm_bits, self.precision, self.int8_backend = comm_bits, precision, int8_backend
+        self.net = network_for(action_space, obs_dim, arch) if comm_bits == 32 else None
+        self.weights: dict[str, torch.Tensor] | None = None
+        self.version = self.built_version = 0
+        self.payload: tuple[str, Any] | None = None  # ("onnx" | "torch", bytes) or ("packed", packed weights)
+        self.stopped = False
+        self.registrations: dict[int, int] = defaultdict(int)
+        self.actor_pids: dict[int, int] = {}
+
+    def publish(self, weights: dict[str, torch.Tensor]) -> int:
+        """Take the learner's newest weights (built lazily, at the next pull)."""
+        self.weights = weights
+        self.version += 1
+        return self.version
+
+    def _build(self) -> float:
+        """Build the broadcast for the newest version if not done yet; returns the seconds it took."""
+        if self.built_version == self.version:
+            return 0.0
+        start = time.perf_counter()
+        if self.net is not None:
+            self.payload = policy_payload(self.weights, self.net, self.precision, self.int8_backend)
+        else:
+            self.payload = "packed", pack_state(self.weights, self.comm_bits)
+        self.built_version = self.version
+        return time.perf_counter() - start
+
+    def latest(self) -> tuple[int, tuple[str, Any] | None, bool, float]:
+        """(version, broadcast, stopped, seconds this pull waited for the quantizer to build the broadcast)."""
+        seconds = self._build()
+        return self.version, self.payload, self.stopped, seconds
+
+    def broadcast_nbytes(self) -> int:
+        self._build()
+        kind, data = self.payload
+        return state_nbytes(data) if kind == "packed" else len(data)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def register(self, index: int, pid: int) -> int:
+        """Called by each actor (re)start: counts incarnations, so restarts are known."""
+        self.registrations[index] += 1
+        self.actor_pids[index] = pid
+        return self.registrations[index]
+
+    def pids(self) -> dict[int, int]:
+        return dict(self.actor_pids)
+
+    def restarts(self) -> int:
+        return sum(count - 1 for count in self.registrations.values())

@@ -1,0 +1,294 @@
+"""One function per ``quarl-bench`` command: build the work, run it, print through ``report.console``.
+
+Imported only after the arguments parsed, so ``quarl-bench --help`` loads neither torch, gymnasium nor Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.report.console import console
+from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+
+def run(args: argparse.Namespace) -> int:
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import result_line, result_table
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.types import QuantSpec
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
+
+    specs = tuple(
+        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits
+    )
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.has("")  # a bad store file fails here, before any agent is fetched or trained
+        ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, not args.no_hub,
+                            args.train_if_missing, args.seed, args.trust_remote_code)  # fmt: skip
+        console.print(
+            f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
+        )
+        if ref.saved_env_id != ref.env_id:
+            console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
+        work = Work("ptq", ref.algo, ref.env_id, specs, EvalSettings(args.episodes, args.seed, args.n_envs), ref,
+                    driver=driver_provenance())  # fmt: skip
+        rows = run_work(
+            work, store, force=args.force, on_result=lambda row, reused: console.print(result_line(row, reused))
+        )
+        console.print(result_table(rows, f"{ref.algo} / {ref.env_id} ({ref.source})"))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def sweep(args: argparse.Namespace) -> int:
+    from quarl_bench.executors import InlineExecutor, PoolExecutor, RayExecutor, default_workers, run_all
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import load_study, select
+    from quarl_bench.report.console import progress_bar, spec_text, summary_table
+    from quarl_bench.runner import AgentSources, plan
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
+
+    study = load_study(args.grid)
+    cells = select(study.cells, args.algo, args.env, args.bits, args.episodes)
+    if not cells:
+        raise QuarlError(f"no job in {args.grid} matches the filters: check --algo/--env/--bits")
+    if args.executor == "ray" and any(cell.method != "ptq" for cell in cells):
+        raise QuarlError(f"{cells[0].method} grids run on the local executor: drop --executor ray")
+    folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
+    sources = AgentSources(folder, args.cache or DEFAULT_CACHE, args.hub, args.train_if_missing, args.trust_remote_code)
+    workers = args.workers or default_workers()
+    store_path = args.store or DEFAULT_STORE
+    with ResultStore(store_path) as store:
+        works, skipped, already = plan(cells, sources, store, workers, args.force, driver_provenance())
+        for skip in skipped:
+            console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
+        n_training = sum(w.training is not None for w in works)
+        console.print(
+            f"Study {study.name}: {len(cells)} grid cells, {len(works) - n_training} evaluation batches and "
+            f"{n_training} training runs to do, {already} already stored, {len(skipped)} agent(s) skipped; "
+            f"{workers} worker(s)"
+        )
+        failures: list[str] = []
+        rows_seen: list[dict[str, Any]] = []
+        with progress_bar(len(works)) as update:
+            done = {"works": 0}
+
+            def on_done(work, rows, error) -> None:
+                done["works"] += 1
+                if error is not None:
+                    failures.append(f"{work.algo}/{work.env_id} {work.method}: {error}")
+                elif rows:
+                    rows_seen.extend(rows)
+                    last = rows[-1]
+                    update(
+                        done["works"],
+                        f"last: {last['algo']}/{last['env_id']} {spec_text(last)} {last['mean_reward']:.1f}",
+                    )
+                update(done["works"])
+
+            if args.executor == "ray":
+                executor = RayExecutor(store, args.address, args.force)
+            elif workers == 1:
+                executor = InlineExecutor(store_path, args.force)
+            else:
+                executor = PoolExecutor(store_path, workers, args.force)
+            run_all(executor, works, on_done)
+        for failure in failures:
+            console.print(f"[red]failed[/] {failure}")
+        rows = study_rows(store, cells, sources)
+    if rows:
+        console.print(summary_table(rows, f"{study.name}: results in {store_path}"))
+    return 1 if failures else 0
+
+
+def study_rows(store: ResultStore, cells: list, sources) -> list[dict[str, Any]]:
+    """The stored rows of a study's cells, found by their job keys (QAT: each training seed's agent, if trained)."""
+    from quarl_bench.registry import EvalSettings, build_jobs
+    from quarl_bench.zoo.agents import find_in_folder, resolve_agent
+
+    rows: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        try:
+            if cell.method == "qat":
+                from quarl_bench.methods.qat import QATConfig
+
+                config = QATConfig(
+                    cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed
+                )
+                ref = find_in_folder(config.folder(sources.cache), cell.algo, cell.env_id, "qat")
+                settings = EvalSettings(cell.episodes, 0)
+            else:
+                ref = resolve_agent(cell.algo, cell.env_id, sources.folder, sources.cache, use_hub=False)
+                settings = EvalSettings(cell.episodes, cell.seed)
+        except QuarlError:
+            continue
+        if ref is None:
+            continue
+        for job in build_jobs(ref, [cell.spec], settings, cell.method):
+            row = rows.get(job.key) or store.get(job.key)
+            if row is not None:
+                rows[job.key] = row
+    return list(rows.values())
+
+
+def qat(args: argparse.Namespace) -> int:
+    from quarl_bench.methods.qat import resolve_config
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import result_table
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.types import QuantSpec
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    config = resolve_config(args.algo, args.env, args.bits, quant_delay=args.quant_delay, n_timesteps=args.n_timesteps,
+                            seed=args.seed, quantize_activations=args.quantize_activations)  # fmt: skip
+    console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.has("")
+        work = Work("qat", config.algo, config.env_id, (QuantSpec(config.precision, method="qat"),),
+                    EvalSettings(args.episodes, args.eval_seed), training=config, cache=args.cache or DEFAULT_CACHE,
+                    driver=driver_provenance())  # fmt: skip
+        rows = run_work(work, store)
+        training = rows[-1]["provenance"]["training"]
+        console.print(
+            f"trained {training['training_steps']} steps, fake quantization on from step {training['enabled_at_step']}"
+            f" (delay {training['quant_delay']}); agent in {rows[-1]['agent_path']}"
+        )
+        console.print(result_table(rows, f"{config.algo} / {config.env_id} (qat)"))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def amp(args: argparse.Namespace) -> int:
+    from quarl_bench.methods.amp import AmpConfig, default_dtype
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import amp_table
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+    from quarl_bench.zoo.envs import resolve_env_id
+
+    env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
+    runs = []
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.has("")
+        for arch in args.policy_arch:
+            rows = {}
+            for precision in ("fp32", dtype):
+                config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, args.seed)
+                console.print(f"training {arch} policy in {precision} ...")
+                work = Work("amp", args.algo, env_id, (), EvalSettings(args.episodes, 0), training=config,
+                            cache=args.cache or DEFAULT_CACHE, driver=driver_provenance())  # fmt: skip
+                rows[precision] = run_work(work, store)[0]
+            runs.append((arch, rows))
+    console.print(
+        amp_table(f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps, seed {args.seed}", runs)
+    )
+    return 0
+
+
+ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can override
+    "comm_bits": "comm_bits", "n_actors": "n_actors", "policy_arch": "policy_arch", "pull_period": "pull_period",
+    "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
+    "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "max_seconds": "max_seconds",
+    "eval_every": "eval_every_s", "int8_backend": "int8_backend",
+}  # fmt: skip
+
+
+def actorq(args: argparse.Namespace) -> int:
+    from quarl_bench.actorq.config import requested_runs
+    from quarl_bench.actorq.driver import already_stored, run_actorq, store_run
+    from quarl_bench.actorq.metrics import breakdown
+    from quarl_bench.report.console import breakdown_table
+
+    overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
+    configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seed)
+    for config in configs:
+        config.env_spaces()  # a bad algo/env pair fails before any run starts
+    store_path = args.store or DEFAULT_STORE
+    for number, config in enumerate(configs, 1):
+        prefix = f"[{number}/{len(configs)}] " if len(configs) > 1 else ""
+        with ResultStore(store_path) as store:
+            if len(configs) > 1 and already_stored(config, store):
+                console.print(
+                    f"{prefix}{config.algo} {config.env_id} {config.actor_precision}: already in the store, skipped"
+                )
+                continue
+        console.print(f"{prefix}ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
+                      f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits")  # fmt: skip
+        outcome = run_actorq(config, args.address, on_eval=lambda p, _: console.print(
+            f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"))  # fmt: skip
+        with ResultStore(store_path) as store:
+            if outcome.error:
+                if outcome.curve:
+                    store_run(config, outcome, store)
+                raise QuarlError(
+                    f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store"
+                )
+            row = store_run(config, outcome, store)
+        console.print(breakdown_table(breakdown(outcome.actors)))
+        prov = row["provenance"]
+        console.print(
+            f"{prov['actor_steps']} actor steps in {outcome.wall_seconds:.1f} s ({prov['actor_steps_per_s']:.0f}/s); "
+            f"learner {outcome.learner['updates']} updates (samples per insert {outcome.learner['samples_per_insert']:.2f}); "
+            f"{outcome.broadcasts} broadcasts of {outcome.broadcast_bytes} bytes; int8 weights on actors: "
+            f"{all(a['int8_weights'] for a in outcome.actors)}; actor restarts: {outcome.restarts}; "
+            f"final reward {row['mean_reward']:.1f}; stored in {store_path}"
+        )
+        energy = outcome.energy
+        console.print(
+            f"energy {energy['kwh'] * 1000:.3f} Wh, {energy['emissions_kg'] * 1000:.3f} g CO2eq ({energy['source']})"
+        )
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from quarl_bench.report.writer import write_report
+
+    path = args.store or DEFAULT_STORE
+    if not Path(path).is_file():
+        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` or `sweep` first, or pass --store")
+    with ResultStore(path) as store:
+        for line in write_report(store, args.out, args.paper):
+            console.print(line)
+    return 0
+
+
+def train(args: argparse.Namespace) -> int:
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, find_in_folder
+    from quarl_bench.zoo.envs import resolve_env_id
+    from quarl_bench.zoo.train import train_baseline
+
+    env_id = resolve_env_id(args.env)
+    cache = args.cache or DEFAULT_CACHE
+    train_baseline(args.algo, env_id, cache, args.seed, args.n_timesteps)
+    ref = find_in_folder(cache, args.algo, env_id, "trained")
+    console.print(f"Saved {args.algo}/{env_id} in {ref.run_dir if ref else cache}")
+    return 0
+
+
+def results(args: argparse.Namespace) -> int:
+    from quarl_bench.report.console import rows_table
+
+    path = args.store or DEFAULT_STORE
+    if not Path(path).is_file():
+        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` first or pass --store PATH")
+    with ResultStore(path) as store:
+        frame = store.to_dataframe()
+    if args.algo:
+        frame = frame[frame["algo"] == args.algo]
+    if args.env:
+        frame = frame[frame["env_id"].str.startswith(args.env)]
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+        console.print(f"Wrote {len(frame)} rows to {args.csv}")
+    if args.parquet:
+        frame.to_parquet(args.parquet, index=False)
+        console.print(f"Wrote {len(frame)} rows to {args.parquet}")
+    console.print(rows_table(frame, f"{len(frame)} results in {path}"))
+    return 0

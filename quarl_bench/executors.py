@@ -1,0 +1,180 @@
+"""Where work runs: in this process, in a local process pool, or on a Ray cluster, behind one interface.
+
+Every executor is driven by the same progress loop (:func:`run_all`). Local workers write their rows to the store
+themselves (each row one transaction); on Ray the driver is the only writer, so the cluster needs no shared disk
+for the store (agent folders must still be reachable at the same path on every node).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.runner import Work, evaluations, run_work
+from quarl_bench.store import ResultStore
+from quarl_bench.types import EvalResult
+
+Finished = tuple[Work, list[dict[str, Any]] | None, BaseException | None]  # rows, or the error that ended it
+
+
+class Executor(Protocol):
+    def submit(self, work: Work) -> None: ...
+
+    def finished(self, timeout: float) -> Iterator[Finished]:
+        """Work that ended since the last call, waiting up to ``timeout`` seconds for some."""
+        ...
+
+    def busy(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def run_all(
+    executor: Executor,
+    works: list[Work],
+    on_done: Callable[[Work, list[dict[str, Any]] | None, BaseException | None], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> None:
+    """Submit every work, then report each as it ends (a failure does not stop the others); tick about once a second."""
+    try:
+        for work in works:
+            executor.submit(work)
+        while executor.busy():
+            for work, rows, error in executor.finished(timeout=1.0):
+                if on_done:
+                    on_done(work, rows, error)
+            if on_tick:
+                on_tick()
+    finally:
+        executor.close()
+
+
+def one_torch_thread() -> None:
+    """Workers already fill the cores; torch's own intra-op threads on top of them made PPO training 10x slower
+    here (each worker's threads spin and wait for a core held by the other worker). Library chatter off, too."""
+    import torch
+
+    from quarl_bench.zoo.quiet import silence_library_warnings
+
+    silence_library_warnings()
+    torch.set_num_threads(1)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def run_in_worker(work: Work, store_path: str, force: bool) -> list[dict[str, Any]]:
+    """Local worker entry point: one agent load, its jobs evaluated and stored one row at a time."""
+    one_torch_thread()
+    with ResultStore(store_path) as store:
+        return run_work(work, store, force=force)
+
+
+class InlineExecutor:
+    """Runs each work in this process, one after another (``--workers 1``)."""
+
+    def __init__(self, store_path: Path, force: bool = False) -> None:
+        self.store_path, self.force = store_path, force
+        self.queue: list[Work] = []
+
+    def submit(self, work: Work) -> None:
+        self.queue.append(work)
+
+    def busy(self) -> bool:
+        return bool(self.queue)
+
+    def finished(self, timeout: float) -> Iterator[Finished]:
+        work = self.queue.pop(0)
+        try:
+            rows = run_in_worker(work, str(self.store_path), self.force)
+        except Exception as error:  # reported per work, the sweep goes on
+            yield work, None, error
+        else:
+            yield work, rows, None
+
+    def close(self) -> None:
+        self.queue.clear()
+
+
+class PoolExecutor:
+    """A local process pool (spawned: no fork of a process that already holds torch threads)."""
+
+    def __init__(self, store_path: Path, workers: int, force: bool = False) -> None:
+        self.store_path, self.force = store_path, force
+        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self.running: dict[Future, Work] = {}
+
+    def submit(self, work: Work) -> None:
+        self.running[self.pool.submit(run_in_worker, work, str(self.store_path), self.force)] = work
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def finished(self, timeout: float) -> Iterator[Finished]:
+        done, _ = wait(self.running, timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in done:
+            work = self.running.pop(future)
+            error = future.exception()
+            yield work, None if error else future.result(), error
+
+    def close(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+
+def evaluate_remotely(work: Work) -> list[EvalResult]:
+    """Ray entry point: evaluate a work's jobs (those not in ``work.skip``) and return the results."""
+    one_torch_thread()
+    return list(evaluations(work, lambda _key: False))
+
+
+class RayExecutor:
+    """A Ray cluster (a local one when ``address`` is None); the driver stores every result."""
+
+    def __init__(self, store: ResultStore, address: str | None, force: bool = False) -> None:
+        import ray
+
+        from quarl_bench.ray_cluster import connect
+
+        self.store, self.force, self.ray = store, force, ray
+        connect(address)
+        self.remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_remotely)
+        self.pending: dict[Any, Work] = {}
+
+    def submit(self, work: Work) -> None:
+        if work.training is not None:
+            raise QuarlError(f"{work.method} grids run on the local executor: drop --executor ray")
+        stored = {key for key in self._keys(work) if not self.force and self.store.has(key)}
+        self.pending[self.remote.remote(replace(work, skip=work.skip | stored))] = work
+
+    @staticmethod
+    def _keys(work: Work) -> list[str]:
+        from quarl_bench.registry import build_jobs
+
+        assert work.ref is not None
+        return [job.key for job in build_jobs(work.ref, list(work.specs), work.settings, work.method)]
+
+    def busy(self) -> bool:
+        return bool(self.pending)
+
+    def finished(self, timeout: float) -> Iterator[Finished]:
+        ready, _ = self.ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+        for ref in ready:
+            work = self.pending.pop(ref)
+            try:
+                results = self.ray.get(ref)
+            except Exception as error:  # reported per work, the sweep goes on
+                yield work, None, error
+                continue
+            for result in results:
+                self.store.put(result, replace=self.force)
+            yield work, [self.store.get(result.job.key) for result in results], None
+
+    def close(self) -> None:
+        self.ray.shutdown()

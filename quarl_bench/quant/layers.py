@@ -1,0 +1,113 @@
+"""Which tensors of an SB3 policy a QuantSpec quantizes: the paper's selection or the original QuaRL code's.
+
+``paper`` (default): the weights of the acting network only, as QuaRL's paper describes: the actor and its
+features extractor for PPO/A2C (shared with the critic by default), the Q-network for DQN/QR-DQN, the actor for
+DDPG/TD3/SAC. Critics, value heads, target networks are untouched; biases only with ``quantize_bias``.
+
+``quarl-code``: what harvard-edge/QuaRL ``baseline/new_ptq.py`` (commit 8002538) really selected, by substring of
+stable-baselines (TF1) variable names (``../shared/paper/quarl_code_layers.md``), mapped onto SB3's networks:
+
+- DQN/QR-DQN: every variable under ``action_value``/``state_value`` with a ``w`` (weights, not biases), in the
+  online *and* target networks -> every weight of ``q_net``/``quantile_net`` and of its target; no bias.
+- Everything else: a ``pi`` variable only if it contains ``w`` (policy weights: ``pi_fc*/w``, ``pi/w``), and every
+  variable without ``pi``, weights and biases (value head, shared CNN and ``fc1``, the critic):
+  PPO/A2C -> policy-net and action-net weights; value-net, value-head and features-extractor weights and biases.
+  DDPG/TD3/SAC -> the actor's variables are ``pi/fc0/kernel`` (``pi``, no ``w``), so **no actor tensor**; the
+  critic and its target, weights and biases. The acting network of these agents is left in fp32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from stable_baselines3.common.policies import BasePolicy
+from torch import nn
+
+# Sub-modules of each algorithm's policy that choose actions (the paper's selection).
+ACTING_MODULES: dict[str, tuple[str, ...]] = {
+    "a2c": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
+    "ppo": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
+    "dqn": ("q_net",),
+    "qrdqn": ("quantile_net",),
+    "ddpg": ("actor",),
+    "td3": ("actor",),
+    "sac": ("actor",),
+}
+# The original code's selection on SB3 module names: (weights-only prefixes, weights-and-biases prefixes).
+QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "dqn": (("q_net", "q_net_target"), ()),
+    "qrdqn": (("quantile_net", "quantile_net_target"), ()),
+    "a2c": (("mlp_extractor.policy_net", "action_net"),
+            ("features_extractor", "pi_features_extractor", "vf_features_extractor", "mlp_extractor.value_net",
+             "value_net")),
+    "ddpg": ((), ("critic", "critic_target")),
+    "td3": ((), ("critic", "critic_target")),
+    "sac": ((), ("critic", "critic_target")),
+}  # fmt: skip
+QUARL_CODE_MODULES["ppo"] = QUARL_CODE_MODULES["a2c"]
+LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One tensor to quantize: ``name`` is its state-dict name (``q_net.q_net.0.weight``)."""
+
+    name: str
+    module: nn.Module
+    kind: str  # "weight" or "bias"
+
+    @property
+    def is_conv(self) -> bool:
+        return not isinstance(self.module, nn.Linear)
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _layers(policy: BasePolicy, keep: Callable[[str], bool]) -> Iterator[tuple[str, nn.Module]]:
+    """Every Linear/Conv layer whose name ``keep`` accepts, once, under the first such name (a shared features
+    extractor appears under several names)."""
+    seen: set[int] = set()
+    for name, module in policy.named_modules(remove_duplicate=False):
+        if isinstance(module, LAYER_TYPES) and id(module) not in seen and keep(name):
+            seen.add(id(module))
+            yield name, module
+
+
+def acting_layers(policy: BasePolicy, algo: str) -> Iterator[tuple[str, nn.Module]]:
+    """Yield ``(name, module)`` for each Linear/Conv layer that the policy acts with, each once.
+
+    For PPO/A2C the features extractor is acting only when it is shared with the actor
+    (``share_features_extractor=True``, SB3's default); a separate ``vf_features_extractor`` is skipped.
+    """
+    prefixes = ACTING_MODULES[algo]
+    vf_extractor = getattr(policy, "vf_features_extractor", None)
+    pi_extractor = getattr(policy, "pi_features_extractor", None)
+    skip_shared = algo in ("a2c", "ppo") and pi_extractor is not None and vf_extractor is not pi_extractor
+
+    def keep(name: str) -> bool:
+        return _under(name, prefixes) and not (skip_shared and name.startswith("features_extractor."))
+
+    yield from _layers(policy, keep)
+
+
+def selected_tensors(
+    policy: BasePolicy, algo: str, layers: str = "paper", quantize_bias: bool = False
+) -> list[Selected]:
+    """The tensors a spec with this layer mode quantizes, in module order."""
+    if layers == "paper":
+        selected = []
+        for name, module in acting_layers(policy, algo):
+            selected.append(Selected(f"{name}.weight", module, "weight"))
+            if quantize_bias and module.bias is not None:
+                selected.append(Selected(f"{name}.bias", module, "bias"))
+        return selected
+    weights_only, with_bias = QUARL_CODE_MODULES[algo]
+    selected = []
+    for name, module in _layers(policy, lambda n: _under(n, weights_only) or _under(n, with_bias)):
+        selected.append(Selected(f"{name}.weight", module, "weight"))
+        if _under(name, with_bias) and module.bias is not None:
+            selected.append(Selected(f"{name}.bias", module, "bias"))
+    return selected

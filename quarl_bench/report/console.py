@@ -1,0 +1,125 @@
+"""Console output of the commands: rich tables and the sweep progress bar. Reads rows, never computes results."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+# Pipes and CI logs get 80 columns by default, which wraps every row of the result table.
+console = Console(width=None if sys.stdout.isatty() else 120)
+
+
+def format_number(value: float | None, pattern: str) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else pattern.format(value)
+
+
+def agreement_text(agreement: dict[str, float]) -> str:
+    if "action_agreement" in agreement:
+        return f"{100 * agreement['action_agreement']:.1f} % same"
+    if "action_l2" in agreement:
+        return f"L2 {agreement['action_l2']:.3f} ({100 * agreement['action_rel_error']:.1f} %)"
+    return "-"
+
+
+def spec_text(row: dict[str, Any]) -> str:
+    """``int8``, or ``int8 symmetric per-channel quarl-code`` when the row's spec is not the default."""
+    extras = [row["granularity"]] if row["granularity"] != "auto" else []
+    extras += [name for name in ("symmetric", "quantize_bias") if row[name]]
+    extras += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
+    return " ".join([row["precision"], *extras])
+
+
+def result_line(row: dict[str, Any], reused: bool) -> str:
+    how = "reused from the store" if reused else f"{row['wall_seconds']:.1f} s"
+    return f"  {spec_text(row):>5}: {row['mean_reward']:.2f} ± {row['std_reward']:.2f} ({how})"
+
+
+def result_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """One agent's rows; the fp32 reward and E% of each come from its own reference row (joined by the store)."""
+    first = rows[0]
+    table = Table(title=f"{title}: {first['episodes']} episodes, seed {first['seed']}, actions {action_text(first)}")
+    for column in ("precision", "reward", "fp32 reward", "E %", "vs fp32 actions", "episodes", "seconds"):
+        table.add_column(column, justify="left" if column == "precision" else "right")
+    for row in rows:
+        table.add_row(
+            spec_text(row),
+            f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
+            format_number(row["fp32_reward"] if row["precision"] != "fp32" else row["mean_reward"], "{:.2f}"),
+            format_number(row["error_pct"], "{:+.2f}"),
+            agreement_text(row["agreement"]),
+            str(row["episodes"]),
+            f"{row['wall_seconds']:.1f}",
+        )
+    return table
+
+
+def action_text(row: dict[str, Any]) -> str:
+    return f"epsilon-greedy({row['epsilon']:g})" if row["action_mode"] == "epsilon-greedy" else row["action_mode"]
+
+
+def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("algo", "env", "method", "precision", "seed", "reward", "E %", "vs fp32 actions", "episodes"):
+        table.add_column(column)
+    ordered = sorted(rows, key=lambda r: (r["algo"], r["env_id"], r["method"], r["seed"], -r["bits"], spec_text(r)))
+    for row in ordered:
+        table.add_row(row["algo"], row["env_id"], row["method"], spec_text(row), str(row["seed"]),
+                      f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}", format_number(row["error_pct"], "{:+.2f}"),
+                      agreement_text(row["agreement"]), str(row["episodes"]))  # fmt: skip
+    return table
+
+
+def rows_table(frame: Any, title: str) -> Table:
+    """``quarl-bench results``: the listed columns of a DataFrame of rows."""
+    columns = ("algo", "env_id", "method", "precision", "mean_reward", "std_reward", "error_pct", "episodes", "seed")
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for _, row in frame.iterrows():
+        table.add_row(*[format_number(row[c], "{:.2f}") if isinstance(row[c], float) else str(row[c]) for c in columns])
+    return table
+
+
+def amp_table(title: str, runs: list[tuple[str, dict[str, dict[str, Any]]]]) -> Table:
+    """Per policy size: fp32 and autocast ms per update, speed-up over fp32, final reward."""
+    table = Table(title=title)
+    for column in ("policy", "dtype", "ms / update", "updates", "train s", "speed-up", "final reward"):
+        table.add_column(column, justify="left" if column in ("policy", "dtype") else "right")
+    for arch, rows in runs:
+        base = rows["fp32"]["provenance"]["training"]["ms_per_update"]
+        for dtype, row in rows.items():
+            training = row["provenance"]["training"]
+            table.add_row(arch, dtype, f"{training['ms_per_update']:.2f}", str(training["updates"]),
+                          f"{training['train_seconds']:.1f}", f"{base / training['ms_per_update']:.2f}x",
+                          f"{row['mean_reward']:.1f} ± {row['std_reward']:.1f}")  # fmt: skip
+    return table
+
+
+def breakdown_table(phases: dict[str, float]) -> Table:
+    table = Table(title="Actor runtime breakdown (seconds, summed over actors)")
+    for phase in phases:
+        table.add_column(phase, justify="right")
+    table.add_row(*[f"{seconds:.1f}" for seconds in phases.values()])
+    return table
+
+
+@contextmanager
+def progress_bar(total: int) -> Iterator[Any]:
+    """A sweep's progress bar; yields ``update(completed=None, last=None)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, TextColumn("{task.fields[last]}"), console=console) as progress:
+        bar = progress.add_task("jobs", total=total, last="")
+
+        def update(completed: int | None = None, last: str | None = None) -> None:
+            fields: dict[str, Any] = {} if last is None else {"last": last}
+            progress.update(bar, **({"completed": completed} if completed is not None else {}), **fields)
+
+        yield update

@@ -1,0 +1,68 @@
+"""``quarl-bench report``: every table and figure, each from rows the store selects for one explicit variant."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from quarl_bench.store import ResultStore, Variant
+
+
+def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str]:
+    """Write the report files into ``out_dir``; returns the lines to print (tables, variants, files written).
+
+    The reward-error table is written once per PTQ variant in the store (seed, episodes, grid options, layer mode),
+    each file named after its variant (no suffix for the default: seed 0, 100 episodes, default spec). Figures and
+    the other tables use the primary variant: the default if the store has it, else the first one found.
+    """
+    from quarl_bench.report.actorq import write_actorq_report
+    from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
+    from quarl_bench.report.tables import (
+        paper_reference,
+        paper_vs_measured,
+        qat_vs_ptq_table,
+        reward_error_table,
+        write_amp_table,
+        write_reward_error_table,
+        write_table,
+        write_weight_spread,
+    )
+
+    lines: list[str] = []
+    written: list[Path] = []
+    variants = store.variants("ptq") or [Variant()]
+    for variant in variants:
+        table = reward_error_table(store.select(variant))
+        if table.empty:
+            continue
+        written += write_reward_error_table(table, out_dir, variant.slug(), variant.label())
+        lines += [f"Reward-error table, variant: {variant.label()}", table.round(2).to_string()]
+    primary = variants[0]
+    lines.append(f"Figures and comparisons use the variant: {primary.label()}")
+    default = store.select(primary)
+    written += write_sweet_spot_figures(default, out_dir)
+    written += write_weight_figures(default, out_dir)
+    written += write_weight_spread(default, out_dir)
+    qat_variants = store.variants("qat")
+    qat_vs_ptq = qat_vs_ptq_table(store.select(qat_variants[0]), default) if qat_variants else pd.DataFrame()
+    written += write_table(qat_vs_ptq, out_dir, "qat_vs_ptq")
+    written += write_qat_figures(qat_vs_ptq, out_dir)
+    paper = paper_reference(paper_dir)
+    comparisons = [paper_vs_measured(store.select(replace(primary, layers=mode)), paper, mode)
+                   for mode in ("paper", "quarl-code")]  # fmt: skip
+    comparison = pd.concat([c for c in comparisons if not c.empty], ignore_index=True) if any(
+        not c.empty for c in comparisons) else pd.DataFrame()  # fmt: skip
+    written += write_table(comparison, out_dir, "paper_vs_measured")
+    if not comparison.empty:
+        inside = comparison["paper inside CI"]
+        lines.append(f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
+                     "measured 95% CI (paper_vs_measured.md)")  # fmt: skip
+    everything = store.to_dataframe()
+    written += write_actorq_report(everything, out_dir)
+    written += write_amp_table(everything, out_dir)
+    others = [v.label() for v in variants if not v.is_default]
+    if others:
+        lines.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
+    return lines + [f"wrote {path}" for path in written]
