@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -247,12 +247,14 @@ class ResultStore:
         """Every variant with at least one quantized (non-fp32) row of ``method``; the default first."""
         if not self._readable():
             return []
-        names = [f.name for f in fields(Variant) if f.name not in ("method", "layers")]
+        names = ("seed", "episodes", "granularity", "symmetric", "quantize_bias", "layer_mode", "quantizer_version")
         rows = self._connection.execute(
-            f"SELECT DISTINCT {', '.join(names)}, layer_mode FROM results WHERE method = ? AND precision != 'fp32'",
-            (method,),
+            f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND precision != 'fp32'", (method,)
         ).fetchall()
-        found = {Variant(method, *row[:-1], layers=row[-1]) for row in rows}
+        found = {
+            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version)
+            for seed, episodes, granularity, symmetric, bias, layers, version in rows
+        }
         return sorted(found, key=lambda v: (not v.is_default, v.label()))
 
     def _frame(self, sql: str, params: Any) -> pd.DataFrame:

@@ -31,21 +31,21 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
     sweep = ("sweep", config_dir() / "smoke.yaml", "--algo", "ppo", "dqn", "-n", "5", "--workers", "1")
     code, _, err = cli(*sweep, "--folder", zoo, "--cache", tmp_path / "cache", "--store", store)
     assert code == 0, err
-    paper = tmp_path / "paper.csv"  # a stand-in for the published table, in its format
-    paper.write_text(
-        "algo,env,fp32_reward,fp16_reward,e_fp16_pct,int8_reward,e_int8_pct\nppo,CartPole,500,500,0,499,0.2\n"
-    )
-    code, _, err = cli("report", "--store", store, "--out", out, "--paper", paper)
+    code, out_text, err = cli("report", "--store", store, "--out", out)
     assert code == 0, err
-    side_by_side = pd.read_csv(out / "paper_vs_measured.csv")
-    assert list(side_by_side["env"]) == ["CartPole-v1"] and side_by_side.loc[0, "paper E_int8 %"] == 0.2
-    assert side_by_side.loc[0, "ours fp32"] == pytest.approx(
-        load_results(store).query("algo == 'ppo' and precision == 'fp32'")["mean_reward"].iloc[0]
-    )
-    for name in ("reward_error_table.md", "reward_error_table.tex", "reward_error_table.csv", "sweetspot_grid.png"):
-        assert (out / name).stat().st_size > 0
-    table = pd.read_csv(out / "reward_error_table.csv", header=[0, 1], index_col=0)
+    assert "variant: episodes 5" in out_text  # 5-episode rows are not the default (100) variant: labelled as such
     rows = load_results(store).set_index(["algo", "precision"])
+    side_by_side = pd.read_csv(out / "paper_vs_measured.csv")  # against zoo_configs/paper/quarl_table2.csv
+    assert sorted(zip(side_by_side["algo"], side_by_side["precision"], strict=True)) == [
+        (algo, precision) for algo in ("dqn", "ppo") for precision in ("fp16", "fp32", "int8")
+    ]
+    ppo_fp32 = side_by_side.query("algo == 'ppo' and precision == 'fp32'").iloc[0]
+    assert ppo_fp32["paper reward"] == 500 and ppo_fp32["env"] == "CartPole-v1" and ppo_fp32["layers"] == "paper"
+    assert ppo_fp32["measured reward"] == rows.loc[("ppo", "fp32"), "mean_reward"] == 500.0
+    assert ppo_fp32["paper inside CI"] and ppo_fp32["row key"] == rows.loc[("ppo", "fp32"), "key"]
+    for name in ("reward_error_table__episodes-5.md", "reward_error_table__episodes-5.csv", "sweetspot_grid.png"):
+        assert (out / name).stat().st_size > 0
+    table = pd.read_csv(out / "reward_error_table__episodes-5.csv", header=[0, 1], index_col=0)
     for algo in ("ppo", "dqn"):
         assert table.loc["CartPole-v1", (algo, "fp32 Rwd")] == pytest.approx(rows.loc[(algo, "fp32"), "mean_reward"])
         assert table.loc["CartPole-v1", (algo, "int8 Rwd")] == pytest.approx(rows.loc[(algo, "int8"), "mean_reward"])

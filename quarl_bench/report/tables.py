@@ -208,7 +208,7 @@ def paper_vs_measured(selected: pd.DataFrame, paper: pd.DataFrame, layers: str) 
         measured = selected[(selected["algo"] == algo) & (selected["env_id"] == env_id)]
         for _reference_key, cell in measured.groupby("reference_key") if len(measured) else []:
             by_precision = cell.set_index("precision")
-            for precision in PAPER_PRECISIONS:
+            for precision in PAPER_PRECISIONS if layers == "paper" else PAPER_PRECISIONS[1:]:  # one fp32 row
                 column = f"{precision}_reward"
                 if column not in published or pd.isna(published[column]) or precision not in by_precision.index:
                     continue
