@@ -23,6 +23,7 @@ from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, Q
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
 SCHEMA_VERSION = 2  # PRAGMA user_version; 0/1: stores made before layers, action modes and quantizer versions
+OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
 SCHEMA = """
@@ -145,7 +146,8 @@ class ResultStore:
         if self._db is None:
             check_store_file(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            # a short wait while opening: a store locked by another program fails in seconds, not a minute
+            db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None)
             try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 if version > SCHEMA_VERSION:
@@ -153,7 +155,6 @@ class ResultStore:
                         f"results store {str(self.path)!r} has schema version {version}, newer than this quarl-bench "
                         f"reads ({SCHEMA_VERSION}): upgrade quarl-bench or pass another --store"
                     )
-                db.execute("PRAGMA busy_timeout=60000")
                 if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     db.execute("PRAGMA journal_mode=WAL")
                 if version < SCHEMA_VERSION:
@@ -162,6 +163,7 @@ class ResultStore:
                         db.execute(SCHEMA)
                         _add_missing_columns(db)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
             except sqlite3.OperationalError as error:
                 db.close()
                 raise QuarlError(f"results store {str(self.path)!r} cannot be opened: {error}; "

@@ -48,3 +48,48 @@ def test_tiny_cnn_agent_at_8_bits(cli, tiny_atari_zoo: Path, tmp_path: Path) -> 
     # A full game of five lives (~500 steps for this agent), not one life (~100): the Monitor sits under the
     # AtariWrapper, whose life-loss "done" only resets the wrapper.
     assert all(length > 250 for length in int8["episode_lengths"])
+
+
+@pytest.fixture(scope="module")
+def tiny_dqn_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """DQN CnnPolicy trained for a few steps, saved with exploration rate 0.2; the zoo's real Breakout config."""
+    from stable_baselines3 import DQN
+
+    register_env_packages()
+    folder = tmp_path_factory.mktemp("dqn_atari_zoo")
+    run_dir = folder / "dqn" / f"{ENV_ID}_1"
+    shutil.copytree(zoo / "dqn" / f"{ENV_ID}_1" / ENV_ID, run_dir / ENV_ID)
+    env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=0), n_stack=4)
+    model = DQN("CnnPolicy", env, buffer_size=64, learning_starts=0, exploration_final_eps=0.2, seed=0, device="cpu")
+    model.learn(16)
+    model.save(run_dir / f"{ENV_ID}.zip")
+    env.close()
+    return folder
+
+
+def test_dqn_plays_atari_epsilon_greedy_like_rl_zoo3_and_repeats_with_its_seed(
+    cli, tiny_dqn_atari_zoo: Path, tmp_path: Path
+) -> None:
+    args = ("run", "--algo", "dqn", "--env", "Breakout", "--bits", "8", "-n", "2", "--n-envs", "2", "--no-hub")
+    stores = [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]
+    for store in stores:
+        code, out, err = cli(*args, "--folder", tiny_dqn_atari_zoo, "--store", store)
+        assert code == 0, err
+    assert "epsilon-greedy(0.2)" in out
+    first, second = (load_results(store).set_index("precision") for store in stores)
+    for precision in ("fp32", "int8"):
+        row = first.loc[precision]
+        assert row["action_mode"] == "epsilon-greedy" and row["epsilon"] == pytest.approx(0.2)
+        assert row["episode_rewards"] == second.loc[precision, "episode_rewards"]
+        assert row["episode_lengths"] == second.loc[precision, "episode_lengths"]
+
+
+def test_shared_zoo_ppo_breakout_agent_scores_as_its_readme_says(cli, zoo: Path, tmp_path: Path) -> None:
+    """The one real Atari agent in the shared zoo: 32.9 +- 13.4 over 30 games in its README (stochastic actions)."""
+    store = tmp_path / "quarl.sqlite"
+    args = ("run", "--algo", "ppo", "--env", "Breakout", "--bits", "32", "-n", "8", "--no-hub")
+    code, out, err = cli(*args, "--folder", zoo, "--store", store)
+    assert code == 0, err
+    row = load_results(store).iloc[0]
+    assert row["action_mode"] == "sampled" and row["episodes"] == 8
+    assert 15 < row["mean_reward"] < 55  # 8 games: a 95% interval around 32.9 with std 13.4 is about +-9.5

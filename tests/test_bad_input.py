@@ -131,3 +131,25 @@ def test_bad_actorq_input(cli, store: Path, flags: tuple[str, ...], fragments: t
     before = file_digest(store)
     assert_one_line_error(cli("actorq", *flags, "--store", store), *fragments)
     assert file_digest(store) == before
+
+
+def test_store_that_is_not_sqlite(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "results.sqlite"
+    store.write_bytes(b"PK\x03\x04 not a database")
+    before = file_digest(store)
+    assert_one_line_error(cli("run", *CARTPOLE, "--folder", zoo, "--store", store), "is not an SQLite database")
+    assert_one_line_error(cli("report", "--store", store), "is not an SQLite database")
+    assert file_digest(store) == before
+
+
+def test_locked_store(cli, zoo: Path, store: Path) -> None:
+    import sqlite3
+
+    holder = sqlite3.connect(store, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        assert_one_line_error(cli("results", "--store", store), "cannot be opened", "database is locked")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from stable_baselines3 import DQN, PPO, SAC
+from stable_baselines3 import DDPG, DQN, PPO, SAC
 
 from quarl_bench.quant.affine import fake_quant
-from quarl_bench.quant.ptq import acting_layers, histogram_kl, quantize, quantize_tensor, weight_profile
+from quarl_bench.quant.layers import acting_layers, selected_tensors
+from quarl_bench.quant.ptq import histogram_kl, quantize, quantize_tensor, weight_profile
 from quarl_bench.types import QuantSpec
 
 
@@ -30,12 +31,11 @@ def test_8bit_grid() -> None:
     assert q.tolist() == [-1.0, 1.0, 0.5, 2 * 2**-7, 0.0]  # 1.7 steps -> 2; -0.5 steps -> 0 (half to even)
 
 
-def test_8bit_error_bounded_by_half_step_and_at_most_257_levels() -> None:
-    w = torch.randn(64, 64)
-    step = (w.min().abs() + w.max().abs()) / 256
+def test_8bit_grid_has_exactly_257_levels_like_the_original_code() -> None:
+    w = torch.linspace(-1.0, 1.0, 10_001, dtype=torch.float64)  # step 2 / 256: codes -128 ... 128, all used
     q = fake_quant(w, 8)
-    assert (q - w).abs().max() <= step / 2 + 1e-7
-    assert len(torch.unique(q)) <= 257
+    assert torch.equal(torch.unique(q), torch.arange(-128, 129, dtype=torch.float64) * 2**-7)
+    assert (q - w).abs().max() <= 2**-8
 
 
 def test_symmetric_grid_has_2_pow_bits_minus_one_levels() -> None:
@@ -140,3 +140,46 @@ def test_weight_profile_of_a_known_network() -> None:
     assert profile["count"] == 4 * 64 + 64 * 64 + 64 * 2
     assert profile["min"] == -1.5 and profile["max"] == 0.5 and profile["range"] == 2.0
     assert sum(profile["histogram"]) == profile["count"] and profile["histogram"][0] == 1
+
+
+LAYER_NAMES = {  # net_arch [8]: one hidden layer; QuaRL code rules in quant/layers.py
+    "a2c": (["mlp_extractor.policy_net.0.weight", "action_net.weight"],
+            ["mlp_extractor.policy_net.0.weight", "mlp_extractor.value_net.0.weight", "mlp_extractor.value_net.0.bias",
+             "action_net.weight", "value_net.weight", "value_net.bias"]),
+    "dqn": (["q_net.q_net.0.weight", "q_net.q_net.2.weight"],
+            ["q_net.q_net.0.weight", "q_net.q_net.2.weight", "q_net_target.q_net.0.weight", "q_net_target.q_net.2.weight"]),
+    "qrdqn": (["quantile_net.quantile_net.0.weight", "quantile_net.quantile_net.2.weight"],
+              ["quantile_net.quantile_net.0.weight", "quantile_net.quantile_net.2.weight",
+               "quantile_net_target.quantile_net.0.weight", "quantile_net_target.quantile_net.2.weight"]),
+    "ddpg": (["actor.mu.0.weight", "actor.mu.2.weight"],
+             [f"{net}.qf0.{i}.{kind}" for net in ("critic", "critic_target") for i in (0, 2) for kind in ("weight", "bias")]),
+    "td3": (["actor.mu.0.weight", "actor.mu.2.weight"],
+            [f"{net}.qf{q}.{i}.{kind}" for net in ("critic", "critic_target") for q in (0, 1) for i in (0, 2)
+             for kind in ("weight", "bias")]),
+    "sac": (["actor.latent_pi.0.weight", "actor.mu.weight", "actor.log_std.weight"],
+            [f"{net}.qf{q}.{i}.{kind}" for net in ("critic", "critic_target") for q in (0, 1) for i in (0, 2)
+             for kind in ("weight", "bias")]),
+}  # fmt: skip
+LAYER_NAMES["ppo"] = LAYER_NAMES["a2c"]
+
+
+@pytest.mark.parametrize("algo", sorted(LAYER_NAMES))
+def test_quantized_tensor_names_in_both_layer_modes(algo: str) -> None:
+    from rl_zoo3 import ALGOS
+
+    env_id = "Pendulum-v1" if algo in ("ddpg", "td3", "sac") else "CartPole-v1"
+    kwargs = {"buffer_size": 10} if algo not in ("a2c", "ppo") else {}
+    model = ALGOS[algo]("MlpPolicy", env_id, policy_kwargs={"net_arch": [8]}, device="cpu", **kwargs)
+    paper, quarl_code = LAYER_NAMES[algo]
+    assert [t.name for t in selected_tensors(model.policy, algo, "paper")] == paper
+    assert [t.name for t in selected_tensors(model.policy, algo, "quarl-code")] == quarl_code
+    _, stats = quantize(model.policy, algo, QuantSpec(8, layers="quarl-code"))
+    assert [layer.name for layer in stats] == quarl_code
+
+
+def test_quarl_code_mode_leaves_a_ddpg_actor_in_fp32() -> None:
+    model = DDPG("MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [8]}, buffer_size=10, device="cpu")
+    quantized, _ = quantize(model.policy, "ddpg", QuantSpec(2, layers="quarl-code"))
+    for name, value in model.policy.actor.state_dict().items():
+        assert torch.equal(quantized.actor.state_dict()[name], value)
+    assert not torch.equal(quantized.critic.qf0[0].weight, model.policy.critic.qf0[0].weight)

@@ -63,3 +63,69 @@ def test_concurrent_writers_lose_no_row(tmp_path: Path) -> None:
         assert worker.exitcode == 0
     frame = load_results(path)
     assert len(frame) == 75 and frame["key"].is_unique
+
+
+def spec_result(
+    precision: str, reward: float, seed: int = 0, episodes: int = 2, agent: str = "abc123", **spec
+) -> EvalResult:
+    job = Job("ppo", "CartPole-v1", QuantSpec(precision, **spec), agent, episodes=episodes, seed=seed, n_envs=2)
+    return EvalResult(job, (reward, reward), (10, 10), 0.5)
+
+
+def test_select_keeps_seeds_variants_and_agents_apart(tmp_path: Path) -> None:
+    from quarl_bench.report.tables import reward_error_table
+    from quarl_bench.store import Variant
+
+    with ResultStore(tmp_path / "s.sqlite") as store:
+        for result in (
+            spec_result("fp32", 100.0, episodes=100), spec_result("int8", 90.0, episodes=100),
+            spec_result("int8", 50.0, episodes=100, symmetric=True),  # stored last: must not replace the default cell
+            spec_result("fp32", 200.0, seed=7, episodes=100), spec_result("int8", 150.0, seed=7, episodes=100),
+            spec_result("fp32", 80.0, episodes=100, agent="other"), spec_result("int8", 40.0, episodes=100, agent="other"),
+        ):  # fmt: skip
+            store.put(result)
+        default = store.select()
+        assert sorted(default["mean_reward"]) == [40.0, 80.0, 90.0, 100.0]
+        errors = dict(zip(default["agent_hash"] + default["precision"], default["error_pct"], strict=True))
+        assert errors["abc123int8"] == 10.0 and errors["otherint8"] == 50.0  # each from its own fp32 row
+        symmetric = store.select(Variant(symmetric=True))
+        assert sorted(symmetric["mean_reward"]) == [50.0, 80.0, 100.0]  # fp32 rows join every int variant
+        assert store.select(Variant(seed=7))["error_pct"].dropna().tolist() == [25.0]
+        assert [v.label() for v in store.variants()] == ["default", "seed 7", "symmetric"]
+        table = reward_error_table(default)
+    assert list(table.index) == ["CartPole-v1 (agent hash abc123)", "CartPole-v1 (agent hash other)", "Mean"]
+    assert table.loc["CartPole-v1 (agent hash abc123)", ("ppo", "E_int8 %")] == 10.0
+    assert table.loc["Mean", ("ppo", "E_int8 %")] == 30.0
+
+
+def test_specs_that_compute_the_same_share_one_key() -> None:
+    from quarl_bench.types import QUANTIZER_VERSION
+
+    fp32 = [QuantSpec("fp32"), QuantSpec(32, "per-channel", True, True, layers="quarl-code")]
+    assert fp32[0] == fp32[1]
+    assert QuantSpec("fp16", "per-channel", symmetric=True) == QuantSpec("fp16")
+    assert QuantSpec("int8", "per-channel") != QuantSpec("int8")
+    job = spec_result("int8", 1.0).job
+    assert job.identity()["quantizer_version"] == QUANTIZER_VERSION
+
+
+def test_store_file_that_is_not_sqlite_is_refused_untouched(tmp_path: Path) -> None:
+    from quarl_bench.errors import QuarlError
+
+    path = tmp_path / "notes.sqlite"
+    path.write_text("these are my notes\n")
+    with pytest.raises(QuarlError, match="is not an SQLite database"), ResultStore(path) as store:
+        store.has("x")
+    assert path.read_text() == "these are my notes\n"
+
+
+def test_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    from quarl_bench.errors import QuarlError
+
+    path = tmp_path / "future.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(QuarlError, match="schema version 99, newer"), ResultStore(path) as store:
+        store.has("x")

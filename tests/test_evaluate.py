@@ -1,0 +1,64 @@
+"""Evaluation: agreement arithmetic, normalisation statistics left alone, the same seed giving the same episodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecNormalize
+
+from quarl_bench.evaluate import AgreementMeter, evaluate
+from quarl_bench.methods.ptq import evaluate_job
+from quarl_bench.quant.ptq import quantize
+from quarl_bench.registry import EvalSettings, build_jobs
+from quarl_bench.types import ActionMode, QuantSpec
+from quarl_bench.zoo.agents import load_agent, resolve_agent
+
+
+def meter_for(space: spaces.Space) -> AgreementMeter:
+    actor = SimpleNamespace(policy=SimpleNamespace(action_space=space), mode=ActionMode())
+    return AgreementMeter(actor, reference=None)  # type: ignore[arg-type]
+
+
+def test_agreement_of_discrete_actions() -> None:
+    meter = meter_for(spaces.Discrete(3))
+    meter._record(np.array([0, 1, 2, 2]), np.array([0, 1, 1, 0]))
+    meter._record(np.array([1]), np.array([1]))
+    assert meter.summary() == {"decisions": 5, "action_agreement": 0.6}
+
+
+def test_agreement_of_continuous_actions() -> None:
+    meter = meter_for(spaces.Box(-1, 1, (2,)))
+    meter._record(np.array([[1.0, 0.0], [3.0, 4.0]]), np.array([[1.0, 0.0], [0.0, 4.0]]))
+    # distances 0 and 3, reference norms 1 and 4: mean L2 1.5, mean relative error (0 + 0.75) / 2
+    assert meter.summary() == {"decisions": 2, "action_l2": 1.5, "action_rel_error": 0.375}
+
+
+@pytest.mark.slow
+def test_normalization_statistics_are_not_updated_by_evaluation(zoo: Path, tmp_path: Path) -> None:
+    agent = load_agent(resolve_agent("a2c", "Pendulum-v1", zoo, tmp_path, use_hub=False))
+    env = agent.make_env(2, seed=0)
+    normalizer = env
+    while not isinstance(normalizer, VecNormalize):
+        normalizer = normalizer.venv
+    before = (normalizer.obs_rms.mean.copy(), normalizer.obs_rms.var.copy(), normalizer.obs_rms.count)
+    assert not normalizer.training and not normalizer.norm_reward
+    policy, _ = quantize(agent.model.policy, "a2c", QuantSpec(8))
+    evaluate(policy, env, 4, seed=0, reference=agent.model.policy)
+    assert np.array_equal(normalizer.obs_rms.mean, before[0]) and np.array_equal(normalizer.obs_rms.var, before[1])
+    assert normalizer.obs_rms.count == before[2]
+    env.close()
+
+
+@pytest.mark.slow
+def test_same_seed_gives_the_same_episodes_for_a_quantized_job(zoo: Path, tmp_path: Path) -> None:
+    ref = resolve_agent("dqn", "Acrobot-v1", zoo, tmp_path, use_hub=False)
+    agent = load_agent(ref)
+    int8 = build_jobs(ref, [QuantSpec(8)], EvalSettings(episodes=6, seed=3, n_envs=3))[1]
+    first, second = evaluate_job(agent, int8, {}), evaluate_job(agent, int8, {})
+    assert first.episode_rewards == second.episode_rewards and first.episode_lengths == second.episode_lengths
+    other_seed = build_jobs(ref, [QuantSpec(8)], EvalSettings(episodes=6, seed=4, n_envs=3))[1]
+    assert evaluate_job(agent, other_seed, {}).episode_lengths != first.episode_lengths
