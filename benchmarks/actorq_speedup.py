@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quarl_bench.actorq.metrics import breakdown, reward_target, time_to_reward
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.driver import RunOutcome, run_actorq, store_run
+from quarl_bench.actorq.metrics import breakdown, reward_target, time_to_reward
 from quarl_bench.store import ResultStore
 
 

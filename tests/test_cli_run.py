@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from quarl_bench.store import load_results
@@ -121,12 +122,35 @@ def test_console_script_and_results_export(zoo: Path, tmp_path: Path) -> None:
     done = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "int4" in done.stdout and "fp16" in done.stdout
+    assert "argv[0]=" not in done.stdout + done.stderr and "Warning" not in done.stderr
     csv = tmp_path / "out.csv"
     done = subprocess.run([exe, "results", "--store", store, "--csv", csv], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "3 results" in done.stdout
-    assert len(csv.read_text().strip().splitlines()) >= 4  # header + 3 rows (JSON cells may add lines)
+    exported = pd.read_csv(csv).set_index("precision")
+    stored = load_results(store).set_index("precision")
+    assert sorted(exported.index) == ["fp16", "fp32", "int4"]
+    for precision in ("fp16", "int4"):  # E% exported as stored, from the fp32 row
+        assert exported.loc[precision, "error_pct"] == pytest.approx(stored.loc[precision, "error_pct"])
+        assert exported.loc[precision, "fp32_reward"] == stored.loc["fp32", "mean_reward"]
+    row = stored.loc["int4"]  # provenance: the command the user typed, the code, the versions
+    assert row["provenance"]["command"].startswith("quarl-bench run --algo dqn --env CartPole --bits 4 fp16")
+    assert len(row["provenance"]["git_commit"]) == 40 and isinstance(row["provenance"]["git_dirty"], bool)
+    assert row["provenance"]["versions"]["torch"].startswith("2.")
     with sqlite3.connect(store) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_fields_that_do_not_apply_are_normalised_so_fp32_runs_once(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    args = ("run", "--algo", "ppo", "--env", "CartPole", "-n", "5", "--folder", zoo, "--store", store)
+    assert cli(*args, "--bits", "32", "8")[0] == 0
+    code, out, _ = cli(*args, "--bits", "32", "8", "fp16", "--granularity", "per-channel", "--symmetric")
+    assert code == 0 and out.count("reused from the store") == 1  # fp32: the same computation, the same row
+    frame = load_results(store)
+    assert sorted(frame["precision"]) == ["fp16", "fp32", "int8", "int8"]
+    fp16 = frame[frame["precision"] == "fp16"].iloc[0]
+    assert (fp16["granularity"], fp16["symmetric"]) == ("auto", 0)  # normalised: fp16 has no grid
+    assert set(frame["quantizer_version"]) == {2}
 
 
 def test_train_then_run_from_the_cache(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from hub_server import HubServer
+
 from quarl_bench.store import load_results
 
 pytestmark = pytest.mark.slow
