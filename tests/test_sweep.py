@@ -97,3 +97,18 @@ def test_sweep_on_a_local_ray_cluster(cli, zoo: Path, tmp_path: Path) -> None:
     frame = load_results(store)
     assert sorted(frame["precision"]) == ["fp16", "fp32", "int4", "int8"]
     assert frame["key"].is_unique and (frame["mean_reward"] == 500.0).all()
+
+
+def test_grid_blocks_sweep_spec_options(tmp_path: Path) -> None:
+    grid = tmp_path / "options.yaml"
+    grid.write_text(
+        "grid:\n  - algos: [dqn]\n    envs: [CartPole]\n    precisions: [fp32, fp16, 4]\n"
+        "    symmetric: [false, true]\n    layers: quarl-code\n"
+    )
+    specs = [(c.precision, c.spec.symmetric, c.spec.layers) for c in load_study(grid).cells]
+    # fp32 and fp16 have no grid: their symmetric variants are the same computation, kept once
+    assert specs == [("fp32", False, "paper"), ("fp16", False, "quarl-code"), ("int4", False, "quarl-code"),
+                     ("int4", True, "quarl-code")]  # fmt: skip
+    grid.write_text("grid:\n  - algos: [dqn]\n    envs: [CartPole]\n    precisions: [8]\n    layers: [everything]\n")
+    with pytest.raises(Exception, match="bad layers 'everything'.*paper, quarl-code"):
+        load_study(grid)
