@@ -7,8 +7,6 @@ quarl-bench's evaluation against rl-zoo3's, on the same installed stack.
 Arguments are rl-zoo3 ``enjoy``'s; it prints "Episode Reward: ..." per finished episode.
 """
 
-import sys
-
 from rl_zoo3.enjoy import enjoy
 
 from quarl_bench.zoo.envs import gym_pickle_alias
