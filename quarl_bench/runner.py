@@ -63,12 +63,14 @@ def run_work(
     force: bool = False,
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate and store the jobs not yet stored (all with ``force``); return every job's stored row in job order.
+    """Evaluate and store the jobs not yet stored (all with ``force``); return the stored rows in job order (a job
+    left to another worker, ``work.skip``, only once it is stored).
 
     ``on_result(row, reused)`` is called per job as it is stored or found.
     """
     ref = work.agent()
     keys = [job.key for job in build_jobs(ref, list(work.specs), work.settings, work.method)]
+    keys = [key for key in keys if key not in work.skip or store.has(key)]  # another worker's job: maybe not yet
     reused = {key for key in keys if not force and store.has(key)}
     for key in reused:
         if on_result:

@@ -166,3 +166,31 @@ def test_train_then_run_from_the_cache(cli, tmp_path: Path, monkeypatch: pytest.
     assert code == 0, err
     assert "from cache" in out
     assert load_results(store).iloc[0]["agent_source"] == "cache"
+
+
+def test_library_noise_never_reaches_the_console(zoo: Path, tmp_path: Path) -> None:
+    """pybullet prints 'pybullet build time' and 'argv[0]=' from C; deprecation warnings come from several libraries."""
+    exe, store = Path(sys.executable).with_name("quarl-bench"), tmp_path / "quarl.sqlite"
+    grid = tmp_path / "bullet.yaml"
+    grid.write_text(
+        "episodes: 2\ngrid:\n  - algos: [ppo, a2c]\n    envs: [ReacherBulletEnv-v0]\n    precisions: [fp32, 8]\n"
+    )
+    commands = [
+        [exe, "run", "--algo", "ppo", "--env", "ReacherBulletEnv-v0", "-n", "2", "--folder", zoo, "--no-hub"],
+        [exe, "sweep", grid, "--workers", "2", "--folder", zoo],
+    ]
+    for command in commands:
+        done = subprocess.run([*command, "--store", store], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == "" and "pybullet" not in done.stdout and "argv[0]" not in done.stdout
+    assert len(load_results(store)) == 4
+
+
+def test_help_loads_neither_torch_nor_gymnasium_nor_ray() -> None:
+    probe = (
+        "import sys\nfrom quarl_bench.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'gymnasium', 'ray', 'stable_baselines3') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip().endswith("[]") and "quarl-bench" in done.stdout

@@ -12,7 +12,7 @@ from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.ptq import quantize, weight_profile
 from quarl_bench.types import EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
-from quarl_bench.zoo.quiet import native_stdout_silenced
+from quarl_bench.zoo.quiet import native_output_silenced
 
 
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalResult:
@@ -24,7 +24,7 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
     fp32_policy.set_training_mode(False)
     policy, layers = quantize(fp32_policy, job.algo, job.spec)
     reference = None if job.spec.is_identity else fp32_policy
-    with native_stdout_silenced():  # pybullet prints from C when its envs are made and first reset
+    with native_output_silenced():  # pybullet prints from C when its envs are made and first reset
         env = agent.make_env(job.n_envs, job.seed)
         try:
             episodes = evaluate(

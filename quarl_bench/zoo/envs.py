@@ -20,7 +20,10 @@ from quarl_bench.errors import QuarlError
 @cache
 def register_env_packages() -> None:
     """Register Atari (ale-py) and PyBullet envs with gymnasium, as rl-zoo3 does on import."""
-    import rl_zoo3.import_envs  # noqa: F401  (registers ale_py and pybullet_envs_gymnasium envs)
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    with native_output_silenced():  # pybullet prints its build time from C when imported
+        import rl_zoo3.import_envs  # noqa: F401  (registers ale_py and pybullet_envs_gymnasium envs)
 
 
 def resolve_env_id(name: str) -> str:

@@ -27,24 +27,29 @@ def quiet_libraries() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def native_stdout_silenced() -> Iterator[None]:
-    """Send file descriptor 1 to /dev/null for a block: what C code prints (pybullet) goes nowhere.
+def native_output_silenced() -> Iterator[None]:
+    """Send file descriptors 1 and 2 to /dev/null for a block: what C code prints (pybullet) goes nowhere.
 
-    Python's own ``print`` output in the block is lost too, so only library calls belong inside.
+    Python's own output in the block is lost too, so only library calls belong inside; an exception still
+    propagates (and is reported after the block).
     """
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # no real stdout (captured by pytest, a notebook): nothing to do
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(fd)
+    streams = []
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            streams.append((stream, stream.fileno()))
+        except (AttributeError, OSError, ValueError):  # no real file (captured by pytest, a notebook): leave it
+            continue
     devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = []
     try:
-        os.dup2(devnull, fd)
+        for stream, fd in streams:
+            stream.flush()
+            saved.append((stream, fd, os.dup(fd)))
+            os.dup2(devnull, fd)
         yield
     finally:
-        sys.stdout.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
+        for stream, fd, copy in saved:
+            stream.flush()
+            os.dup2(copy, fd)
+            os.close(copy)
         os.close(devnull)
