@@ -247,13 +247,18 @@ def actorq(args: argparse.Namespace) -> int:
     return 0
 
 
+def existing_store(path: Path | None) -> Path:
+    """The store a reading command opens; it must exist (reading never creates one)."""
+    path = path or DEFAULT_STORE
+    if not Path(path).is_file():
+        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` or `sweep` first, or pass --store")
+    return Path(path)
+
+
 def report(args: argparse.Namespace) -> int:
     from quarl_bench.report.writer import write_report
 
-    path = args.store or DEFAULT_STORE
-    if not Path(path).is_file():
-        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` or `sweep` first, or pass --store")
-    with ResultStore(path) as store:
+    with ResultStore(existing_store(args.store)) as store:
         for line in write_report(store, args.out, args.paper):
             console.print(line)
     return 0
@@ -275,9 +280,7 @@ def train(args: argparse.Namespace) -> int:
 def results(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import rows_table
 
-    path = args.store or DEFAULT_STORE
-    if not Path(path).is_file():
-        raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` first or pass --store PATH")
+    path = existing_store(args.store)
     with ResultStore(path) as store:
         frame = store.to_dataframe()
     if args.algo:

@@ -17,19 +17,25 @@ pytestmark = pytest.mark.slow
 ENV_ID = "BreakoutNoFrameskip-v4"
 
 
-@pytest.fixture(scope="module")
-def tiny_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """PPO CnnPolicy trained for a few steps; the zoo's real config.yml (AtariWrapper, 4-frame stack)."""
+def tiny_atari_agent(zoo: Path, folder: Path, algo: str, make_model) -> Path:
+    """``make_model(env)`` trained for 16 steps, saved in the zoo layout with the zoo's real config.yml
+    (AtariWrapper, 4-frame stack); returns the zoo folder."""
     register_env_packages()
-    folder = tmp_path_factory.mktemp("atari_zoo")
-    run_dir = folder / "ppo" / f"{ENV_ID}_1"
-    shutil.copytree(zoo / "ppo" / f"{ENV_ID}_1" / ENV_ID, run_dir / ENV_ID)
+    run_dir = folder / algo / f"{ENV_ID}_1"
+    shutil.copytree(zoo / algo / f"{ENV_ID}_1" / ENV_ID, run_dir / ENV_ID)
     env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=0), n_stack=4)
-    model = PPO("CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model = make_model(env)
     model.learn(16)
     model.save(run_dir / f"{ENV_ID}.zip")
     env.close()
     return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PPO CnnPolicy trained for a few steps."""
+    return tiny_atari_agent(zoo, tmp_path_factory.mktemp("atari_zoo"), "ppo", lambda env: PPO(
+        "CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu"))  # fmt: skip
 
 
 def test_tiny_cnn_agent_at_8_bits(cli, tiny_atari_zoo: Path, tmp_path: Path) -> None:
@@ -52,19 +58,11 @@ def test_tiny_cnn_agent_at_8_bits(cli, tiny_atari_zoo: Path, tmp_path: Path) -> 
 
 @pytest.fixture(scope="module")
 def tiny_dqn_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """DQN CnnPolicy trained for a few steps, saved with exploration rate 0.2; the zoo's real Breakout config."""
+    """DQN CnnPolicy trained for a few steps, saved with exploration rate 0.2."""
     from stable_baselines3 import DQN
 
-    register_env_packages()
-    folder = tmp_path_factory.mktemp("dqn_atari_zoo")
-    run_dir = folder / "dqn" / f"{ENV_ID}_1"
-    shutil.copytree(zoo / "dqn" / f"{ENV_ID}_1" / ENV_ID, run_dir / ENV_ID)
-    env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=0), n_stack=4)
-    model = DQN("CnnPolicy", env, buffer_size=64, learning_starts=0, exploration_final_eps=0.2, seed=0, device="cpu")
-    model.learn(16)
-    model.save(run_dir / f"{ENV_ID}.zip")
-    env.close()
-    return folder
+    return tiny_atari_agent(zoo, tmp_path_factory.mktemp("dqn_atari_zoo"), "dqn", lambda env: DQN(
+        "CnnPolicy", env, buffer_size=64, learning_starts=0, exploration_final_eps=0.2, seed=0, device="cpu"))  # fmt: skip
 
 
 def test_dqn_plays_atari_epsilon_greedy_like_rl_zoo3_and_repeats_with_its_seed(
