@@ -74,7 +74,6 @@ def sweep(args: argparse.Namespace) -> int:
             f"{workers} worker(s)"
         )
         failures: list[str] = []
-        rows_seen: list[dict[str, Any]] = []
         with progress_bar(len(works)) as update:
             done = {"works": 0}
 
@@ -83,7 +82,6 @@ def sweep(args: argparse.Namespace) -> int:
                 if error is not None:
                     failures.append(f"{work.algo}/{work.env_id} {work.method}: {error}")
                 elif rows:
-                    rows_seen.extend(rows)
                     last = rows[-1]
                     update(
                         done["works"],

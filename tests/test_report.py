@@ -70,3 +70,26 @@ def test_notebook_runs_on_a_small_store(cli, zoo: Path, tmp_path: Path, monkeypa
     assert not [o for o in outputs if o.output_type == "error"]
     texts = " ".join(o.get("text", "") for o in outputs)
     assert "12 jobs, 3 agents" in texts and "showing: episodes 3" in texts  # 3 agents x 4 precisions, one variant
+
+
+def test_qat_vs_ptq_matches_on_precision_not_bits() -> None:
+    from quarl_bench.report.tables import qat_vs_ptq_table
+
+    def rows(agent: str, precisions: list[str], rewards: list[float]) -> pd.DataFrame:
+        bits = {"fp32": 32, "fp16": 16, "bf16": 16, "int16": 16, "int4": 4}
+        return pd.DataFrame({"algo": "ppo", "env_id": "CartPole-v1", "precision": precisions,
+                             "bits": [bits[p] for p in precisions], "mean_reward": rewards, "agent_hash": agent,
+                             "reference_key": f"ref-{agent}"})  # fmt: skip
+
+    qat = pd.concat(
+        [rows("seed0", ["fp32", "int4", "int16"], [500, 480, 499]), rows("seed1", ["fp32", "int4"], [500, 490])]
+    )
+    ptq = rows("zoo", ["fp32", "int4", "fp16", "bf16"], [500, 100, 498, 497])
+    table = qat_vs_ptq_table(qat, ptq).set_index("precision")
+    assert (
+        table.loc["int4", "PTQ Rwd"] == 100
+        and table.loc["int4", "QAT Rwd"] == 485
+        and table.loc["int4", "QAT seeds"] == 2
+    )
+    assert pd.isna(table.loc["int16", "PTQ Rwd"])  # no int16 PTQ row: fp16/bf16 (also 16 bits) are not it
+    assert table.loc["int4", "QAT std over seeds"] == 5.0 and table.loc["int4", "ptq agent"] == "zoo"

@@ -151,22 +151,23 @@ def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
     Matched on the precision (``int8``, ``fp16``, ``bf16``...), never on bit count: fp16, bf16 and int16 differ.
     An algo/env with several PTQ agents gets one row per agent (``ptq agent``).
     """
+    if qat.empty:
+        return pd.DataFrame()
     records = []
-    quantized = qat[qat["precision"] != "fp32"] if len(qat) else qat
-    for (algo, env_id, precision), group in (
-        quantized.groupby(["algo", "env_id", "precision"]) if len(quantized) else []
-    ):
+    quantized = qat[qat["precision"] != "fp32"]
+    for (algo, env_id, precision), group in quantized.groupby(["algo", "env_id", "precision"]):
         baseline = ptq[(ptq["algo"] == algo) & (ptq["env_id"] == env_id)] if len(ptq) else ptq
-        for _reference_key, cell in baseline.groupby("reference_key") if len(baseline) else [(None, None)]:
-            fp32 = cell[cell["precision"] == "fp32"]["mean_reward"] if cell is not None else pd.Series(dtype=float)
-            ptq_reward = (
-                cell[cell["precision"] == precision]["mean_reward"] if cell is not None else pd.Series(dtype=float)
-            )
+        cells = [cell for _, cell in baseline.groupby("reference_key")] if len(baseline) else [None]
+        for cell in cells:  # one row per PTQ agent, or one without PTQ numbers
+
+            def reward(of: str, cell: pd.DataFrame | None = cell) -> float:
+                found = cell[cell["precision"] == of]["mean_reward"] if cell is not None else []
+                return float(found.iloc[0]) if len(found) else float("nan")
+
             records.append({
                 "algo": algo, "env": env_id, "precision": precision, "bits": int(group["bits"].iloc[0]),
                 "ptq agent": cell["agent_hash"].iloc[0] if cell is not None else None,
-                "fp32 Rwd": fp32.iloc[0] if len(fp32) else float("nan"),
-                "PTQ Rwd": ptq_reward.iloc[0] if len(ptq_reward) else float("nan"),
+                "fp32 Rwd": reward("fp32"), "PTQ Rwd": reward(precision),
                 "QAT Rwd": group["mean_reward"].mean(),
                 "QAT std over seeds": group["mean_reward"].std(ddof=0),
                 "QAT seeds": len(group),
