@@ -11,7 +11,17 @@ from typing import NoReturn
 
 from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, GRANULARITIES, LAYER_MODES, PRECISION_HELP, parse_precision
+from quarl_bench.types import (
+    ALGOS,
+    BACKEND_PRECISIONS,
+    CALIBRATION_METHODS,
+    GRANULARITIES,
+    LAYER_MODES,
+    PRECISION_HELP,
+    parse_precision,
+)
+
+BACKENDS = tuple(BACKEND_PRECISIONS)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -68,6 +78,13 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantize-bias", action="store_true", help="quantize biases too (QuaRL kept them fp32)")
     parser.add_argument("--layers", choices=LAYER_MODES, default="paper",
                         help="paper: the acting weights; quarl-code: what the original QuaRL code quantized")  # fmt: skip
+
+
+def add_calibration(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--calibration-states", type=positive_int, default=1000,
+                        help="ort-int8-static: visited observations that calibrate activation ranges (default 1000)")  # fmt: skip
+    parser.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
+                        help="ort-int8-static: how ranges are chosen from them (default minmax)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +175,28 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--seed", type=int, default=None)
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     add_store(actorq)
+
+    deploy = commands.add_parser("deploy", help="build real fp16/int8 artifacts of an agent, play, time and weigh them")
+    add_algo(deploy, required=True)
+    deploy.add_argument("--env", required=True, help="env id or alias")
+    add_sources(deploy)
+    deploy.add_argument("--backend", nargs="+", choices=BACKENDS, metavar="B",
+                        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static"],
+                        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)")  # fmt: skip
+    add_calibration(deploy)
+    deploy.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per backend (default 100)")
+    deploy.add_argument("--n-envs", type=positive_int, default=None, help="envs evaluated at once")
+    deploy.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
+    add_store(deploy)
+    deploy.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
+    export = commands.add_parser("export", help="write one backend's artifact of an agent, with a README next to it")
+    add_algo(export, required=True)
+    export.add_argument("--env", required=True, help="env id or alias")
+    add_sources(export)
+    export.add_argument("--backend", required=True, choices=BACKENDS, metavar="B", help=f"one of {', '.join(BACKENDS)}")
+    add_calibration(export)
+    export.add_argument("--out", type=Path, required=True, help="artifact file to write, e.g. policy.onnx")
 
     report = commands.add_parser("report", help="write the paper's tables and figures from the store")
     add_store(report)

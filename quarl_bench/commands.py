@@ -293,3 +293,73 @@ def results(args: argparse.Namespace) -> int:
         console.print(f"Wrote {len(frame)} rows to {args.parquet}")
     console.print(rows_table(frame, f"{len(frame)} results in {path}"))
     return 0
+
+
+def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
+    from quarl_bench.types import QuantSpec
+
+    return tuple(
+        QuantSpec(method="deploy", backend=backend, calibration_states=args.calibration_states,
+                  calibration_method=args.calibration_method)
+        for backend in dict.fromkeys(backends)
+    )  # fmt: skip
+
+
+def deploy(args: argparse.Namespace) -> int:
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import deployment_table, result_line
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
+
+    specs = deploy_specs(args, args.backend)
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.has("")
+        ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, True, args.train_if_missing,
+                            args.seed, args.trust_remote_code)  # fmt: skip
+        console.print(
+            f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
+        )
+        work = Work("deploy", ref.algo, ref.env_id, specs, EvalSettings(args.episodes, args.seed, args.n_envs), ref,
+                    driver=driver_provenance())  # fmt: skip
+        rows = run_work(work, store, args.force, lambda row, reused: console.print(result_line(row, reused)))
+        console.print(deployment_table(rows, f"{ref.algo} / {ref.env_id}: deployed artifacts"))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from quarl_bench.deploy.artifact_readme import artifact_readme
+    from quarl_bench.deploy.backends import build
+    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
+    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, visited_states
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, load_agent, resolve_agent
+
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise QuarlError(f"cannot write {str(out)!r}: expected a file path in an existing, writable folder")
+    spec = deploy_specs(args, [args.backend])[0]
+    ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, True, args.train_if_missing,
+                        0, args.trust_remote_code)  # fmt: skip
+    agent = load_agent(ref)
+    env = agent.make_env(1, 0)
+    raw, normalizer = split_normalizer(env)
+    module = DeployablePolicy(agent.model.policy, ref.algo, raw.observation_space, normalizer).eval()
+    env.close()
+    calibration = (
+        visited_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET) if spec.calibration_states else None
+    )
+    sample = visited_states(agent, 1, CALIBRATION_SEED_OFFSET + 1)
+    artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax")
+    if not artifact.standalone:
+        raise QuarlError(
+            f"backend {spec.backend} has no standalone artifact format: expected an ort-* or torch-fp32 backend"
+        )
+    readme = out.with_name(out.name + ".README.md")
+    text = artifact_readme(artifact, ref, module, raw.observation_space, out.name, spec)
+    for path, data in ((out, artifact.data), (readme, text.encode())):  # each written whole, then renamed
+        partial = path.with_name(path.name + ".partial")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    console.print(f"wrote {out} ({artifact.nbytes} bytes, sha256 {artifact.sha256[:16]}) and {readme}")
+    return 0

@@ -55,8 +55,10 @@ def build_jobs(ref: AgentRef, specs: list[QuantSpec], settings: EvalSettings, me
     from quarl_bench.zoo.envs import default_eval_envs
 
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
-    fp32 = QuantSpec("fp32", method=method)
-    base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, settings.seed, n_envs, action_mode(ref))
+    # a deployed artifact acts deterministically (argmax / mean inside the graph), Atari included
+    actions = ActionMode("deterministic") if method == "deploy" else action_mode(ref)
+    fp32 = QuantSpec("fp32", method=method, backend="torch-fp32" if method == "deploy" else "")
+    base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, settings.seed, n_envs, actions)
     jobs = [base]
     for spec in specs:
         job = replace(base, spec=replace(spec, method=method))

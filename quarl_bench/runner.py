@@ -40,12 +40,14 @@ class Work:
     driver: dict[str, Any] = field(default_factory=dict)
 
     def agent(self) -> AgentRef:
-        return self.ref if self.ref is not None else trainer(self.method)(self.training, self.cache)
+        if self.ref is not None:
+            return self.ref
+        return trainer(self.method)(self.training, self.cache)
 
 
 def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
     """Evaluate the work's jobs that are not stored; the agent is loaded at most once, and only if needed."""
-    from quarl_bench.methods.ptq import evaluate_job
+    from quarl_bench.methods import evaluator
     from quarl_bench.zoo.agents import load_agent
 
     ref = work.agent()
@@ -54,7 +56,7 @@ def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalRe
         if job.key in work.skip or is_stored(job.key):
             continue
         agent = agent or load_agent(ref)
-        yield evaluate_job(agent, job, work.driver)
+        yield evaluator(job.spec.method)(agent, job, work.driver)
 
 
 def run_work(

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS results (
     symmetric INTEGER NOT NULL,
     quantize_bias INTEGER NOT NULL,
     layer_mode TEXT NOT NULL DEFAULT 'paper',
+    backend TEXT NOT NULL DEFAULT '',
     quantizer_version INTEGER NOT NULL DEFAULT 1,
     seed INTEGER NOT NULL,
     episodes INTEGER NOT NULL,
@@ -71,10 +72,11 @@ ADDED_COLUMNS = (
     ("quantizer_version", "INTEGER NOT NULL DEFAULT 1"),
     ("action_mode", "TEXT NOT NULL DEFAULT 'deterministic'"),
     ("epsilon", "REAL NOT NULL DEFAULT 0"),
+    ("backend", "TEXT NOT NULL DEFAULT ''"),
 )
 ROW_COLUMNS = (
     "key", "reference_key", "algo", "env_id", "method", "precision", "bits", "granularity", "symmetric",
-    "quantize_bias", "layer_mode", "quantizer_version", "seed", "episodes", "n_envs", "deterministic", "action_mode",
+    "quantize_bias", "layer_mode", "backend", "quantizer_version", "seed", "episodes", "n_envs", "deterministic", "action_mode",
     "epsilon", "agent_hash", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
     "total_steps", "wall_seconds", "episode_rewards", "episode_lengths", "layers", "agreement", "provenance",
     "weights", "created_at",
@@ -313,6 +315,7 @@ def result_row(result: EvalResult) -> dict[str, Any]:
         "symmetric": int(spec.symmetric),
         "quantize_bias": int(spec.quantize_bias),
         "layer_mode": spec.layers,
+        "backend": spec.backend,
         "quantizer_version": QUANTIZER_VERSION,
         "seed": job.seed,
         "episodes": job.episodes,

@@ -12,7 +12,11 @@ from quarl_bench.errors import QuarlError
 FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
-METHODS = ("ptq", "qat", "amp", "actorq")
+METHODS = ("ptq", "qat", "amp", "actorq", "deploy")
+# Deployment backends (deploy/backends.py) and the precision each runs at.
+BACKEND_PRECISIONS = {"torch-fp32": "fp32", "ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8-dynamic": "int8",
+                      "ort-int8-static": "int8", "torchao-int8": "int8"}  # fmt: skip
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
@@ -57,6 +61,9 @@ class QuantSpec:
         of an agent trained with mixed precision).
     :param layers: which tensors are quantized: ``paper`` (the acting network's weights, as the paper describes) or
         ``quarl-code`` (what harvard-edge/QuaRL's ``new_ptq.py`` really selected, see ``quant/layers.py``).
+    :param backend: method ``deploy`` only: the deployment backend (``deploy/backends.py``); sets the precision.
+    :param calibration_states: ``ort-int8-static`` only: visited observations its activation ranges come from.
+    :param calibration_method: ``ort-int8-static`` only: ``minmax``, ``entropy`` or ``percentile``.
 
     Fields that cannot change the result are normalised, so one computation has one key: granularity, symmetric
     and bias for float precisions, and the layer mode for fp32 (nothing is quantized).
@@ -68,8 +75,28 @@ class QuantSpec:
     quantize_bias: bool = False
     method: str = "ptq"
     layers: str = "paper"
+    backend: str = ""
+    calibration_states: int = 0
+    calibration_method: str = ""
 
     def __post_init__(self) -> None:
+        if self.method == "deploy":
+            if self.backend not in BACKEND_PRECISIONS:
+                raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(BACKEND_PRECISIONS)}")
+            object.__setattr__(self, "precision", BACKEND_PRECISIONS[self.backend])
+            if self.backend == "ort-int8-static":
+                if self.calibration_states < 1:
+                    raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
+                if self.calibration_method not in CALIBRATION_METHODS:
+                    raise QuarlError(f"bad calibration method {self.calibration_method!r}: expected one of "
+                                     f"{', '.join(CALIBRATION_METHODS)}")  # fmt: skip
+            else:
+                object.__setattr__(self, "calibration_states", 0)
+                object.__setattr__(self, "calibration_method", "")
+        else:
+            object.__setattr__(self, "backend", "")
+            object.__setattr__(self, "calibration_states", 0)
+            object.__setattr__(self, "calibration_method", "")
         object.__setattr__(self, "precision", parse_precision(self.precision))
         if self.granularity not in GRANULARITIES:
             raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
@@ -174,7 +201,8 @@ class Job:
 
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
-        return replace(self, spec=QuantSpec("fp32", method=self.spec.method))
+        backend = "torch-fp32" if self.spec.method == "deploy" else ""
+        return replace(self, spec=QuantSpec("fp32", method=self.spec.method, backend=backend))
 
     @property
     def deterministic(self) -> bool:

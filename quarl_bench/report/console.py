@@ -28,7 +28,10 @@ def agreement_text(agreement: dict[str, float]) -> str:
 
 
 def spec_text(row: dict[str, Any]) -> str:
-    """``int8``, or ``int8 symmetric per-channel quarl-code`` when the row's spec is not the default."""
+    """``int8``, or ``int8 symmetric per-channel quarl-code`` when the row's spec is not the default; a deploy row's
+    backend."""
+    if row.get("backend"):
+        return row["backend"]
     extras = [row["granularity"]] if row["granularity"] != "auto" else []
     extras += [name for name in ("symmetric", "quantize_bias") if row[name]]
     extras += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
@@ -123,3 +126,35 @@ def progress_bar(total: int) -> Iterator[Any]:
             progress.update(bar, **({"completed": completed} if completed is not None else {}), **fields)
 
         yield update
+
+
+def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """Per backend: reward, E% and agreement vs the torch fp32 reference, latency, size, memory, ratios vs fp32."""
+    reference = next(r for r in rows if r["backend"] == "torch-fp32")["provenance"]["deployment"]
+    table = Table(title=f"{title}: {rows[0]['episodes']} episodes, seed {rows[0]['seed']}, batch-1 latency on 1 thread")
+    columns = (
+        "backend",
+        "reward",
+        "E %",
+        "vs fp32 actions",
+        "p50 ms",
+        "p99 ms",
+        "bytes",
+        "peak MB",
+        "speed-up",
+        "size",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "backend" else "right")
+    for row in rows:
+        deployment = row["provenance"]["deployment"]
+        latency = deployment["latency"]
+        table.add_row(
+            row["backend"], f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
+            format_number(row["error_pct"], "{:+.2f}"), agreement_text(row["agreement"]),
+            f"{latency['p50_ms']:.3f}", f"{latency['p99_ms']:.3f}", str(deployment["artifact_bytes"]),
+            format_number(deployment["peak_rss_mb"], "{:.0f}"),
+            f"{reference['latency']['p50_ms'] / latency['p50_ms']:.2f}x",
+            f"{reference['artifact_bytes'] / deployment['artifact_bytes']:.2f}x",
+        )  # fmt: skip
+    return table

@@ -1,0 +1,198 @@
+"""Deployment backends: one artifact per backend, built from a :class:`DeployablePolicy`, and how to run it.
+
+- ``torch-fp32``: the module itself, traced to TorchScript (the reference).
+- ``ort-fp32``: the ONNX export on ONNX Runtime.
+- ``ort-fp16``: that graph converted to fp16 (I/O kept fp32/uint8) by onnxruntime's float16 converter.
+- ``ort-int8-dynamic``: ``quantize_dynamic``: int8 weights, activations quantized at run time; MatMul/Gemm only
+  (convolutions stay fp32).
+- ``ort-int8-static``: ``quantize_static`` in QDQ format, weights per channel, activation ranges calibrated on
+  observations the fp32 agent visits (minmax, entropy or percentile). For vector observations the first layer stays
+  fp32: its input is the raw observation, whose features have very different scales (CartPole: pole angle ±0.2,
+  cart velocity ±2), and one per-tensor uint8 range over them erased the angle. Measured on ppo CartPole: 94.5% of
+  visited states got the fp32 action with it quantized, 99.1% without (any calibration method). Image inputs
+  (pixels in [0, 1]) are quantized from the first convolution on.
+- ``torchao-int8``: torchao's ``Int8DynamicActivationInt8WeightConfig`` (successor of
+  ``torch.ao.quantization.quantize_dynamic``) on the module's Linear layers. Its tensor subclasses neither trace
+  nor pickle as a whole module, so its artifact is the quantized state dict (bytes counted) and the module runs
+  in-process; no fresh-process memory figure.
+
+On an x86 CPU without VNNI the int8 ONNX backends use ORT's ``reduce_range`` (7-bit weights): its u8 x s8 kernels
+saturate otherwise (see ``actorq.onnx_policy.weight_bits``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import BACKEND_PRECISIONS
+
+BACKENDS = tuple(BACKEND_PRECISIONS)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A deployable policy file's content: ``kind`` ``onnx`` (ONNX Runtime), ``torchscript``, or ``torch`` (a
+    state dict; ``module`` runs it in this process)."""
+
+    backend: str
+    kind: str
+    data: bytes
+    module: object = None
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
+
+    @property
+    def suffix(self) -> str:
+        return {"onnx": ".onnx", "torchscript": ".ts.pt"}.get(self.kind, ".pt")
+
+    @property
+    def standalone(self) -> bool:
+        """Loadable by a fresh process without quarl-bench (ONNX Runtime or TorchScript)."""
+        return self.kind in ("onnx", "torchscript")
+
+
+def build(backend: str, module, sample: np.ndarray, calibration: np.ndarray | None = None,
+          calibration_method: str = "minmax") -> Artifact:  # fmt: skip
+    """The artifact of ``backend`` for a :class:`~quarl_bench.deploy.export.DeployablePolicy`.
+
+    :param sample: one batch of raw observations (shapes and dtype for the export).
+    :param calibration: raw observations the fp32 policy visited (``ort-int8-static`` only).
+    :raises QuarlError: in one line, when the backend cannot be built here.
+    """
+    import torch
+
+    from quarl_bench.deploy.export import to_onnx
+
+    if backend == "torch-fp32":
+        with torch.no_grad():
+            traced = torch.jit.trace(module.eval(), torch.as_tensor(sample))
+        buffer = io.BytesIO()
+        torch.jit.save(traced, buffer)
+        return Artifact(backend, "torchscript", buffer.getvalue())
+    if backend == "torchao-int8":
+        try:
+            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+        except ImportError as error:
+            raise QuarlError(f"backend torchao-int8 unavailable: {error}") from error
+        quantized = copy.deepcopy(module).eval()
+        with torch.no_grad():
+            quantize_(quantized, Int8DynamicActivationInt8WeightConfig())
+        buffer = io.BytesIO()
+        torch.save(quantized.state_dict(), buffer)
+        return Artifact(backend, "torch", buffer.getvalue(), quantized)
+    fp32 = to_onnx(module, sample)
+    if backend == "ort-fp32":
+        return Artifact(backend, "onnx", fp32)
+    if backend == "ort-fp16":
+        import onnx
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        model = convert_float_to_float16(onnx.load_from_string(fp32), keep_io_types=True)
+        return Artifact(backend, "onnx", model.SerializeToString())
+    if backend in ("ort-int8-dynamic", "ort-int8-static"):
+        return Artifact(backend, "onnx", _int8(backend, fp32, calibration, calibration_method))
+    raise QuarlError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+
+
+def _int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    from quarl_bench.actorq.onnx_policy import weight_bits
+
+    reduce_range = weight_bits() == 7
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = Path(folder) / "fp32.onnx", Path(folder) / "int8.onnx"
+        source.write_bytes(fp32)
+        if backend == "ort-int8-dynamic":
+            quantize_dynamic(source, target, weight_type=QuantType.QInt8, reduce_range=reduce_range)
+            return target.read_bytes()
+        if calibration is None or not len(calibration):
+            raise QuarlError("ort-int8-static needs calibration observations: expected --calibration-states >= 1")
+
+        class Observations(CalibrationDataReader):
+            def __init__(self) -> None:  # one observation per batch: ORT's histogram calibrators need equal batches
+                self.batches = iter(calibration[i : i + 1] for i in range(len(calibration)))
+
+            def get_next(self):
+                batch = next(self.batches, None)
+                return None if batch is None else {"obs": batch}
+
+        methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+                   "percentile": CalibrationMethod.Percentile}  # fmt: skip
+        quantize_static(source, target, Observations(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        reduce_range=reduce_range, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=methods[method], nodes_to_exclude=fp32_layers(fp32, calibration))  # fmt: skip
+        return target.read_bytes()
+
+
+def fp32_layers(model: bytes, observations: np.ndarray) -> list[str]:
+    """The nodes ``ort-int8-static`` keeps in fp32: the first MatMul/Gemm for vector (non-uint8) observations."""
+    import onnx
+
+    if observations.dtype == np.uint8:
+        return []
+    nodes = onnx.load_from_string(model).graph.node
+    return [node.name for node in nodes if node.op_type in ("MatMul", "Gemm", "Conv")][:1]
+
+
+def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:
+    """A function from a batch of raw observations to actions, on ``threads`` intra-op threads."""
+    if artifact.kind == "onnx":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(artifact.data, options, providers=["CPUExecutionProvider"])
+        return lambda obs: session.run(None, {"obs": obs})[0]
+    import torch
+
+    module = torch.jit.load(io.BytesIO(artifact.data)).eval() if artifact.kind == "torchscript" else artifact.module
+
+    def run(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return module(torch.as_tensor(obs)).numpy()
+
+    return run
+
+
+def int8_weight_summary(artifact: Artifact) -> dict[str, int]:
+    """How many initializers of each dtype, and how many integer / QDQ ops, the ONNX graph holds."""
+    import onnx
+
+    model = onnx.load_from_string(artifact.data)
+    counts: dict[str, int] = {}
+    for initializer in model.graph.initializer:
+        name = onnx.TensorProto.DataType.Name(initializer.data_type)
+        counts[name] = counts.get(name, 0) + 1
+    for node in model.graph.node:
+        if node.op_type in (
+            "MatMulInteger",
+            "ConvInteger",
+            "QuantizeLinear",
+            "DequantizeLinear",
+            "DynamicQuantizeLinear",
+        ):
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts

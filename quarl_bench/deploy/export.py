@@ -1,0 +1,113 @@
+"""The deployable policy: a raw env observation in, the env action out, as one torch module (then ONNX).
+
+Everything SB3's ``predict`` does around the network is inside: VecNormalize's observation statistics (clipping
+included), Atari's uint8 channel-last frames transposed and scaled, and deterministic action selection (argmax;
+the Gaussian mean clipped to the action bounds; tanh-squashed actions unscaled to the bounds). SB3's export
+guide leaves unscaling to the user; :func:`check_equivalence` proves the artifact picks SB3's actions.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.preprocessing import is_image_space
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from torch import nn
+
+from quarl_bench.errors import QuarlError
+
+OPSET = 17
+
+
+class DeployablePolicy(nn.Module):
+    """``forward(raw_obs) -> action`` for an SB3 policy of ``algo`` (a2c, ppo, dqn, qrdqn, ddpg, td3, sac)."""
+
+    def __init__(self, policy: BasePolicy, algo: str, observation_space: spaces.Space,
+                 normalizer: VecNormalize | None = None) -> None:  # fmt: skip
+        super().__init__()
+        if not isinstance(observation_space, spaces.Box):
+            raise QuarlError(f"cannot export a policy for {type(observation_space).__name__} observations: "
+                             "expected a Box observation space")  # fmt: skip
+        self.policy, self.algo = policy, algo
+        self.image = is_image_space(observation_space, check_channels=False) and observation_space.dtype == np.uint8
+        self.channels_last = self.image and observation_space.shape[-1] < observation_space.shape[0]
+        action_space = policy.action_space
+        self.discrete = isinstance(action_space, spaces.Discrete)
+        if not self.discrete and not isinstance(action_space, spaces.Box):
+            raise QuarlError(f"cannot export {type(action_space).__name__} actions: expected Discrete or Box")
+        self.normalize = normalizer is not None and normalizer.norm_obs
+        if self.normalize:
+            stats = normalizer.obs_rms
+            self.register_buffer("obs_mean", torch.as_tensor(stats.mean, dtype=torch.float32))
+            self.register_buffer(
+                "obs_scale", torch.as_tensor(1.0 / np.sqrt(stats.var + normalizer.epsilon), dtype=torch.float32)
+            )
+            self.clip_obs = float(normalizer.clip_obs)
+        if not self.discrete:
+            self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
+            self.register_buffer("high", torch.as_tensor(action_space.high, dtype=torch.float32))
+
+    def preprocess(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float()
+        if self.image:
+            if self.channels_last:
+                x = x.permute(0, 3, 1, 2)
+            x = x / 255.0
+        if self.normalize:
+            x = torch.clamp((x - self.obs_mean) * self.obs_scale, -self.clip_obs, self.clip_obs)
+        return x
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits / Q-values (discrete) or the action in the policy's own range (continuous)."""
+        policy = self.policy
+        if self.algo in ("a2c", "ppo"):
+            latent = policy.mlp_extractor.forward_actor(policy.pi_features_extractor(x))
+            return policy.action_net(latent)
+        if self.algo == "dqn":
+            return policy.q_net.q_net(policy.q_net.features_extractor(x))
+        if self.algo == "qrdqn":
+            net = policy.quantile_net
+            quantiles = net.quantile_net(net.features_extractor(x)).view(-1, net.n_quantiles, net.action_space.n)
+            return quantiles.mean(dim=1)
+        if self.algo == "sac":
+            actor = policy.actor
+            return torch.tanh(actor.mu(actor.latent_pi(actor.features_extractor(x))))
+        return policy.actor.mu(policy.actor.features_extractor(x))  # ddpg, td3: mu ends in tanh
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.scores(self.preprocess(obs))
+        if self.discrete:
+            return torch.argmax(out, dim=1)
+        if self.algo in ("a2c", "ppo") and not self.policy.squash_output:
+            return torch.maximum(torch.minimum(out, self.high), self.low)  # SB3's predict clips the Gaussian mean
+        return self.low + 0.5 * (out + 1.0) * (self.high - self.low)  # unscale a [-1, 1] action to the bounds
+
+
+def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:
+    """The env that yields raw observations, and the VecNormalize (outermost, as rl-zoo3 builds it) if any."""
+    if isinstance(env, VecNormalize):
+        return env.venv, env
+    return env, None
+
+
+def to_onnx(module: DeployablePolicy, sample: np.ndarray) -> bytes:
+    """ONNX bytes of the module, batch dimension dynamic; input ``obs``, output ``action``."""
+    module.eval()
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(module, (torch.as_tensor(sample),), buffer, input_names=["obs"], output_names=["action"],
+                          dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}}, opset_version=OPSET,
+                          dynamo=False)  # fmt: skip
+    return buffer.getvalue()
+
+
+def check_equivalence(actions: np.ndarray, expected: np.ndarray, discrete: bool, tolerance: float = 1e-4) -> float:
+    """Fraction of states on which the artifact's action equals SB3's (discrete) or is within ``tolerance``."""
+    n = len(expected)
+    if discrete:
+        return float(np.mean(actions.reshape(n, -1) == expected.reshape(n, -1)))
+    return float(np.mean(np.all(np.abs(actions.reshape(n, -1) - expected.reshape(n, -1)) <= tolerance, axis=1)))

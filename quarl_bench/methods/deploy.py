@@ -1,0 +1,107 @@
+"""Deployment (method ``deploy``): build a backend's artifact of the agent's whole policy, play it in the loop on
+the job's seeded episodes, time it and weigh it.
+
+The artifact sees the raw observations (the env under VecNormalize); the fp32 SB3 policy sees them normalised,
+as always, for the action agreement. Calibration states for ``ort-int8-static`` come from the fp32 policy playing
+its own episodes, seeded apart from the evaluation episodes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from quarl_bench.types import EvalResult, Job
+
+CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
+
+
+class ArtifactPolicy:
+    """An artifact as ``evaluate`` expects a policy: ``predict`` on raw observations, deterministic actions."""
+
+    def __init__(self, run, action_space) -> None:
+        self.run, self.action_space = run, action_space
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        return self.run(np.asarray(observation)), state
+
+
+class NormalizedReference:
+    """The fp32 SB3 policy fed raw observations: it normalises them as its VecNormalize would."""
+
+    def __init__(self, policy, normalizer) -> None:
+        self.policy, self.normalizer = policy, normalizer
+        self.action_space = policy.action_space
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        if self.normalizer is not None:
+            observation = self.normalizer.normalize_obs(observation)
+        return self.policy.predict(observation, state, episode_start, deterministic)
+
+
+def visited_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
+    """``count`` raw observations the fp32 policy visits, playing from ``seed``."""
+    from quarl_bench.deploy.export import split_normalizer
+
+    env = agent.make_env(n_envs, seed)
+    raw, normalizer = split_normalizer(env)
+    reference = NormalizedReference(agent.model.policy, normalizer)
+    states, obs = [], raw.reset()
+    while sum(len(s) for s in states) < count:
+        states.append(obs)
+        obs, *_ = raw.step(reference.predict(obs, deterministic=True)[0])
+    env.close()
+    return np.concatenate(states)[:count]
+
+
+def evaluate_job(agent, job: Job, driver: dict[str, Any]) -> EvalResult:
+    """Build ``job.spec.backend``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
+
+    from quarl_bench.deploy.backends import build, int8_weight_summary, runner
+    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
+    from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
+    from quarl_bench.evaluate import evaluate, torch_thread_count
+    from quarl_bench.provenance import agent_provenance
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    spec = job.spec
+    policy = agent.model.policy
+    policy.set_training_mode(False)
+    with native_output_silenced():
+        env = agent.make_env(job.n_envs, job.seed)
+        raw, normalizer = split_normalizer(env)
+        module = DeployablePolicy(policy, job.algo, raw.observation_space, normalizer).eval()
+        calibration = (visited_states(agent, spec.calibration_states, job.seed + CALIBRATION_SEED_OFFSET)
+                       if spec.calibration_states else None)  # fmt: skip
+        sample = visited_states(agent, 64, job.seed + CALIBRATION_SEED_OFFSET + 1)
+        start = time.perf_counter()
+        artifact = build(spec.backend, module, sample[:1], calibration, spec.calibration_method or "minmax")
+        build_seconds = time.perf_counter() - start
+        with torch_thread_count(1):
+            run = runner(artifact, threads=1)
+            reference = NormalizedReference(policy, normalizer)
+            try:
+                episodes = evaluate(ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed,
+                                    job.actions, reference=None if spec.backend == "torch-fp32" else reference)  # fmt: skip
+            finally:
+                env.close()
+            timing = latency(run, sample[0])
+            timing["batch64_obs_per_s"] = throughput(run, sample)
+    deployment = {
+        "backend": spec.backend, "artifact_sha256": artifact.sha256, "artifact_bytes": artifact.nbytes,
+        "artifact_kind": artifact.kind, "build_seconds": build_seconds, "latency": timing,
+        "peak_rss_mb": peak_memory_mb(artifact, sample[0]),
+        "calibration": {"states": spec.calibration_states, "method": spec.calibration_method} if calibration is not None else None,
+        "graph": int8_weight_summary(artifact) if artifact.kind == "onnx" else {},
+        "threads": 1,
+    }  # fmt: skip
+    return EvalResult(
+        job=job,
+        episode_rewards=tuple(episodes.rewards),
+        episode_lengths=tuple(episodes.lengths),
+        wall_seconds=episodes.wall_seconds,
+        action_agreement=episodes.agreement,
+        provenance=driver | agent_provenance(agent.ref) | {"deployment": deployment},
+    )
