@@ -109,7 +109,7 @@ class Variant:
     quantizer_version: int = QUANTIZER_VERSION
 
     def __post_init__(self) -> None:
-        spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, self.method, self.layers)
+        spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, "ptq", self.layers)
         object.__setattr__(self, "quantize_bias", spec.quantize_bias)
 
     @property

@@ -34,3 +34,27 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
         return code, out, err
 
     return run
+
+
+ATARI_ENV = "BreakoutNoFrameskip-v4"
+
+
+def tiny_atari_agent(zoo: Path, folder: Path, algo: str, make_model: Callable) -> Path:
+    """``make_model(env)`` trained for 16 steps on Breakout, saved in the zoo layout with the zoo's real config.yml
+    (AtariWrapper, 4-frame stack); returns the zoo folder."""
+    import shutil
+
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    from quarl_bench.zoo.envs import register_env_packages
+
+    register_env_packages()
+    run_dir = folder / algo / f"{ATARI_ENV}_1"
+    shutil.copytree(zoo / algo / f"{ATARI_ENV}_1" / ATARI_ENV, run_dir / ATARI_ENV)
+    env = VecFrameStack(make_atari_env(ATARI_ENV, n_envs=1, seed=0), n_stack=4)
+    model = make_model(env)
+    model.learn(16)
+    model.save(run_dir / f"{ATARI_ENV}.zip")
+    env.close()
+    return folder

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from conftest import ATARI_ENV as ENV_ID
+from conftest import tiny_atari_agent
 from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_atari_env
-from stable_baselines3.common.vec_env import VecFrameStack
 
 from quarl_bench.store import load_results
-from quarl_bench.zoo.envs import register_env_packages
 
 pytestmark = pytest.mark.slow
-ENV_ID = "BreakoutNoFrameskip-v4"
-
-
-def tiny_atari_agent(zoo: Path, folder: Path, algo: str, make_model) -> Path:
-    """``make_model(env)`` trained for 16 steps, saved in the zoo layout with the zoo's real config.yml
-    (AtariWrapper, 4-frame stack); returns the zoo folder."""
-    register_env_packages()
-    run_dir = folder / algo / f"{ENV_ID}_1"
-    shutil.copytree(zoo / algo / f"{ENV_ID}_1" / ENV_ID, run_dir / ENV_ID)
-    env = VecFrameStack(make_atari_env(ENV_ID, n_envs=1, seed=0), n_stack=4)
-    model = make_model(env)
-    model.learn(16)
-    model.save(run_dir / f"{ENV_ID}.zip")
-    env.close()
-    return folder
 
 
 @pytest.fixture(scope="module")

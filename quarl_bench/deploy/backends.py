@@ -178,12 +178,15 @@ def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.nd
 
 
 def int8_weight_summary(artifact: Artifact) -> dict[str, int]:
-    """How many initializers of each dtype, and how many integer / QDQ ops, the ONNX graph holds."""
+    """How many weight matrices/kernels (initializers of 2+ dimensions) of each dtype, and how many integer / QDQ
+    ops, the ONNX graph holds."""
     import onnx
 
     model = onnx.load_from_string(artifact.data)
     counts: dict[str, int] = {}
     for initializer in model.graph.initializer:
+        if len(initializer.dims) < 2:  # biases, scales, zero points
+            continue
         name = onnx.TensorProto.DataType.Name(initializer.data_type)
         counts[name] = counts.get(name, 0) + 1
     for node in model.graph.node:

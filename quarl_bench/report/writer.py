@@ -59,6 +59,11 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str
         inside = comparison["paper inside CI"]
         lines.append(f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
                      "measured 95% CI (paper_vs_measured.md)")  # fmt: skip
+    from quarl_bench.report.deployment import deployment_table, write_deployment_report
+
+    tables = [deployment_table(store.select(v), store.select(Variant("ptq", v.seed, v.episodes)))
+              for v in store.variants("deploy")]  # fmt: skip
+    written += write_deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), out_dir)
     everything = store.to_dataframe()
     written += write_actorq_report(everything, out_dir)
     written += write_amp_table(everything, out_dir)

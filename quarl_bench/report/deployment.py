@@ -1,0 +1,66 @@
+"""Deployment outputs: per agent x backend (real artifacts) next to the PTQ simulation of the same precision, and
+a latency-vs-reward figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
+from quarl_bench.report.tables import write_table  # noqa: E402
+
+
+def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
+    """One row per deployed artifact (``select(Variant("deploy"))``), with ratios to its torch-fp32 reference row and
+    the PTQ row of the same agent, precision, seed and episodes (``select(Variant())``): simulated vs real."""
+    records = []
+    for reference_key, cell in deployed.groupby("reference_key") if len(deployed) else []:
+        reference = cell[cell["key"] == reference_key]
+        if reference.empty:
+            continue
+        base = reference.iloc[0]["provenance"]["deployment"]
+        for _, row in cell.iterrows():
+            deployment = row["provenance"]["deployment"]
+            latency = deployment["latency"]
+            ptq = simulated[(simulated["agent_hash"] == row["agent_hash"]) & (simulated["precision"] == row["precision"])
+                            & (simulated["seed"] == row["seed"]) & (simulated["episodes"] == row["episodes"])] if len(simulated) else simulated  # fmt: skip
+            agreement = row["agreement"].get("action_agreement", row["agreement"].get("action_rel_error"))
+            records.append({
+                "algo": row["algo"], "env": row["env_id"], "agent": row["agent_hash"], "backend": row["backend"],
+                "precision": row["precision"], "reward": row["mean_reward"], "std": row["std_reward"],
+                "E %": row["error_pct"], "agreement": agreement,
+                "p50 ms": latency["p50_ms"], "p99 ms": latency["p99_ms"],
+                "batch64 obs/s": latency.get("batch64_obs_per_s"), "bytes": deployment["artifact_bytes"],
+                "peak MB": deployment["peak_rss_mb"],
+                "speed-up": base["latency"]["p50_ms"] / latency["p50_ms"],
+                "size ratio": base["artifact_bytes"] / deployment["artifact_bytes"],
+                "PTQ reward (simulated)": ptq["mean_reward"].iloc[0] if len(ptq) else float("nan"),
+                "PTQ E % (simulated)": ptq["error_pct"].iloc[0] if len(ptq) else float("nan"),
+                "real - simulated reward": row["mean_reward"] - ptq["mean_reward"].iloc[0] if len(ptq) else float("nan"),
+                "row key": row["key"],
+            })  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+def write_deployment_report(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """``deployment.{md,csv}`` and one ``deployment_{algo}_{env}.{png,pdf}`` (p50 latency vs reward) per agent."""
+    paths = write_table(table, out_dir, "deployment")
+    for (algo, env, agent), group in table.groupby(["algo", "env", "agent"]) if len(table) else []:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for _, row in group.iterrows():
+            fp32 = row["backend"] == "torch-fp32"
+            ax.errorbar(row["p50 ms"], row["reward"], yerr=row["std"], marker="*" if fp32 else "o",
+                        markersize=12 if fp32 else 6, capsize=3, label=row["backend"])  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("batch-1 latency, p50 (ms, one thread)")
+        ax.set_ylabel("mean episode reward (± std)")
+        ax.set_title(f"{algo.upper()} {env}: deployed artifacts (★ fp32 reference)")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        paths += save_figure(fig, out_dir / f"deployment_{algo}_{file_label(env)}_{agent[:8]}", dpi=110)
+    return paths

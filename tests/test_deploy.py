@@ -1,0 +1,127 @@
+"""Deployment: exported artifacts act as the SB3 policy does, int8 artifacts hold int8 weights, the deploy command
+plays them through the CLI, stores rows the report puts next to PTQ, and bad input fails in one line."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import tiny_atari_agent
+from stable_baselines3 import PPO
+
+from quarl_bench.deploy.backends import build, int8_weight_summary, runner
+from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split_normalizer
+from quarl_bench.methods.deploy import NormalizedReference, visited_states
+from quarl_bench.store import ResultStore, load_results
+from quarl_bench.zoo.agents import load_agent, resolve_agent
+
+pytestmark = pytest.mark.slow
+
+AGENTS = [  # discrete, discrete Q-values, VecNormalize, continuous (tanh-squashed, unscaled to the bounds)
+    ("ppo", "CartPole-v1"), ("dqn", "CartPole-v1"), ("a2c", "Acrobot-v1"), ("sac", "Pendulum-v1"),
+]  # fmt: skip
+
+
+def artifact_and_sb3_actions(folder: Path, algo: str, env_id: str, tmp_path: Path, states: int = 1000):
+    agent = load_agent(resolve_agent(algo, env_id, folder, tmp_path / "cache", use_hub=False))
+    env = agent.make_env(1, 0)
+    raw, normalizer = split_normalizer(env)
+    module = DeployablePolicy(agent.model.policy, algo, raw.observation_space, normalizer).eval()
+    env.close()
+    observations = visited_states(agent, states, seed=123)
+    expected = NormalizedReference(agent.model.policy, normalizer).predict(observations, deterministic=True)[0]
+    return module, observations, expected, normalizer
+
+
+@pytest.mark.parametrize(("algo", "env_id"), AGENTS, ids=[f"{a}-{e}" for a, e in AGENTS])
+def test_exported_fp32_artifact_acts_as_the_sb3_policy(zoo: Path, tmp_path: Path, algo: str, env_id: str) -> None:
+    module, observations, expected, normalizer = artifact_and_sb3_actions(zoo, algo, env_id, tmp_path)
+    assert (normalizer is not None) == (algo == "a2c")  # the Acrobot agent's statistics are folded into the graph
+    artifact = build("ort-fp32", module, observations[:1])
+    actions = runner(artifact)(observations)
+    assert check_equivalence(actions, expected, module.discrete) >= 0.999
+    if not module.discrete:  # unscaled to Pendulum's [-2, 2], not left in the policy's [-1, 1]
+        assert np.abs(actions).max() > 1.0 and np.abs(actions).max() <= 2.0
+
+
+def test_exported_atari_cnn_takes_uint8_frames(zoo: Path, tmp_path: Path) -> None:
+    folder = tiny_atari_agent(zoo, tmp_path / "atari", "ppo", lambda env: PPO(
+        "CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu"))  # fmt: skip
+    module, observations, expected, _ = artifact_and_sb3_actions(folder, "ppo", "BreakoutNoFrameskip-v4", tmp_path, 200)
+    assert observations.dtype == np.uint8 and observations.shape[1:] == (84, 84, 4)
+    artifact = build("ort-fp32", module, observations[:1])
+    assert check_equivalence(runner(artifact)(observations), expected, discrete=True) >= 0.999
+
+
+def test_int8_artifacts_hold_int8_weights_and_integer_ops(zoo: Path, tmp_path: Path) -> None:
+    module, observations, _, _ = artifact_and_sb3_actions(zoo, "dqn", "CartPole-v1", tmp_path, 200)
+    dynamic = int8_weight_summary(build("ort-int8-dynamic", module, observations[:1]))
+    static = int8_weight_summary(build("ort-int8-static", module, observations[:1], observations))
+    assert dynamic["INT8"] == 3 and dynamic["MatMulInteger"] == 3  # every weight matrix, int8 kernels
+    # static: the first layer stays fp32 (raw observation input), the other two int8 with QDQ around them
+    assert static["INT8"] == 2 and static["QuantizeLinear"] >= 2 and static["DequantizeLinear"] >= 4
+    fp16 = int8_weight_summary(build("ort-fp16", module, observations[:1]))
+    assert set(fp16) == {"FLOAT16"}
+
+
+def test_deploy_command_int8_static_plays_500_and_reports_next_to_ptq(cli, zoo: Path, tmp_path: Path) -> None:
+    store, out = tmp_path / "quarl.sqlite", tmp_path / "report"
+    common = ("--algo", "ppo", "--env", "CartPole", "--folder", zoo, "--store", store)
+    code, text, err = cli("deploy", *common, "--backend", "ort-int8-static", "ort-int8-dynamic")
+    assert code == 0, err
+    assert "ort-int8-static" in text and "speed-up" in text
+    assert cli("run", *common, "--bits", "8")[0] == 0
+    rows = load_results(store)
+    static = rows[rows["backend"] == "ort-int8-static"].iloc[0]
+    assert static["method"] == "deploy" and static["mean_reward"] == 500.0 and static["episodes"] == 100
+    deployment = static["provenance"]["deployment"]
+    assert deployment["latency"]["calls"] >= 1000 and deployment["calibration"] == {"states": 1000, "method": "minmax"}
+    assert len(deployment["artifact_sha256"]) == 64 and deployment["artifact_bytes"] > 0
+    assert cli("report", "--store", store, "--out", out)[0] == 0
+    table = pd.read_csv(out / "deployment.csv").set_index("backend")
+    assert sorted(table.index) == ["ort-int8-dynamic", "ort-int8-static", "torch-fp32"]
+    ptq_int8 = rows[(rows["method"] == "ptq") & (rows["precision"] == "int8")].iloc[0]
+    assert table.loc["ort-int8-static", "PTQ reward (simulated)"] == ptq_int8["mean_reward"]  # same agent, one table
+    assert table.loc["ort-int8-static", "row key"] == static["key"]
+
+
+def test_export_writes_an_artifact_that_runs_with_onnxruntime_alone(cli, zoo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "policy.onnx"
+    code, _, err = cli("export", "--algo", "a2c", "--env", "Acrobot", "--folder", zoo, "--backend", "ort-int8-dynamic",
+                       "--out", out)  # fmt: skip
+    assert code == 0, err
+    readme = (tmp_path / "policy.onnx.README.md").read_text()
+    assert "VecNormalize" in readme and hashlib.sha256(out.read_bytes()).hexdigest() in readme
+    probe = "import numpy as np, onnxruntime as ort, sys\ns = ort.InferenceSession(sys.argv[1])\n"
+    probe += "print(s.run(None, {'obs': np.zeros((2, 6), np.float32)})[0].tolist())"
+    done = subprocess.run([sys.executable, "-c", probe, str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() in ("[0, 0]", "[1, 1]", "[2, 2]")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--backend", "tensorrt"), ("'tensorrt'", "ort-int8-static")),
+        (("--calibration-states", "0"), ("'0'", "positive integer")),
+    ],
+)
+def test_bad_deploy_input(cli, zoo: Path, tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]) -> None:
+    store = tmp_path / "quarl.sqlite"
+    with ResultStore(store) as created:
+        created.to_dataframe()  # creates the file
+    before = hashlib.sha256(store.read_bytes()).hexdigest()
+    code, _, err = cli("deploy", "--algo", "ppo", "--env", "CartPole", "--folder", zoo, "--store", store, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and all(f in err for f in fragments)
+    assert hashlib.sha256(store.read_bytes()).hexdigest() == before
+
+
+def test_export_to_an_unwritable_place(cli, zoo: Path, tmp_path: Path) -> None:
+    code, _, err = cli("export", "--algo", "ppo", "--env", "CartPole", "--folder", zoo, "--backend", "ort-fp32",
+                       "--out", tmp_path / "missing" / "policy.onnx")  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write" in err
+    assert not (tmp_path / "missing").exists()
