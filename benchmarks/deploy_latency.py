@@ -1,0 +1,105 @@
+"""Deployed-policy latency and size: fp32 vs every int8 backend, one run, ratios side by side.
+
+QuaRL Table 4's Policies I, II, III (3-layer MLPs of 64, 256 and 4096-512-1024 hidden units; the paper gives only
+the hidden widths, so the input is 64 features and the output 4 discrete actions here) built synthetically, and
+the shared zoo's ppo/CartPole, dqn/LunarLander and ppo/Breakout (CNN). Batch 1, one thread, 1000 timed calls after
+100 warm-up ones; sizes are the artifacts' bytes. Speed-ups are against torch fp32 (the SB3 policy as it runs in
+PyTorch) and against ONNX Runtime fp32.
+
+    python benchmarks/deploy_latency.py [--folder ../shared/zoo] [--calls 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from quarl_bench.deploy.backends import build, runner
+from quarl_bench.deploy.timing import latency
+from quarl_bench.report.console import console
+
+INT8 = ("ort-int8-dynamic", "ort-int8-static", "torchao-int8")
+BACKENDS = ("torch-fp32", "ort-fp32", "ort-fp16", *INT8)
+TABLE4 = {"policy I": (64, 64, 64), "policy II": (256, 256, 256), "policy III": (4096, 512, 1024)}
+ZOO_AGENTS = (("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "BreakoutNoFrameskip-v4"))
+
+
+class GreedyMLP(nn.Module):
+    """A synthetic policy: MLP with ReLU, argmax over its outputs."""
+
+    def __init__(self, inputs: int, hidden: tuple[int, ...], actions: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for width in hidden:
+            layers += [nn.Linear(inputs, width), nn.ReLU()]
+            inputs = width
+        self.net = nn.Sequential(*layers, nn.Linear(inputs, actions))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(self.net(obs), dim=1)
+
+
+def policies(folder: Path):
+    """(name, module, observations for timing and calibration) for each benchmarked policy."""
+    torch.manual_seed(0)
+    for name, hidden in TABLE4.items():
+        yield name, GreedyMLP(64, hidden, 4).eval(), np.random.default_rng(0).standard_normal((256, 64), np.float32)
+    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
+    from quarl_bench.methods.deploy import visited_states
+    from quarl_bench.zoo.agents import load_agent, resolve_agent
+
+    for algo, env_id in ZOO_AGENTS:
+        agent = load_agent(resolve_agent(algo, env_id, folder, Path("results/agents"), use_hub=False))
+        env = agent.make_env(1, 0)
+        raw, normalizer = split_normalizer(env)
+        module = DeployablePolicy(agent.model.policy, algo, raw.observation_space, normalizer).eval()
+        env.close()
+        yield f"{algo} {env_id}", module, visited_states(agent, 256, seed=10_000)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--folder", type=Path, default=Path(os.environ.get("QUARL_ZOO", "../shared/zoo")))
+    parser.add_argument("--calls", type=int, default=1000)
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)  # onnxruntime's "consider pre-processing" advice
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    rows, summary = [], {}
+    for name, module, observations in policies(args.folder):
+        timings: dict[str, tuple[float, int]] = {}
+        for backend in BACKENDS:
+            try:
+                artifact = build(backend, module, observations[:1], observations)
+            except Exception as error:  # a backend that cannot run here says why; the others go on
+                console.print(f"{name}: {backend} unavailable: {type(error).__name__}: {str(error).splitlines()[0]}")
+                continue
+            timing = latency(runner(artifact), observations[0], calls=args.calls)
+            timings[backend] = (timing["p50_ms"], artifact.nbytes)
+            rows.append({"policy": name, "backend": backend, "p50 ms": timing["p50_ms"], "p99 ms": timing["p99_ms"],
+                         "bytes": artifact.nbytes})  # fmt: skip
+        base_ms, base_bytes = timings["torch-fp32"]
+        ort_ms = timings["ort-fp32"][0]
+        for row in rows:
+            if row["policy"] == name:
+                row["vs torch fp32"] = base_ms / row["p50 ms"]
+                row["vs ort fp32"] = ort_ms / row["p50 ms"]
+                row["size vs fp32"] = timings["ort-fp32"][1] / row["bytes"]
+        best = min((b for b in INT8 if b in timings), key=lambda b: timings[b][0])
+        speed, size = base_ms / timings[best][0], timings["ort-fp32"][1] / timings[best][1]
+        summary[name] = f"{name}: int8 {speed:.1f}x faster than fp32, {size:.1f}x smaller"
+        console.print(f"{summary[name]} (best int8: {best}; {ort_ms / timings[best][0]:.1f}x vs ONNX Runtime fp32)")
+    console.print(pd.DataFrame(rows).round(3).to_markdown(index=False))
+    print(summary["policy III"])  # fp32 = the torch fp32 policy; size against the fp32 ONNX artifact
+
+
+if __name__ == "__main__":
+    main()
