@@ -98,6 +98,18 @@ def main() -> None:
         summary[name] = f"{name}: int8 {speed:.1f}x faster than fp32, {size:.1f}x smaller"
         console.print(f"{summary[name]} (best int8: {best}; {ort_ms / timings[best][0]:.1f}x vs ONNX Runtime fp32)")
     console.print(pd.DataFrame(rows).round(3).to_markdown(index=False))
+    paper = pd.read_csv(Path(__file__).resolve().parents[1] / "zoo_configs" / "paper" / "quarl_table4_deployment.csv")
+    ours = pd.DataFrame(rows)
+    console.print(
+        "QuaRL Table 4 (RasPi-3b+, fp32 vs int8 weights and activations) next to this machine (x86, 1 thread):"
+    )
+    for _, published in paper.iterrows():
+        name = published["policy"].lower()
+        mine = ours[ours["policy"] == name].set_index("backend")["p50 ms"]
+        best = mine.reindex(list(INT8)).dropna()
+        console.print(f"  {published['policy']}: paper {published['fp32_ms']} -> {published['int8_ms']} ms "
+                      f"({published['speedup']}x, {published['device']}); here torch fp32 {mine['torch-fp32']:.3f} -> "
+                      f"{best.min():.3f} ms ({mine['torch-fp32'] / best.min():.1f}x, {best.idxmin()})")  # fmt: skip
     print(summary["policy III"])  # fp32 = the torch fp32 policy; size against the fp32 ONNX artifact
 
 

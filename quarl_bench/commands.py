@@ -320,9 +320,17 @@ def deploy(args: argparse.Namespace) -> int:
         console.print(
             f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
         )
-        work = Work("deploy", ref.algo, ref.env_id, specs, EvalSettings(args.episodes, args.seed, args.n_envs), ref,
-                    driver=driver_provenance())  # fmt: skip
-        rows = run_work(work, store, args.force, lambda row, reused: console.print(result_line(row, reused)))
+        settings, driver = EvalSettings(args.episodes, args.seed, args.n_envs), driver_provenance()
+        rows: dict[str, dict] = {}
+        for spec in specs:  # one backend at a time: one that cannot run here says why, the others still run
+            work = Work("deploy", ref.algo, ref.env_id, (spec,), settings, ref, driver=driver)
+            try:
+                for row in run_work(work, store, args.force, lambda r, reused: console.print(result_line(r, reused))):
+                    rows[row["key"]] = row
+            except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
+                console.print(f"[yellow]{spec.backend} cannot run here[/]: {type(error).__name__}: "
+                              f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}")  # fmt: skip
+        rows = list(rows.values())
         console.print(deployment_table(rows, f"{ref.algo} / {ref.env_id}: deployed artifacts"))
         console.print(f"Stored in {store.path}")
     return 0

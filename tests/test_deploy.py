@@ -125,3 +125,22 @@ def test_export_to_an_unwritable_place(cli, zoo: Path, tmp_path: Path) -> None:
                        "--out", tmp_path / "missing" / "policy.onnx")  # fmt: skip
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write" in err
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_backend_that_cannot_run_says_why_and_the_others_run(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
+    from quarl_bench.deploy import backends
+
+    real_build = backends.build
+
+    def build_without_torchao(backend, *args, **kwargs):
+        if backend == "torchao-int8":
+            raise backends.QuarlError("backend torchao-int8 unavailable: No module named 'torchao'")
+        return real_build(backend, *args, **kwargs)
+
+    monkeypatch.setattr(backends, "build", build_without_torchao)
+    store = tmp_path / "quarl.sqlite"
+    code, out, err = cli("deploy", "--algo", "dqn", "--env", "CartPole", "--folder", zoo, "-n", "5", "--store", store,
+                         "--backend", "torchao-int8", "ort-fp16")  # fmt: skip
+    assert code == 0, err
+    assert "torchao-int8 cannot run here: QuarlError: backend torchao-int8 unavailable" in " ".join(out.split())
+    assert sorted(load_results(store)["backend"]) == ["ort-fp16", "torch-fp32"]
