@@ -3,7 +3,8 @@
 QuaRL Table 4's Policies I, II, III (3-layer MLPs of 64, 256 and 4096-512-1024 hidden units; the paper gives only
 the hidden widths, so the input is 64 features and the output 4 discrete actions here) built synthetically, and
 the shared zoo's ppo/CartPole, dqn/LunarLander and ppo/Breakout (CNN). Batch 1, one thread, 1000 timed calls after
-100 warm-up ones; sizes are the artifacts' bytes. Speed-ups are against torch fp32 (the SB3 policy as it runs in
+100 warm-up ones; sizes are the artifacts' bytes; peak MB is the resident memory of a fresh process that loads
+and runs the artifact (ONNX Runtime or TorchScript; none for torchao's state dict). Speed-ups are against torch fp32 (the SB3 policy as it runs in
 PyTorch) and against ONNX Runtime fp32.
 
     python benchmarks/deploy_latency.py [--folder ../shared/zoo] [--calls 1000]
@@ -23,7 +24,7 @@ import torch
 from torch import nn
 
 from quarl_bench.deploy.backends import build, runner
-from quarl_bench.deploy.timing import latency
+from quarl_bench.deploy.timing import latency, peak_memory_mb
 from quarl_bench.report.console import console
 
 INT8 = ("ort-int8-dynamic", "ort-int8-static", "torchao-int8")
@@ -85,7 +86,7 @@ def main() -> None:
             timing = latency(runner(artifact), observations[0], calls=args.calls)
             timings[backend] = (timing["p50_ms"], artifact.nbytes)
             rows.append({"policy": name, "backend": backend, "p50 ms": timing["p50_ms"], "p99 ms": timing["p99_ms"],
-                         "bytes": artifact.nbytes})  # fmt: skip
+                         "bytes": artifact.nbytes, "peak MB": peak_memory_mb(artifact, observations[0])})  # fmt: skip
         base_ms, base_bytes = timings["torch-fp32"]
         ort_ms = timings["ort-fp32"][0]
         for row in rows:
@@ -105,7 +106,7 @@ def main() -> None:
     )
     for _, published in paper.iterrows():
         name = published["policy"].lower()
-        mine = ours[ours["policy"] == name].set_index("backend")["p50 ms"]
+        mine = ours[ours["policy"].str.lower() == name].set_index("backend")["p50 ms"]
         best = mine.reindex(list(INT8)).dropna()
         console.print(f"  {published['policy']}: paper {published['fp32_ms']} -> {published['int8_ms']} ms "
                       f"({published['speedup']}x, {published['device']}); here torch fp32 {mine['torch-fp32']:.3f} -> "
