@@ -80,6 +80,17 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
                         help="paper: the acting weights; quarl-code: what the original QuaRL code quantized")  # fmt: skip
 
 
+def add_evaluation(parser: argparse.ArgumentParser, per: str) -> None:
+    """Episodes, envs, seed, store and --force: how each job of ``run``/``deploy`` is evaluated and kept."""
+    parser.add_argument("-n", "--episodes", type=positive_int, default=100, help=f"episodes per {per} (default 100)")
+    parser.add_argument(
+        "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
+    add_store(parser)
+    parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
+
 def add_calibration(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration-states", type=positive_int, default=1000,
                         help="ort-int8-static: visited observations that calibrate activation ranges (default 1000)")  # fmt: skip
@@ -99,11 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bits", nargs="+", type=precision_arg, default=["int8"], metavar="P",
                      help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)")  # fmt: skip
     add_spec(run)
-    run.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per precision (default 100)")
-    run.add_argument("--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)")
-    run.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
-    add_store(run)
-    run.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+    add_evaluation(run, "precision")
 
     sweep = commands.add_parser("sweep", help="run a YAML job grid (zoo_configs/*.yaml), resuming where it stopped")
     sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
@@ -184,11 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                         default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static"],
                         help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)")  # fmt: skip
     add_calibration(deploy)
-    deploy.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per backend (default 100)")
-    deploy.add_argument("--n-envs", type=positive_int, default=None, help="envs evaluated at once")
-    deploy.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
-    add_store(deploy)
-    deploy.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+    add_evaluation(deploy, "backend")
 
     export = commands.add_parser("export", help="write one backend's artifact of an agent, with a README next to it")
     add_algo(export, required=True)
