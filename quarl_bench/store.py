@@ -22,7 +22,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SCHEMA_VERSION = 2  # PRAGMA user_version; 0/1: stores made before layers, action modes and quantizer versions
+SCHEMA_VERSION = 3  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
