@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits
     )
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.has("")  # a bad store file fails here, before any agent is fetched or trained
+        store.check()
         ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, not args.no_hub,
                             args.train_if_missing, args.seed, args.trust_remote_code)  # fmt: skip
         console.print(
@@ -81,13 +81,13 @@ def sweep(args: argparse.Namespace) -> int:
                 done["works"] += 1
                 if error is not None:
                     failures.append(f"{work.algo}/{work.env_id} {work.method}: {error}")
-                elif rows:
-                    last = rows[-1]
-                    update(
-                        done["works"],
-                        f"last: {last['algo']}/{last['env_id']} {spec_text(last)} {last['mean_reward']:.1f}",
-                    )
-                update(done["works"])
+                last = rows[-1] if rows else None
+                text = (
+                    f"last: {last['algo']}/{last['env_id']} {spec_text(last)} {last['mean_reward']:.1f}"
+                    if last
+                    else None
+                )
+                update(done["works"], text)
 
             if args.executor == "ray":
                 executor = RayExecutor(store, args.address, args.force)
@@ -105,29 +105,33 @@ def sweep(args: argparse.Namespace) -> int:
 
 
 def study_rows(store: ResultStore, cells: list, sources) -> list[dict[str, Any]]:
-    """The stored rows of a study's cells, found by their job keys (QAT: each training seed's agent, if trained)."""
+    """The stored rows of a study's cells, found by their job keys (QAT: each training seed's agent, if trained).
+
+    Each PTQ agent is resolved (its files hashed) once, not once per cell.
+    """
+    from quarl_bench.methods.qat import QATConfig
     from quarl_bench.registry import EvalSettings, build_jobs
     from quarl_bench.zoo.agents import find_in_folder, resolve_agent
 
+    agents: dict[tuple[str, str], Any] = {}
+
+    def ptq_agent(algo: str, env_id: str):
+        if (algo, env_id) not in agents:
+            try:
+                agents[algo, env_id] = resolve_agent(algo, env_id, sources.folder, sources.cache, use_hub=False)
+            except QuarlError:
+                agents[algo, env_id] = None
+        return agents[algo, env_id]
+
     rows: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        try:
-            if cell.method == "qat":
-                from quarl_bench.methods.qat import QATConfig
-
-                config = QATConfig(
-                    cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed
-                )
-                ref = find_in_folder(config.folder(sources.cache), cell.algo, cell.env_id, "qat")
-                settings = EvalSettings(cell.episodes, 0)
-            else:
-                ref = resolve_agent(cell.algo, cell.env_id, sources.folder, sources.cache, use_hub=False)
-                settings = EvalSettings(cell.episodes, cell.seed)
-        except QuarlError:
-            continue
-        if ref is None:
-            continue
-        for job in build_jobs(ref, [cell.spec], settings, cell.method):
+        if cell.method == "qat":
+            config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
+            ref = find_in_folder(config.folder(sources.cache), cell.algo, cell.env_id, "qat")
+            settings = EvalSettings(cell.episodes, 0)
+        else:
+            ref, settings = ptq_agent(cell.algo, cell.env_id), EvalSettings(cell.episodes, cell.seed)
+        for job in build_jobs(ref, [cell.spec], settings, cell.method) if ref is not None else []:
             row = rows.get(job.key) or store.get(job.key)
             if row is not None:
                 rows[job.key] = row
@@ -147,7 +151,7 @@ def qat(args: argparse.Namespace) -> int:
                             seed=args.seed, quantize_activations=args.quantize_activations)  # fmt: skip
     console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.has("")
+        store.check()
         work = Work("qat", config.algo, config.env_id, (QuantSpec(config.precision, method="qat"),),
                     EvalSettings(args.episodes, args.eval_seed), training=config, cache=args.cache or DEFAULT_CACHE,
                     driver=driver_provenance())  # fmt: skip
@@ -174,7 +178,7 @@ def amp(args: argparse.Namespace) -> int:
     env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
     runs = []
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.has("")
+        store.check()
         for arch in args.policy_arch:
             rows = {}
             for precision in ("fp32", dtype):
@@ -314,7 +318,7 @@ def deploy(args: argparse.Namespace) -> int:
 
     specs = deploy_specs(args, args.backend)
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.has("")
+        store.check()
         ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, True, args.train_if_missing,
                             args.seed, args.trust_remote_code)  # fmt: skip
         console.print(
@@ -357,7 +361,7 @@ def export(args: argparse.Namespace) -> int:
     calibration = (
         visited_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET) if spec.calibration_states else None
     )
-    sample = visited_states(agent, 1, CALIBRATION_SEED_OFFSET + 1)
+    sample = calibration[:1] if calibration is not None else visited_states(agent, 1, CALIBRATION_SEED_OFFSET)
     artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax")
     if not artifact.standalone:
         raise QuarlError(

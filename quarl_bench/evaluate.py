@@ -17,6 +17,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
 from quarl_bench.types import ActionMode
+from quarl_bench.zoo.quiet import native_output_silenced
 
 
 @dataclass
@@ -133,7 +134,8 @@ def evaluate(
     actor.action_space.seed(seed)
     predictor = AgreementMeter(actor, reference) if reference is not None else actor
     start = time.perf_counter()
-    with torch.inference_mode(), torch_thread_count(torch_threads):
+    # native_output_silenced: pybullet envs print "argv[0]=" from C when first reset
+    with torch.inference_mode(), torch_thread_count(torch_threads), native_output_silenced():
         rewards, lengths = evaluate_policy(
             predictor,
             env,

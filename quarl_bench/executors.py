@@ -11,7 +11,6 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -148,17 +147,10 @@ class RayExecutor:
         self.pending: dict[Any, Work] = {}
 
     def submit(self, work: Work) -> None:
+        """``work.skip`` already holds every stored job (``runner.plan`` deals only pending ones to works)."""
         if work.training is not None:
             raise QuarlError(f"{work.method} grids run on the local executor: drop --executor ray")
-        stored = {key for key in self._keys(work) if not self.force and self.store.has(key)}
-        self.pending[self.remote.remote(replace(work, skip=work.skip | stored))] = work
-
-    @staticmethod
-    def _keys(work: Work) -> list[str]:
-        from quarl_bench.registry import build_jobs
-
-        assert work.ref is not None
-        return [job.key for job in build_jobs(work.ref, list(work.specs), work.settings, work.method)]
+        self.pending[self.remote.remote(work)] = work
 
     def busy(self) -> bool:
         return bool(self.pending)

@@ -77,15 +77,11 @@ def run_work(
     for key in reused:
         if on_result:
             on_result(_stored(store, key), True)
-    for result in evaluations(_with_ref(work, ref), lambda key: key in reused):
+    for result in evaluations(replace(work, ref=ref), lambda key: key in reused):
         store.put(result, replace=force)
         if on_result:
             on_result(_stored(store, result.job.key), False)
     return [_stored(store, key) for key in keys]
-
-
-def _with_ref(work: Work, ref: AgentRef) -> Work:
-    return replace(work, ref=ref)
 
 
 def _stored(store: ResultStore, key: str) -> dict[str, Any]:

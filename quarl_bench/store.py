@@ -190,6 +190,11 @@ class ResultStore:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    def check(self) -> None:
+        """Refuse a bad existing store file now (see ``_connection``), before a command fetches or trains anything."""
+        if self._readable():
+            self._connection  # noqa: B018 - opening it is the check
+
     def has(self, key: str) -> bool:
         if not self._readable():
             return False

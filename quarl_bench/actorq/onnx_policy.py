@@ -25,7 +25,7 @@ from quarl_bench.quant.affine import to_grid
 def weight_bits() -> int:
     """8, or 7 on an x86 CPU without VNNI. There ORT's u8 x s8 ``MatMulInteger`` uses ``vpmaddubsw``, which
     saturates int16 sums of pairs of products; ORT's ``quantize_dynamic(reduce_range=True)`` exists for this. Measured
-    here (AVX2, no VNNI, ORT 1.32): 8-bit weights gave errors of 11% of a 256x256 policy's output, 7-bit ones ~1%."""
+    here (AVX2, no VNNI, ORT 1.32): 8-bit weights gave errors of 11% of a 256x256 policy's output, 7-bit ones 2%."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

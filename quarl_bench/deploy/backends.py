@@ -110,6 +110,7 @@ def build(backend: str, module, sample: np.ndarray, calibration: np.ndarray | No
 
 
 def _int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:
+    import onnxruntime as ort
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -121,6 +122,7 @@ def _int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str
 
     from quarl_bench.actorq.onnx_policy import weight_bits
 
+    ort.set_default_logger_severity(3)  # the calibration sessions log graph-cleanup notices otherwise
     reduce_range = weight_bits() == 7
     with tempfile.TemporaryDirectory() as folder:
         source, target = Path(folder) / "fp32.onnx", Path(folder) / "int8.onnx"
@@ -162,6 +164,7 @@ def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.nd
     if artifact.kind == "onnx":
         import onnxruntime as ort
 
+        ort.set_default_logger_severity(3)  # errors only: no graph-cleanup notices on the console
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         session = ort.InferenceSession(artifact.data, options, providers=["CPUExecutionProvider"])

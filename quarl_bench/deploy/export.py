@@ -8,6 +8,7 @@ guide leaves unscaling to the user; :func:`check_equivalence` proves the artifac
 
 from __future__ import annotations
 
+import copy
 import io
 
 import numpy as np
@@ -50,6 +51,17 @@ class DeployablePolicy(nn.Module):
         if not self.discrete:
             self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
             self.register_buffer("high", torch.as_tensor(action_space.high, dtype=torch.float32))
+
+    def __deepcopy__(self, memo: dict) -> DeployablePolicy:
+        """A copy to quantize: the SB3 policy rebuilt by ``clone_policy`` (deepcopy fails on gSDE's non-leaf
+        tensors), buffers cloned."""
+        from quarl_bench.quant.ptq import clone_policy
+
+        twin = copy.copy(self)
+        twin._parameters = dict(self._parameters)
+        twin._buffers = {name: buffer.clone() for name, buffer in self._buffers.items()}
+        twin._modules = {**self._modules, "policy": clone_policy(self.policy)}
+        return twin
 
     def preprocess(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.float()

@@ -44,51 +44,50 @@ class NormalizedReference:
 def visited_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
     """``count`` raw observations the fp32 policy visits, playing from ``seed``."""
     from quarl_bench.deploy.export import split_normalizer
+    from quarl_bench.zoo.quiet import native_output_silenced
 
     env = agent.make_env(n_envs, seed)
     raw, normalizer = split_normalizer(env)
     reference = NormalizedReference(agent.model.policy, normalizer)
-    states, obs = [], raw.reset()
-    while sum(len(s) for s in states) < count:
-        states.append(obs)
-        obs, *_ = raw.step(reference.predict(obs, deterministic=True)[0])
+    with native_output_silenced():  # pybullet envs print from C when first reset
+        states, obs = [], raw.reset()
+        while sum(len(s) for s in states) < count:
+            states.append(obs)
+            obs, *_ = raw.step(reference.predict(obs, deterministic=True)[0])
     env.close()
     return np.concatenate(states)[:count]
 
 
 def evaluate_job(agent, job: Job, driver: dict[str, Any]) -> EvalResult:
     """Build ``job.spec.backend``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
-
     from quarl_bench.deploy.backends import build, int8_weight_summary, runner
     from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluate import evaluate, torch_thread_count
     from quarl_bench.provenance import agent_provenance
-    from quarl_bench.zoo.quiet import native_output_silenced
 
     spec = job.spec
     policy = agent.model.policy
     policy.set_training_mode(False)
-    with native_output_silenced():
-        env = agent.make_env(job.n_envs, job.seed)
+    seed = job.seed + CALIBRATION_SEED_OFFSET
+    calibration = visited_states(agent, spec.calibration_states, seed) if spec.calibration_states else None
+    sample = calibration[:64] if calibration is not None else visited_states(agent, 64, seed)
+    env = agent.make_env(job.n_envs, job.seed)
+    try:
         raw, normalizer = split_normalizer(env)
         module = DeployablePolicy(policy, job.algo, raw.observation_space, normalizer).eval()
-        calibration = (visited_states(agent, spec.calibration_states, job.seed + CALIBRATION_SEED_OFFSET)
-                       if spec.calibration_states else None)  # fmt: skip
-        sample = visited_states(agent, 64, job.seed + CALIBRATION_SEED_OFFSET + 1)
         start = time.perf_counter()
         artifact = build(spec.backend, module, sample[:1], calibration, spec.calibration_method or "minmax")
         build_seconds = time.perf_counter() - start
         with torch_thread_count(1):
             run = runner(artifact, threads=1)
-            reference = NormalizedReference(policy, normalizer)
-            try:
-                episodes = evaluate(ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed,
-                                    job.actions, reference=None if spec.backend == "torch-fp32" else reference)  # fmt: skip
-            finally:
-                env.close()
+            reference = None if spec.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
+            episodes = evaluate(ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed, job.actions,
+                                reference=reference)  # fmt: skip
             timing = latency(run, sample[0])
             timing["batch64_obs_per_s"] = throughput(run, sample)
+    finally:
+        env.close()
     deployment = {
         "backend": spec.backend, "artifact_sha256": artifact.sha256, "artifact_bytes": artifact.nbytes,
         "artifact_kind": artifact.kind, "build_seconds": build_seconds, "latency": timing,

@@ -12,7 +12,6 @@ from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.ptq import quantize, weight_profile
 from quarl_bench.types import EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
-from quarl_bench.zoo.quiet import native_output_silenced
 
 
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalResult:
@@ -24,14 +23,11 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
     fp32_policy.set_training_mode(False)
     policy, layers = quantize(fp32_policy, job.algo, job.spec)
     reference = None if job.spec.is_identity else fp32_policy
-    with native_output_silenced():  # pybullet prints from C when its envs are made and first reset
-        env = agent.make_env(job.n_envs, job.seed)
-        try:
-            episodes = evaluate(
-                policy, env, job.episodes, job.seed, job.actions, reference=reference, model=agent.model
-            )
-        finally:
-            env.close()
+    env = agent.make_env(job.n_envs, job.seed)
+    try:
+        episodes = evaluate(policy, env, job.episodes, job.seed, job.actions, reference=reference, model=agent.model)
+    finally:
+        env.close()
     return EvalResult(
         job=job,
         episode_rewards=tuple(episodes.rewards),

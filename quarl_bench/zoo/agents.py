@@ -20,7 +20,6 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import ALGOS, AgentRef
 from quarl_bench.zoo.envs import gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
-from quarl_bench.zoo.quiet import native_output_silenced
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
@@ -141,8 +140,7 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     env_kwargs = saved_env_kwargs(run_dir / ref.saved_env_id, hyperparams)
     check_normalization_stats(run_dir / ref.saved_env_id / "vecnormalize.pkl")
     try:
-        with native_output_silenced():  # pybullet prints its build time from C on import
-            probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
+        probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
     except Exception as error:  # unpickling and shape errors come in many types
         raise QuarlError(f"cannot build the {ref.env_id} env from {stats_path}: {one_line(error)}") from error
     observation_space, action_space = probe.observation_space, probe.action_space

@@ -75,12 +75,15 @@ def make_eval_env(
 ) -> VecEnv:
     """rl-zoo3's ``create_test_env`` without rendering: the agent's wrappers, normalisation and frame stack.
 
-    Env ``i`` is seeded with ``seed + i``, so two evaluations with the same seed face the same episodes.
+    Env ``i`` is seeded with ``seed + i``, so two evaluations with the same seed face the same episodes. Whatever
+    rl-zoo3 prints, and pybullet prints from C (its build time), is kept off the console.
     """
     from rl_zoo3.utils import create_test_env
 
+    from quarl_bench.zoo.quiet import native_output_silenced
+
     register_env_packages()
-    with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()):
+    with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()), native_output_silenced():
         return create_test_env(
             env_id,
             n_envs=n_envs,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import warnings
@@ -20,10 +21,15 @@ def silence_library_warnings() -> None:
 
 @contextlib.contextmanager
 def quiet_libraries() -> Iterator[None]:
-    """For a whole command: library warnings off, restored afterwards (tests run commands in-process)."""
+    """For a whole command: library warnings and log records below ERROR off (onnxruntime's quantizer logs advice
+    on the root logger, torchao its optional kernels), restored afterwards (tests run commands in-process)."""
     with warnings.catch_warnings():
         silence_library_warnings()
-        yield
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(logging.NOTSET)
 
 
 @contextlib.contextmanager
