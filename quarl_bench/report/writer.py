@@ -52,8 +52,8 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str
     paper = paper_reference(paper_dir)
     comparisons = [paper_vs_measured(store.select(replace(primary, layers=mode)), paper, mode)
                    for mode in ("paper", "quarl-code")]  # fmt: skip
-    comparison = pd.concat([c for c in comparisons if not c.empty], ignore_index=True) if any(
-        not c.empty for c in comparisons) else pd.DataFrame()  # fmt: skip
+    comparisons = [c for c in comparisons if not c.empty]
+    comparison = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
     written += write_table(comparison, out_dir, "paper_vs_measured")
     if not comparison.empty:
         inside = comparison["paper inside CI"]
