@@ -4,7 +4,8 @@ QuaRL Table 4's Policies I, II, III (3-layer MLPs of 64, 256 and 4096-512-1024 h
 the hidden widths, so the input is 64 features and the output 4 discrete actions here) built synthetically, and
 the shared zoo's ppo/CartPole, dqn/LunarLander and ppo/Breakout (CNN). Batch 1, one thread, 1000 timed calls after
 100 warm-up ones; sizes are the artifacts' bytes; peak MB is the resident memory of a fresh process that loads
-and runs the artifact (ONNX Runtime or TorchScript; none for torchao's state dict). Speed-ups are against torch fp32 (the SB3 policy as it runs in
+and runs the artifact (ONNX Runtime or TorchScript; none for torchao's state dict). ``quarl-bench table4`` times
+the same three policies and stores them for ``quarl-bench report``. Speed-ups are against torch fp32 (the SB3 policy as it runs in
 PyTorch) and against ONNX Runtime fp32.
 
     python benchmarks/deploy_latency.py [--folder ../shared/zoo] [--calls 1000]
@@ -18,41 +19,23 @@ import os
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
+from quarl_bench.deploy import synthetic
 from quarl_bench.deploy.backends import build, runner
 from quarl_bench.deploy.timing import latency, peak_memory_mb
 from quarl_bench.report.console import console
 
 INT8 = ("ort-int8-dynamic", "ort-int8-static", "torchao-int8")
 BACKENDS = ("torch-fp32", "ort-fp32", "ort-fp16", *INT8)
-TABLE4 = {"policy I": (64, 64, 64), "policy II": (256, 256, 256), "policy III": (4096, 512, 1024)}
 ZOO_AGENTS = (("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "BreakoutNoFrameskip-v4"))
-
-
-class GreedyMLP(nn.Module):
-    """A synthetic policy: MLP with ReLU, argmax over its outputs."""
-
-    def __init__(self, inputs: int, hidden: tuple[int, ...], actions: int) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        for width in hidden:
-            layers += [nn.Linear(inputs, width), nn.ReLU()]
-            inputs = width
-        self.net = nn.Sequential(*layers, nn.Linear(inputs, actions))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.argmax(self.net(obs), dim=1)
 
 
 def policies(folder: Path):
     """(name, module, observations for timing and calibration) for each benchmarked policy."""
-    torch.manual_seed(0)
-    for name, hidden in TABLE4.items():
-        yield name, GreedyMLP(64, hidden, 4).eval(), np.random.default_rng(0).standard_normal((256, 64), np.float32)
+    for name, hidden in synthetic.TABLE4_POLICIES.items():
+        yield f"policy {name}", synthetic.greedy_mlp(hidden), synthetic.observations()
     from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
     from quarl_bench.methods.deploy import visited_states
     from quarl_bench.zoo.agents import load_agent, resolve_agent

@@ -201,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibration(export)
     export.add_argument("--out", type=Path, required=True, help="artifact file to write, e.g. policy.onnx")
 
+    table4 = commands.add_parser("table4", help="QuaRL Table 4: time synthetic policies I-III per backend, store it")
+    table4.add_argument("--policy", nargs="+", choices=("I", "II", "III"), default=["I", "II", "III"],
+                        help="which of QuaRL's Table 4 policies (default all three)")  # fmt: skip
+    table4.add_argument("--backend", nargs="+", choices=BACKENDS, metavar="B",
+                        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static", "torchao-int8"],
+                        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)")  # fmt: skip
+    table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default 1000)")
+    add_store(table4)
+    table4.add_argument("--force", action="store_true", help="time again what the store already has")
+
     report = commands.add_parser("report", help="write the paper's tables and figures from the store")
     add_store(report)
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")

@@ -340,6 +340,38 @@ def deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def table4(args: argparse.Namespace) -> int:
+    from quarl_bench.config import config_dir
+    from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.report.console import table4_table
+
+    host, driver = machine(), driver_provenance()
+    backends = list(dict.fromkeys(["torch-fp32", *args.backend]))
+    console.print(f"Timing QuaRL Table 4 policies {', '.join(args.policy)} on {host} (one thread, batch 1)")
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.check()
+        keys = []
+        for policy in args.policy:
+            for backend in backends:  # one that cannot run here says why, the others still run
+                key = timing_key(policy, backend, args.calls, host, driver["versions"])
+                if store.has_timing(key) and not args.force:
+                    keys.append(key)
+                    continue
+                try:
+                    row = time_policy(policy, backend, args.calls, key, driver | {"host": host})
+                except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
+                    console.print(f"[yellow]policy {policy}: {backend} cannot run here[/]: {type(error).__name__}: "
+                                  f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}")  # fmt: skip
+                    continue
+                store.put_timing(row, replace=True)
+                keys.append(key)
+        timings = store.timings()
+    console.print(table4_table(timings[timings["key"].isin(keys)], config_dir() / "paper"))
+    console.print(f"Stored in {store.path}; `quarl-bench report` writes table4.md next to the paper's figures")
+    return 0
+
+
 def export(args: argparse.Namespace) -> int:
     from quarl_bench.deploy.artifact_readme import artifact_readme
     from quarl_bench.deploy.backends import build

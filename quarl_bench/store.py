@@ -22,7 +22,8 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SCHEMA_VERSION = 3  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend
+SCHEMA_VERSION = 4  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+# 3: before the timings table
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
@@ -65,6 +66,28 @@ CREATE TABLE IF NOT EXISTS results (
     created_at TEXT NOT NULL
 )
 """
+# Latency/size measurements of synthetic policies (QuaRL Table 4): no agent, no episodes, so not results rows.
+TIMINGS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS timings (
+    key TEXT PRIMARY KEY,
+    policy TEXT NOT NULL,
+    hidden TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    threads INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    p50_ms REAL NOT NULL,
+    p99_ms REAL NOT NULL,
+    mean_ms REAL NOT NULL,
+    batch64_obs_per_s REAL NOT NULL,
+    artifact_bytes INTEGER NOT NULL,
+    artifact_sha256 TEXT NOT NULL,
+    peak_rss_mb REAL,
+    provenance TEXT NOT NULL,
+    created_at TEXT NOT NULL
+)
+"""
+TIMING_JSON_COLUMNS = ("hidden", "provenance")
 # Columns added since the first schema: (name, definition) for ALTER TABLE on older stores.
 ADDED_COLUMNS = (
     ("weights", "TEXT NOT NULL DEFAULT '{}'"),
@@ -163,6 +186,7 @@ class ResultStore:
                     with db:
                         db.execute("BEGIN IMMEDIATE")
                         db.execute(SCHEMA)
+                        db.execute(TIMINGS_SCHEMA)
                         _add_missing_columns(db)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
@@ -223,6 +247,28 @@ class ResultStore:
         with db:  # one transaction: a crash leaves the old state or the whole row
             inserted = db.execute(sql, tuple(row.values())).rowcount > 0
         return inserted
+
+    def put_timing(self, row: dict[str, Any], replace: bool = False) -> bool:
+        """Write one timing row (see :mod:`quarl_bench.deploy.synthetic`) atomically; False if it exists."""
+        values = {k: json.dumps(v) if k in TIMING_JSON_COLUMNS else v for k, v in row.items()}
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        sql = f"{verb} INTO timings ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
+        with self._connection as db:
+            return db.execute(sql, tuple(values.values())).rowcount > 0
+
+    def timings(self) -> pd.DataFrame:
+        """Every timing row, JSON columns decoded, oldest first."""
+        if not self._readable():
+            return pd.DataFrame()
+        frame = pd.read_sql_query("SELECT * FROM timings ORDER BY created_at, key", self._connection)
+        for column in TIMING_JSON_COLUMNS:
+            frame[column] = frame[column].map(json.loads)
+        return frame
+
+    def has_timing(self, key: str) -> bool:
+        if not self._readable():
+            return False
+        return self._connection.execute("SELECT 1 FROM timings WHERE key = ?", (key,)).fetchone() is not None
 
     def to_dataframe(self) -> pd.DataFrame:
         """Every row, JSON columns decoded, E% joined from its reference row, oldest first."""

@@ -158,3 +158,32 @@ def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
             f"{reference['artifact_bytes'] / deployment['artifact_bytes']:.2f}x",
         )  # fmt: skip
     return table
+
+
+def table4_table(timings: Any, paper_dir: Any) -> Table:
+    """QuaRL Table 4 (the paper's RasPi) next to this machine's stored timings."""
+    import pandas as pd
+
+    from quarl_bench.report.deployment import table4_comparison
+
+    comparison = table4_comparison(timings, pd.read_csv(paper_dir / "quarl_table4_deployment.csv"))
+    machines = sorted(set(comparison["machine"])) if len(comparison) else []
+    table = Table(
+        title=f"QuaRL Table 4: paper (RasPi-3b+, its 4x ARM A53) vs here ({'; '.join(machines) or 'nothing timed'}); "
+        "fp32 = torch fp32, int8 = fastest int8 backend, p50 ms",
+        caption="size ratio and fp32 peak MB: the fp32 ONNX artifact",
+    )
+    columns = ("policy", "paper fp32 ms", "paper int8 ms", "paper speed-up", "fp32 ms", "int8 ms", "int8 backend",
+               "speed-up", "vs ORT fp32", "size ratio", "fp32 peak MB", "int8 peak MB")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("policy", "int8 backend") else "right")
+    for _, row in comparison.iterrows():
+        table.add_row(
+            f"{row['policy']} ({row['hidden']})", format_number(row["paper fp32 ms"], "{:.3f}"),
+            format_number(row["paper int8 ms"], "{:.3f}"), format_number(row["paper speed-up"], "{:.2f}x"),
+            f"{row['fp32 ms']:.3f}", format_number(row["int8 ms"], "{:.3f}"), row["int8 backend"],
+            format_number(row["speed-up"], "{:.2f}x"), format_number(row["vs ORT fp32"], "{:.2f}x"),
+            format_number(row["size ratio"], "{:.2f}x"),
+            format_number(row["fp32 peak MB"], "{:.0f}"), format_number(row["int8 peak MB"], "{:.0f}"),
+        )  # fmt: skip
+    return table

@@ -177,14 +177,14 @@ def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records).sort_values(["algo", "env", "bits"], ascending=[True, True, False])
 
 
-def write_table(table: pd.DataFrame, out_dir: Path, stem: str) -> list[Path]:
-    """``stem.csv`` and ``stem.md`` (rounded to 2 decimals) of a flat table; nothing for an empty one."""
+def write_table(table: pd.DataFrame, out_dir: Path, stem: str, decimals: int = 2) -> list[Path]:
+    """``stem.csv`` and ``stem.md`` (rounded to ``decimals``) of a flat table; nothing for an empty one."""
     if table.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, md = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
     table.to_csv(csv, index=False)
-    md.write_text(table.round(2).to_markdown(index=False) + "\n")
+    md.write_text(table.round(decimals).to_markdown(index=False) + "\n")
     return [csv, md]
 
 

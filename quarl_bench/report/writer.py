@@ -10,7 +10,7 @@ import pandas as pd
 from quarl_bench.store import ResultStore, Variant
 
 
-def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str]:
+def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list:
     """Write the report files into ``out_dir``; returns the lines to print (tables, variants, files written).
 
     The reward-error table is written once per PTQ variant in the store (seed, episodes, grid options, layer mode),
@@ -30,7 +30,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str
         write_weight_spread,
     )
 
-    lines: list[str] = []
+    lines: list = []  # strings and rich tables
     written: list[Path] = []
     variants = store.variants("ptq") or [Variant()]
     for variant in variants:
@@ -59,11 +59,13 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str
         inside = comparison["paper inside CI"]
         lines.append(f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
                      "measured 95% CI (paper_vs_measured.md)")  # fmt: skip
-    from quarl_bench.report.deployment import deployment_table, write_deployment_report
+    from quarl_bench.report.deployment import deployment_table, write_deployment_report, write_table4
 
     tables = [deployment_table(store.select(v), store.select(Variant("ptq", v.seed, v.episodes)))
               for v in store.variants("deploy")]  # fmt: skip
     written += write_deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), out_dir)
+    lines += table4_lines(store, paper_dir)
+    written += write_table4(store.timings(), pd.read_csv(paper_dir / "quarl_table4_deployment.csv"), out_dir)
     everything = store.to_dataframe()
     written += write_actorq_report(everything, out_dir)
     written += write_amp_table(everything, out_dir)
@@ -71,3 +73,11 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list[str
     if others:
         lines.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
     return lines + [f"wrote {path}" for path in written]
+
+
+def table4_lines(store: ResultStore, paper_dir: Path) -> list:
+    """The console's QuaRL Table 4 (paper's RasPi next to this machine), when the store has timings."""
+    from quarl_bench.report.console import table4_table
+
+    timings = store.timings()
+    return [table4_table(timings, paper_dir)] if len(timings) else []
