@@ -35,3 +35,12 @@ def alias_env_id(name: str) -> str:
     settings = env_settings()
     env_id = settings["aliases"].get(name, name)
     return settings["legacy_ids"].get(env_id, env_id)
+
+
+def hyperparams_file(algo: str, env_id: str) -> Path | None:
+    """``zoo_configs/hyperparams/{algo}.yml`` when it has settings for ``env_id`` (envs rl-zoo3 has none for, such
+    as the Control Suite's), else None: rl-zoo3's own table applies."""
+    path = config_dir() / "hyperparams" / f"{algo}.yml"
+    if not path.is_file():
+        return None
+    return path if env_id in load_yaml(f"hyperparams/{algo}.yml") else None

@@ -21,7 +21,7 @@ LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
 QUANTIZER_VERSION = 2
-ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn")
+ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
 PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
 
 
@@ -138,6 +138,16 @@ class AgentRef:
     source: str
     run_dir: str
     content_hash: str
+
+    @property
+    def saved_name(self) -> str:
+        """The saved id as rl-zoo3 names files and folders (``dmc/cartpole-balance-v0`` -> ``dmc-cartpole-...``)."""
+        return file_name(self.saved_env_id)
+
+
+def file_name(env_id: str) -> str:
+    """rl-zoo3's file name for an env id (its ``EnvironmentName``): slashes become dashes."""
+    return env_id.replace("/", "-")
 
 
 @dataclass(frozen=True)

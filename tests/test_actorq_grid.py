@@ -12,9 +12,16 @@ from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
 
 
-def test_paper_grid_expands_to_fifteen_runs() -> None:
+def test_paper_grid_has_the_gym_and_control_suite_runs() -> None:
     runs = load_actorq_grid(config_dir() / "actorq.yaml")
-    assert len(runs) == 3 * 3 + 2 * 3
+    assert len(runs) == 3 * 3 + 2 * 3 + 8 * 3  # dqn x 3 envs, td3 x 2, d4pg x the paper's 8 DMC tasks; 3 precisions
+    d4pg = {r.env_id: r for r in runs if r.algo == "d4pg"}
+    # the paper's budgets (Table 3: steps trained, over 2 actors) and pull periods, per task
+    assert (d4pg["dmc/cartpole-balance-v0"].max_actor_steps, d4pg["dmc/cartpole-balance-v0"].pull_period) == (
+        20000,
+        1000,
+    )
+    assert (d4pg["dmc/humanoid-walk-v0"].max_actor_steps, d4pg["dmc/humanoid-walk-v0"].pull_period) == (350000, 100)
     assert {(r.algo, r.env_id) for r in runs} >= {("dqn", "MountainCar-v0"), ("td3", "Pendulum-v1")}
     assert all(r.policy_arch == (2048, 2048, 2048) and r.n_actors == 2 for r in runs)
     cartpole = select_runs(runs, envs=["CartPole"], precisions=["fp32", "int8"])

@@ -17,6 +17,11 @@ from quarl_bench.zoo.envs import default_eval_envs, env_kind, resolve_env_id, sa
         ("HalfCheetah", "HalfCheetahBulletEnv-v0"),
         ("LunarLander-v2", "LunarLander-v3"),
         ("Acrobot-v1", "Acrobot-v1"),
+        ("HalfCheetah-v3", "HalfCheetah-v4"),  # zoo MuJoCo agents were saved on -v3 (mujoco-py)
+        ("mujoco/Walker2d", "Walker2d-v4"),
+        ("cartpole-balance", "dmc/cartpole-balance-v0"),
+        ("dm_control/walker-stand-v0", "dmc/walker-stand-v0"),  # shimmy's dict observations -> flat
+        ("humanoid-walk", "dmc/humanoid-walk-v0"),
     ],
 )
 def test_names_resolve_to_runnable_ids(name: str, env_id: str) -> None:
@@ -36,3 +41,22 @@ def test_env_kinds_choose_parallel_envs() -> None:
     assert env_kind("BreakoutNoFrameskip-v4") == "atari"
     assert env_kind("HopperBulletEnv-v0") == "bullet"
     assert default_eval_envs("CartPole-v1") == 50
+
+
+def test_control_suite_task_builds_steps_and_resets_offline_with_flat_observations() -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(resolve_env_id("cartpole-balance"))
+    assert env.observation_space.shape == (5,) and env.observation_space.dtype == np.float32  # position 3 + velocity 2
+    first, _ = env.reset(seed=3)
+    again, _ = env.reset(seed=3)
+    assert first.dtype == np.float32 and np.array_equal(first, again)
+    steps, total, truncated = 0, 0.0, False
+    while not truncated:
+        obs, reward, terminated, truncated, _ = env.step(np.zeros(1))
+        assert not terminated and obs.shape == (5,) and 0.0 <= reward <= 1.0
+        steps, total = steps + 1, total + reward
+    assert steps == 1000 and total > 100  # the suite's 1000-step episodes; a still cart keeps the pole up a while
+    walker = gym.make(resolve_env_id("walker-stand"))
+    assert walker.observation_space.shape == (24,) and walker.reset(seed=0)[0].shape == (24,)

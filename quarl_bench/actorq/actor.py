@@ -21,6 +21,16 @@ from quarl_bench.actorq.policy import (
     network_for,
     network_output,
 )
+from quarl_bench.zoo.envs import register_env
+
+
+def chunk(buffer: list[tuple]) -> tuple[np.ndarray, ...]:
+    """Transitions as columns (obs, next_obs, action, reward, terminated, boundary); ``boundary`` marks where the
+    trajectory breaks: a truncated episode, and the chunk's last step (the learner's next entry is not its successor)."""
+    obs, next_obs, actions, rewards, terminated, truncated = (np.array(column) for column in zip(*buffer, strict=True))
+    boundary = truncated.astype(bool)
+    boundary[-1] = True
+    return obs, next_obs, actions, rewards, terminated.astype(bool), boundary
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)
@@ -35,6 +45,7 @@ class Actor:
         self.index, self.precision, self.exploration, self.pull_period = index, precision, exploration, pull_period
         self.int8_backend = int8_backend
         self.quantizer, self.learner, self.push_every = quantizer, learner, push_every
+        register_env(env_id)
         self.env = gym.make(env_id)
         self.rng = np.random.default_rng(seed + index)
         self.obs, _ = self.env.reset(seed=seed + index)
@@ -79,14 +90,14 @@ class Actor:
             action, stored_action = explore(output, self.env.action_space, self.exploration, self.rng)
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
             self.seconds["step"] += time.perf_counter() - start
-            buffer.append((self.obs, next_obs, stored_action, reward, terminated))
+            buffer.append((self.obs, next_obs, stored_action, reward, terminated, truncated))
             self.obs = next_obs if not (terminated or truncated) else self.env.reset()[0]
             self.steps += 1
             if len(buffer) >= self.push_every:
                 start = time.perf_counter()
                 if pending is not None:
                     ray.get(pending)  # one push in flight at a time
-                pending = self.learner.add.remote(tuple(np.array(column) for column in zip(*buffer, strict=True)))
+                pending = self.learner.add.remote(chunk(buffer))
                 buffer = []
                 self.seconds["push"] += time.perf_counter() - start
         if pending is not None:

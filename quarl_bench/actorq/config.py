@@ -17,7 +17,7 @@ from quarl_bench.zoo.envs import resolve_env_id
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
 INT8_BACKENDS = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
-LEARNER_ALGOS = ("dqn", "td3", "ddpg")  # DQN for discrete actions, TD3/DDPG for continuous ones
+LEARNER_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # DQN for discrete actions, TD3/DDPG/D4PG for continuous ones
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class ActorQConfig:
         env.close()
         discrete = isinstance(space, spaces.Discrete)
         if discrete != (self.algo == "dqn"):
-            wanted = "dqn" if discrete else "td3 or ddpg"
+            wanted = "dqn" if discrete else "td3, ddpg or d4pg"
             raise QuarlError(f"bad ActorQ algo {self.algo!r} for {self.env_id} ({type(space).__name__} actions): "
                              f"expected {wanted}")  # fmt: skip
         return observation_space, space
@@ -97,20 +97,28 @@ def load_actorq_grid(path: str | Path, overrides: dict[str, Any] | None = None) 
     with open(path) as handle:
         data = yaml.safe_load(handle) or {}
     settings = dict(data.get("settings", {}))
-    unknown = sorted(set(settings) - SETTINGS)
-    if unknown:
-        raise QuarlError(f"bad setting {unknown[0]!r} in {path}: expected one of {', '.join(sorted(SETTINGS))}")
-    if "policy_arch" in settings:
-        settings["policy_arch"] = tuple(int(width) for width in settings["policy_arch"])
-    settings |= overrides or {}
+    check_settings(settings, path)
     configs: list[ActorQConfig] = []
     for block in data.get("grid", []):
+        # a block's own settings (a task's step budget, pull period) replace the file's; flags replace both
+        block_settings = settings | dict(block.get("settings") or {})
+        check_settings(block_settings, path)
+        if "policy_arch" in block_settings:
+            block_settings["policy_arch"] = tuple(int(width) for width in block_settings["policy_arch"])
+        block_settings |= overrides or {}
         product = itertools.product(block["algos"], block["envs"], block["precisions"], data.get("seeds", [0]))
         for algo, env, precision, seed in product:
-            config = ActorQConfig(resolve_env_id(str(env)), str(precision), algo=str(algo), seed=int(seed), **settings)
+            config = ActorQConfig(resolve_env_id(str(env)), str(precision), algo=str(algo), seed=int(seed),
+                                  **block_settings)  # fmt: skip
             if config not in configs:
                 configs.append(config)
     return configs
+
+
+def check_settings(settings: dict[str, Any], path: Path) -> None:
+    unknown = sorted(set(settings) - SETTINGS)
+    if unknown:
+        raise QuarlError(f"bad setting {unknown[0]!r} in {path}: expected one of {', '.join(sorted(SETTINGS))}")
 
 
 def select_runs(configs: list[ActorQConfig], algos=None, envs=None, precisions=None) -> list[ActorQConfig]:

@@ -1,4 +1,4 @@
-"""ActorQ's learner: an fp32 SB3 off-policy algorithm (DQN, TD3 or DDPG) training on what actors send."""
+"""ActorQ's learner: an fp32 SB3 off-policy algorithm (DQN, TD3, DDPG or D4PG) training on what actors send."""
 
 from __future__ import annotations
 
@@ -21,30 +21,54 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from quarl_bench.algos.d4pg import D4PG
 from quarl_bench.evaluate import evaluate
+from quarl_bench.zoo.envs import register_env
 
-LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG}
+LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG, "d4pg": D4PG}
 # The rl-zoo3 hyperparameters a distributed learner keeps (train_freq, gradient_steps, noise: the actors' business).
 KEPT = {"learning_rate": float, "gamma": float, "tau": float, "buffer_size": int, "learning_starts": int,
         "target_update_interval": int, "policy_delay": int, "target_policy_noise": float, "target_noise_clip": float,
-        "train_freq": int, "gradient_steps": int}  # fmt: skip
+        "train_freq": int, "gradient_steps": int, "n_steps": int}  # fmt: skip
+# D4PG's distribution and critic (zoo_configs/hyperparams/d4pg.yml), passed as policy kwargs.
+DISTRIBUTION = {"n_atoms": int, "v_min": float, "v_max": float}
 
 
 def zoo_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
-    """rl-zoo3's hyperparameters for algo/env that a learner fed by actors uses, or {} (SB3's defaults)."""
+    """The hyperparameters for algo/env that a learner fed by actors uses: ``zoo_configs/hyperparams/{algo}.yml``
+    where it has the env (or, for D4PG, which rl-zoo3 lacks, its ``default``), else rl-zoo3's, else {} (SB3's)."""
     import rl_zoo3
 
-    with open(Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml") as handle:
+    from quarl_bench.config import config_dir, hyperparams_file
+
+    path = hyperparams_file(algo, env_id)
+    if path is None and algo == "d4pg":
+        path = config_dir() / "hyperparams" / "d4pg.yml"
+    with open(path or Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml") as handle:
         table = yaml.safe_load(handle)
+    entry = table.get(env_id, table.get("default", {}) if algo == "d4pg" else {})
     params = {}
-    for key, value in table.get(env_id, {}).items():
+    for key, value in entry.items():
         if key in KEPT:
             if isinstance(value, str) and value.startswith("lin_"):
                 value = value[4:]  # a linear schedule's start value: actors have no notion of progress
             if isinstance(value, list):
                 continue  # train_freq as [n, "episode"]: keep SB3's default ratio
             params[key] = KEPT[key](float(value))
+        elif key in DISTRIBUTION:
+            params[key] = DISTRIBUTION[key](value)
+        elif key == "critic_arch":
+            params[key] = [int(width) for width in value]
     return params
+
+
+def policy_kwargs(algo: str, arch: list[int], params: dict[str, Any]) -> dict[str, Any]:
+    """The learner's network settings: ``arch`` for the acting network (D4PG: its actor; its critic from
+    ``critic_arch``, the paper's 3x512 by default) and D4PG's return distribution. Pops them from ``params``."""
+    if algo != "d4pg":
+        return {"net_arch": arch}
+    critic = params.pop("critic_arch", [512, 512, 512])
+    return {"net_arch": {"pi": arch, "qf": critic}} | {k: params.pop(k) for k in DISTRIBUTION if k in params}
 
 
 def target_sync_every(params: dict[str, Any]) -> int:
@@ -62,7 +86,7 @@ def target_sync_every(params: dict[str, Any]) -> int:
 
 
 def acting_module(model: Any) -> torch.nn.Module:
-    """The network the actors run: DQN's Q-network MLP or TD3/DDPG's deterministic actor MLP."""
+    """The network the actors run: DQN's Q-network MLP or TD3/DDPG/D4PG's deterministic actor MLP."""
     return model.q_net.q_net if isinstance(model, DQN) else model.actor.mu
 
 
@@ -75,13 +99,15 @@ class Learner:
     def __init__(self, algo: str, env_id: str, arch: list[int], batch_size: int, samples_per_insert: float, seed: int,
                  learning_starts: int | None = None) -> None:  # fmt: skip
         torch.set_num_threads(1)
+        register_env(env_id)
         params = zoo_hyperparams(algo, env_id)
         zoo_starts = params.pop("learning_starts", 1_000)
         self.learning_starts = zoo_starts if learning_starts is None else learning_starts
         self.target_every = target_sync_every(params)
         if algo != "dqn":
-            self.target_every = None  # TD3/DDPG update their targets by polyak averaging inside train()
-        self.model = LEARNERS[algo]("MlpPolicy", env_id, policy_kwargs={"net_arch": arch}, batch_size=batch_size,
+            self.target_every = None  # TD3/DDPG/D4PG update their targets by polyak averaging (tau) inside train()
+        network = policy_kwargs(algo, arch, params)
+        self.model = LEARNERS[algo]("MlpPolicy", env_id, policy_kwargs=network, batch_size=batch_size,
                                     learning_starts=0, seed=seed, device="cpu", **params)  # fmt: skip
         self.model.set_logger(configure(None, []))
         self.model._current_progress_remaining = 1.0
@@ -129,12 +155,17 @@ class Learner:
         """Move queued transitions into the replay buffer (only this thread touches the buffer)."""
         while True:
             try:
-                obs, next_obs, actions, rewards, dones = self.incoming.get_nowait()
+                obs, next_obs, actions, rewards, terminated, boundary = self.incoming.get_nowait()
             except queue.Empty:
                 return
+            # A trajectory breaks where an episode was truncated and where an actor's chunk ends (the next entry is
+            # another actor's): stored as a timeout, so n-step returns stop there and bootstrap from next_obs.
+            dones = terminated | boundary
             for i in range(len(obs)):
+                truncated = bool(boundary[i] and not terminated[i])
                 self.model.replay_buffer.add(obs[i : i + 1], next_obs[i : i + 1], actions[i : i + 1],
-                                             rewards[i : i + 1], dones[i : i + 1], [{}])  # fmt: skip
+                                             rewards[i : i + 1], dones[i : i + 1],
+                                             [{"TimeLimit.truncated": truncated}])  # fmt: skip
             self.inserted += len(obs)
 
     def _raise_if_failed(self) -> None:

@@ -25,7 +25,7 @@ OPSET = 17
 
 
 class DeployablePolicy(nn.Module):
-    """``forward(raw_obs) -> action`` for an SB3 policy of ``algo`` (a2c, ppo, dqn, qrdqn, ddpg, td3, sac)."""
+    """``forward(raw_obs) -> action`` for an SB3 policy of ``algo`` (a2c, ppo, dqn, qrdqn, ddpg, td3, sac, tqc)."""
 
     def __init__(self, policy: BasePolicy, algo: str, observation_space: spaces.Space,
                  normalizer: VecNormalize | None = None) -> None:  # fmt: skip
@@ -85,7 +85,7 @@ class DeployablePolicy(nn.Module):
             net = policy.quantile_net
             quantiles = net.quantile_net(net.features_extractor(x)).view(-1, net.n_quantiles, net.action_space.n)
             return quantiles.mean(dim=1)
-        if self.algo == "sac":
+        if self.algo in ("sac", "tqc"):
             actor = policy.actor
             return torch.tanh(actor.mu(actor.latent_pi(actor.features_extractor(x))))
         return policy.actor.mu(policy.actor.features_extractor(x))  # ddpg, td3: mu ends in tanh

@@ -33,6 +33,7 @@ ACTING_MODULES: dict[str, tuple[str, ...]] = {
     "ddpg": ("actor",),
     "td3": ("actor",),
     "sac": ("actor",),
+    "tqc": ("actor",),  # sb3-contrib's TQC: SAC's actor, a quantile critic ensemble
 }
 # The original code's selection on SB3 module names: (weights-only prefixes, weights-and-biases prefixes).
 QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -44,6 +45,7 @@ QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "ddpg": ((), ("critic", "critic_target")),
     "td3": ((), ("critic", "critic_target")),
     "sac": ((), ("critic", "critic_target")),
+    "tqc": ((), ("critic", "critic_target")),  # not in QuaRL: its SAC selection
 }  # fmt: skip
 QUARL_CODE_MODULES["ppo"] = QUARL_CODE_MODULES["a2c"]
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)

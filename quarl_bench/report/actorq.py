@@ -23,7 +23,7 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
         prov = row["provenance"]
         phases = breakdown(prov["actors"])
         records.append({
-            "setting": row["agent_hash"], "env": row["env_id"], "precision": row["precision"],
+            "setting": row["agent_hash"], "env": row["env_id"], "algo": row["algo"], "precision": row["precision"],
             "actors": prov["config"]["n_actors"], "arch": "x".join(map(str, prov["config"]["policy_arch"])),
             "steps_per_s": prov["actor_steps_per_s"], "curve": prov["curve"], "final_reward": row["mean_reward"],
             "broadcast_bytes": prov["broadcast_bytes"], "restarts": prov["restarts"], **phases,
@@ -42,7 +42,7 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
         for _, run in group.iterrows():
             reached = time_to_reward(run["curve"], target) if target is not None else None
             rows.append({
-                "env": env, "arch": run["arch"], "actors": run["actors"], "precision": run["precision"],
+                "env": env, "algo": run["algo"], "arch": run["arch"], "actors": run["actors"], "precision": run["precision"],
                 "actor steps/s": run["steps_per_s"],
                 "steps/s speed-up": run["steps_per_s"] / base_speed if base_speed else None,
                 "time to 95% (s)": reached,
@@ -52,11 +52,43 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_actorq_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+def paper_env_id(task: str, suite: str) -> str:
+    """The env id a row of ActorQ's Table 2 names: ``Cartpole Balance`` (dm_control) -> ``dmc/cartpole-balance-v0``,
+    ``CartPole`` (gym) -> ``CartPole-v1``."""
+    from quarl_bench.config import alias_env_id
+
+    if suite == "dm_control":
+        return f"dmc/{task.lower().replace(' ', '-')}-v0"
+    return alias_env_id(task)
+
+
+def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (speedup_table) with ActorQ Table 2's time to target and speed-up for the same env and precision
+    (the paper's algo and target named; blank where the paper has no such task)."""
+    if table.empty or paper.empty:
+        return table
+    published = {paper_env_id(row["task"], row["suite"]): row for _, row in paper.iterrows()}
+    columns: dict[str, list] = {"paper algo": [], "paper target": [], "paper time to target (s)": [],
+                                "paper speed-up": []}  # fmt: skip
+    for _, row in table.iterrows():
+        entry = published.get(row["env"])
+        precision = row["precision"]
+        columns["paper algo"].append(entry["algo"] if entry is not None else None)
+        columns["paper target"].append(entry["reward_target"] if entry is not None else None)
+        columns["paper time to target (s)"].append(entry[f"{precision}_time_s"] if entry is not None else None)
+        speedup = 1.0 if precision == "fp32" else (entry[f"{precision}_speedup"] if entry is not None else None)
+        columns["paper speed-up"].append(speedup if entry is not None else None)
+    return table.assign(**columns)
+
+
+def write_actorq_report(results: pd.DataFrame, out_dir: Path, paper_dir: Path | None = None) -> list[Path]:
+    """``actorq_speedup.{md,csv}`` (ours next to ActorQ Table 2 where it has the task) and one figure per setting."""
     runs = actorq_runs(results)
     if runs.empty:
         return []
-    paths = write_table(speedup_table(runs), out_dir, "actorq_speedup")
+    paper_file = paper_dir / "actorq_table2.csv" if paper_dir is not None else None
+    paper = pd.read_csv(paper_file) if paper_file is not None and paper_file.is_file() else pd.DataFrame()
+    paths = write_table(with_paper(speedup_table(runs), paper), out_dir, "actorq_speedup")
     for setting, group in runs.groupby("setting"):
         fig, (curves, bars) = plt.subplots(1, 2, figsize=(12, 4))
         for _, run in group.iterrows():

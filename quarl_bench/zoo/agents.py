@@ -18,12 +18,12 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, AgentRef
+from quarl_bench.types import ALGOS, AgentRef, file_name
 from quarl_bench.zoo.envs import gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
-OFF_POLICY = ("dqn", "qrdqn", "ddpg", "td3", "sac")
+OFF_POLICY = ("dqn", "qrdqn", "ddpg", "td3", "sac", "tqc")
 
 
 @dataclass
@@ -51,23 +51,24 @@ def check_algo(algo: str) -> str:
 def find_in_folder(folder: Path, algo: str, env_id: str, source: str) -> AgentRef | None:
     """The agent for ``algo``/``env_id`` in an rl-zoo3 log folder (latest run id), or None."""
     for saved_id in saved_env_ids(env_id):
+        name = file_name(saved_id)
         runs = sorted(
-            (p for p in (folder / algo).glob(f"{saved_id}_*") if p.name.removeprefix(saved_id + "_").isdigit()),
+            (p for p in (folder / algo).glob(f"{name}_*") if p.name.removeprefix(name + "_").isdigit()),
             key=lambda p: int(p.name.rsplit("_", 1)[1]),
         )
         for run_dir in reversed(runs):
-            if (run_dir / f"{saved_id}.zip").is_file():
-                return AgentRef(algo, env_id, saved_id, source, str(run_dir), content_hash(run_dir, saved_id))
+            if (run_dir / f"{name}.zip").is_file():
+                return AgentRef(algo, env_id, saved_id, source, str(run_dir), content_hash(run_dir, name))
     return None
 
 
 BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
 
 
-def content_hash(run_dir: Path, saved_id: str) -> str:
+def content_hash(run_dir: Path, saved_name: str) -> str:
     """sha256 over the model zip and every saved file that changes how it is evaluated (``BEHAVIOUR_FILES``)."""
     digest = hashlib.sha256()
-    for path in [run_dir / f"{saved_id}.zip", *(run_dir / saved_id / n for n in BEHAVIOUR_FILES)]:
+    for path in [run_dir / f"{saved_name}.zip", *(run_dir / saved_name / n for n in BEHAVIOUR_FILES)]:
         if path.is_file():
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
@@ -135,16 +136,21 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     from rl_zoo3.utils import get_saved_hyperparams
 
     run_dir = Path(ref.run_dir)
-    zip_path = run_dir / f"{ref.saved_env_id}.zip"
-    hyperparams, stats_path = get_saved_hyperparams(str(run_dir / ref.saved_env_id), norm_reward=False, test_mode=True)
-    env_kwargs = saved_env_kwargs(run_dir / ref.saved_env_id, hyperparams)
-    check_normalization_stats(run_dir / ref.saved_env_id / "vecnormalize.pkl")
+    zip_path = run_dir / f"{ref.saved_name}.zip"
+    hyperparams, stats_path = get_saved_hyperparams(str(run_dir / ref.saved_name), norm_reward=False, test_mode=True)
+    env_kwargs = saved_env_kwargs(run_dir / ref.saved_name, hyperparams)
+    check_normalization_stats(run_dir / ref.saved_name / "vecnormalize.pkl")
+    check_observation_layout(ref)
     try:
         probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
     except Exception as error:  # unpickling and shape errors come in many types
         raise QuarlError(f"cannot build the {ref.env_id} env from {stats_path}: {one_line(error)}") from error
     observation_space, action_space = probe.observation_space, probe.action_space
     probe.close()
+    saved_shape = saved_observation_shape(zip_path)
+    if saved_shape is not None and saved_shape != tuple(observation_space.shape or ()):
+        raise QuarlError(f"agent {zip_path} was saved for observations of shape {saved_shape}, but {ref.env_id} with "
+                         f"its wrappers gives {tuple(observation_space.shape or ())}: expected an agent for this env")  # fmt: skip
     if is_image_space(observation_space) and not is_image_space_channels_first(observation_space):
         observation_space = VecTransposeImage.transpose_space(observation_space)  # SB3 trains channel-first
     custom_objects = {
@@ -168,10 +174,34 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     return LoadedAgent(ref, model, hyperparams, stats_path, env_kwargs)
 
 
+def check_observation_layout(ref: AgentRef) -> None:
+    """Refuse an agent saved on an id whose observations differ on the env it now runs on (Ant-v3 on Ant-v4).
+
+    :raises QuarlError: naming the agent, both ids and what changed (``changed_layouts`` in ``zoo_configs/envs.yaml``).
+    """
+    from quarl_bench.config import env_settings
+
+    reason = env_settings().get("changed_layouts", {}).get(ref.saved_env_id)
+    if reason and ref.saved_env_id != ref.env_id:
+        raise QuarlError(f"agent {ref.algo}/{ref.saved_env_id} cannot run on {ref.env_id}: {' '.join(reason.split())}; "
+                         f"expected an agent saved for {ref.env_id}")  # fmt: skip
+
+
+def saved_observation_shape(zip_path: Path) -> tuple[int, ...] | None:
+    """The observation shape an SB3 zip was saved with (its ``data`` JSON), without loading the model."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            space = json.loads(archive.read("data")).get("observation_space", {})
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    shape = space.get("_shape", space.get("shape")) if isinstance(space, dict) else None
+    return tuple(int(n) for n in shape) if isinstance(shape, list) else None
+
+
 def saved_exploration_rate(ref: AgentRef) -> float | None:
     """The exploration rate a DQN/QR-DQN zip was saved with (its final epsilon), read without loading the model."""
     try:
-        with zipfile.ZipFile(Path(ref.run_dir) / f"{ref.saved_env_id}.zip") as archive:
+        with zipfile.ZipFile(Path(ref.run_dir) / f"{ref.saved_name}.zip") as archive:
             value = json.loads(archive.read("data")).get("exploration_rate")
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return None

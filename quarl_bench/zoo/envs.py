@@ -24,6 +24,13 @@ def register_env_packages() -> None:
 
     with native_output_silenced():  # pybullet prints its build time from C when imported
         import rl_zoo3.import_envs  # noqa: F401  (registers ale_py and pybullet_envs_gymnasium envs)
+    import quarl_bench.zoo.dmc  # noqa: F401  (registers the Control Suite's tasks as dmc/{domain}-{task}-v0)
+
+
+def register_env(env_id: str) -> None:
+    """Make ``env_id`` known to ``gym.make`` in this process (a Ray worker): ``dmc/`` ids come from ``zoo.dmc``."""
+    if env_id.startswith("dmc/"):
+        import quarl_bench.zoo.dmc  # noqa: F401
 
 
 def resolve_env_id(name: str) -> str:
@@ -31,13 +38,20 @@ def resolve_env_id(name: str) -> str:
 
     :raises QuarlError: when the name is neither an alias nor a registered env id.
     """
+    from quarl_bench.zoo.dmc import dmc_env_id
+
     settings = env_settings()
     env_id = settings["aliases"].get(name, name)
     env_id = settings["legacy_ids"].get(env_id, env_id)
     register_env_packages()
+    if env_id not in gym.registry or env_id.startswith("dm_control/"):  # shimmy's dict observations -> dmc/ flat
+        env_id = dmc_env_id(env_id) or env_id
     if env_id not in gym.registry:
         aliases = ", ".join(sorted(settings["aliases"]))
-        raise QuarlError(f"unknown env {name!r}: expected a gymnasium env id or one of {aliases}")
+        raise QuarlError(
+            f"unknown env {name!r}: expected a gymnasium env id, a Control Suite task "
+            f"(cartpole-balance, walker-stand, ...) or one of {aliases}"
+        )
     return env_id
 
 

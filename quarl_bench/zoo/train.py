@@ -28,11 +28,28 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
     ]  # fmt: skip
     if n_timesteps:
         command += ["-n", str(n_timesteps)]
-    print(f"Training an fp32 {algo} baseline on {env_id} with rl-zoo3's hyperparameters: {' '.join(command[1:])}")
+    extras = zoo_extras(algo, env_id)
+    command += extras
+    source = f"hyperparameters from {extras[1]}" if "--conf-file" in extras else "rl-zoo3's hyperparameters"
+    print(f"Training an fp32 {algo} baseline on {env_id} with {source}: {' '.join(command[1:])}")
     completed = subprocess.run(command, capture_output=True, text=True)
     if completed.returncode != 0:
         tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:] or [""]
         raise QuarlError(f"training {algo} on {env_id} failed: {tail[0]}")
+
+
+def zoo_extras(algo: str, env_id: str) -> list[str]:
+    """rl-zoo3 train flags for envs it does not know: our hyperparameters file, the module registering the env."""
+    from quarl_bench.config import hyperparams_file
+    from quarl_bench.zoo.dmc import PREFIX
+
+    extras = []
+    conf = hyperparams_file(algo, env_id)
+    if conf is not None:
+        extras += ["--conf-file", str(conf)]
+    if env_id.startswith(PREFIX):
+        extras += ["--gym-packages", "quarl_bench.zoo.dmc"]
+    return extras
 
 
 def train_with_callbacks(
@@ -53,11 +70,14 @@ def train_with_callbacks(
     """
     from rl_zoo3.exp_manager import ExperimentManager
 
+    from quarl_bench.config import hyperparams_file
+
     args = argparse.Namespace(algo=algo, env=env_id, env_kwargs=None, seed=seed, n_timesteps=n_timesteps or -1,
                               **(extra_args or {}))  # fmt: skip
     manager = ExperimentManager(
         args, algo, env_id, str(log_folder), n_timesteps=n_timesteps or 0, eval_freq=-1, seed=seed,
         hyperparams=hyperparams, log_interval=-2, verbose=0, vec_env_type="dummy", device="cpu",
+        config=str(hyperparams_file(algo, env_id) or "") or None,
     )  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
         try:

@@ -1,0 +1,1 @@
+"""RL algorithms SB3 does not ship, built from its pieces."""
