@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--target-reward", type=float, default=None, help="stop once the learner reaches it")
     actorq.add_argument("--max-seconds", type=float, default=None, help="stop after this much wall-clock time")
     actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
+    actorq.add_argument("--eval-episodes", type=positive_int, default=None, help="episodes per evaluation (default 10)")
     actorq.add_argument("--seed", type=int, default=None)
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     add_store(actorq)

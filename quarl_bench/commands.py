@@ -198,7 +198,7 @@ ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can
     "comm_bits": "comm_bits", "n_actors": "n_actors", "policy_arch": "policy_arch", "pull_period": "pull_period",
     "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
     "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "max_seconds": "max_seconds",
-    "eval_every": "eval_every_s", "int8_backend": "int8_backend",
+    "eval_every": "eval_every_s", "eval_episodes": "eval_episodes", "int8_backend": "int8_backend",
 }  # fmt: skip
 
 
