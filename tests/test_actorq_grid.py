@@ -96,3 +96,18 @@ def test_time_to_95_percent_works_for_negative_rewards() -> None:
     pendulum = [{"seconds": 0, "reward": -1300.0}, {"seconds": 5, "reward": -400.0}, {"seconds": 9, "reward": -100.0}]
     assert reward_target(cartpole) == pytest.approx(238.0) and time_to_reward(cartpole, 238.0) == 5
     assert reward_target(pendulum) == pytest.approx(-160.0) and time_to_reward(pendulum, -160.0) == 9
+
+
+def test_speedup_table_gets_the_papers_figures_for_the_same_task_and_precision() -> None:
+    import pandas as pd
+
+    from quarl_bench.report.actorq import with_paper
+
+    paper = pd.read_csv(config_dir() / "paper" / "actorq_table2.csv")
+    ours = pd.DataFrame({"env": ["dmc/cartpole-balance-v0", "dmc/cartpole-balance-v0", "CartPole-v1", "Pendulum-v1"],
+                         "precision": ["fp32", "int8", "fp16", "int8"]})  # fmt: skip
+    table = with_paper(ours, paper)
+    assert table["paper algo"].tolist()[:3] == ["d4pg", "d4pg", "dqn"] and pd.isna(table["paper algo"].iloc[3])
+    assert table["paper time to target (s)"].tolist()[:3] == [870.91, 279.00, 535.09]
+    assert table["paper speed-up"].tolist()[:3] == [1.0, 3.12, 1.80]
+    assert table["paper target"].iloc[0] == 941.22

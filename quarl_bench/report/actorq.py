@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward  # noqa: E402
-from quarl_bench.report.plots import save_figure  # noqa: E402
+from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
 from quarl_bench.report.tables import write_table  # noqa: E402
 
 
@@ -108,5 +108,5 @@ def write_actorq_report(results: pd.DataFrame, out_dir: Path, paper_dir: Path | 
         bars.set_title("actor runtime breakdown")
         bars.legend(fontsize="small")
         fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"actorq_{group['env'].iloc[0]}_{setting}", dpi=110)
+        paths += save_figure(fig, out_dir / f"actorq_{file_label(group['env'].iloc[0])}_{setting}", dpi=110)
     return paths

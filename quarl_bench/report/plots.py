@@ -99,7 +99,7 @@ def write_weight_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
             draw_weight_histogram(ax, f"{row['algo']} agent {row['agent_hash'][:8]}", row["weights"])
         fig.suptitle(f"{env_id}: fp32 acting-network weights (int8 grid: step = range / 256)")
         fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"weights_{env_id}", dpi=110)
+        paths += save_figure(fig, out_dir / f"weights_{file_label(env_id)}", dpi=110)
     return paths
 
 
@@ -137,5 +137,5 @@ def write_qat_figures(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_ylabel("mean episode reward")
         ax.legend(fontsize="small")
         fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"qat_vs_ptq_{algo}_{env_id}", dpi=120)
+        paths += save_figure(fig, out_dir / f"qat_vs_ptq_{algo}_{file_label(env_id)}", dpi=120)
     return paths
