@@ -149,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype", default=None, choices=("bf16", "fp16"), help="autocast type (default: bf16 on CPU, fp16 on GPU)"
     )
     amp.add_argument("-n", "--n-timesteps", type=positive_int, default=20_000, help="training steps per run")
-    amp.add_argument("--seed", type=int, default=0)
+    amp.add_argument("--seeds", "--seed", type=int, nargs="+", default=[0], help="training seeds (default 0)")
+    amp.add_argument("--device", default=None, choices=("cpu", "cuda"),
+                     help="where both trainings run (default: cuda when there is a GPU)")  # fmt: skip
     amp.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes of each trained agent")
     amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     add_store(amp)

@@ -167,7 +167,9 @@ def qat(args: argparse.Namespace) -> int:
 
 
 def amp(args: argparse.Namespace) -> int:
-    from quarl_bench.methods.amp import AmpConfig, default_dtype
+    import torch
+
+    from quarl_bench.methods.amp import AmpConfig, default_device, default_dtype
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import amp_table
@@ -176,21 +178,25 @@ def amp(args: argparse.Namespace) -> int:
     from quarl_bench.zoo.envs import resolve_env_id
 
     env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
+    device = args.device or default_device()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise QuarlError("bad device 'cuda': no GPU is visible to torch here; expected --device cpu")
+    seeds = list(dict.fromkeys(args.seeds))
     runs = []
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
         for arch in args.policy_arch:
-            rows = {}
-            for precision in ("fp32", dtype):
-                config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, args.seed)
-                console.print(f"training {arch} policy in {precision} ...")
-                work = Work("amp", args.algo, env_id, (), EvalSettings(args.episodes, 0), training=config,
-                            cache=args.cache or DEFAULT_CACHE, driver=driver_provenance())  # fmt: skip
-                rows[precision] = run_work(work, store)[0]
-            runs.append((arch, rows))
-    console.print(
-        amp_table(f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps, seed {args.seed}", runs)
-    )
+            for seed in seeds:
+                rows = {}
+                for precision in ("fp32", dtype):
+                    config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, seed, device)
+                    console.print(f"training {arch} policy in {precision} on {device}, seed {seed} ...")
+                    work = Work("amp", args.algo, env_id, (), EvalSettings(args.episodes, 0), training=config,
+                                cache=args.cache or DEFAULT_CACHE, driver=driver_provenance())  # fmt: skip
+                    rows[precision] = run_work(work, store)[0]
+                runs.append((arch, seed, rows))
+    title = f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps on {device}, seeds {seeds}"
+    console.print(amp_table(title, runs))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Mixed-precision training timing: both runs stored as method amp, with their per-update timings."""
+"""Mixed-precision training: standard AMP (autocast forwards only) learns; both runs stored as method amp with their
+per-update timings, next to QuaRL Table 5 in the report; the loss scaler's arithmetic."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from quarl_bench.store import load_results
 pytestmark = pytest.mark.slow
 
 
-def test_amp_command_times_fp32_and_bf16(cli, tmp_path: Path) -> None:
+def test_bf16_dqn_learns_and_is_timed_next_to_fp32(cli, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    args = ("amp", "--algo", "dqn", "--env", "CartPole", "-n", "1600", "--policy-arch", "small", "--episodes", "2",
-            "--cache", tmp_path / "agents", "--store", store)  # fmt: skip
+    args = ("amp", "--algo", "dqn", "--env", "CartPole", "-n", "12000", "--policy-arch", "small", "--episodes", "10",
+            "--device", "cpu", "--cache", tmp_path / "agents", "--store", store)  # fmt: skip
     code, out, err = cli(*args)
     assert code == 0, err
     assert "speed-up" in out and "bf16" in out
@@ -25,9 +26,45 @@ def test_amp_command_times_fp32_and_bf16(cli, tmp_path: Path) -> None:
     assert sorted(t["dtype"] for t in trainings) == ["bf16", "fp32"]
     # DQN CartPole in rl-zoo3: 128 gradient steps per train() call, every 256 env steps after 1000
     assert trainings[0]["updates"] == trainings[1]["updates"] > 0 and trainings[0]["updates"] % 128 == 0
-    assert all(t["ms_per_update"] > 0 and t["net_arch"] == [64, 64] for t in trainings)
+    assert all(t["ms_per_update"] > 0 and t["net_arch"] == [64, 64] and t["device"] == "cpu" for t in trainings)
+    rewards = dict(zip([t["dtype"] for t in trainings], frame["mean_reward"], strict=True))
+    assert rewards["bf16"] >= REWARD_FLOOR  # a random policy scores about 22; autocast around train() scored 9.4
     assert cli("report", "--store", store, "--out", tmp_path / "report")[0] == 0
     timing = pd.read_csv(tmp_path / "report" / "amp_timing.csv").set_index("dtype")
     ms = {t["dtype"]: t["ms_per_update"] for t in trainings}
     assert timing.loc["bf16", "speed-up"] == pytest.approx(ms["fp32"] / ms["bf16"])  # from the two stored runs
     assert timing.loc["bf16", "updates"] == trainings[0]["updates"]
+    assert timing.loc["bf16", "paper policy"] == "Policy A" and timing.loc["bf16", "paper speed-up"] == 0.87
+
+
+REWARD_FLOOR = 100
+
+
+def test_loss_scale_halves_on_overflow_and_grows_after_a_clean_run() -> None:
+    from quarl_bench.methods.mixed_precision import LossScale
+
+    scale = LossScale(growth_interval=3)
+    scale.update(found_inf=True)
+    assert (scale.value, scale.skipped_steps) == (2.0**15, 1)
+    for _ in range(3):
+        scale.update(found_inf=False)
+    assert scale.value == 2.0**16
+
+
+def test_mixed_precision_forwards_run_in_bf16_and_gradients_stay_fp32() -> None:
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import DQN
+
+    from quarl_bench.methods.mixed_precision import enable_mixed_precision, networks
+
+    model = DQN("MlpPolicy", gym.make("CartPole-v1"), policy_kwargs={"net_arch": [16]}, device="cpu")
+    assert [type(m).__name__ for m in networks(model.policy)] == ["QNetwork", "QNetwork"]  # q_net, q_net_target
+    seen = []
+    linear = model.q_net.q_net[0]
+    linear.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    enable_mixed_precision(model, "bf16")
+    q_values = model.q_net(torch.ones(4, 4))
+    assert seen == [torch.bfloat16] and q_values.dtype == torch.float32  # loss is computed in fp32
+    q_values.sum().backward()
+    assert linear.weight.grad.dtype == torch.float32 and linear.weight.dtype == torch.float32  # fp32 master weights

@@ -1,4 +1,6 @@
-"""Mixed precision (handler of method ``amp``, QuaRL §5): the same rl-zoo3 job trained in fp32 and under torch autocast."""
+"""Mixed precision (handler of method ``amp``, QuaRL §5): the same rl-zoo3 job trained in fp32 and in standard mixed
+precision (``mixed_precision``: autocast forwards, fp32 master weights and loss, loss scaling for fp16), on the same
+device, timed per gradient update."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from quarl_bench.methods.mixed_precision import enable_mixed_precision
 from quarl_bench.provenance import TRAINING_RECORD
 from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import check_algo, find_in_folder
@@ -26,6 +29,11 @@ def default_dtype() -> str:
     return "fp16" if torch.cuda.is_available() else "bf16"
 
 
+def default_device() -> str:
+    """Where training runs: the GPU when there is one (fp32 and mixed precision alike, so timings compare)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @dataclass(frozen=True)
 class AmpConfig:
     """One training run: ``dtype`` is ``fp32`` or the autocast type (``bf16`` on CPU, ``fp16`` on a GPU)."""
@@ -36,12 +44,14 @@ class AmpConfig:
     dtype: str
     n_timesteps: int
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_algo(self.algo)
 
     def folder(self, cache_dir: Path) -> Path:
-        return cache_dir / "amp" / f"{self.arch}-{self.dtype}-steps{self.n_timesteps}-seed{self.seed}"
+        # v2: mixed precision around forwards only (v1 autocast the whole train(), and DQN stopped learning)
+        return cache_dir / "amp" / f"v2-{self.arch}-{self.dtype}-{self.device}-steps{self.n_timesteps}-seed{self.seed}"
 
 
 @dataclass
@@ -52,17 +62,17 @@ class TrainClock:
     updates: int = 0
 
 
-def timed_autocast_train(model: BaseAlgorithm, dtype: str, clock: TrainClock) -> None:
-    """Wrap ``model.train`` so it runs under autocast (unless fp32) and is timed."""
+def timed_train(model: BaseAlgorithm, clock: TrainClock) -> None:
+    """Wrap ``model.train`` so its gradient updates are timed (on a GPU, up to the last kernel)."""
     original = model.train
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype)
-    device = "cuda" if torch.cuda.is_available() and dtype == "fp16" else "cpu"
+    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
 
     def train(*args: Any, **kwargs: Any) -> None:
         before = model._n_updates
+        synchronize()
         start = time.perf_counter()
-        with torch.autocast(device, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
-            original(*args, **kwargs)
+        original(*args, **kwargs)
+        synchronize()
         clock.seconds += time.perf_counter() - start
         clock.updates += model._n_updates - before
 
@@ -88,13 +98,18 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
     clock = TrainClock()
 
     def prepare(model: BaseAlgorithm, n_timesteps: int) -> list[BaseCallback]:
-        timed_autocast_train(model, config.dtype, clock)
+        if config.dtype != "fp32":
+            scales.append(enable_mixed_precision(model, config.dtype))
+        timed_train(model, clock)
         return [UnwrapTrainAtEnd()]
+
+    scales: list = []
 
     start = time.perf_counter()
     arch = POLICY_SIZES[config.arch]
     run_dir = train_with_callbacks(config.algo, config.env_id, folder, config.seed, config.n_timesteps, prepare,
-                                   hyperparams={"policy_kwargs": f"dict(net_arch={arch})"})  # fmt: skip
+                                   hyperparams={"policy_kwargs": f"dict(net_arch={arch})"},
+                                   device=config.device)  # fmt: skip
     record = asdict(config) | {
         "net_arch": arch,
         "wall_seconds": time.perf_counter() - start,
@@ -102,6 +117,9 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
         "updates": clock.updates,
         "ms_per_update": 1000 * clock.seconds / max(clock.updates, 1),
         "torch_threads": torch.get_num_threads(),
+        "device": config.device,
+        "autocast": "forward passes only" if config.dtype != "fp32" else None,
+        "loss_scale": asdict(scales[0]) if scales and scales[0] is not None else None,
     }
     (run_dir / TRAINING_RECORD).write_text(json.dumps(record, indent=2))
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")

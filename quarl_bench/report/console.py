@@ -89,18 +89,30 @@ def rows_table(frame: Any, title: str) -> Table:
     return table
 
 
-def amp_table(title: str, runs: list[tuple[str, dict[str, dict[str, Any]]]]) -> Table:
-    """Per policy size: fp32 and autocast ms per update, speed-up over fp32, final reward."""
+def amp_table(title: str, runs: list[tuple[str, int, dict[str, dict[str, Any]]]]) -> Table:
+    """Per policy size and dtype, over seeds: ms per update, speed-up over fp32, final reward (mean ± std of the
+    seeds' means), and whether the mixed-precision mean lies within the fp32 seeds' spread (mean ± std)."""
+    import numpy as np
+
     table = Table(title=title)
-    for column in ("policy", "dtype", "ms / update", "updates", "train s", "speed-up", "final reward"):
+    for column in ("policy", "dtype", "seeds", "ms / update", "speed-up", "final reward", "within fp32 spread"):
         table.add_column(column, justify="left" if column in ("policy", "dtype") else "right")
-    for arch, rows in runs:
-        base = rows["fp32"]["provenance"]["training"]["ms_per_update"]
-        for dtype, row in rows.items():
-            training = row["provenance"]["training"]
-            table.add_row(arch, dtype, f"{training['ms_per_update']:.2f}", str(training["updates"]),
-                          f"{training['train_seconds']:.1f}", f"{base / training['ms_per_update']:.2f}x",
-                          f"{row['mean_reward']:.1f} ± {row['std_reward']:.1f}")  # fmt: skip
+    archs = list(dict.fromkeys(arch for arch, _, _ in runs))
+    for arch in archs:
+        by_dtype: dict[str, list[dict[str, Any]]] = {}
+        for run_arch, _, rows in runs:
+            if run_arch == arch:
+                for dtype, row in rows.items():
+                    by_dtype.setdefault(dtype, []).append(row)
+        ms = {
+            d: float(np.mean([r["provenance"]["training"]["ms_per_update"] for r in rs])) for d, rs in by_dtype.items()
+        }
+        rewards = {d: np.array([r["mean_reward"] for r in rs]) for d, rs in by_dtype.items()}
+        base = rewards["fp32"]
+        for dtype, values in rewards.items():
+            within = "-" if dtype == "fp32" else ("yes" if abs(values.mean() - base.mean()) <= base.std() else "no")
+            table.add_row(arch, dtype, str(len(values)), f"{ms[dtype]:.2f}", f"{ms['fp32'] / ms[dtype]:.2f}x",
+                          f"{values.mean():.1f} ± {values.std():.1f}", within)  # fmt: skip
     return table
 
 

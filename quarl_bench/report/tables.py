@@ -233,20 +233,39 @@ def paper_reference(paper_dir: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def amp_table(results: pd.DataFrame) -> pd.DataFrame:
-    """Mixed-precision runs: ms per gradient update, speed-up over the fp32 run of the same policy size, reward."""
+PAPER_POLICIES = {"small": "Policy A", "medium": "Policy B", "large": "Policy C"}  # QuaRL Table 5's sizes, in order
+
+
+def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mixed-precision runs: ms per gradient update, speed-up over the fp32 run of the same policy size, seed and
+    device, reward; with QuaRL Table 5's runtimes and speed-up for the policy of the same rank (A/B/C: small,
+    medium, large; the paper's were DQN Pong CNNs on a GPU, ours are MLPs)."""
     runs = results[results["method"] == "amp"]
-    records = [row["provenance"]["training"] | {"reward": row["mean_reward"]} for _, row in runs.iterrows()]
+    records = [{"device": "cpu"} | row["provenance"]["training"] | {"reward": row["mean_reward"], "row": row["key"]}
+               for _, row in runs.iterrows()]  # fmt: skip
     if not records:
         return pd.DataFrame()
     frame = pd.DataFrame.from_records(records)
-    keys = ["algo", "env_id", "arch", "n_timesteps", "seed"]
+    keys = ["algo", "env_id", "arch", "n_timesteps", "seed", "device"]
     base = frame[frame["dtype"] == "fp32"].set_index(keys)["ms_per_update"]
     frame["speed-up"] = [
         base.get(tuple(row[k] for k in keys), float("nan")) / row["ms_per_update"] for _, row in frame.iterrows()
     ]
-    return frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward"]].sort_values(keys + ["dtype"])
+    frame = frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "row"]].sort_values(
+        keys + ["dtype"]
+    )
+    if paper is not None and not paper.empty:
+        published = paper.set_index("policy")
+        policy = frame["arch"].map(PAPER_POLICIES)
+        frame["paper policy"] = policy
+        frame["paper fp32 min"] = policy.map(published["fp32_runtime_min"])
+        frame["paper mixed min"] = policy.map(published["mixed_precision_runtime_min"])
+        frame["paper speed-up"] = policy.map(published["speedup"])
+    return frame
 
 
-def write_amp_table(results: pd.DataFrame, out_dir: Path) -> list[Path]:
-    return write_table(amp_table(results), out_dir, "amp_timing")
+def write_amp_table(results: pd.DataFrame, out_dir: Path, paper_dir: Path | None = None) -> list[Path]:
+    """``amp_timing.{md,csv}``, next to QuaRL Table 5 when ``paper_dir`` has it."""
+    paper_file = paper_dir / "quarl_table5_mixed_precision.csv" if paper_dir is not None else None
+    paper = pd.read_csv(paper_file) if paper_file is not None and paper_file.is_file() else None
+    return write_table(amp_table(results, paper), out_dir, "amp_timing")

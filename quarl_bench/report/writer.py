@@ -68,7 +68,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list:
     written += write_table4(store.timings(), pd.read_csv(paper_dir / "quarl_table4_deployment.csv"), out_dir)
     everything = store.to_dataframe()
     written += write_actorq_report(everything, out_dir, paper_dir)
-    written += write_amp_table(everything, out_dir)
+    written += write_amp_table(everything, out_dir, paper_dir)
     others = [v.label() for v in variants if not v.is_default]
     if others:
         lines.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")

@@ -61,6 +61,7 @@ def train_with_callbacks(
     prepare: Callable[[BaseAlgorithm, int], list[BaseCallback]],
     extra_args: dict[str, Any] | None = None,
     hyperparams: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> Path:
     """Train in-process with rl-zoo3's ExperimentManager (its hyperparameters, envs and saving), after
     ``prepare(model, n_timesteps)`` has changed the fresh model and returned callbacks to add. Returns the run folder.
@@ -76,7 +77,7 @@ def train_with_callbacks(
                               **(extra_args or {}))  # fmt: skip
     manager = ExperimentManager(
         args, algo, env_id, str(log_folder), n_timesteps=n_timesteps or 0, eval_freq=-1, seed=seed,
-        hyperparams=hyperparams, log_interval=-2, verbose=0, vec_env_type="dummy", device="cpu",
+        hyperparams=hyperparams, log_interval=-2, verbose=0, vec_env_type="dummy", device=device,
         config=str(hyperparams_file(algo, env_id) or "") or None,
     )  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
