@@ -182,7 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--max-seconds", type=float, default=None, help="stop after this much wall-clock time")
     actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
     actorq.add_argument("--eval-episodes", type=positive_int, default=None, help="episodes per evaluation (default 10)")
-    actorq.add_argument("--seed", type=int, default=None)
+    actorq.add_argument("--seeds", "--seed", type=int, nargs="+", default=None,
+                        help="one run per seed for each precision (the speed-up table's CIs are over seeds)")  # fmt: skip
+    actorq.add_argument("--learner-device", default=None, choices=("cpu", "cuda"),
+                        help="where the learner trains (default: cuda when there is a GPU); actors stay on CPU cores")  # fmt: skip
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     add_store(actorq)
 

@@ -205,6 +205,7 @@ ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can
     "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
     "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "max_seconds": "max_seconds",
     "eval_every": "eval_every_s", "eval_episodes": "eval_episodes", "int8_backend": "int8_backend",
+    "learner_device": "learner_device",
 }  # fmt: skip
 
 
@@ -215,9 +216,12 @@ def actorq(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import breakdown_table
 
     overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
-    configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seed)
+    configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seeds)
+    from quarl_bench.actorq.learner import learner_device
+
     for config in configs:
-        config.env_spaces()  # a bad algo/env pair fails before any run starts
+        config.env_spaces()  # a bad algo/env pair or learner device fails before any run starts
+        learner_device(config.learner_device)
     store_path = args.store or DEFAULT_STORE
     for number, config in enumerate(configs, 1):
         prefix = f"[{number}/{len(configs)}] " if len(configs) > 1 else ""
@@ -228,7 +232,7 @@ def actorq(args: argparse.Namespace) -> int:
                 )
                 continue
         console.print(f"{prefix}ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
-                      f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits")  # fmt: skip
+                      f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits, seed {config.seed}")  # fmt: skip
         outcome = run_actorq(config, args.address, on_eval=lambda p, _: console.print(
             f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"))  # fmt: skip
         with ResultStore(store_path) as store:

@@ -22,8 +22,8 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SCHEMA_VERSION = 4  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
-# 3: before the timings table
+SCHEMA_VERSION = 5  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+# 3: before the timings table; 4: before the setting column
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS results (
     action_mode TEXT NOT NULL DEFAULT 'deterministic',
     epsilon REAL NOT NULL DEFAULT 0,
     agent_hash TEXT NOT NULL,
+    setting TEXT NOT NULL DEFAULT '',
     agent_source TEXT,
     agent_path TEXT,
     mean_reward REAL NOT NULL,
@@ -96,11 +97,12 @@ ADDED_COLUMNS = (
     ("action_mode", "TEXT NOT NULL DEFAULT 'deterministic'"),
     ("epsilon", "REAL NOT NULL DEFAULT 0"),
     ("backend", "TEXT NOT NULL DEFAULT ''"),
+    ("setting", "TEXT NOT NULL DEFAULT ''"),
 )
 ROW_COLUMNS = (
     "key", "reference_key", "algo", "env_id", "method", "precision", "bits", "granularity", "symmetric",
     "quantize_bias", "layer_mode", "backend", "quantizer_version", "seed", "episodes", "n_envs", "deterministic", "action_mode",
-    "epsilon", "agent_hash", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
+    "epsilon", "agent_hash", "setting", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
     "total_steps", "wall_seconds", "episode_rewards", "episode_lengths", "layers", "agreement", "provenance",
     "weights", "created_at",
 )  # fmt: skip
@@ -375,6 +377,7 @@ def result_row(result: EvalResult) -> dict[str, Any]:
         "action_mode": job.actions.kind,
         "epsilon": job.actions.epsilon,
         "agent_hash": job.agent_hash,
+        "setting": job.setting,
         "agent_source": result.provenance.get("agent_source"),
         "agent_path": result.provenance.get("agent_path"),
         "mean_reward": result.mean_reward,

@@ -190,6 +190,7 @@ class Job:
     seed: int = 0
     n_envs: int = 10
     actions: ActionMode = field(default_factory=ActionMode)
+    setting: str = ""  # what produced the policy when no stored agent did (an ActorQ setting's key)
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -201,6 +202,8 @@ class Job:
         """The fields that decide whether two jobs are the same run (the quantizer's version included)."""
         fields = asdict(self)
         fields["quantizer_version"] = QUANTIZER_VERSION
+        if not self.setting:
+            del fields["setting"]  # rows stored before the field keep their keys
         return fields
 
     @property

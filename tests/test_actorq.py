@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import ray
 
@@ -48,9 +49,10 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
     assert killed and outcome.restarts >= 1
     assert len(outcome.actors) == 2 and all(a["int8_weights"] for a in outcome.actors)
     for actor in outcome.actors:
-        assert actor["steps"] == steps
-        assert actor["pulls"] == steps // 500  # a pull at step 0, 500, ..., steps - 500
-    assert outcome.learner["inserted"] >= 2 * steps  # every transition of the final incarnations reached the buffer
+        assert actor["steps"] == steps  # counted over incarnations: the restarted actor went on where it had got
+    assert next(a for a in outcome.actors if a["index"] == 1)["pulls"] == steps // 500  # at steps 0, 500, ...
+    # never more than the budget: what the killed incarnation had not pushed was lost, not counted
+    assert outcome.learner["per_actor"] == {"0": steps, "1": steps} and outcome.learner["inserted"] == 2 * steps
     assert outcome.learner["updates"] > 0
     assert outcome.broadcast_bytes < 4 * (4 * 64 + 64 * 64 + 64 * 2)  # 8-bit broadcasts: ~1 byte per weight
     assert breakdown(outcome.actors)["step"] > 0
@@ -77,6 +79,41 @@ def test_learner_crash_keeps_what_was_measured(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "quarl.sqlite") as store:
         row = store_run(config, outcome, store)
     assert row["provenance"]["error"] == outcome.error and len(row["provenance"]["curve"]) == len(outcome.curve)
+    # its real last evaluation (2 episodes), not one synthetic episode of the mean
+    assert list(row["episode_rewards"]) == outcome.curve[-1]["episodes"] and len(row["episode_rewards"]) == 2
+    assert row["agent_hash"] == "" and row["setting"] == config.run_key()  # no agent: the setting has its own field
+
+
+def test_learner_ingests_while_it_evaluates() -> None:
+    import time
+
+    import numpy as np
+
+    from quarl_bench.actorq.learner import Learner
+    from quarl_bench.ray_cluster import connect
+
+    connect(None)
+    try:
+        learner = Learner.remote("td3", "Pendulum-v1", [32], 32, 16.0, 0, 10_000)
+        batch = (np.zeros((250, 3), np.float32), np.zeros((250, 3), np.float32), np.zeros((250, 1), np.float32),
+                 np.zeros(250), np.zeros(250, bool), np.zeros(250, bool))  # fmt: skip
+        ray.get(learner.add.remote(batch, 0))
+        start = time.perf_counter()
+        evaluation = learner.evaluate.remote(60)  # 60 Pendulum episodes of 200 steps: seconds
+        time.sleep(0.3)
+        latencies = []
+        for _ in range(5):
+            sent = time.perf_counter()
+            ray.get(learner.add.remote(batch, 1))
+            latencies.append(time.perf_counter() - sent)
+        added_during = time.perf_counter()
+        ray.get(evaluation)
+        evaluation_seconds = time.perf_counter() - start
+        assert added_during < start + evaluation_seconds - 0.2  # the adds returned while the evaluation still ran
+        assert max(latencies) < 0.2 < evaluation_seconds  # one call at a time made each add wait for the evaluation
+        assert ray.get(learner.delivered.remote(1)) == 5 * 250 and ray.get(learner.delivered.remote(0)) == 250
+    finally:
+        ray.shutdown()
 
 
 def test_continuous_td3_run_through_the_cli(cli, tmp_path: Path) -> None:
@@ -95,23 +132,29 @@ def test_continuous_td3_run_through_the_cli(cli, tmp_path: Path) -> None:
     fp32_bytes = 4 * (3 * 64 + 64 + 64 * 64 + 64 + 64 * 1 + 1)
     assert prov["broadcast_bytes"] < 0.6 * fp32_bytes  # the quantizer broadcasts the int8 policy it built
     assert sum(actor["seconds"]["quantize"] for actor in prov["actors"]) > 0
+    # the actors' int8 policy against the learner's fp32 one, at every pull: a bounded agreement series per actor
+    mismatch = prov["mismatch"]
+    assert {p["actor"] for p in mismatch} == {0, 1} and all(0.0 <= p["agreement"] <= 1.0 for p in mismatch)
+    assert all(p["action_error"] >= 0 for p in mismatch) and min(p["agreement"] for p in mismatch) > 0.5
 
 
 def test_grid_runs_resume_and_report(cli, tmp_path: Path) -> None:
     grid = tmp_path / "actorq.yaml"
     grid.write_text(
         "settings: {n_actors: 1, policy_arch: [32], pull_period: 250, batch_size: 32, max_actor_steps: 1500,\n"
-        "           eval_every_s: 2, eval_episodes: 2, learning_starts: 200}\n"
+        "           eval_every_s: 2, eval_episodes: 2, learning_starts: 200}\nseeds: [0, 1]\n"
         "grid:\n  - {algos: [dqn], envs: [CartPole-v1], precisions: [fp32, int8]}\n"
     )
     store = tmp_path / "q.sqlite"
     code, out, err = cli("actorq", "--grid", grid, "--store", store)
     assert code == 0, err
     frame = load_results(store)
-    assert sorted(frame["precision"]) == ["fp32", "int8"] and frame["agent_hash"].nunique() == 1  # one setting
+    assert sorted(frame["precision"]) == ["fp32", "fp32", "int8", "int8"] and frame["setting"].nunique() == 1
     code, out, _ = cli("actorq", "--grid", grid, "--store", store)
-    assert code == 0 and out.count("already in the store, skipped") == 2
+    assert code == 0 and out.count("already in the store, skipped") == 4
     code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
     assert code == 0, err
-    table = (tmp_path / "report" / "actorq_speedup.csv").read_text()
-    assert "int8" in table and "fp32" in table
+    table = pd.read_csv(tmp_path / "report" / "actorq_speedup.csv").set_index("precision")
+    assert table.loc["int8", "seeds"] == 2 and table.loc["fp32", "steps/s speed-up"] == 1.0
+    assert table.loc["int8", "steps/s CI"].startswith("[")  # a paired bootstrap interval over the two seeds
+    assert table.loc["fp32", "paper speed-up"] == 1.0 and table.loc["int8", "paper speed-up"] == 3.70  # CartPole

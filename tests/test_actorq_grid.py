@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from quarl_bench.actorq.config import load_actorq_grid, select_runs
@@ -77,14 +78,16 @@ def test_dqn_target_sync_keeps_rl_zoo3_updates_per_sync() -> None:
 def test_requested_runs_from_flags_or_grid() -> None:
     from quarl_bench.actorq.config import requested_runs
 
-    (single,) = requested_runs(None, {"n_actors": 1}, env="Pendulum", algo="td3", seed=3)
+    (single,) = requested_runs(None, {"n_actors": 1}, env="Pendulum", algo="td3", seeds=[3])
     assert (single.algo, single.env_id, single.actor_precision, single.n_actors, single.seed) == (
         "td3", "Pendulum-v1", "int8", 1, 3,
     )  # fmt: skip
-    runs = requested_runs(config_dir() / "actorq.yaml", {"max_seconds": 60.0}, algo="td3", precision="fp16", seed=1)
+    runs = requested_runs(config_dir() / "actorq.yaml", {"max_seconds": 60.0}, algo="td3", precision="fp16", seeds=[1])
     assert [(r.env_id, r.seed, r.max_seconds) for r in runs] == [
         ("Pendulum-v1", 1, 60.0), ("MountainCarContinuous-v0", 1, 60.0),
     ]  # fmt: skip
+    seeded = requested_runs(None, {}, seeds=[0, 1])  # one run per seed, one setting: the report pairs them
+    assert [r.seed for r in seeded] == [0, 1] and seeded[0].run_key() == seeded[1].run_key()
     with pytest.raises(QuarlError, match="no run in .* matches --algo ddpg"):
         requested_runs(config_dir() / "actorq.yaml", {}, algo="ddpg")
 
@@ -111,3 +114,28 @@ def test_speedup_table_gets_the_papers_figures_for_the_same_task_and_precision()
     assert table["paper time to target (s)"].tolist()[:3] == [870.91, 279.00, 535.09]
     assert table["paper speed-up"].tolist()[:3] == [1.0, 3.12, 1.80]
     assert table["paper target"].iloc[0] == 941.22
+
+
+def test_policy_mismatch_is_bounded_agreement() -> None:
+    import numpy as np
+
+    from quarl_bench.actorq.param_quantizer import policy_mismatch
+
+    q = np.array([[1.0, 2.0], [3.0, 0.0], [0.5, 0.4]])
+    flipped = np.array([[1.0, 2.0], [0.0, 3.0], [0.5, 0.4]])  # the second greedy action differs
+    point = policy_mismatch(flipped, q, discrete=True)
+    assert point["agreement"] == pytest.approx(2 / 3) and point["q_error"] == pytest.approx((6 / 9) / (6.9 / 6))
+    actions = np.array([[0.5], [-1.0]])
+    assert policy_mismatch(actions, actions, discrete=False) == {"agreement": 1.0, "action_error": 0.0}
+    opposite = policy_mismatch(np.array([[1.0], [-1.0]]), np.array([[-1.0], [1.0]]), discrete=False)
+    assert opposite["agreement"] == 0.0 and opposite["action_error"] == pytest.approx(2.0)
+
+
+def test_speedup_ci_over_seeds_marks_speedups_the_seeds_do_not_support() -> None:
+    from quarl_bench.report.stats import paired_ratio_ci
+
+    ratio, low, high = paired_ratio_ci([10.0, 12.0, 11.0], [5.0, 6.0, 5.5])
+    assert ratio == pytest.approx(2.0) and low == pytest.approx(2.0) and high == pytest.approx(2.0)
+    ratio, low, high = paired_ratio_ci([10.0, 20.0, 15.0], [20.0, 10.0, 15.0])
+    assert ratio == pytest.approx(1.0) and low < 1.0 < high
+    assert np.isnan(paired_ratio_ci([10.0], [5.0])[1])

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from quarl_bench.store import ResultStore
 
@@ -121,10 +122,15 @@ def test_failed_run_creates_no_store(cli, tmp_path: Path) -> None:
     ("flags", "fragments"),
     [
         (("--policy-arch", "64,x"), ("'64,x'", "comma-separated positive integers")),
-        (("--algo", "dqn", "--env", "Pendulum-v1"), ("'dqn'", "Pendulum-v1", "expected td3 or ddpg")),
+        (("--algo", "dqn", "--env", "Pendulum-v1"), ("'dqn'", "Pendulum-v1", "expected td3, ddpg or d4pg")),
         (("--algo", "td3", "--env", "CartPole-v1"), ("'td3'", "Discrete actions", "expected dqn")),
         (("--actor-precision", "int8", "--comm-bits", "12"), ("bad comm bits 12", "32, 16 or 2-8")),
         (("--policy-arch", "32", "--address", "127.0.0.1:1"), ("cannot reach the Ray cluster at '127.0.0.1:1'",)),
+        pytest.param(
+            ("--learner-device", "cuda"),
+            ("bad learner device 'cuda'", "no GPU"),
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU"),
+        ),
     ],
 )
 def test_bad_actorq_input(cli, store: Path, flags: tuple[str, ...], fragments: tuple[str, ...]) -> None:

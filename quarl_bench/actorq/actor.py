@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 import gymnasium as gym
@@ -20,8 +20,11 @@ from quarl_bench.actorq.policy import (
     load_payload,
     network_for,
     network_output,
+    network_outputs,
 )
 from quarl_bench.zoo.envs import register_env
+
+MISMATCH_BATCH = 256
 
 
 def chunk(buffer: list[tuple]) -> tuple[np.ndarray, ...]:
@@ -54,11 +57,12 @@ class Actor:
         self.seconds: dict[str, float] = defaultdict(float)
         self.pulls = self.steps = 0
         self.bytes_pulled = 0
+        self.recent: deque = deque(maxlen=MISMATCH_BATCH)  # the observations policy mismatch is measured on
         self.incarnation = ray.get(quantizer.register.remote(index, os.getpid()))
 
     def _pull(self) -> bool:
         start = time.perf_counter()
-        _, payload, stopped, quantize_seconds = ray.get(self.quantizer.latest.remote())
+        version, payload, stopped, quantize_seconds = ray.get(self.quantizer.latest.remote())
         pulled = time.perf_counter()
         kind, data = payload
         if kind == "packed":  # comm-quantized weights: build the policy here
@@ -76,14 +80,35 @@ class Actor:
         self.seconds["deserialize"] += unpacked - pulled
         self.seconds["load_state_dict"] += loaded - unpacked
         self.pulls += 1
+        self._report_mismatch(version)
         return stopped
 
+    def _report_mismatch(self, version: int) -> None:
+        """Send the new policy's outputs on recent observations to the quantizer, which compares them with the
+        learner's fp32 policy of the same version (fire and forget: the actor does not wait)."""
+        if not self.recent:
+            return
+        observations = np.array(self.recent, dtype=np.float32)
+        outputs = network_outputs(self.policy, observations, self.precision)
+        self.quantizer.record_mismatch.remote(version, self.index, observations, outputs)
+
+    def _push(self, buffer: list[tuple], pending: Any) -> Any:
+        start = time.perf_counter()
+        if pending is not None:
+            ray.get(pending)  # one push in flight at a time
+        pending = self.learner.add.remote(chunk(buffer), self.index)
+        self.seconds["push"] += time.perf_counter() - start
+        return pending
+
     def run(self, max_steps: int) -> dict[str, Any]:
-        """Collect until ``max_steps`` or the driver stops the run; returns this actor's breakdown."""
+        """Collect until this actor has delivered ``max_steps`` transitions over all its incarnations (a restarted
+        actor goes on from what the learner received from it; what a killed one had not pushed is lost, never
+        counted) or the driver stops the run; returns this actor's breakdown."""
+        self.steps = ray.get(self.learner.delivered.remote(self.index))
         buffer: list[tuple] = []
         pending = None
         while self.steps < max_steps:
-            if self.steps % self.pull_period == 0 and self._pull():
+            if (self.policy is None or self.steps % self.pull_period == 0) and self._pull():
                 break
             start = time.perf_counter()
             output = network_output(self.policy, self.obs, self.precision)
@@ -91,15 +116,13 @@ class Actor:
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
             self.seconds["step"] += time.perf_counter() - start
             buffer.append((self.obs, next_obs, stored_action, reward, terminated, truncated))
+            self.recent.append(self.obs)
             self.obs = next_obs if not (terminated or truncated) else self.env.reset()[0]
             self.steps += 1
             if len(buffer) >= self.push_every:
-                start = time.perf_counter()
-                if pending is not None:
-                    ray.get(pending)  # one push in flight at a time
-                pending = self.learner.add.remote(chunk(buffer))
-                buffer = []
-                self.seconds["push"] += time.perf_counter() - start
+                pending, buffer = self._push(buffer, pending), []
+        if buffer:
+            pending = self._push(buffer, pending)
         if pending is not None:
             ray.get(pending)
         return self.report()

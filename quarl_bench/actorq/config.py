@@ -41,6 +41,7 @@ class ActorQConfig:
     algo: str = "dqn"
     learning_starts: int | None = None  # None: rl-zoo3's value for algo/env
     int8_backend: str = "onnxruntime"  # how int8 actors run: ONNX Runtime's int8 kernels, or torch's
+    learner_device: str | None = None  # None: cuda when torch sees a GPU, else cpu (actors always run on CPU cores)
 
     def __post_init__(self) -> None:
         if self.actor_precision not in ACTOR_PRECISIONS:
@@ -51,6 +52,8 @@ class ActorQConfig:
             raise QuarlError(f"bad int8 backend {self.int8_backend!r}: expected one of {', '.join(INT8_BACKENDS)}")
         if self.comm_bits not in (32, 16) and not 2 <= self.comm_bits <= 8:
             raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
+        if self.learner_device not in (None, "cpu", "cuda"):
+            raise QuarlError(f"bad learner device {self.learner_device!r}: expected cpu or cuda")
         if self.algo not in LEARNER_ALGOS:
             raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(LEARNER_ALGOS)}")
 
@@ -77,8 +80,9 @@ class ActorQConfig:
         return observation_space, space
 
     def run_key(self) -> str:
-        """Identity of the run without the actors' precision: fp32 and int8 runs of one setting share it."""
-        fields = asdict(self) | {"actor_precision": None}
+        """Identity of the setting: the run without the actors' precision and the seed, so the fp32, fp16 and int8
+        runs of every seed of one setting share it (the report pairs them by it; the seed is the row's own)."""
+        fields = asdict(self) | {"actor_precision": None, "seed": None}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -134,20 +138,20 @@ def select_runs(configs: list[ActorQConfig], algos=None, envs=None, precisions=N
 
 
 def requested_runs(grid: Path | None, overrides: dict[str, Any], algo: str | None = None, env: str | None = None,
-                   precision: str | None = None, seed: int | None = None) -> list[ActorQConfig]:  # fmt: skip
-    """Without a grid: the one run described by ``overrides`` (default dqn, CartPole-v1, int8 actors). With one:
-    its runs filtered by algo/env/precision, ``overrides`` replacing its settings and ``seed`` its seeds.
+                   precision: str | None = None, seeds: list[int] | None = None) -> list[ActorQConfig]:  # fmt: skip
+    """Without a grid: the run described by ``overrides`` (default dqn, CartPole-v1, int8 actors), once per seed.
+    With one: its runs filtered by algo/env/precision, ``overrides`` replacing its settings and ``seeds`` its seeds.
 
     :raises QuarlError: when nothing in the grid matches the filters.
     """
     if grid is None:
         env_id = resolve_env_id(env or "CartPole-v1")
-        seeded = overrides | ({"seed": seed} if seed is not None else {})
-        return [ActorQConfig(env_id, precision or "int8", algo=algo or "dqn", **seeded)]
+        return [ActorQConfig(env_id, precision or "int8", algo=algo or "dqn", **overrides | {"seed": seed})
+                for seed in dict.fromkeys(seeds or [0])]  # fmt: skip
     configs = select_runs(load_actorq_grid(grid, overrides), [algo] if algo else None, [env] if env else None,
                           [precision] if precision else None)  # fmt: skip
-    if seed is not None:
-        configs = list(dict.fromkeys(dataclasses.replace(c, seed=seed) for c in configs))
+    if seeds:
+        configs = list(dict.fromkeys(dataclasses.replace(c, seed=s) for s in seeds for c in configs))
     if not configs:
         raise QuarlError(f"no run in {grid} matches --algo {algo} --env {env} --actor-precision {precision}")
     return configs

@@ -28,6 +28,8 @@ class RunOutcome:
     learner: dict[str, float] = field(default_factory=dict)
     final_rewards: list[float] = field(default_factory=list)
     energy: dict[str, Any] = field(default_factory=dict)
+    mismatch: list[dict[str, float]] = field(default_factory=list)  # actor policy vs learner fp32, per pull
+    learner_device: str = "cpu"
     error: str | None = None  # set when the learner (or the cluster) failed mid-run
 
 
@@ -46,16 +48,19 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
     import ray
 
     from quarl_bench.actorq.actor import Actor
-    from quarl_bench.actorq.learner import Learner
+    from quarl_bench.actorq.learner import Learner, learner_device
     from quarl_bench.actorq.param_quantizer import ParameterQuantizer
 
     observation_space, action_space = config.env_spaces()
+    device = learner_device(config.learner_device)
     connect(address)
-    outcome = RunOutcome()
+    outcome = RunOutcome(learner_device=device)
     try:
         arch = list(config.policy_arch)
-        learner = Learner.remote(config.algo, config.env_id, arch, config.batch_size, config.samples_per_insert,
-                                 config.seed, config.learning_starts)  # fmt: skip
+        learner = Learner.options(num_gpus=1 if device == "cuda" else 0).remote(
+            config.algo, config.env_id, arch, config.batch_size, config.samples_per_insert, config.seed,
+            config.learning_starts, device,
+        )  # fmt: skip
         obs_dim = int(np.prod(observation_space.shape))
         quantizer = ParameterQuantizer.remote(config.comm_bits, config.actor_precision, config.int8_backend,
                                               action_space, obs_dim, arch)  # fmt: skip
@@ -86,6 +91,7 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
                 outcome.error = f"learner failed: {describe(error)}"
             outcome.wall_seconds = time.perf_counter() - start
         outcome.energy = asdict(energy)
+        outcome.mismatch = ray.get(quantizer.mismatch_series.remote())
         if outcome.error:
             return outcome
         outcome.restarts = ray.get(quantizer.restarts.remote())
@@ -125,6 +131,7 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
                 "actor_steps": steps,
                 "updates": updates,
                 "reward": reward,
+                "episodes": [float(r) for r in rewards],
             }
             outcome.curve.append(point)
             if on_eval:
@@ -137,9 +144,10 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
 
 
 def job_for(config: ActorQConfig) -> Job:
-    """The store's identity of a run: method ``actorq``, the actors' precision, and the setting's run key."""
+    """The store's identity of a run: method ``actorq``, the actors' precision, the seed and the setting's key (no
+    agent: ``agent_hash`` stays empty)."""
     spec = QuantSpec(config.actor_precision, method="actorq")
-    return Job(config.algo, config.env_id, spec, config.run_key(), config.eval_episodes, config.seed, 1)
+    return Job(config.algo, config.env_id, spec, "", config.eval_episodes, config.seed, 1, setting=config.run_key())
 
 
 def already_stored(config: ActorQConfig, store: ResultStore) -> bool:
@@ -151,8 +159,10 @@ def already_stored(config: ActorQConfig, store: ResultStore) -> bool:
 def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> dict[str, Any]:
     """One ``actorq`` row: final reward of the learner's policy; curve, breakdown, bytes and speed in provenance."""
     job = job_for(config)
-    steps = sum(actor["steps"] for actor in outcome.actors)
-    final = outcome.final_rewards or [outcome.curve[-1]["reward"]]  # a crashed run: its last evaluation
+    delivered = outcome.learner.get("per_actor")
+    # what the learner received, over actors' restarts; a crashed run has no learner counters: the actors' reports
+    steps = sum(delivered.values()) if delivered else sum(actor["steps"] for actor in outcome.actors)
+    final = outcome.final_rewards or outcome.curve[-1]["episodes"]  # a crashed run: its last evaluation's episodes
     result = EvalResult(
         job=job,
         episode_rewards=tuple(final),
@@ -172,6 +182,9 @@ def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> 
             "error": outcome.error,
             "actor_steps": steps,
             "actor_steps_per_s": steps / max(outcome.wall_seconds, 1e-9),
+            "mismatch": outcome.mismatch,
+            "learner_device": outcome.learner_device,
+            "setting": config.run_key(),
         },
     )
     store.put(result, replace=True)

@@ -90,14 +90,28 @@ def acting_module(model: Any) -> torch.nn.Module:
     return model.q_net.q_net if isinstance(model, DQN) else model.actor.mu
 
 
-@ray.remote
+def learner_device(requested: str | None) -> str:
+    """``cuda`` when asked for or, by default, when torch sees a GPU; else ``cpu``.
+
+    :raises QuarlError: when cuda is asked for and there is none.
+    """
+    from quarl_bench.errors import QuarlError
+
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise QuarlError("bad learner device 'cuda': no GPU is visible to torch here; expected cpu")
+    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# A threaded Ray actor: ``add`` (the actors' pushes), ``weights`` and ``evaluate`` run concurrently, so a
+# seconds-long evaluation never holds up ingestion (with one call at a time, actors blocked in ``push`` meanwhile).
+@ray.remote(max_concurrency=8)
 class Learner:
     """An SB3 off-policy algorithm doing only its ``train()``, in a thread of its own, on a replay buffer that the
     actors fill through ``add``. ``add`` only queues: actors never wait for gradient steps. The training thread
     moves queued transitions into the buffer and trains while updates x batch < inserted x samples_per_insert."""
 
     def __init__(self, algo: str, env_id: str, arch: list[int], batch_size: int, samples_per_insert: float, seed: int,
-                 learning_starts: int | None = None) -> None:  # fmt: skip
+                 learning_starts: int | None = None, device: str = "cpu") -> None:  # fmt: skip
         torch.set_num_threads(1)
         register_env(env_id)
         params = zoo_hyperparams(algo, env_id)
@@ -108,12 +122,15 @@ class Learner:
             self.target_every = None  # TD3/DDPG/D4PG update their targets by polyak averaging (tau) inside train()
         network = policy_kwargs(algo, arch, params)
         self.model = LEARNERS[algo]("MlpPolicy", env_id, policy_kwargs=network, batch_size=batch_size,
-                                    learning_starts=0, seed=seed, device="cpu", **params)  # fmt: skip
+                                    learning_starts=0, seed=seed, device=device, **params)  # fmt: skip
+        self.device = device
         self.model.set_logger(configure(None, []))
         self.model._current_progress_remaining = 1.0
         self.eval_policy = copy.deepcopy(self.model.policy)
         self.batch_size, self.samples_per_insert = batch_size, samples_per_insert
         self.received = self.inserted = self.updates = 0
+        self.per_actor: dict[int, int] = {}  # transitions received from each actor index, across its restarts
+        self.counting = threading.Lock()  # add() runs in several threads at once
         self.train_seconds = 0.0
         self.env_id, self.seed = env_id, seed
         self.incoming: queue.SimpleQueue = queue.SimpleQueue()
@@ -126,12 +143,19 @@ class Learner:
     def pid(self) -> int:
         return os.getpid()
 
-    def add(self, transitions: tuple[np.ndarray, ...]) -> int:
-        """Queue actor transitions for the replay buffer; returns how many were received so far."""
+    def add(self, transitions: tuple[np.ndarray, ...], actor: int = 0) -> int:
+        """Queue actor ``actor``'s transitions for the replay buffer; returns how many it has delivered so far."""
         self._raise_if_failed()
         self.incoming.put(transitions)
-        self.received += len(transitions[0])
-        return self.received
+        with self.counting:
+            self.received += len(transitions[0])
+            self.per_actor[actor] = self.per_actor.get(actor, 0) + len(transitions[0])
+            return self.per_actor[actor]
+
+    def delivered(self, actor: int) -> int:
+        """Transitions actor ``actor`` delivered, over all its incarnations: where a restarted actor goes on from."""
+        with self.counting:
+            return self.per_actor.get(actor, 0)
 
     def _train_loop(self) -> None:
         try:
@@ -145,8 +169,9 @@ class Learner:
                 with self.lock:
                     self.model.train(gradient_steps=1, batch_size=self.batch_size)
                     self.updates += 1
-                    if self.target_every and self.updates % self.target_every == 0:
-                        polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(), 1.0)
+                    if self.target_every and self.updates % self.target_every == 0:  # DQN's own tau (1: a copy)
+                        polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(),
+                                      self.model.tau)  # fmt: skip
                 self.train_seconds += time.perf_counter() - start
         except Exception as error:  # noqa: BLE001 - reported to the driver by the next call
             self.failure = f"{type(error).__name__}: {error}"
@@ -175,7 +200,7 @@ class Learner:
     def weights(self) -> dict[str, torch.Tensor]:
         self._raise_if_failed()
         with self.lock:
-            return {k: v.detach().clone() for k, v in acting_module(self.model).state_dict().items()}
+            return {k: v.detach().cpu().clone() for k, v in acting_module(self.model).state_dict().items()}
 
     def evaluate(self, episodes: int) -> tuple[list[float], int, int]:
         """Episode rewards of the fp32 deterministic policy on its own envs; with the actor steps and updates so far."""
@@ -195,8 +220,10 @@ class Learner:
         self._drain()
         self._raise_if_failed()
 
-    def counters(self) -> dict[str, float]:
+    def counters(self) -> dict[str, Any]:
         return {
+            "device": self.device,
+            "per_actor": {str(k): v for k, v in self.per_actor.items()},
             "inserted": self.inserted,
             "updates": self.updates,
             "train_seconds": self.train_seconds,

@@ -6,6 +6,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
 import ray
 import torch
 
@@ -14,6 +15,26 @@ from quarl_bench.actorq.policy import (
     network_for,
     policy_payload,
 )
+
+HISTORY = 16  # fp32 versions kept: an actor reports on the version it pulled, maybe a few publishes ago
+
+
+def policy_mismatch(outputs: np.ndarray, reference: np.ndarray, discrete: bool) -> dict[str, float]:
+    """How far an actor's quantized policy is from the learner's fp32 one on the same observations.
+
+    Discrete (Q-values): ``agreement``, the share of equal greedy actions, and ``q_error``, the mean absolute
+    Q-value difference relative to the mean absolute fp32 Q-value. Continuous (actions in [-1, 1]):
+    ``action_error``, the mean relative L2 distance, and ``agreement`` = 1 - mean |difference| / 2 (1: identical,
+    0: opposite bounds). ``agreement`` always lies in [0, 1].
+    """
+    if discrete:
+        agreement = float(np.mean(outputs.argmax(axis=1) == reference.argmax(axis=1)))
+        q_error = float(np.abs(outputs - reference).mean() / max(np.abs(reference).mean(), 1e-8))
+        return {"agreement": agreement, "q_error": q_error}
+    difference = np.abs(outputs - reference)
+    norms = np.maximum(np.linalg.norm(reference, axis=1), 1e-8)
+    return {"agreement": float(1.0 - np.clip(difference.mean() / 2.0, 0.0, 1.0)),
+            "action_error": float(np.mean(np.linalg.norm(outputs - reference, axis=1) / norms))}  # fmt: skip
 
 
 @ray.remote
@@ -30,6 +51,11 @@ class ParameterQuantizer:
         torch.set_num_threads(1)
         self.comm_bits, self.precision, self.int8_backend = comm_bits, precision, int8_backend
         self.net = network_for(action_space, obs_dim, arch) if comm_bits == 32 else None
+        self.reference_net = network_for(action_space, obs_dim, arch)  # the learner's fp32 policy, for mismatch
+        self.discrete = hasattr(action_space, "n")
+        self.history: dict[int, dict[str, torch.Tensor]] = {}  # recent versions' fp32 weights, for mismatch
+        self.mismatch: list[dict[str, float]] = []
+        self.started = time.perf_counter()
         self.weights: dict[str, torch.Tensor] | None = None
         self.version = self.built_version = 0
         self.payload: tuple[str, Any] | None = None  # ("onnx" | "torch", bytes) or ("packed", packed weights)
@@ -41,7 +67,25 @@ class ParameterQuantizer:
         """Take the learner's newest weights (built lazily, at the next pull)."""
         self.weights = weights
         self.version += 1
+        self.history[self.version] = weights
+        self.history.pop(self.version - HISTORY, None)
         return self.version
+
+    def record_mismatch(self, version: int, actor: int, observations: np.ndarray, outputs: np.ndarray) -> None:
+        """Compare an actor's policy outputs (at its precision, version ``version``) with the learner's fp32 policy
+        of that version on the same observations, and keep the point (see :func:`policy_mismatch`)."""
+        weights = self.history.get(version)
+        if weights is None:
+            return
+        self.reference_net.load_state_dict(weights)
+        with torch.inference_mode():
+            reference = self.reference_net(torch.as_tensor(observations)).numpy()
+        point = policy_mismatch(outputs, reference, self.discrete)
+        self.mismatch.append({"seconds": time.perf_counter() - self.started, "version": version, "actor": actor,
+                              **point})  # fmt: skip
+
+    def mismatch_series(self) -> list[dict[str, float]]:
+        return list(self.mismatch)
 
     def _build(self) -> float:
         """Build the broadcast for the newest version if not done yet; returns the seconds it took."""

@@ -82,10 +82,15 @@ def load_payload(kind: str, data: bytes) -> Any:
 
 def network_output(policy: nn.Module, observation: np.ndarray, precision: str) -> np.ndarray:
     """The policy's output for one observation, in fp32 (Q-values, or an action in [-1, 1])."""
+    return network_outputs(policy, np.asarray(observation)[None], precision)[0]
+
+
+def network_outputs(policy: nn.Module, observations: np.ndarray, precision: str) -> np.ndarray:
+    """The policy's outputs for a batch of observations, in fp32."""
     with torch.inference_mode():
-        inputs = torch.as_tensor(observation)[None]
+        inputs = torch.as_tensor(observations)
         inputs = inputs.half() if precision == "fp16" else inputs.float()
-        return policy(inputs)[0].float().numpy()
+        return policy(inputs).float().numpy()
 
 
 def holds_int8_weights(policy: Any) -> bool:

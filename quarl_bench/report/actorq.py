@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward  # noqa: E402
@@ -16,38 +17,68 @@ from quarl_bench.report.tables import write_table  # noqa: E402
 
 
 def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per ActorQ run: setting (run key), precision, speed, curve, breakdown."""
+    """One row per ActorQ run: setting, seed, precision, speed, energy, curve, mismatch, breakdown."""
     runs = results[results["method"] == "actorq"].sort_values("created_at").drop_duplicates("key", keep="last")
     records = []
     for _, row in runs.iterrows():
         prov = row["provenance"]
         phases = breakdown(prov["actors"])
+        steps = max(prov["actor_steps"], 1)
+        mismatch = prov.get("mismatch") or []
         records.append({
-            "setting": row["agent_hash"], "env": row["env_id"], "algo": row["algo"], "precision": row["precision"],
+            "setting": row.get("setting") or row["agent_hash"],  # rows stored before the setting column
+            "env": row["env_id"], "algo": row["algo"], "precision": row["precision"], "seed": row["seed"],
             "actors": prov["config"]["n_actors"], "arch": "x".join(map(str, prov["config"]["policy_arch"])),
+            "comm_bits": prov["config"].get("comm_bits", 32), "learner_device": prov.get("learner_device", "cpu"),
             "steps_per_s": prov["actor_steps_per_s"], "curve": prov["curve"], "final_reward": row["mean_reward"],
-            "broadcast_bytes": prov["broadcast_bytes"], "restarts": prov["restarts"], **phases,
+            "joules_per_step": prov["energy"].get("kwh", 0.0) * 3.6e6 / steps if prov.get("energy") else float("nan"),
+            "mismatch": mismatch, "broadcast_bytes": prov["broadcast_bytes"], "restarts": prov["restarts"],
+            "row": row["key"], **phases,
         })  # fmt: skip
     return pd.DataFrame.from_records(records)
 
 
+def _interval(low: float, high: float) -> str:
+    return "n/a (1 seed)" if pd.isna(low) else f"[{low:.2f}, {high:.2f}]"
+
+
 def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per setting and precision: actor steps/s, time to 95% of the fp32 run's best reward, speed-ups over fp32."""
+    """Per setting and precision, over seeds: actor steps/s, time to 95% of each seed's fp32 run (95% of the way
+    from its first evaluation to its best), energy per actor step, and speed-ups over fp32 with paired bootstrap
+    95% CIs over seeds; ``CI includes 1`` marks a speed-up the seeds do not support."""
+    from quarl_bench.report.stats import paired_ratio_ci
+
     rows = []
     for (_setting, env), group in runs.groupby(["setting", "env"]) if len(runs) else []:
-        fp32 = group[group["precision"] == "fp32"]
-        target = reward_target(fp32["curve"].iloc[0]) if len(fp32) else None
-        base_speed = fp32["steps_per_s"].iloc[0] if len(fp32) else None
-        base_time = time_to_reward(fp32["curve"].iloc[0], target) if len(fp32) else None
-        for _, run in group.iterrows():
-            reached = time_to_reward(run["curve"], target) if target is not None else None
+        fp32 = group[group["precision"] == "fp32"].set_index("seed")
+        targets = {seed: reward_target(run["curve"]) for seed, run in fp32.iterrows()}
+        for precision, runs_at in group.groupby("precision", sort=False):
+            runs_at = runs_at.set_index("seed")
+            seeds = sorted(set(runs_at.index) & set(targets))
+            times = {s: time_to_reward(runs_at.loc[s, "curve"], targets[s]) for s in seeds}
+            base_times = {s: time_to_reward(fp32.loc[s, "curve"], targets[s]) for s in seeds}
+            reached = [s for s in seeds if times[s] and base_times[s]]
+            speed, speed_low, speed_high = (paired_ratio_ci(runs_at.loc[seeds, "steps_per_s"],
+                                                            fp32.loc[seeds, "steps_per_s"])
+                                            if seeds else (float("nan"),) * 3)  # fmt: skip
+            time_up, time_low, time_high = (paired_ratio_ci([base_times[s] for s in reached],
+                                                            [times[s] for s in reached])
+                                            if reached else (float("nan"),) * 3)  # fmt: skip
+            first = runs_at.iloc[0]
+            agreement = [p["agreement"] for mismatch in runs_at["mismatch"] for p in mismatch]
             rows.append({
-                "env": env, "algo": run["algo"], "arch": run["arch"], "actors": run["actors"], "precision": run["precision"],
-                "actor steps/s": run["steps_per_s"],
-                "steps/s speed-up": run["steps_per_s"] / base_speed if base_speed else None,
-                "time to 95% (s)": reached,
-                "time speed-up": base_time / reached if base_time and reached else None,
-                "final reward": run["final_reward"], "broadcast bytes": run["broadcast_bytes"],
+                "env": env, "algo": first["algo"], "arch": first["arch"], "actors": first["actors"],
+                "precision": precision, "comm bits": first["comm_bits"], "learner": first["learner_device"],
+                "seeds": len(runs_at), "actor steps/s": runs_at["steps_per_s"].mean(),
+                "steps/s speed-up": speed, "steps/s CI": _interval(speed_low, speed_high),
+                "time to 95% (s)": np.mean([times[s] for s in reached]) if reached else None,
+                "seeds reaching": f"{len(reached)}/{len(seeds)}",
+                "time speed-up": time_up, "time CI": _interval(time_low, time_high),
+                "CI includes 1": None if pd.isna(time_low) else bool(time_low <= 1.0 <= time_high),
+                "J / actor step": runs_at["joules_per_step"].mean(),
+                "mean agreement vs fp32 learner": np.mean(agreement) if agreement else None,
+                "final reward": runs_at["final_reward"].mean(), "broadcast bytes": first["broadcast_bytes"],
+                "rows": ", ".join(runs_at["row"]),
             })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -90,16 +121,25 @@ def write_actorq_report(results: pd.DataFrame, out_dir: Path, paper_dir: Path | 
     paper = pd.read_csv(paper_file) if paper_file is not None and paper_file.is_file() else pd.DataFrame()
     paths = write_table(with_paper(speedup_table(runs), paper), out_dir, "actorq_speedup")
     for setting, group in runs.groupby("setting"):
-        fig, (curves, bars) = plt.subplots(1, 2, figsize=(12, 4))
+        fig, (curves, mismatch, bars) = plt.subplots(1, 3, figsize=(17, 4))
         for _, run in group.iterrows():
             curve = pd.DataFrame(run["curve"])
-            curves.plot(curve["seconds"], curve["reward"], marker=".", label=f"{run['precision']} actors")
+            label = f"{run['precision']} actors, seed {run['seed']}"
+            curves.plot(curve["seconds"], curve["reward"], marker=".", label=label)
+            if run["mismatch"]:
+                points = pd.DataFrame(run["mismatch"]).sort_values("seconds")
+                mismatch.plot(points["seconds"], points["agreement"], marker=".", linestyle="", label=label)
+        mismatch.set_xlabel("wall-clock time (s)")
+        mismatch.set_ylabel("actor vs learner fp32: agreement")
+        mismatch.set_ylim(-0.02, 1.02)
+        mismatch.set_title("policy mismatch at each pull")
+        mismatch.legend(fontsize="small")
         curves.set_xlabel("wall-clock time (s)")
         curves.set_ylabel("learner reward (deterministic fp32 policy)")
         curves.set_title(f"{group['env'].iloc[0]}: convergence")
         curves.legend()
         bottom = [0.0] * len(group)
-        labels = list(group["precision"])
+        labels = [f"{p} s{seed}" for p, seed in zip(group["precision"], group["seed"], strict=True)]
         for phase in PHASES:
             values = list(group[phase])
             bars.bar(labels, values, bottom=bottom, label=phase)
