@@ -147,12 +147,12 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
         raise QuarlError(f"cannot build the {ref.env_id} env from {stats_path}: {one_line(error)}") from error
     observation_space, action_space = probe.observation_space, probe.action_space
     probe.close()
+    if is_image_space(observation_space) and not is_image_space_channels_first(observation_space):
+        observation_space = VecTransposeImage.transpose_space(observation_space)  # SB3 trains channel-first
     saved_shape = saved_observation_shape(zip_path)
     if saved_shape is not None and saved_shape != tuple(observation_space.shape or ()):
         raise QuarlError(f"agent {zip_path} was saved for observations of shape {saved_shape}, but {ref.env_id} with "
                          f"its wrappers gives {tuple(observation_space.shape or ())}: expected an agent for this env")  # fmt: skip
-    if is_image_space(observation_space) and not is_image_space_channels_first(observation_space):
-        observation_space = VecTransposeImage.transpose_space(observation_space)  # SB3 trains channel-first
     custom_objects = {
         "observation_space": observation_space,
         "action_space": action_space,
