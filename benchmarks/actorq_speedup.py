@@ -18,8 +18,8 @@ from pathlib import Path
 
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.driver import run_actorq, store_run
-from quarl_bench.actorq.learner import learner_device
 from quarl_bench.actorq.metrics import breakdown
+from quarl_bench.devices import training_device
 from quarl_bench.report.actorq import actorq_runs, speedup_table
 from quarl_bench.store import ResultStore
 
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=Path("results/quarl.sqlite"))
     args = parser.parse_args()
     arch = tuple(int(w) for w in args.arch.split(","))
-    device = learner_device(args.learner_device)
+    device = training_device(args.learner_device, "learner device")
     print(f"configuration: {os.cpu_count()} cores, {args.n_actors} actor(s), learner on {device}, policy {arch}, "
           f"{args.seconds:.0f} s per run, seeds 0..{args.seeds - 1}")  # fmt: skip
     keys = []

@@ -26,9 +26,11 @@ from quarl_bench.deploy import synthetic
 from quarl_bench.deploy.backends import build, runner
 from quarl_bench.deploy.timing import latency, peak_memory_mb
 from quarl_bench.report.console import console
+from quarl_bench.report.deployment import INT8_BACKENDS
+from quarl_bench.types import BACKEND_PRECISIONS
 
-INT8 = ("ort-int8-dynamic", "ort-int8-static", "torchao-int8")
-BACKENDS = ("torch-fp32", "ort-fp32", "ort-fp16", *INT8)
+BACKENDS = tuple(BACKEND_PRECISIONS)
+INT8 = INT8_BACKENDS
 ZOO_AGENTS = (("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "BreakoutNoFrameskip-v4"))
 
 

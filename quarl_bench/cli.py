@@ -12,6 +12,7 @@ from typing import NoReturn
 from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
+    ACTORQ_ALGOS,
     ALGOS,
     BACKEND_PRECISIONS,
     CALIBRATION_METHODS,
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Defaults: dqn, CartPole-v1, int8 actors, 2 actors, 2048,2048,2048.",
     )  # fmt: skip
     actorq.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/actorq.yaml")
-    actorq.add_argument("--algo", default=None, choices=("dqn", "td3", "ddpg", "d4pg"),
+    actorq.add_argument("--algo", default=None, choices=ACTORQ_ALGOS,
                         help="learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous)")  # fmt: skip
     actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
     actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))

@@ -167,9 +167,8 @@ def qat(args: argparse.Namespace) -> int:
 
 
 def amp(args: argparse.Namespace) -> int:
-    import torch
-
-    from quarl_bench.methods.amp import AmpConfig, default_device, default_dtype
+    from quarl_bench.devices import training_device
+    from quarl_bench.methods.amp import AmpConfig, default_dtype
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import amp_table
@@ -178,9 +177,7 @@ def amp(args: argparse.Namespace) -> int:
     from quarl_bench.zoo.envs import resolve_env_id
 
     env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
-    device = args.device or default_device()
-    if device == "cuda" and not torch.cuda.is_available():
-        raise QuarlError("bad device 'cuda': no GPU is visible to torch here; expected --device cpu")
+    device = training_device(args.device)
     seeds = list(dict.fromkeys(args.seeds))
     runs = []
     with ResultStore(args.store or DEFAULT_STORE) as store:
@@ -217,11 +214,11 @@ def actorq(args: argparse.Namespace) -> int:
 
     overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
     configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seeds)
-    from quarl_bench.actorq.learner import learner_device
+    from quarl_bench.devices import training_device
 
     for config in configs:
         config.env_spaces()  # a bad algo/env pair or learner device fails before any run starts
-        learner_device(config.learner_device)
+        training_device(config.learner_device, "learner device")
     store_path = args.store or DEFAULT_STORE
     for number, config in enumerate(configs, 1):
         prefix = f"[{number}/{len(configs)}] " if len(configs) > 1 else ""
@@ -351,10 +348,13 @@ def deploy(args: argparse.Namespace) -> int:
 
 
 def table4(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from quarl_bench.config import config_dir
     from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.report.console import table4_table
+    from quarl_bench.report.deployment import table4_comparison
 
     host, driver = machine(), driver_provenance()
     backends = list(dict.fromkeys(["torch-fp32", *args.backend]))
@@ -377,7 +377,8 @@ def table4(args: argparse.Namespace) -> int:
                 store.put_timing(row, replace=True)
                 keys.append(key)
         timings = store.timings()
-    console.print(table4_table(timings[timings["key"].isin(keys)], config_dir() / "paper"))
+    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
+    console.print(table4_table(table4_comparison(timings[timings["key"].isin(keys)], paper)))
     console.print(f"Stored in {store.path}; `quarl-bench report` writes table4.md next to the paper's figures")
     return 0
 

@@ -22,6 +22,8 @@ ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
 QUANTIZER_VERSION = 2
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
+ACTORQ_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # ActorQ learners: DQN for discrete actions, the others continuous
+DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)
 PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
 
 

@@ -68,7 +68,7 @@ def d4pg_return(env_id: str, steps: int, v_min: float, v_max: float, episodes: i
 
 @pytest.mark.slow
 def test_d4pg_learns_pendulum() -> None:
-    assert d4pg_return("Pendulum-v1", 5000, -1600.0, 0.0, episodes=10, learning_rate=1e-3) >= -250  # random: -1200
+    assert d4pg_return("Pendulum-v1", 5000, -1600.0, 0.0, episodes=10, learning_rate=1e-3) >= -250  # untrained: -1322
 
 
 @pytest.mark.slow

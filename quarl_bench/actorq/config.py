@@ -13,11 +13,12 @@ from typing import Any
 import yaml
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.types import ACTORQ_ALGOS
 from quarl_bench.zoo.envs import resolve_env_id
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
 INT8_BACKENDS = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
-LEARNER_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # DQN for discrete actions, TD3/DDPG/D4PG for continuous ones
+LEARNER_ALGOS = ACTORQ_ALGOS
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,12 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
     import ray
 
     from quarl_bench.actorq.actor import Actor
-    from quarl_bench.actorq.learner import Learner, learner_device
+    from quarl_bench.actorq.learner import Learner
     from quarl_bench.actorq.param_quantizer import ParameterQuantizer
+    from quarl_bench.devices import training_device
 
     observation_space, action_space = config.env_spaces()
-    device = learner_device(config.learner_device)
+    device = training_device(config.learner_device, "learner device")
     connect(address)
     outcome = RunOutcome(learner_device=device)
     try:

@@ -41,12 +41,13 @@ def zoo_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
 
     from quarl_bench.config import config_dir, hyperparams_file
 
-    path = hyperparams_file(algo, env_id)
-    if path is None and algo == "d4pg":
+    if algo == "d4pg":
         path = config_dir() / "hyperparams" / "d4pg.yml"
-    with open(path or Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml") as handle:
+    else:
+        path = hyperparams_file(algo, env_id) or Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+    with open(path) as handle:
         table = yaml.safe_load(handle)
-    entry = table.get(env_id, table.get("default", {}) if algo == "d4pg" else {})
+    entry = table.get(env_id, table.get("default", {}) if algo == "d4pg" else {})  # rl-zoo3's own default: SB3's
     params = {}
     for key, value in entry.items():
         if key in KEPT:
@@ -90,18 +91,6 @@ def acting_module(model: Any) -> torch.nn.Module:
     return model.q_net.q_net if isinstance(model, DQN) else model.actor.mu
 
 
-def learner_device(requested: str | None) -> str:
-    """``cuda`` when asked for or, by default, when torch sees a GPU; else ``cpu``.
-
-    :raises QuarlError: when cuda is asked for and there is none.
-    """
-    from quarl_bench.errors import QuarlError
-
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise QuarlError("bad learner device 'cuda': no GPU is visible to torch here; expected cpu")
-    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
-
-
 # A threaded Ray actor: ``add`` (the actors' pushes), ``weights`` and ``evaluate`` run concurrently, so a
 # seconds-long evaluation never holds up ingestion (with one call at a time, actors blocked in ``push`` meanwhile).
 @ray.remote(max_concurrency=8)
@@ -128,7 +117,7 @@ class Learner:
         self.model._current_progress_remaining = 1.0
         self.eval_policy = copy.deepcopy(self.model.policy)
         self.batch_size, self.samples_per_insert = batch_size, samples_per_insert
-        self.received = self.inserted = self.updates = 0
+        self.inserted = self.updates = 0
         self.per_actor: dict[int, int] = {}  # transitions received from each actor index, across its restarts
         self.counting = threading.Lock()  # add() runs in several threads at once
         self.train_seconds = 0.0
@@ -148,7 +137,6 @@ class Learner:
         self._raise_if_failed()
         self.incoming.put(transitions)
         with self.counting:
-            self.received += len(transitions[0])
             self.per_actor[actor] = self.per_actor.get(actor, 0) + len(transitions[0])
             return self.per_actor[actor]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 from datetime import datetime, timezone
 from typing import Any
@@ -49,8 +50,6 @@ def observations(count: int = SAMPLES) -> np.ndarray:
 
 def machine() -> str:
     """This machine in words: CPU model and core count (the paper's column is its RasPi)."""
-    import os
-
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as cpuinfo:

@@ -29,11 +29,6 @@ def default_dtype() -> str:
     return "fp16" if torch.cuda.is_available() else "bf16"
 
 
-def default_device() -> str:
-    """Where training runs: the GPU when there is one (fp32 and mixed precision alike, so timings compare)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 @dataclass(frozen=True)
 class AmpConfig:
     """One training run: ``dtype`` is ``fp32`` or the autocast type (``bf16`` on CPU, ``fp16`` on a GPU)."""
@@ -96,14 +91,13 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
     if ref is not None:
         return ref
     clock = TrainClock()
+    scales: list = []  # the fp16 loss scale, recorded after training
 
     def prepare(model: BaseAlgorithm, n_timesteps: int) -> list[BaseCallback]:
         if config.dtype != "fp32":
             scales.append(enable_mixed_precision(model, config.dtype))
         timed_train(model, clock)
         return [UnwrapTrainAtEnd()]
-
-    scales: list = []
 
     start = time.perf_counter()
     arch = POLICY_SIZES[config.arch]

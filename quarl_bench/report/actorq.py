@@ -87,10 +87,14 @@ def paper_env_id(task: str, suite: str) -> str:
     """The env id a row of ActorQ's Table 2 names: ``Cartpole Balance`` (dm_control) -> ``dmc/cartpole-balance-v0``,
     ``CartPole`` (gym) -> ``CartPole-v1``."""
     from quarl_bench.config import alias_env_id
+    from quarl_bench.types import DMC_PREFIX
 
     if suite == "dm_control":
-        return f"dmc/{task.lower().replace(' ', '-')}-v0"
+        return f"{DMC_PREFIX}{task.lower().replace(' ', '-')}-v0"
     return alias_env_id(task)
+
+
+PAPER_COLUMNS = ("paper algo", "paper target", "paper time to target (s)", "paper speed-up")
 
 
 def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
@@ -99,17 +103,17 @@ def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     if table.empty or paper.empty:
         return table
     published = {paper_env_id(row["task"], row["suite"]): row for _, row in paper.iterrows()}
-    columns: dict[str, list] = {"paper algo": [], "paper target": [], "paper time to target (s)": [],
-                                "paper speed-up": []}  # fmt: skip
-    for _, row in table.iterrows():
-        entry = published.get(row["env"])
-        precision = row["precision"]
-        columns["paper algo"].append(entry["algo"] if entry is not None else None)
-        columns["paper target"].append(entry["reward_target"] if entry is not None else None)
-        columns["paper time to target (s)"].append(entry[f"{precision}_time_s"] if entry is not None else None)
-        speedup = 1.0 if precision == "fp32" else (entry[f"{precision}_speedup"] if entry is not None else None)
-        columns["paper speed-up"].append(speedup if entry is not None else None)
-    return table.assign(**columns)
+
+    def columns(env: str, precision: str) -> dict[str, object]:
+        entry = published.get(env)
+        if entry is None:
+            return {}
+        speedup = 1.0 if precision == "fp32" else entry[f"{precision}_speedup"]
+        return dict(zip(PAPER_COLUMNS, (entry["algo"], entry["reward_target"], entry[f"{precision}_time_s"], speedup),
+                        strict=True))  # fmt: skip
+
+    found = [columns(env, precision) for env, precision in zip(table["env"], table["precision"], strict=True)]
+    return table.join(pd.DataFrame(found, index=table.index, columns=list(PAPER_COLUMNS)))
 
 
 def write_actorq_report(results: pd.DataFrame, out_dir: Path, paper_dir: Path | None = None) -> list[Path]:

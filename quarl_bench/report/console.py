@@ -172,13 +172,8 @@ def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def table4_table(timings: Any, paper_dir: Any) -> Table:
-    """QuaRL Table 4 (the paper's RasPi) next to this machine's stored timings."""
-    import pandas as pd
-
-    from quarl_bench.report.deployment import table4_comparison
-
-    comparison = table4_comparison(timings, pd.read_csv(paper_dir / "quarl_table4_deployment.csv"))
+def table4_table(comparison: Any) -> Table:
+    """QuaRL Table 4 (the paper's RasPi) next to this machine's stored timings (``table4_comparison``)."""
     machines = sorted(set(comparison["machine"])) if len(comparison) else []
     table = Table(
         title=f"QuaRL Table 4: paper (RasPi-3b+, its 4x ARM A53) vs here ({'; '.join(machines) or 'nothing timed'}); "

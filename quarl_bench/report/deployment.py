@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 
 from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
 from quarl_bench.report.tables import write_table  # noqa: E402
+from quarl_bench.types import BACKEND_PRECISIONS  # noqa: E402
 
 
 def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
@@ -66,13 +67,16 @@ def write_deployment_report(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     return paths
 
 
-INT8_BACKENDS = ("ort-int8-dynamic", "ort-int8-static", "torchao-int8")
+INT8_BACKENDS = tuple(backend for backend, precision in BACKEND_PRECISIONS.items() if precision == "int8")
 
 
 def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """QuaRL Table 4 next to ours: per policy and machine, the paper's RasPi fp32/int8 ms and speed-up, our torch
     fp32 and best int8 backend (p50, one thread), size ratio against the fp32 ONNX artifact, peak memory, and the
     keys of the stored timing rows each figure comes from."""
+    nothing = pd.Series({"p50_ms": float("nan"), "artifact_bytes": float("nan"), "peak_rss_mb": float("nan"),
+                         "key": None}, name="none ran")  # fmt: skip
+    published = paper.set_index("policy")
     records = []
     for (machine, calls, policy), cell in timings.groupby(["machine", "calls", "policy"]) if len(timings) else []:
         by_backend = cell.set_index("backend")
@@ -80,34 +84,29 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
             continue
         fp32 = by_backend.loc["torch-fp32"]
         int8 = by_backend[by_backend.index.isin(INT8_BACKENDS)]
-        best = int8.loc[int8["p50_ms"].idxmin()] if len(int8) else None
+        best = int8.loc[int8["p50_ms"].idxmin()] if len(int8) else nothing
         size_base = by_backend.loc["ort-fp32"] if "ort-fp32" in by_backend.index else fp32
-        published = paper[paper["policy"] == f"Policy {policy}"]
-        pub = published.iloc[0] if len(published) else None
+        pub = published.reindex([f"Policy {policy}"]).iloc[0]  # all NaN when the paper has no such policy
         records.append({
             "policy": f"Policy {policy}", "hidden": "-".join(map(str, fp32["hidden"])),
-            "paper fp32 ms": pub["fp32_ms"] if pub is not None else float("nan"),
-            "paper int8 ms": pub["int8_ms"] if pub is not None else float("nan"),
-            "paper speed-up": pub["speedup"] if pub is not None else float("nan"),
-            "paper machine": pub["device"] if pub is not None else "",
-            "fp32 ms": fp32["p50_ms"], "int8 ms": best["p50_ms"] if best is not None else float("nan"),
-            "int8 backend": best.name if best is not None else "none ran",
-            "speed-up": fp32["p50_ms"] / best["p50_ms"] if best is not None else float("nan"),
-            "vs ORT fp32": size_base["p50_ms"] / best["p50_ms"] if best is not None else float("nan"),
-            "size ratio": size_base["artifact_bytes"] / best["artifact_bytes"] if best is not None else float("nan"),
-            "fp32 peak MB": size_base["peak_rss_mb"], "int8 peak MB": best["peak_rss_mb"] if best is not None else float("nan"),
+            "paper fp32 ms": pub["fp32_ms"], "paper int8 ms": pub["int8_ms"], "paper speed-up": pub["speedup"],
+            "paper machine": pub["device"] if isinstance(pub["device"], str) else "",
+            "fp32 ms": fp32["p50_ms"], "int8 ms": best["p50_ms"], "int8 backend": best.name,
+            "speed-up": fp32["p50_ms"] / best["p50_ms"], "vs ORT fp32": size_base["p50_ms"] / best["p50_ms"],
+            "size ratio": size_base["artifact_bytes"] / best["artifact_bytes"],
+            "fp32 peak MB": size_base["peak_rss_mb"], "int8 peak MB": best["peak_rss_mb"],
             "machine": f"{machine} (1 thread, batch 1, {calls} calls)",
-            "rows": ", ".join(k for k in (fp32["key"], size_base["key"], best["key"] if best is not None else None) if k),
+            "rows": ", ".join(k for k in dict.fromkeys((fp32["key"], size_base["key"], best["key"])) if k),
         })  # fmt: skip
     return pd.DataFrame.from_records(records)
 
 
-def write_table4(timings: pd.DataFrame, paper: pd.DataFrame, out_dir: Path) -> list[Path]:
+def write_table4(comparison: pd.DataFrame, timings: pd.DataFrame, out_dir: Path) -> list[Path]:
     """``table4.{md,csv}`` (the paper next to ours) and ``table4_backends.{md,csv}`` (every stored timing row)."""
     if timings.empty:
         return []
     columns = ["policy", "backend", "p50_ms", "p99_ms", "batch64_obs_per_s", "artifact_bytes", "peak_rss_mb",
                "machine", "calls", "key"]  # fmt: skip
-    return write_table(table4_comparison(timings, paper), out_dir, "table4", decimals=3) + write_table(
+    return write_table(comparison, out_dir, "table4", decimals=3) + write_table(
         timings[columns], out_dir, "table4_backends", decimals=3
     )

@@ -59,13 +59,23 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list:
         inside = comparison["paper inside CI"]
         lines.append(f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
                      "measured 95% CI (paper_vs_measured.md)")  # fmt: skip
-    from quarl_bench.report.deployment import deployment_table, write_deployment_report, write_table4
+    from quarl_bench.report.deployment import (
+        deployment_table,
+        table4_comparison,
+        write_deployment_report,
+        write_table4,
+    )
 
     tables = [deployment_table(store.select(v), store.select(Variant("ptq", v.seed, v.episodes)))
               for v in store.variants("deploy")]  # fmt: skip
     written += write_deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), out_dir)
-    lines += table4_lines(store, paper_dir)
-    written += write_table4(store.timings(), pd.read_csv(paper_dir / "quarl_table4_deployment.csv"), out_dir)
+    timings = store.timings()
+    if len(timings):
+        from quarl_bench.report.console import table4_table
+
+        table4 = table4_comparison(timings, pd.read_csv(paper_dir / "quarl_table4_deployment.csv"))
+        lines.append(table4_table(table4))
+        written += write_table4(table4, timings, out_dir)
     everything = store.to_dataframe()
     written += write_actorq_report(everything, out_dir, paper_dir)
     written += write_amp_table(everything, out_dir, paper_dir)
@@ -73,11 +83,3 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list:
     if others:
         lines.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
     return lines + [f"wrote {path}" for path in written]
-
-
-def table4_lines(store: ResultStore, paper_dir: Path) -> list:
-    """The console's QuaRL Table 4 (paper's RasPi next to this machine), when the store has timings."""
-    from quarl_bench.report.console import table4_table
-
-    timings = store.timings()
-    return [table4_table(timings, paper_dir)] if len(timings) else []

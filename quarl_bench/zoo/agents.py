@@ -187,24 +187,26 @@ def check_observation_layout(ref: AgentRef) -> None:
                          f"expected an agent saved for {ref.env_id}")  # fmt: skip
 
 
-def saved_observation_shape(zip_path: Path) -> tuple[int, ...] | None:
-    """The observation shape an SB3 zip was saved with (its ``data`` JSON), without loading the model."""
+def saved_data(zip_path: Path) -> dict[str, Any]:
+    """An SB3 zip's ``data`` JSON (its saved attributes), read without loading the model; {} if unreadable."""
     try:
         with zipfile.ZipFile(zip_path) as archive:
-            space = json.loads(archive.read("data")).get("observation_space", {})
+            data = json.loads(archive.read("data"))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def saved_observation_shape(zip_path: Path) -> tuple[int, ...] | None:
+    """The observation shape an SB3 zip was saved with."""
+    space = saved_data(zip_path).get("observation_space")
     shape = space.get("_shape", space.get("shape")) if isinstance(space, dict) else None
     return tuple(int(n) for n in shape) if isinstance(shape, list) else None
 
 
 def saved_exploration_rate(ref: AgentRef) -> float | None:
-    """The exploration rate a DQN/QR-DQN zip was saved with (its final epsilon), read without loading the model."""
-    try:
-        with zipfile.ZipFile(Path(ref.run_dir) / f"{ref.saved_name}.zip") as archive:
-            value = json.loads(archive.read("data")).get("exploration_rate")
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return None
+    """The exploration rate a DQN/QR-DQN zip was saved with (its final epsilon)."""
+    value = saved_data(Path(ref.run_dir) / f"{ref.saved_name}.zip").get("exploration_rate")
     return float(value) if isinstance(value, int | float) else None
 
 

@@ -14,9 +14,11 @@ import os
 import gymnasium as gym
 import numpy as np
 
+from quarl_bench.types import DMC_PREFIX as PREFIX
+
 os.environ.setdefault("MUJOCO_GL", "disable")  # before dm_control is imported: it picks a GL backend on import
 
-PREFIX, SHIMMY_PREFIX = "dmc/", "dm_control/"
+SHIMMY_PREFIX = "dm_control/"
 
 
 def suite_tasks() -> list[tuple[str, str]]:

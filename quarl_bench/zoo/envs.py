@@ -15,6 +15,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from quarl_bench.config import env_settings
 from quarl_bench.errors import QuarlError
+from quarl_bench.types import DMC_PREFIX
 
 
 @cache
@@ -24,12 +25,12 @@ def register_env_packages() -> None:
 
     with native_output_silenced():  # pybullet prints its build time from C when imported
         import rl_zoo3.import_envs  # noqa: F401  (registers ale_py and pybullet_envs_gymnasium envs)
-    import quarl_bench.zoo.dmc  # noqa: F401  (registers the Control Suite's tasks as dmc/{domain}-{task}-v0)
 
 
 def register_env(env_id: str) -> None:
-    """Make ``env_id`` known to ``gym.make`` in this process (a Ray worker): ``dmc/`` ids come from ``zoo.dmc``."""
-    if env_id.startswith("dmc/"):
+    """Make a ``dmc/`` id known to ``gym.make`` in this process (importing ``zoo.dmc`` costs 0.5 s here, so only
+    for those ids; Ray workers making classic-control envs need nothing)."""
+    if env_id.startswith(DMC_PREFIX):
         import quarl_bench.zoo.dmc  # noqa: F401
 
 
@@ -38,13 +39,13 @@ def resolve_env_id(name: str) -> str:
 
     :raises QuarlError: when the name is neither an alias nor a registered env id.
     """
-    from quarl_bench.zoo.dmc import dmc_env_id
-
     settings = env_settings()
     env_id = settings["aliases"].get(name, name)
     env_id = settings["legacy_ids"].get(env_id, env_id)
     register_env_packages()
     if env_id not in gym.registry or env_id.startswith("dm_control/"):  # shimmy's dict observations -> dmc/ flat
+        from quarl_bench.zoo.dmc import dmc_env_id  # registers the Control Suite's tasks
+
         env_id = dmc_env_id(env_id) or env_id
     if env_id not in gym.registry:
         aliases = ", ".join(sorted(settings["aliases"]))
@@ -64,6 +65,7 @@ def saved_env_ids(env_id: str) -> list[str]:
 def env_kind(env_id: str) -> str:
     """``atari``, ``bullet`` or ``default``, from the env's entry point."""
     register_env_packages()
+    register_env(env_id)
     entry_point = str(gym.spec(env_id).entry_point)
     if "AtariEnv" in entry_point or "ale_py" in entry_point:
         return "atari"
@@ -97,6 +99,7 @@ def make_eval_env(
     from quarl_bench.zoo.quiet import native_output_silenced
 
     register_env_packages()
+    register_env(env_id)
     with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()), native_output_silenced():
         return create_test_env(
             env_id,

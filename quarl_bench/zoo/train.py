@@ -41,13 +41,13 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
 def zoo_extras(algo: str, env_id: str) -> list[str]:
     """rl-zoo3 train flags for envs it does not know: our hyperparameters file, the module registering the env."""
     from quarl_bench.config import hyperparams_file
-    from quarl_bench.zoo.dmc import PREFIX
+    from quarl_bench.types import DMC_PREFIX
 
     extras = []
     conf = hyperparams_file(algo, env_id)
     if conf is not None:
         extras += ["--conf-file", str(conf)]
-    if env_id.startswith(PREFIX):
+    if env_id.startswith(DMC_PREFIX):
         extras += ["--gym-packages", "quarl_bench.zoo.dmc"]
     return extras
 
