@@ -46,6 +46,25 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
+def non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"bad value {value!r}: expected a number >= 0")
+    return number
+
+
+def tolerance(value: str) -> float:
+    number = non_negative_float(value)
+    if number >= 100:
+        raise argparse.ArgumentTypeError(
+            f"bad tolerance {value!r}: expected a percentage of the fp32 reward in [0, 100)"
+        )
+    return number
+
+
 def widths(value: str) -> tuple[int, ...]:
     """Hidden layer widths from ``2048,2048``."""
     parts = value.split(",")
@@ -81,15 +100,28 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
                         help="paper: the acting weights; quarl-code: what the original QuaRL code quantized")  # fmt: skip
 
 
-def add_evaluation(parser: argparse.ArgumentParser, per: str) -> None:
-    """Episodes, envs, seed, store and --force: how each job of ``run``/``deploy`` is evaluated and kept."""
+def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool = False) -> None:
+    """Episodes, envs, seed, store and --force: how each job of ``run``/``deploy`` is evaluated and kept; with
+    ``statistics`` also several evaluation seeds, observation noise and env subprocesses."""
     parser.add_argument("-n", "--episodes", type=positive_int, default=100, help=f"episodes per {per} (default 100)")
     parser.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
     )
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
+    if statistics:
+        add_statistics(parser)
     add_store(parser)
     parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
+
+def add_statistics(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--eval-seeds", type=int, nargs="+", default=None, metavar="S",
+                        help="several evaluation seeds: every precision once per seed, --episodes each (paired: "
+                        "fp32 and each precision share a seed's episodes); replaces --seed")  # fmt: skip
+    parser.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
+                        help="std of Gaussian noise added to every observation the policies see (default 0)")  # fmt: skip
+    parser.add_argument("--eval-workers", type=positive_int, default=1,
+                        help="step the envs in subprocesses across the cores (env-bound Atari/PyBullet; default 1)")  # fmt: skip
 
 
 def add_calibration(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +143,38 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bits", nargs="+", type=precision_arg, default=["int8"], metavar="P",
                      help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)")  # fmt: skip
     add_spec(run)
-    add_evaluation(run, "precision")
+    run.add_argument("--random-baseline", action="store_true",
+                     help="also evaluate a uniform-random policy (the 0 of the report's normalised scores)")  # fmt: skip
+    add_evaluation(run, "precision", statistics=True)
+
+    sensitivity = commands.add_parser(
+        "sensitivity", help="quantize one acting layer at a time: which layers break a policy"
+    )
+    add_algo(sensitivity, required=True)
+    sensitivity.add_argument("--env", required=True, help="env id or alias")
+    add_sources(sensitivity)
+    sensitivity.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    sensitivity.add_argument("--bits", nargs="+", type=precision_arg, default=["int8", "int6", "int4", "int2"],
+                             metavar="P", help="precisions each layer is tried at (default 8 6 4 2)")  # fmt: skip
+    add_evaluation(sensitivity, "layer and precision", statistics=True)
+
+    mixed = commands.add_parser("mixed", help="search a per-layer bit allocation within a reward tolerance")
+    add_algo(mixed, required=True)
+    mixed.add_argument("--env", required=True, help="env id or alias")
+    add_sources(mixed)
+    mixed.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    mixed.add_argument("--bits", nargs="+", type=precision_arg, default=["int8", "int6", "int4", "int2"], metavar="P",
+                       help="candidate integer widths per layer (default 8 6 4 2)")  # fmt: skip
+    mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="% of the fp32 reward it may lose (default 5)")
+    mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
+    mixed.add_argument(
+        "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
+    )
+    mixed.add_argument("--search-seeds", type=int, nargs="+", default=[0], help="seeds the search evaluates on")
+    mixed.add_argument("--verify-seeds", type=int, nargs="+", default=[100, 101, 102],
+                       help="fresh seeds the found allocation is verified on (default 100 101 102)")  # fmt: skip
+    mixed.add_argument("--seed", type=int, default=0, help="training seed if --train-if-missing trains the agent")
+    add_store(mixed)
 
     sweep = commands.add_parser("sweep", help="run a YAML job grid (zoo_configs/*.yaml), resuming where it stopped")
     sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
@@ -223,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     report.add_argument("--paper", type=Path, default=config_dir() / "paper",
                         help="folder of the papers' published numbers (default zoo_configs/paper)")  # fmt: skip
+    report.add_argument("--tolerance", type=tolerance, default=5.0,
+                        help="minimum safe bit width: % of the fp32 reward the CI lower bound may lose (default 5)")  # fmt: skip
 
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.add_argument("--algo", required=True, choices=ALGOS)

@@ -6,6 +6,7 @@ Imported only after the arguments parsed, so ``quarl-bench --help`` loads neithe
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,28 +22,29 @@ def run(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import result_line, result_table
     from quarl_bench.runner import Work, run_work
     from quarl_bench.types import QuantSpec
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
 
     specs = tuple(
         QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits
     )
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.check()
-        ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, not args.no_hub,
-                            args.train_if_missing, args.seed, args.trust_remote_code)  # fmt: skip
-        console.print(
-            f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
-        )
-        if ref.saved_env_id != ref.env_id:
-            console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
-        work = Work("ptq", ref.algo, ref.env_id, specs, EvalSettings(args.episodes, args.seed, args.n_envs), ref,
-                    driver=driver_provenance())  # fmt: skip
+        ref = _agent_for(args, store)
+        settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise,
+                                args.random_baseline)  # fmt: skip
+        set_eval_workers(args.eval_workers)
+        work = Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance())
         rows = run_work(
             work, store, force=args.force, on_result=lambda row, reused: console.print(result_line(row, reused))
         )
         console.print(result_table(rows, f"{ref.algo} / {ref.env_id} ({ref.source})"))
         console.print(f"Stored in {store.path}")
     return 0
+
+
+def set_eval_workers(workers: int) -> None:
+    """``--eval-workers`` for this process and the workers it starts (see ``methods.ptq.eval_workers``)."""
+    from quarl_bench.methods.ptq import EVAL_WORKERS_ENV
+
+    os.environ[EVAL_WORKERS_ENV] = str(workers)
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -268,7 +270,7 @@ def report(args: argparse.Namespace) -> int:
     from quarl_bench.report.writer import write_report
 
     with ResultStore(existing_store(args.store)) as store:
-        for line in write_report(store, args.out, args.paper):
+        for line in write_report(store, args.out, args.paper, args.tolerance):
             console.print(line)
     return 0
 
@@ -417,4 +419,108 @@ def export(args: argparse.Namespace) -> int:
         partial.write_bytes(data)
         os.replace(partial, path)
     console.print(f"wrote {out} ({artifact.nbytes} bytes, sha256 {artifact.sha256[:16]}) and {readme}")
+    return 0
+
+
+def _agent_for(args: argparse.Namespace, store: ResultStore):
+    """Resolve and describe the agent of a single-agent command (run, sensitivity, mixed)."""
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
+
+    store.check()
+    ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, not args.no_hub,
+                        args.train_if_missing, args.seed, args.trust_remote_code)  # fmt: skip
+    console.print(
+        f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
+    )
+    if ref.saved_env_id != ref.env_id:
+        console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
+    return ref
+
+
+def _acting_layers(ref) -> list[str]:
+    from quarl_bench.quant.ptq import acting_layer_names
+    from quarl_bench.zoo.agents import load_agent
+
+    return acting_layer_names(load_agent(ref).model.policy, ref.algo)
+
+
+def sensitivity(args: argparse.Namespace) -> int:
+    """Each acting layer alone at each precision (others fp32): reward, E%, agreement and decision-margin change."""
+    from quarl_bench.methods.mixed import sensitivity_specs
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import sensitivity_table
+    from quarl_bench.runner import Work, run_work
+
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        names = _acting_layers(ref)
+        settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise)
+        set_eval_workers(args.eval_workers)
+        specs = tuple(sensitivity_specs(len(names), args.bits))
+        console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
+        rows = run_work(Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance()), store,
+                        force=args.force)  # fmt: skip
+        console.print(sensitivity_table(rows, names))
+        console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")
+    return 0
+
+
+def mixed(args: argparse.Namespace) -> int:
+    """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
+    import numpy as np
+
+    from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import mixed_table
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.types import QuantSpec
+
+    ladder = sorted(dict.fromkeys(p for p in args.bits if p.startswith("int")), key=lambda p: -int(p[3:]))
+    if not ladder:
+        raise QuarlError(f"bad --bits {' '.join(args.bits)}: expected integer widths such as 8 6 4 2")
+    if set(args.verify_seeds) & set(args.search_seeds):
+        raise QuarlError(f"bad --verify-seeds {' '.join(map(str, args.verify_seeds))}: expected seeds not in "
+                         f"--search-seeds ({' '.join(map(str, args.search_seeds))})")  # fmt: skip
+    driver = driver_provenance()
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        names = _acting_layers(ref)
+        search = EvalSettings(args.episodes, seeds=tuple(args.search_seeds), n_envs=args.n_envs)
+
+        def evaluated(specs: list[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[dict[str, Any]]:
+            return run_work(Work(method, ref.algo, ref.env_id, tuple(specs), settings, ref, driver=driver), store)
+
+        rows = evaluated(sensitivity_specs(len(names), ladder), search)
+        fp32_mean = float(
+            np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]])
+        )
+        floor = fp32_mean - args.tolerance / 100 * abs(fp32_mean)
+        errors = {}
+        for row in rows:
+            if row["layer_bits"]:
+                bits = json.loads(row["layer_bits"])
+                layer = next(i for i, p in enumerate(bits) if p != "fp32")
+                errors.setdefault((layer, bits[layer]), []).append(row["error_pct"])
+        order = rank_layers({k: float(np.mean(v)) for k, v in errors.items()}, len(names))
+        console.print(f"fp32 {fp32_mean:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
+                      f"{floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in order)}")  # fmt: skip
+
+        def acceptable(allocation: tuple[str, ...]) -> bool:
+            found = [r for r in evaluated([QuantSpec(layer_precisions=allocation)], search)
+                     if r["key"] != r["reference_key"]]  # fmt: skip
+            mean = float(np.mean([x for r in found for x in r["episode_rewards"]]))
+            console.print(f"  tried {'/'.join(allocation)}: {mean:.2f} {'ok' if mean >= floor else 'below floor'}")
+            return mean >= floor
+
+        allocation, tried = greedy_allocation(order, ladder, acceptable, len(names))
+        console.print(f"Found {'/'.join(allocation)} after {len(tried)} evaluations; verifying on seeds "
+                      f"{args.verify_seeds} next to uniform PTQ")  # fmt: skip
+        verify = EvalSettings(args.episodes, seeds=tuple(args.verify_seeds), n_envs=args.n_envs)
+        found = QuantSpec(method="mixed", layer_precisions=allocation)
+        uniform = [QuantSpec(p) for p in ("fp16", *ladder)]
+        rows = evaluated([found, *uniform], verify)
+        console.print(mixed_table(rows, names, args.tolerance))
+        console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")
     return 0

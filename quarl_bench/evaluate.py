@@ -16,6 +16,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
+from quarl_bench.margins import StateReservoir
 from quarl_bench.types import ActionMode
 from quarl_bench.zoo.quiet import native_output_silenced
 
@@ -28,6 +29,7 @@ class Episodes:
     lengths: list[int]
     wall_seconds: float
     agreement: dict[str, float] = field(default_factory=dict)
+    states: np.ndarray | None = None  # a uniform sample of the observations the policy acted on (record_states)
 
 
 class Actor:
@@ -107,6 +109,25 @@ class AgreementMeter:
         }
 
 
+class ObservationTap:
+    """Between the env and the actor: adds Gaussian noise to every observation (``sigma`` > 0, seeded; uint8 images
+    stay uint8, rounded and clipped) and keeps a reservoir sample of what the policy saw."""
+
+    def __init__(self, inner, sigma: float, seed: int, reservoir=None) -> None:
+        self.inner, self.sigma, self.reservoir = inner, sigma, reservoir
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        if self.sigma > 0:
+            noisy = observation + self.rng.normal(0.0, self.sigma, size=np.shape(observation))
+            if np.asarray(observation).dtype == np.uint8:
+                noisy = np.clip(np.rint(noisy), 0, 255)
+            observation = noisy.astype(np.asarray(observation).dtype)
+        if self.reservoir is not None:
+            self.reservoir.add(observation)
+        return self.inner.predict(observation, state, episode_start, deterministic)
+
+
 def evaluate(
     policy: BasePolicy,
     env: VecEnv,
@@ -116,6 +137,8 @@ def evaluate(
     reference: BasePolicy | None = None,
     torch_threads: int = 1,
     model: BaseAlgorithm | None = None,
+    obs_noise: float = 0.0,
+    record_states: int = 0,
 ) -> Episodes:
     """Play ``episodes`` full episodes split evenly over the envs of ``env`` (SB3's unbiased counting).
 
@@ -124,6 +147,8 @@ def evaluate(
 
     :param actions: how actions are picked (default deterministic); ``epsilon-greedy`` needs ``model``.
     :param reference: when given (the fp32 policy), action agreement with it is measured as well.
+    :param obs_noise: std of Gaussian noise added to each observation the policies see (robustness).
+    :param record_states: keep a uniform sample of up to this many observations acted on (``Episodes.states``).
     :param torch_threads: intra-op threads while playing. 1 is 3x faster here for zoo-sized policies: between
         two small forward passes the env steps, and waking a second torch thread each time costs ~1 ms.
     """
@@ -133,11 +158,14 @@ def evaluate(
     np.random.seed(seed)  # SB3's DQN.predict flips its exploration coin with numpy's global generator
     actor.action_space.seed(seed)
     predictor = AgreementMeter(actor, reference) if reference is not None else actor
+    reservoir = StateReservoir(record_states, seed) if record_states else None
+    if obs_noise > 0 or reservoir is not None:
+        predictor = ObservationTap(predictor, obs_noise, seed, reservoir)
     start = time.perf_counter()
     # native_output_silenced: pybullet envs print "argv[0]=" from C when first reset
     with torch.inference_mode(), torch_thread_count(torch_threads), native_output_silenced():
         rewards, lengths = evaluate_policy(
-            predictor,
+            predictor,  # type: ignore[arg-type]
             env,
             n_eval_episodes=episodes,
             deterministic=mode.deterministic,
@@ -145,8 +173,10 @@ def evaluate(
             warn=False,
         )
     seconds = time.perf_counter() - start
-    agreement = predictor.summary() if isinstance(predictor, AgreementMeter) else {}
-    return Episodes([float(r) for r in rewards], [int(n) for n in lengths], seconds, agreement)
+    meter = predictor.inner if isinstance(predictor, ObservationTap) else predictor
+    agreement = meter.summary() if isinstance(meter, AgreementMeter) else {}
+    states = reservoir.states() if reservoir is not None else None
+    return Episodes([float(r) for r in rewards], [int(n) for n in lengths], seconds, agreement, states)
 
 
 @contextlib.contextmanager

@@ -27,11 +27,22 @@ class EvalSettings:
     :param episodes: episodes per job (QuaRL used 100).
     :param seed: env ``i`` is seeded ``seed + i``; fp32 and quantized jobs share seeds, so share episodes.
     :param n_envs: envs stepped together with batched inference; None = ``zoo_configs/envs.yaml``.
+    :param seeds: several evaluation seeds (``--eval-seeds``): every job once per seed, ``episodes`` each; empty:
+        ``seed`` alone.
+    :param obs_noise: std of Gaussian noise on every observation the policies see (0: none).
+    :param random_baseline: also evaluate the uniform-random policy (the 0 of normalised scores), once per seed.
     """
 
     episodes: int = 100
     seed: int = 0
     n_envs: int | None = None
+    seeds: tuple[int, ...] = ()
+    obs_noise: float = 0.0
+    random_baseline: bool = False
+
+    @property
+    def all_seeds(self) -> tuple[int, ...]:
+        return self.seeds or (self.seed,)
 
 
 def action_mode(ref: AgentRef) -> ActionMode:
@@ -51,19 +62,27 @@ def action_mode(ref: AgentRef) -> ActionMode:
 
 
 def build_jobs(ref: AgentRef, specs: list[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[Job]:
-    """The fp32 reference job first, then one job per distinct requested spec (all of ``method``)."""
+    """Per evaluation seed: the fp32 reference job first, then one job per distinct requested spec (all of
+    ``method``; a ``mixed`` spec keeps its method, its reference is the PTQ fp32 job), then the random policy's job
+    if asked for."""
     from quarl_bench.zoo.envs import default_eval_envs
 
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
     # a deployed artifact acts deterministically (argmax / mean inside the graph), Atari included
     actions = ActionMode("deterministic") if method == "deploy" else action_mode(ref)
     fp32 = QuantSpec("fp32", method=method, backend="torch-fp32" if method == "deploy" else "")
-    base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, settings.seed, n_envs, actions)
-    jobs = [base]
-    for spec in specs:
-        job = replace(base, spec=replace(spec, method=method))
-        if job not in jobs:
-            jobs.append(job)
+    jobs: list[Job] = []
+    for seed in settings.all_seeds:
+        base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, seed, n_envs, actions,
+                   obs_noise=settings.obs_noise)  # fmt: skip
+        seed_jobs = [base]
+        for spec in specs:
+            job = replace(base, spec=spec if spec.method == "mixed" else replace(spec, method=method))
+            if job not in seed_jobs:
+                seed_jobs.append(job)
+        if settings.random_baseline:
+            seed_jobs.append(replace(base, spec=QuantSpec("fp32", method="random")))
+        jobs += seed_jobs
     return jobs
 
 

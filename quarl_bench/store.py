@@ -22,8 +22,8 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SCHEMA_VERSION = 5  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
-# 3: before the timings table; 4: before the setting column
+SCHEMA_VERSION = 6  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+# 3: before the timings table; 4: before the setting column; 5: before per-layer precisions and observation noise
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
@@ -50,6 +50,8 @@ CREATE TABLE IF NOT EXISTS results (
     epsilon REAL NOT NULL DEFAULT 0,
     agent_hash TEXT NOT NULL,
     setting TEXT NOT NULL DEFAULT '',
+    layer_bits TEXT NOT NULL DEFAULT '',
+    obs_noise REAL NOT NULL DEFAULT 0,
     agent_source TEXT,
     agent_path TEXT,
     mean_reward REAL NOT NULL,
@@ -98,11 +100,13 @@ ADDED_COLUMNS = (
     ("epsilon", "REAL NOT NULL DEFAULT 0"),
     ("backend", "TEXT NOT NULL DEFAULT ''"),
     ("setting", "TEXT NOT NULL DEFAULT ''"),
+    ("layer_bits", "TEXT NOT NULL DEFAULT ''"),
+    ("obs_noise", "REAL NOT NULL DEFAULT 0"),
 )
 ROW_COLUMNS = (
     "key", "reference_key", "algo", "env_id", "method", "precision", "bits", "granularity", "symmetric",
     "quantize_bias", "layer_mode", "backend", "quantizer_version", "seed", "episodes", "n_envs", "deterministic", "action_mode",
-    "epsilon", "agent_hash", "setting", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
+    "epsilon", "agent_hash", "setting", "layer_bits", "obs_noise", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
     "total_steps", "wall_seconds", "episode_rewards", "episode_lengths", "layers", "agreement", "provenance",
     "weights", "created_at",
 )  # fmt: skip
@@ -132,6 +136,7 @@ class Variant:
     quantize_bias: bool = False
     layers: str = "paper"
     quantizer_version: int = QUANTIZER_VERSION
+    obs_noise: float = 0.0
 
     def __post_init__(self) -> None:
         spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, "ptq", self.layers)
@@ -150,6 +155,8 @@ class Variant:
         parts += [name.replace("_", " ") for name in ("symmetric", "quantize_bias") if getattr(self, name)]
         if self.quantizer_version != QUANTIZER_VERSION:
             parts.append(f"quantizer v{self.quantizer_version}")
+        if self.obs_noise:
+            parts.append(f"obs noise {self.obs_noise:g}")
         return ", ".join(parts) or "default"
 
     def slug(self) -> str:
@@ -291,6 +298,7 @@ class ResultStore:
             f"(r.precision IN ({floats}) OR (r.granularity = :granularity AND r.symmetric = :symmetric"
             " AND r.quantize_bias = :quantize_bias))",
             "(r.precision = 'fp32' OR r.layer_mode = :layers)",
+            "r.layer_bits = ''", "r.obs_noise = :obs_noise",
         ]  # fmt: skip
         params: dict[str, Any] = asdict(variant)
         params["symmetric"], params["quantize_bias"] = int(variant.symmetric), int(variant.quantize_bias)
@@ -304,13 +312,16 @@ class ResultStore:
         """Every variant with at least one quantized (non-fp32) row of ``method``; the default first."""
         if not self._readable():
             return []
-        names = ("seed", "episodes", "granularity", "symmetric", "quantize_bias", "layer_mode", "quantizer_version")
+        names = ("seed", "episodes", "granularity", "symmetric", "quantize_bias", "layer_mode", "quantizer_version",
+                 "obs_noise")  # fmt: skip
         rows = self._connection.execute(
-            f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND precision != 'fp32'", (method,)
+            f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND precision != 'fp32' "
+            "AND layer_bits = ''",
+            (method,),
         ).fetchall()
         found = {
-            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version)
-            for seed, episodes, granularity, symmetric, bias, layers, version in rows
+            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise)
+            for seed, episodes, granularity, symmetric, bias, layers, version, noise in rows
         }
         return sorted(found, key=lambda v: (not v.is_default, v.label()))
 
@@ -378,6 +389,8 @@ def result_row(result: EvalResult) -> dict[str, Any]:
         "epsilon": job.actions.epsilon,
         "agent_hash": job.agent_hash,
         "setting": job.setting,
+        "layer_bits": json.dumps(list(spec.layer_precisions)) if spec.layer_precisions else "",
+        "obs_noise": job.obs_noise,
         "agent_source": result.provenance.get("agent_source"),
         "agent_path": result.provenance.get("agent_path"),
         "mean_reward": result.mean_reward,

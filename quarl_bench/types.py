@@ -12,7 +12,9 @@ from quarl_bench.errors import QuarlError
 FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
-METHODS = ("ptq", "qat", "amp", "actorq", "deploy")
+METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random")
+# mixed: a per-layer bit allocation found by ``quarl-bench mixed``; random: the uniform-random policy, the 0 of
+# normalised scores (its row stands for the env, not a quantization)
 # Deployment backends (deploy/backends.py) and the precision each runs at.
 BACKEND_PRECISIONS = {"torch-fp32": "fp32", "ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8-dynamic": "int8",
                       "ort-int8-static": "int8", "torchao-int8": "int8"}  # fmt: skip
@@ -66,6 +68,8 @@ class QuantSpec:
     :param backend: method ``deploy`` only: the deployment backend (``deploy/backends.py``); sets the precision.
     :param calibration_states: ``ort-int8-static`` only: visited observations its activation ranges come from.
     :param calibration_method: ``ort-int8-static`` only: ``minmax``, ``entropy`` or ``percentile``.
+    :param layer_precisions: one precision per acting layer (module order) instead of one for all: per-layer
+        sensitivity and mixed-precision allocations. ``precision`` is then the narrowest of them.
 
     Fields that cannot change the result are normalised, so one computation has one key: granularity, symmetric
     and bias for float precisions, and the layer mode for fp32 (nothing is quantized).
@@ -80,8 +84,10 @@ class QuantSpec:
     backend: str = ""
     calibration_states: int = 0
     calibration_method: str = ""
+    layer_precisions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        self._normalise_layer_precisions()
         if self.method == "deploy":
             if self.backend not in BACKEND_PRECISIONS:
                 raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(BACKEND_PRECISIONS)}")
@@ -115,9 +121,29 @@ class QuantSpec:
         if self.is_identity:
             object.__setattr__(self, "layers", "paper")
 
+    def _normalise_layer_precisions(self) -> None:
+        """Per-layer precisions: normalised; one precision for every layer is the uniform spec."""
+        if not self.layer_precisions:
+            return
+        if self.method == "deploy" or self.layers != "paper":
+            raise QuarlError("per-layer precisions apply to the acting layers only: expected method ptq or mixed "
+                             "with layers 'paper'")  # fmt: skip
+        per_layer = tuple(parse_precision(p) for p in self.layer_precisions)
+        object.__setattr__(self, "layer_precisions", per_layer)
+        narrowest = min(per_layer, key=lambda p: (precision_bits(p), p))
+        object.__setattr__(self, "precision", narrowest)
+        if len(set(per_layer)) == 1:
+            object.__setattr__(self, "layer_precisions", ())
+
     @property
     def bits(self) -> int:
         return precision_bits(self.precision)
+
+    def for_layer(self, index: int) -> QuantSpec:
+        """The uniform spec that layer ``index`` is quantized with."""
+        if not self.layer_precisions:
+            return self
+        return replace(self, precision=self.layer_precisions[index], layer_precisions=())
 
     @property
     def is_identity(self) -> bool:
@@ -193,19 +219,26 @@ class Job:
     n_envs: int = 10
     actions: ActionMode = field(default_factory=ActionMode)
     setting: str = ""  # what produced the policy when no stored agent did (an ActorQ setting's key)
+    obs_noise: float = 0.0  # std of Gaussian noise added to every observation the policy sees (robustness)
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise QuarlError(f"bad episode count {self.episodes}: expected an integer >= 1")
         if self.n_envs < 1:
             raise QuarlError(f"bad env count {self.n_envs}: expected an integer >= 1")
+        if not self.obs_noise >= 0:
+            raise QuarlError(f"bad observation noise {self.obs_noise}: expected a standard deviation >= 0")
 
     def identity(self) -> dict[str, Any]:
         """The fields that decide whether two jobs are the same run (the quantizer's version included)."""
         fields = asdict(self)
         fields["quantizer_version"] = QUANTIZER_VERSION
-        if not self.setting:
-            del fields["setting"]  # rows stored before the field keep their keys
+        # fields added later leave the keys of rows stored before them unchanged while unused
+        for name, unused in (("setting", not self.setting), ("obs_noise", not self.obs_noise)):
+            if unused:
+                del fields[name]
+        if not self.spec.layer_precisions:
+            del fields["spec"]["layer_precisions"]
         return fields
 
     @property
@@ -217,7 +250,8 @@ class Job:
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
         backend = "torch-fp32" if self.spec.method == "deploy" else ""
-        return replace(self, spec=QuantSpec("fp32", method=self.spec.method, backend=backend))
+        method = "ptq" if self.spec.method == "mixed" else self.spec.method
+        return replace(self, spec=QuantSpec("fp32", method=method, backend=backend))
 
     @property
     def deterministic(self) -> bool:

@@ -18,7 +18,10 @@ Trainer = Callable[[Any, Path], AgentRef]
 # method -> "module:function" producing its agent from (config, cache_dir); imported lazily (torch, rl-zoo3).
 TRAINERS = {"qat": "quarl_bench.methods.qat:train_qat", "amp": "quarl_bench.methods.amp:train_amp"}
 # method -> "module:function" evaluating one job on a loaded agent; PTQ's serves every method not listed.
-EVALUATORS = {"deploy": "quarl_bench.methods.deploy:evaluate_job"}
+EVALUATORS = {
+    "deploy": "quarl_bench.methods.deploy:evaluate_job",
+    "random": "quarl_bench.methods.random_policy:evaluate_job",
+}
 DEFAULT_EVALUATOR = "quarl_bench.methods.ptq:evaluate_job"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from stable_baselines3.common.policies import BasePolicy
 
+from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import cast_round_trip, fake_quant, quant_step
 from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.types import LayerStats, QuantSpec
@@ -26,19 +27,45 @@ def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> tor
 def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy, tuple[LayerStats, ...]]:
     """Return a quantized deep copy of ``policy`` and per-tensor statistics; ``policy`` is left untouched.
 
-    Which tensors: ``spec.layers`` (see :mod:`quarl_bench.quant.layers`).
+    Which tensors: ``spec.layers`` (see :mod:`quarl_bench.quant.layers`); with ``spec.layer_precisions``, acting
+    layer ``i`` (and its bias with ``quantize_bias``) at precision ``i``, fp32 layers untouched.
     """
     quantized = clone_policy(policy)
     stats: list[LayerStats] = []
     if spec.is_identity:
         return quantized, ()
+    tensors = selected_tensors(quantized, algo, spec.layers, spec.quantize_bias)
+    layer_index = {id(module): i for i, (_, module) in enumerate(acting_layers(quantized, algo))}
+    if spec.layer_precisions and len(spec.layer_precisions) != len(layer_index):
+        raise QuarlError(f"bad layer precisions {','.join(spec.layer_precisions)}: this {algo} policy acts with "
+                         f"{len(layer_index)} layers ({', '.join(acting_layer_names(policy, algo))}), one precision each")  # fmt: skip
     with torch.no_grad():
-        for tensor in selected_tensors(quantized, algo, spec.layers, spec.quantize_bias):
+        for tensor in tensors:
+            layer_spec = spec.for_layer(layer_index[id(tensor.module)]) if spec.layer_precisions else spec
+            if layer_spec.is_identity:
+                continue
             param = getattr(tensor.module, tensor.kind)
             original = param.detach().clone()
-            param.copy_(quantize_tensor(original, spec, tensor.is_conv))
-            stats.append(layer_stats(tensor.name, original, param.detach(), spec, tensor.is_conv))
+            param.copy_(quantize_tensor(original, layer_spec, tensor.is_conv))
+            stats.append(layer_stats(tensor.name, original, param.detach(), layer_spec, tensor.is_conv))
     return quantized, tuple(stats)
+
+
+def acting_layer_names(policy: BasePolicy, algo: str) -> list[str]:
+    """The acting layers' names, in the order per-layer precisions refer to them."""
+    return [name for name, _ in acting_layers(policy, algo)]
+
+
+def acting_bytes(policy: BasePolicy, algo: str, spec: QuantSpec) -> int:
+    """Bytes of the acting layers stored at ``spec``'s precisions: weights at their bits (rounded up per tensor),
+    biases at 32 bits unless quantized with their layer."""
+    total_bits = 0
+    for i, (_, module) in enumerate(acting_layers(policy, algo)):
+        bits = spec.for_layer(i).bits if spec.layer_precisions else spec.bits
+        total_bits += -(-module.weight.numel() * bits // 8) * 8
+        if module.bias is not None:
+            total_bits += module.bias.numel() * (bits if spec.quantize_bias else 32)
+    return total_bits // 8
 
 
 def weight_profile(policy: BasePolicy, algo: str, bins: int = PROFILE_BINS) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from quarl_bench.types import precision_bits
 
 # Pipes and CI logs get 80 columns by default, which wraps every row of the result table.
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -32,6 +35,10 @@ def spec_text(row: dict[str, Any]) -> str:
     backend."""
     if row.get("backend"):
         return row["backend"]
+    if row.get("method") == "random":
+        return "random policy"
+    if row.get("layer_bits"):
+        return "layers " + "/".join(json.loads(row["layer_bits"]))
     extras = [row["granularity"]] if row["granularity"] != "auto" else []
     extras += [name for name in ("symmetric", "quantize_bias") if row[name]]
     extras += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
@@ -46,14 +53,20 @@ def result_line(row: dict[str, Any], reused: bool) -> str:
 def result_table(rows: list[dict[str, Any]], title: str) -> Table:
     """One agent's rows; the fp32 reward and E% of each come from its own reference row (joined by the store)."""
     first = rows[0]
-    table = Table(title=f"{title}: {first['episodes']} episodes, seed {first['seed']}, actions {action_text(first)}")
-    for column in ("precision", "reward", "fp32 reward", "E %", "vs fp32 actions", "episodes", "seconds"):
+    seeds = sorted({row["seed"] for row in rows})
+    noise = f", observation noise {first['obs_noise']:g}" if first.get("obs_noise") else ""
+    table = Table(title=f"{title}: {first['episodes']} episodes, seed{'s' if len(seeds) > 1 else ''} "
+                  f"{', '.join(map(str, seeds))}, actions {action_text(first)}{noise}")  # fmt: skip
+    columns = ("precision", *(("seed",) if len(seeds) > 1 else ()), "reward", "fp32 reward", "E %", "vs fp32 actions",
+               "episodes", "seconds")  # fmt: skip
+    for column in columns:
         table.add_column(column, justify="left" if column == "precision" else "right")
     for row in rows:
         table.add_row(
             spec_text(row),
+            *((str(row["seed"]),) if len(seeds) > 1 else ()),
             f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
-            format_number(row["fp32_reward"] if row["precision"] != "fp32" else row["mean_reward"], "{:.2f}"),
+            format_number(row["fp32_reward"] if row["key"] != row["reference_key"] else row["mean_reward"], "{:.2f}"),
             format_number(row["error_pct"], "{:+.2f}"),
             agreement_text(row["agreement"]),
             str(row["episodes"]),
@@ -193,4 +206,61 @@ def table4_table(comparison: Any) -> Table:
             format_number(row["size ratio"], "{:.2f}x"),
             format_number(row["fp32 peak MB"], "{:.0f}"), format_number(row["int8 peak MB"], "{:.0f}"),
         )  # fmt: skip
+    return table
+
+
+def _mean_over_seeds(rows: list[dict[str, Any]], field) -> float:
+    values = [field(row) for row in rows]
+    values = [v for v in values if v is not None and v == v]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def sensitivity_table(rows: list[dict[str, Any]], layer_names: list[str]) -> Table:
+    """Layer x precision: E% (mean over seeds), action agreement and the median change of the decision margin."""
+    cells: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["layer_bits"]:
+            bits = json.loads(row["layer_bits"])
+            layer = next(i for i, p in enumerate(bits) if p != "fp32")
+            cells.setdefault((layer, bits[layer]), []).append(row)
+    precisions = sorted({p for _, p in cells}, key=lambda p: -precision_bits(p))
+    seeds = sorted({row["seed"] for row in rows})
+    table = Table(title=f"One layer quantized at a time (others fp32): E % / same actions / margin change, "
+                  f"seeds {', '.join(map(str, seeds))}")  # fmt: skip
+    table.add_column("layer")
+    for precision in precisions:
+        table.add_column(precision, justify="right")
+    for i, name in enumerate(layer_names):
+        texts = []
+        for precision in precisions:
+            group = cells.get((i, precision), [])
+            if not group:
+                texts.append("-")
+                continue
+            error = _mean_over_seeds(group, lambda r: r["error_pct"])
+            agree = _mean_over_seeds(group, lambda r: r["agreement"].get("action_agreement"))
+            margin = _mean_over_seeds(group, lambda r: r["agreement"].get("margin_change_median"))
+            texts.append(
+                f"{error:+.1f} % / {format_number(100 * agree, '{:.0f}')} % / {format_number(margin, '{:+.3g}')}"
+            )
+        table.add_row(name, *texts)
+    return table
+
+
+def mixed_table(rows: list[dict[str, Any]], layer_names: list[str], tolerance_pct: float) -> Table:
+    """The verified allocation next to uniform PTQ: reward over the verify seeds, E%, bytes, within tolerance."""
+    by_spec: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_spec.setdefault(f"{row['method']} {spec_text(row)}", []).append(row)
+    table = Table(title=f"Verified on seeds {', '.join(map(str, sorted({r['seed'] for r in rows})))} "
+                  f"(layers: {', '.join(layer_names)}); tolerance {tolerance_pct:g}%")  # fmt: skip
+    for column in ("policy", "mean reward", "E %", "acting bytes", "within tolerance"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for label, group in by_spec.items():
+        rewards = [x for row in group for x in row["episode_rewards"]]
+        error = _mean_over_seeds(group, lambda r: r["error_pct"])
+        mean = sum(rewards) / len(rewards)
+        within = "-" if error != error else ("yes" if error <= tolerance_pct else "no")
+        table.add_row(label, f"{mean:.2f}", format_number(error, "{:+.2f}"),
+                      str(group[0]["weights"].get("acting_bytes", "-")), within)  # fmt: skip
     return table

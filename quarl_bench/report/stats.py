@@ -30,3 +30,85 @@ def paired_ratio_ci(base: Sequence[float], other: Sequence[float], confidence: f
     result = stats.bootstrap((base_values, other_values), lambda b, o: np.mean(b) / np.mean(o), paired=True,
                              confidence_level=confidence, n_resamples=2000, method="percentile", random_state=seed)  # fmt: skip
     return ratio, float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+# rliable's interval estimates (Agarwal et al. 2021), re-implemented because rliable is archived: strata are the
+# evaluation seeds of one agent (or the agents of an aggregate); resampling happens within each stratum.
+Strata = Sequence[Sequence[float]]
+N_RESAMPLES = 2000
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (25% trimmed from each end, as rliable and scipy trim)."""
+    return float(stats.trim_mean(np.asarray(values, dtype=float), 0.25))
+
+
+def _pooled(strata: Strata) -> np.ndarray:
+    return np.concatenate([np.asarray(s, dtype=float) for s in strata])
+
+
+def _resample(strata: Strata, rng: np.random.Generator) -> np.ndarray:
+    """One stratified bootstrap sample: each stratum resampled with replacement to its own size."""
+    return np.concatenate([rng.choice(np.asarray(s, dtype=float), size=len(s)) for s in strata])
+
+
+def stratified_bootstrap_ci(strata: Strata, statistic=iqm, confidence: float = 0.95,
+                            seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+    """``statistic`` of all values pooled, with a percentile CI from resampling within each stratum."""
+    point = float(statistic(_pooled(strata)))
+    rng = np.random.default_rng(seed)
+    draws = np.array([statistic(_resample(strata, rng)) for _ in range(N_RESAMPLES)])
+    alpha = (1 - confidence) / 2
+    return point, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
+
+
+def paired_difference_ci(quantized: Strata, reference: Strata, statistic=np.mean, confidence: float = 0.95,
+                         seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+    """statistic(quantized) - statistic(reference) and its CI; stratum ``i`` of both is the same evaluation seed
+    (the same env seeds), so both are resampled within the same strata: the seed-to-seed variation cancels."""
+    if len(quantized) != len(reference):
+        raise ValueError(f"{len(quantized)} quantized strata vs {len(reference)} reference strata: pair them by seed")
+    point = float(statistic(_pooled(quantized)) - statistic(_pooled(reference)))
+    rng = np.random.default_rng(seed)
+    draws = np.array(
+        [statistic(_resample(quantized, rng)) - statistic(_resample(reference, rng)) for _ in range(N_RESAMPLES)]
+    )
+    alpha = (1 - confidence) / 2
+    return point, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
+
+
+def probability_of_improvement(quantized: Strata, reference: Strata) -> float:
+    """P(quantized >= reference), rliable's probability of improvement: over every pair of a quantized and a
+    reference episode of the same seed, 1 if the quantized one scored more, 1/2 on a tie; averaged over seeds.
+    Two identical policies give 0.5."""
+    scores = []
+    for q, r in zip(quantized, reference, strict=True):
+        q_values, r_values = np.asarray(q, dtype=float)[:, None], np.asarray(r, dtype=float)[None, :]
+        scores.append(float(np.mean((q_values > r_values) + 0.5 * (q_values == r_values))))
+    return float(np.mean(scores))
+
+
+def minimum_safe_bits(lower_bounds: dict[int, float], fp32_reward: float, tolerance_pct: float = 5.0) -> int | None:
+    """The smallest bit width b whose reward CI lower bound, and that of every measured width above b, is at least
+    ``fp32_reward - tolerance_pct% * |fp32_reward|``; None when even the widest measured width falls short."""
+    threshold = fp32_reward - tolerance_pct / 100 * abs(fp32_reward)
+    safe = None
+    for bits in sorted(lower_bounds, reverse=True):
+        if lower_bounds[bits] < threshold:
+            break
+        safe = bits
+    return safe
+
+
+def normalized_scores(rewards: Sequence[float], random_reward: float, fp32_reward: float) -> np.ndarray:
+    """(R - R_random) / (R_fp32 - R_random): 0 is the random policy, 1 the fp32 policy."""
+    span = fp32_reward - random_reward
+    if span == 0:
+        raise ValueError(f"fp32 and random policies both score {fp32_reward}: no normalisation")
+    return (np.asarray(rewards, dtype=float) - random_reward) / span
+
+
+def performance_profile(scores: Sequence[float], taus: Sequence[float]) -> np.ndarray:
+    """rliable's performance profile: for each threshold tau, the fraction of scores above it."""
+    values = np.asarray(scores, dtype=float)
+    return np.array([float(np.mean(values > tau)) for tau in taus])

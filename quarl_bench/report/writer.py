@@ -10,7 +10,7 @@ import pandas as pd
 from quarl_bench.store import ResultStore, Variant
 
 
-def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list:
+def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_pct: float = 5.0) -> list:
     """Write the report files into ``out_dir``; returns the lines to print (tables, variants, files written).
 
     The reward-error table is written once per PTQ variant in the store (seed, episodes, grid options, layer mode),
@@ -77,6 +77,11 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path) -> list:
         lines.append(table4_table(table4))
         written += write_table4(table4, timings, out_dir)
     everything = store.to_dataframe()
+    from quarl_bench.report.layers import write_layer_report
+    from quarl_bench.report.statistics import write_statistics_report
+
+    written += write_statistics_report(everything, out_dir, tolerance_pct)
+    written += write_layer_report(everything, out_dir)
     written += write_actorq_report(everything, out_dir, paper_dir)
     written += write_amp_table(everything, out_dir, paper_dir)
     others = [v.label() for v in variants if not v.is_default]

@@ -1,0 +1,36 @@
+"""The uniform-random policy on an agent's envs: the 0 of normalised scores, measured rather than assumed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from quarl_bench.evaluate import evaluate
+from quarl_bench.provenance import agent_provenance
+from quarl_bench.types import ActionMode, EvalResult, Job
+from quarl_bench.zoo.agents import LoadedAgent
+
+
+class RandomActions:
+    """Acts like an SB3 policy's ``predict``, drawing every env's action from the action space (which
+    :func:`~quarl_bench.evaluate.evaluate` seeds)."""
+
+    def __init__(self, action_space) -> None:
+        self.action_space = action_space
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        n_envs = len(episode_start) if episode_start is not None else len(observation)
+        return np.stack([self.action_space.sample() for _ in range(n_envs)]), state
+
+
+def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalResult:
+    """Play ``job``'s episodes with uniformly random actions on the agent's envs (same wrappers and seeds)."""
+    env = agent.make_env(job.n_envs, job.seed)
+    try:
+        episodes = evaluate(RandomActions(env.action_space), env, job.episodes, job.seed,  # type: ignore[arg-type]
+                            ActionMode("deterministic"), obs_noise=job.obs_noise)  # fmt: skip
+    finally:
+        env.close()
+    return EvalResult(job, tuple(episodes.rewards), tuple(episodes.lengths), episodes.wall_seconds,
+                      provenance=driver | agent_provenance(agent.ref))  # fmt: skip

@@ -1,0 +1,234 @@
+"""Interval estimates over evaluation seeds: IQM with stratified bootstrap CIs, the paired difference to fp32,
+the probability of scoring at least as well, the minimum safe bit width, and normalised aggregates across agents.
+
+Every figure comes from named rows: a cell is one agent evaluated one way (episodes, envs, action mode, noise); its
+strata are the evaluation seeds for which both the fp32 row and the quantized row exist (paired by seed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.report.stats import (
+    iqm,
+    minimum_safe_bits,
+    normalized_scores,
+    paired_difference_ci,
+    performance_profile,
+    probability_of_improvement,
+    stratified_bootstrap_ci,
+)
+
+CELL = (
+    "algo",
+    "env_id",
+    "agent_hash",
+    "episodes",
+    "n_envs",
+    "action_mode",
+    "epsilon",
+    "quantizer_version",
+    "obs_noise",
+)
+SPEC = ("granularity", "symmetric", "quantize_bias", "layer_mode")
+PROFILE_TAUS = np.linspace(0.0, 1.25, 51)
+
+
+def env_family(env_id: str) -> str:
+    """The env family an aggregate groups by, from the id alone (the report never builds envs)."""
+    if env_id.startswith("dmc/"):
+        return "dm-control"
+    if "NoFrameskip" in env_id or env_id.startswith("ALE/"):
+        return "atari"
+    if "Bullet" in env_id:
+        return "pybullet"
+    mujoco = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer", "Reacher", "InvertedPendulum")
+    if env_id.split("-")[0] in mujoco:
+        return "mujoco"
+    if env_id.split("-")[0] in ("LunarLander", "LunarLanderContinuous", "BipedalWalker", "BipedalWalkerHardcore"):
+        return "box2d"
+    return "classic control"
+
+
+def _spec_label(row: pd.Series) -> str:
+    parts = [row["granularity"]] if row["granularity"] != "auto" else []
+    parts += [name.replace("_", " ") for name in ("symmetric", "quantize_bias") if row[name]]
+    parts += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
+    return " ".join(parts) or "default"
+
+
+def _by_seed(rows: pd.DataFrame) -> dict[int, pd.Series]:
+    return {int(row["seed"]): row for _, row in rows.sort_values("created_at").iterrows()}
+
+
+def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
+    """One row per agent cell x spec variant x precision (PTQ, uniform precisions) with its paired fp32 rows.
+
+    Columns: seeds, IQM [95% CI] (stratified over seeds), mean difference to fp32 with its paired CI, P(q >= fp32)
+    (ties count half), the reward's CI lower bound (fp32 mean + lower bound of the difference), whether that is within
+    ``tolerance_pct`` of fp32, and the keys of the rows used.
+    """
+    rows = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "")] if len(frame) else frame
+    records: list[dict[str, Any]] = []
+    for cell_values, cell in rows.groupby(list(CELL)):
+        fp32 = _by_seed(cell[cell["precision"] == "fp32"])
+        if not fp32:
+            continue
+        cell_info = dict(zip(CELL, cell_values, strict=True))
+        quantized = cell[cell["precision"] != "fp32"].copy()
+        quantized["spec"] = [_spec_label(r) for _, r in quantized.iterrows()] if len(quantized) else []
+        reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
+        point, low, high = stratified_bootstrap_ci(reference)
+        records.append(_record(cell_info, "default", "fp32", 32, sorted(fp32), point, low, high,
+                               [fp32[s]["key"] for s in sorted(fp32)]))  # fmt: skip
+        for (spec, precision), group in quantized.groupby(["spec", "precision"]):
+            by_seed = _by_seed(group)
+            seeds = sorted(set(by_seed) & set(fp32))
+            if not seeds:
+                continue
+            q_strata = [by_seed[s]["episode_rewards"] for s in seeds]
+            r_strata = [fp32[s]["episode_rewards"] for s in seeds]
+            point, low, high = stratified_bootstrap_ci(q_strata)
+            diff, diff_low, diff_high = paired_difference_ci(q_strata, r_strata)
+            fp32_mean = float(np.mean(np.concatenate(r_strata)))
+            record = _record(cell_info, spec, precision, int(group["bits"].iloc[0]), seeds, point, low, high,
+                             [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds])  # fmt: skip
+            floor = fp32_mean - tolerance_pct / 100 * abs(fp32_mean)
+            record.update({"fp32 mean": fp32_mean, "mean - fp32": diff, "diff low": diff_low, "diff high": diff_high,
+                           "P(q >= fp32)": probability_of_improvement(q_strata, r_strata),
+                           "reward CI low": fp32_mean + diff_low, "within tolerance": fp32_mean + diff_low >= floor})  # fmt: skip
+            records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def _record(cell: dict[str, Any], spec: str, precision: str, bits: int, seeds: list[int], point: float, low: float,
+            high: float, keys: list[str]) -> dict[str, Any]:  # fmt: skip
+    return {"algo": cell["algo"], "env": cell["env_id"], "agent": str(cell["agent_hash"])[:8], "episodes": cell["episodes"],
+            "obs noise": cell["obs_noise"], "spec": spec, "precision": precision, "bits": bits,
+            "seeds": " ".join(map(str, seeds)), "IQM": point, "IQM low": low, "IQM high": high, "rows": " ".join(keys)}  # fmt: skip
+
+
+def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
+    """Per agent cell and spec: the minimum safe bit width over the integer widths measured, with the evidence
+    (each width's reward CI lower bound against the floor ``fp32 - tolerance``)."""
+    if statistics.empty:
+        return pd.DataFrame()
+    ints = statistics[statistics["precision"].str.startswith("int")]
+    records = []
+    for (algo, env, agent, episodes, noise, spec), group in ints.groupby(
+        ["algo", "env", "agent", "episodes", "obs noise", "spec"]
+    ):
+        fp32_mean = float(group["fp32 mean"].iloc[0])
+        lower = {int(r["bits"]): float(r["reward CI low"]) for _, r in group.iterrows()}
+        floor = fp32_mean - tolerance_pct / 100 * abs(fp32_mean)
+        safe = minimum_safe_bits(lower, fp32_mean, tolerance_pct)
+        evidence = "; ".join(
+            f"{b}: {lower[b]:.1f}{' ok' if lower[b] >= floor else ' below'}" for b in sorted(lower, reverse=True)
+        )
+        records.append({"algo": algo, "env": env, "agent": agent, "episodes": episodes, "obs noise": noise, "spec": spec,
+                        "seeds": group["seeds"].iloc[0], "fp32 mean": fp32_mean, "tolerance %": tolerance_pct,
+                        "floor": floor, "minimum safe bits": safe if safe is not None else "none measured",
+                        "CI low per bits": evidence})  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+def normalised_episodes(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per agent cell with a measured random policy, per uniform PTQ precision: every episode's normalised score
+    (0 = that agent's random policy, 1 = its fp32 policy, both means over the same seeds' rows)."""
+    if frame.empty:
+        return pd.DataFrame()
+    ptq = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "") & (frame["granularity"] == "auto")
+                & (frame["symmetric"] == 0) & (frame["quantize_bias"] == 0) & (frame["layer_mode"] == "paper")]  # fmt: skip
+    random = frame[frame["method"] == "random"]
+    records = []
+    for cell_values, cell in ptq.groupby(list(CELL)):
+        match = random
+        for name, value in zip(CELL, cell_values, strict=True):
+            match = match[match[name] == value]
+        fp32 = cell[cell["precision"] == "fp32"]
+        seeds = sorted(set(fp32["seed"]) & set(match["seed"]))
+        if not seeds:
+            continue
+        fp32_mean = float(np.mean(np.concatenate(list(fp32[fp32["seed"].isin(seeds)]["episode_rewards"]))))
+        random_mean = float(np.mean(np.concatenate(list(match[match["seed"].isin(seeds)]["episode_rewards"]))))
+        if fp32_mean == random_mean:
+            continue
+        for _, row in cell[cell["seed"].isin(seeds)].iterrows():
+            for score in normalized_scores(row["episode_rewards"], random_mean, fp32_mean):
+                records.append({"algo": row["algo"], "family": env_family(row["env_id"]), "env": row["env_id"],
+                                "agent": row["agent_hash"][:8], "precision": row["precision"], "bits": row["bits"],
+                                "seed": row["seed"], "score": float(score), "key": row["key"]})  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+def aggregate_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """IQM of normalised scores with a stratified bootstrap CI (strata: agents), per algo and per env family."""
+    if scores.empty:
+        return pd.DataFrame()
+    records = []
+    for by in ("algo", "family"):
+        for (group, precision), rows in scores.groupby([by, "precision"]):
+            strata = [list(agent["score"]) for _, agent in rows.groupby(["env", "agent"])]
+            point, low, high = stratified_bootstrap_ci(strata, iqm)
+            records.append({"group by": by, "group": group, "precision": precision, "bits": int(rows["bits"].iloc[0]),
+                            "agents": len(strata), "episodes": len(rows), "IQM normalised": point, "CI low": low,
+                            "CI high": high})  # fmt: skip
+    return pd.DataFrame.from_records(records).sort_values(["group by", "group", "bits"], ascending=[True, True, False])
+
+
+def profile_curves(scores: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per precision: the performance profile over ``PROFILE_TAUS``, each agent weighted equally (rliable)."""
+    curves = {}
+    for precision, rows in scores.groupby("precision"):
+        per_agent = [performance_profile(agent["score"], PROFILE_TAUS) for _, agent in rows.groupby(["env", "agent"])]
+        curves[precision] = np.mean(per_agent, axis=0)
+    return curves
+
+
+def write_statistics_report(frame: pd.DataFrame, out_dir: Path, tolerance_pct: float = 5.0) -> list[Path]:
+    """``reward_statistics``, ``minimum_safe_bits``, ``normalised_aggregates`` (.md/.csv) and
+    ``performance_profile.png``; nothing for a store without PTQ rows."""
+    from quarl_bench.report.plots import save_figure
+
+    statistics = seeded_statistics(frame, tolerance_pct)
+    if statistics.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = _write(statistics, out_dir, "reward_statistics",
+                     "IQM [95% stratified bootstrap CI over seeds]; mean - fp32 with its paired CI; P(q >= fp32), ties "
+                     "count half; reward CI low = fp32 mean + the difference's lower bound.")  # fmt: skip
+    safe = safe_bits_table(statistics, tolerance_pct)
+    written += _write(safe, out_dir, "minimum_safe_bits",
+                      f"Smallest integer width whose reward CI lower bound, and every wider one's, stays within "
+                      f"{tolerance_pct:g}% of fp32.")  # fmt: skip
+    scores = normalised_episodes(frame)
+    if scores.empty:
+        return written
+    written += _write(aggregate_table(scores), out_dir, "normalised_aggregates",
+                      "IQM of normalised scores (0 = the agent's measured random policy, 1 = its fp32 policy), "
+                      "stratified bootstrap 95% CI over agents.")  # fmt: skip
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    curves = profile_curves(scores)
+    for precision in sorted(curves, key=lambda p: -int(scores[scores["precision"] == p]["bits"].iloc[0])):
+        ax.plot(PROFILE_TAUS, curves[precision], label=precision)
+    ax.set_xlabel("normalised score tau (0 random, 1 fp32)")
+    ax.set_ylabel("fraction of episodes with score > tau")
+    ax.set_title(f"Performance profile, {scores.groupby(['env', 'agent']).ngroups} agent(s)")
+    ax.legend()
+    fig.tight_layout()
+    return written + save_figure(fig, out_dir / "performance_profile", 120)
+
+
+def _write(table: pd.DataFrame, out_dir: Path, name: str, caption: str) -> list[Path]:
+    if table.empty:
+        return []
+    csv, md = out_dir / f"{name}.csv", out_dir / f"{name}.md"
+    table.to_csv(csv, index=False)
+    md.write_text(caption + "\n\n" + table.round(3).to_markdown(index=False) + "\n")
+    return [md, csv]
