@@ -163,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     mixed.add_argument("--env", required=True, help="env id or alias")
     add_sources(mixed)
     mixed.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
-    mixed.add_argument("--bits", nargs="+", type=precision_arg, default=["int8", "int6", "int4", "int2"], metavar="P",
-                       help="candidate integer widths per layer (default 8 6 4 2)")  # fmt: skip
+    mixed.add_argument("--bits", nargs="+", type=precision_arg, default=["fp16", "int8", "int6", "int4", "int2"],
+                       metavar="P", help="candidate precisions per layer (default fp16 8 6 4 2)")  # fmt: skip
     mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="% of the fp32 reward it may lose (default 5)")
     mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
     mixed.add_argument(

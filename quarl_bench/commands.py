@@ -477,9 +477,11 @@ def mixed(args: argparse.Namespace) -> int:
     from quarl_bench.runner import Work, run_work
     from quarl_bench.types import QuantSpec
 
-    ladder = sorted(dict.fromkeys(p for p in args.bits if p.startswith("int")), key=lambda p: -int(p[3:]))
+    from quarl_bench.types import precision_bits
+
+    ladder = sorted(dict.fromkeys(p for p in args.bits if p != "fp32"), key=lambda p: -precision_bits(p))
     if not ladder:
-        raise QuarlError(f"bad --bits {' '.join(args.bits)}: expected integer widths such as 8 6 4 2")
+        raise QuarlError(f"bad --bits {' '.join(args.bits)}: expected precisions below fp32 such as fp16 8 6 4 2")
     if set(args.verify_seeds) & set(args.search_seeds):
         raise QuarlError(f"bad --verify-seeds {' '.join(map(str, args.verify_seeds))}: expected seeds not in "
                          f"--search-seeds ({' '.join(map(str, args.search_seeds))})")  # fmt: skip
@@ -519,7 +521,7 @@ def mixed(args: argparse.Namespace) -> int:
                       f"{args.verify_seeds} next to uniform PTQ")  # fmt: skip
         verify = EvalSettings(args.episodes, seeds=tuple(args.verify_seeds), n_envs=args.n_envs)
         found = QuantSpec(method="mixed", layer_precisions=allocation)
-        uniform = [QuantSpec(p) for p in ("fp16", *ladder)]
+        uniform = [QuantSpec(p) for p in ladder]
         rows = evaluated([found, *uniform], verify)
         console.print(mixed_table(rows, names, args.tolerance))
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")

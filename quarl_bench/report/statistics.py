@@ -130,7 +130,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
             f"{b}: {lower[b]:.1f}{' ok' if lower[b] >= floor else ' below'}" for b in sorted(lower, reverse=True)
         )
         records.append({"algo": algo, "env": env, "agent": agent, "episodes": episodes, "obs noise": noise, "spec": spec,
-                        "seeds": group["seeds"].iloc[0], "fp32 mean": fp32_mean, "tolerance %": tolerance_pct,
+                        "seeds": seeds, "fp32 mean": fp32_mean, "tolerance %": tolerance_pct,
                         "floor": floor, "minimum safe bits": safe if safe is not None else "none measured",
                         "CI low per bits": evidence})  # fmt: skip
     return pd.DataFrame.from_records(records)

@@ -82,6 +82,7 @@ def write_reward_error_table(table: pd.DataFrame, out_dir: Path, suffix: str = "
 
 
 SPREAD_METRICS = ("std", "range", "kurtosis")
+MARGIN_METRIC = "margin_median"  # the fp32 policy's median top-2 gap on the states it visited (margins.py)
 
 
 def weight_spread_table(selected: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
@@ -97,18 +98,23 @@ def weight_spread_table(selected: pd.DataFrame, precision: str = "int8") -> pd.D
             continue
         profile = fp32["weights"].iloc[0]
         record = {"algo": fp32["algo"].iloc[0], "env": labels[reference_key], **{m: profile[m] for m in SPREAD_METRICS}}
+        record[MARGIN_METRIC] = fp32["agreement"].iloc[0].get(MARGIN_METRIC, float("nan"))
         record[f"E_{precision} %"] = quantized["error_pct"].iloc[0]
+        record[f"{precision} flips %"] = 100 * (
+            1 - quantized["agreement"].iloc[0].get("action_agreement", float("nan"))
+        )
         records.append(record)
     return pd.DataFrame.from_records(records)
 
 
 def spread_error_correlation(table: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
-    """Pearson and Spearman correlation of each spread metric with E% (QuaRL: wider spread, worse error)."""
+    """Pearson and Spearman correlation of each spread metric, and of the decision margin, with E% (QuaRL: wider
+    spread, worse error; margins: a policy that decides by a hair flips under small weight changes)."""
     from scipy import stats
 
     error = table[f"E_{precision} %"]
     rows = []
-    for metric in SPREAD_METRICS:
+    for metric in (*SPREAD_METRICS, MARGIN_METRIC):
         valid = table[metric].notna() & error.notna()
         if valid.sum() < 3 or table.loc[valid, metric].nunique() < 2 or error[valid].nunique() < 2:
             rows.append({"metric": metric, "n": int(valid.sum())})
@@ -137,9 +143,9 @@ def write_weight_spread(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
     table.to_csv(csv, index=False)
     md.write_text(
         table.round(4).to_markdown(index=False)
-        + "\n\nCorrelation of weight spread with E_int8 % across agents:\n\n"
-        + correlation.round(3).to_markdown(index=False)
-        + "\n"
+        + "\n\nmargin_median: the fp32 policy's median gap between its best and second-best action (Q-values or "
+        "logits) on the states it visited; discrete-action agents only.\n\nCorrelation of weight spread and decision "
+        "margin with E_int8 % across agents:\n\n" + correlation.round(3).to_markdown(index=False) + "\n"
     )
     return [csv, md]
 

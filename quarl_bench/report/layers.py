@@ -1,0 +1,129 @@
+"""Per-layer results: the sensitivity heatmap (one acting layer quantized at a time) and the Pareto front of mixed
+allocations against uniform PTQ (acting bytes vs reward with CIs). Reads stored rows only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.report.statistics import CELL
+from quarl_bench.report.stats import stratified_bootstrap_ci
+from quarl_bench.types import file_name, precision_bits
+
+
+def _quantized_layer(row: pd.Series) -> tuple[int, str] | None:
+    """(layer index, precision) of a row with exactly one non-fp32 layer; None otherwise."""
+    if not row["layer_bits"]:
+        return None
+    bits = json.loads(row["layer_bits"])
+    others = [i for i, p in enumerate(bits) if p != "fp32"]
+    return (others[0], bits[others[0]]) if len(others) == 1 else None
+
+
+def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per agent cell x layer x precision: E%, agreement, margin change and flips, means over seeds, with
+    the layer's name (from the row's quantized tensor) and the keys of the rows."""
+    if frame.empty:
+        return pd.DataFrame()
+    records = []
+    for _, row in frame[(frame["method"] == "ptq") & (frame["layer_bits"] != "")].iterrows():
+        found = _quantized_layer(row)
+        if found is None:
+            continue
+        layer, precision = found
+        name = row["layers"][0]["name"].removesuffix(".weight") if row["layers"] else f"layer {layer}"
+        records.append({**{c: row[c] for c in CELL}, "layer": layer, "name": name, "precision": precision,
+                        "bits": precision_bits(precision), "seed": row["seed"], "E %": row["error_pct"],
+                        "agreement": row["agreement"].get("action_agreement", np.nan),
+                        "margin change": row["agreement"].get("margin_change_median", np.nan),
+                        "state flips": row["agreement"].get("state_flips", np.nan), "key": row["key"]})  # fmt: skip
+    if not records:
+        return pd.DataFrame()
+    table = pd.DataFrame.from_records(records)
+    grouped = table.groupby([*CELL, "layer", "name", "precision", "bits"], dropna=False)
+    means = grouped[["E %", "agreement", "margin change", "state flips"]].mean()
+    means["seeds"] = grouped["seed"].apply(lambda s: " ".join(map(str, sorted(s))))
+    means["rows"] = grouped["key"].apply(" ".join)
+    return means.reset_index().sort_values(["algo", "env_id", "layer", "bits"], ascending=[True, True, True, False])
+
+
+def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per agent cell with a ``mixed`` row: the mixed allocation(s) and the uniform PTQ rows (fp32 included) on the
+    same seeds; acting bytes and the mean reward with a stratified bootstrap CI over those seeds."""
+    if frame.empty or not (frame["method"] == "mixed").any():
+        return pd.DataFrame()
+    records = []
+    for _, mixed in frame[frame["method"] == "mixed"].groupby([*CELL, "layer_bits", "precision"], dropna=False):
+        seeds = set(mixed["seed"])
+        cell = frame
+        for name in CELL:
+            cell = cell[cell[name] == mixed[name].iloc[0]]
+        uniform = cell[(cell["method"] == "ptq") & (cell["layer_bits"] == "") & (cell["granularity"] == "auto")
+                       & (cell["symmetric"] == 0) & (cell["quantize_bias"] == 0) & cell["seed"].isin(seeds)]  # fmt: skip
+        for (method, precision, layer_bits), group in pd.concat([mixed, uniform]).groupby(
+            ["method", "precision", "layer_bits"]
+        ):
+            if set(group["seed"]) != seeds:
+                continue  # a point on the front needs the same seeds as the mixed row
+            strata = [list(r) for r in group.sort_values("seed")["episode_rewards"]]
+            mean, low, high = stratified_bootstrap_ci(strata, np.mean)
+            allocation = "/".join(json.loads(layer_bits)) if layer_bits else precision
+            label = f"mixed {allocation}" if method == "mixed" else precision
+            records.append({"algo": group["algo"].iloc[0], "env": group["env_id"].iloc[0],
+                            "agent": group["agent_hash"].iloc[0][:8], "policy": label, "method": method,
+                            "acting bytes": group["weights"].iloc[0].get("acting_bytes", np.nan), "mean reward": mean,
+                            "CI low": low, "CI high": high, "seeds": " ".join(map(str, sorted(seeds))),
+                            "rows": " ".join(group["key"])})  # fmt: skip
+    if not records:
+        return pd.DataFrame()
+    return pd.DataFrame.from_records(records).drop_duplicates(["agent", "policy", "seeds"])
+
+
+def write_layer_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """``sensitivity.{md,csv}`` with a heatmap per agent, ``mixed_pareto.{md,csv}`` with a front per agent."""
+    from quarl_bench.report.plots import save_figure
+    from quarl_bench.report.tables import write_table
+
+    written: list[Path] = []
+    import matplotlib.pyplot as plt
+
+    sensitivity = sensitivity_frame(frame)
+    if len(sensitivity):
+        written += write_table(sensitivity, out_dir, "sensitivity", decimals=4)
+        for (algo, env_id, agent), group in sensitivity.groupby(["algo", "env_id", "agent_hash"]):
+            grid = group.pivot_table(index="name", columns="bits", values="E %").sort_index(axis=1, ascending=False)
+            fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 1.5))
+            image = ax.imshow(grid.to_numpy(dtype=float), cmap="Reds", aspect="auto")
+            ax.set_xticks(range(len(grid.columns)), [f"{b} bits" for b in grid.columns])
+            ax.set_yticks(range(len(grid)), list(grid.index))
+            for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
+                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=8)
+            fig.colorbar(image, ax=ax, label="E % (others fp32)")
+            ax.set_title(f"{algo} {env_id} ({agent[:8]}): one layer quantized")
+            fig.tight_layout()
+            written += save_figure(fig, out_dir / f"sensitivity_{algo}_{file_name(env_id)}", 120)
+    pareto = pareto_frame(frame)
+    if len(pareto):
+        written += write_table(pareto, out_dir, "mixed_pareto")
+        for (algo, env_id, agent), group in pareto.groupby(["algo", "env", "agent"]):
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for method, points in group.groupby("method"):
+                points = points.sort_values("acting bytes")
+                errors = [points["mean reward"] - points["CI low"], points["CI high"] - points["mean reward"]]
+                ax.errorbar(points["acting bytes"], points["mean reward"], yerr=errors, marker="o" if method == "ptq"
+                            else "*", markersize=6 if method == "ptq" else 12, linestyle="-" if method == "ptq" else "",
+                            label="uniform PTQ" if method == "ptq" else "mixed (found)", capsize=3)  # fmt: skip
+                for _, point in points.iterrows():
+                    ax.annotate(point["policy"], (point["acting bytes"], point["mean reward"]), fontsize=7,
+                                xytext=(3, 3), textcoords="offset points")  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_xlabel("acting-network bytes")
+            ax.set_ylabel("mean reward (95% CI over verify seeds)")
+            ax.set_title(f"{algo} {env_id} ({agent}): size vs reward")
+            ax.legend()
+            fig.tight_layout()
+            written += save_figure(fig, out_dir / f"mixed_pareto_{algo}_{file_name(env_id)}", 120)
+    return written
