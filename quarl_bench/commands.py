@@ -475,9 +475,7 @@ def mixed(args: argparse.Namespace) -> int:
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import mixed_table
     from quarl_bench.runner import Work, run_work
-    from quarl_bench.types import QuantSpec
-
-    from quarl_bench.types import precision_bits
+    from quarl_bench.types import QuantSpec, precision_bits
 
     ladder = sorted(dict.fromkeys(p for p in args.bits if p != "fp32"), key=lambda p: -precision_bits(p))
     if not ladder:

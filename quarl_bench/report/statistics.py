@@ -119,8 +119,8 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
         return pd.DataFrame()
     ints = statistics[statistics["precision"].str.startswith("int")]
     records = []
-    for (algo, env, agent, episodes, noise, spec), group in ints.groupby(
-        ["algo", "env", "agent", "episodes", "obs noise", "spec"]
+    for (algo, env, agent, episodes, noise, spec, seeds), group in ints.groupby(
+        ["algo", "env", "agent", "episodes", "obs noise", "spec", "seeds"]
     ):
         fp32_mean = float(group["fp32 mean"].iloc[0])
         lower = {int(r["bits"]): float(r["reward CI low"]) for _, r in group.iterrows()}
