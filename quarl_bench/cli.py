@@ -176,6 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
     mixed.add_argument("--seed", type=int, default=0, help="training seed if --train-if-missing trains the agent")
     add_store(mixed)
 
+    fidelity = commands.add_parser("fidelity", help="fp32 and quantized policies side by side: where trajectories part")
+    add_algo(fidelity, required=True)
+    fidelity.add_argument("--env", required=True, help="env id or alias")
+    add_sources(fidelity)
+    fidelity.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    fidelity.add_argument("--bits", nargs="+", type=precision_arg, default=["fp16", "int8", "int4", "int2"],
+                          metavar="P", help="precisions compared with fp32 (32: fp32 against itself)")  # fmt: skip
+    add_spec(fidelity)
+    fidelity.add_argument("--threshold", type=non_negative_float, default=0.1,
+                          help="observations part when max |fp32 - quantized| exceeds this (default 0.1)")  # fmt: skip
+    fidelity.add_argument("-n", "--episodes", type=positive_int, default=20, help="episodes (one per env, default 20)")
+    fidelity.add_argument("--seed", type=int, default=0, help="env i gets seed + i in both runs")
+    fidelity.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
+                          help="the same Gaussian noise draws on both runs' observations (default 0)")  # fmt: skip
+    add_store(fidelity)
+    fidelity.add_argument("--force", action="store_true", help="measure again what the store has")
+
     sweep = commands.add_parser("sweep", help="run a YAML job grid (zoo_configs/*.yaml), resuming where it stopped")
     sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
     sweep.add_argument("--algo", nargs="+", type=str.lower, default=None, help="only these algos")

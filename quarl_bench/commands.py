@@ -524,3 +524,50 @@ def mixed(args: argparse.Namespace) -> int:
         console.print(mixed_table(rows, names, args.tolerance))
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")
     return 0
+
+
+def fidelity(args: argparse.Namespace) -> int:
+    """fp32 and quantized policies side by side from the same seeds: where actions and trajectories part."""
+    import hashlib
+    from datetime import datetime, timezone
+
+    from quarl_bench.fidelity import side_by_side
+    from quarl_bench.provenance import agent_provenance, driver_provenance
+    from quarl_bench.quant.ptq import quantize
+    from quarl_bench.registry import EvalSettings, build_jobs
+    from quarl_bench.report.console import fidelity_table
+    from quarl_bench.types import QuantSpec
+    from quarl_bench.zoo.agents import load_agent
+
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        specs = [
+            QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits
+        ]
+        settings = EvalSettings(args.episodes, args.seed, args.episodes, obs_noise=args.obs_noise)
+        agent, rows = None, []
+        for job in build_jobs(ref, specs, settings):
+            identity = f"{job.key}:{args.threshold!r}"
+            key = hashlib.sha256(identity.encode()).hexdigest()[:24]
+            if args.force or not store.has_fidelity(key):
+                agent = agent or load_agent(ref)
+                policy, _ = quantize(agent.model.policy, ref.algo, job.spec)
+                reference_env, env = agent.make_env(job.n_envs, job.seed), agent.make_env(job.n_envs, job.seed)
+                try:
+                    found = side_by_side(agent.model.policy, policy, reference_env, env, args.threshold, job.obs_noise,
+                                         job.seed)  # fmt: skip
+                finally:
+                    reference_env.close()
+                    env.close()
+                store.put_fidelity({"key": key, "job_key": job.key, "algo": ref.algo, "env_id": ref.env_id,
+                                    "precision": job.spec.precision, "agent_hash": ref.content_hash, "seed": job.seed,
+                                    "episodes": job.episodes, "threshold": args.threshold, "obs_noise": job.obs_noise,
+                                    "first_action": found.first_action, "first_obs": found.first_obs,
+                                    "lengths": found.lengths, "provenance": driver_provenance() | agent_provenance(ref),
+                                    "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds")},
+                                   replace=True)  # fmt: skip
+            rows.append(key)
+        frame = store.fidelity()
+        console.print(fidelity_table(frame[frame["key"].isin(rows)]))
+        console.print(f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*.png)")
+    return 0

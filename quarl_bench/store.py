@@ -23,7 +23,8 @@ from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, Q
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
 SCHEMA_VERSION = 6  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
-# 3: before the timings table; 4: before the setting column; 5: before per-layer precisions and observation noise
+# 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
+# and the fidelity table
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
@@ -91,6 +92,27 @@ CREATE TABLE IF NOT EXISTS timings (
 )
 """
 TIMING_JSON_COLUMNS = ("hidden", "provenance")
+# Closed-loop fidelity (fidelity.py): per episode, where a quantized policy's trajectory parts from the fp32 one's.
+FIDELITY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS fidelity (
+    key TEXT PRIMARY KEY,
+    job_key TEXT NOT NULL,
+    algo TEXT NOT NULL,
+    env_id TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    agent_hash TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    episodes INTEGER NOT NULL,
+    threshold REAL NOT NULL,
+    obs_noise REAL NOT NULL,
+    first_action TEXT NOT NULL,
+    first_obs TEXT NOT NULL,
+    lengths TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    created_at TEXT NOT NULL
+)
+"""
+FIDELITY_JSON_COLUMNS = ("first_action", "first_obs", "lengths", "provenance")
 # Columns added since the first schema: (name, definition) for ALTER TABLE on older stores.
 ADDED_COLUMNS = (
     ("weights", "TEXT NOT NULL DEFAULT '{}'"),
@@ -196,6 +218,7 @@ class ResultStore:
                         db.execute("BEGIN IMMEDIATE")
                         db.execute(SCHEMA)
                         db.execute(TIMINGS_SCHEMA)
+                        db.execute(FIDELITY_SCHEMA)
                         _add_missing_columns(db)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
@@ -273,6 +296,28 @@ class ResultStore:
         for column in TIMING_JSON_COLUMNS:
             frame[column] = frame[column].map(json.loads)
         return frame
+
+    def put_fidelity(self, row: dict[str, Any], replace: bool = False) -> bool:
+        """Write one fidelity row (see :mod:`quarl_bench.fidelity`) atomically; False if it exists."""
+        values = {k: json.dumps(v) if k in FIDELITY_JSON_COLUMNS else v for k, v in row.items()}
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        sql = f"{verb} INTO fidelity ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
+        with self._connection as db:
+            return db.execute(sql, tuple(values.values())).rowcount > 0
+
+    def fidelity(self) -> pd.DataFrame:
+        """Every fidelity row, JSON columns decoded, oldest first."""
+        if not self._readable():
+            return pd.DataFrame()
+        frame = pd.read_sql_query("SELECT * FROM fidelity ORDER BY created_at, key", self._connection)
+        for column in FIDELITY_JSON_COLUMNS:
+            frame[column] = frame[column].map(json.loads)
+        return frame
+
+    def has_fidelity(self, key: str) -> bool:
+        if not self._readable():
+            return False
+        return self._connection.execute("SELECT 1 FROM fidelity WHERE key = ?", (key,)).fetchone() is not None
 
     def has_timing(self, key: str) -> bool:
         if not self._readable():

@@ -264,3 +264,22 @@ def mixed_table(rows: list[dict[str, Any]], layer_names: list[str], tolerance_pc
         table.add_row(label, f"{mean:.2f}", format_number(error, "{:+.2f}"),
                       str(group[0]["weights"].get("acting_bytes", "-")), within)  # fmt: skip
     return table
+
+
+def fidelity_table(frame) -> Table:
+    """Per precision: how many episodes parted from fp32 and the median step where actions and observations did."""
+    import numpy as np
+
+    table = Table(title="Side by side with fp32 from the same seeds (first action / observation divergence)")
+    for column in ("precision", "episodes", "actions differ", "median first action step", "trajectories part",
+                   "median first obs step", "median fp32 length", "threshold", "obs noise"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "precision" else "right")
+    for _, row in frame.iterrows():
+        actions = [s for s in row["first_action"] if s is not None]
+        observations = [s for s in row["first_obs"] if s is not None]
+        table.add_row(row["precision"], str(row["episodes"]), f"{len(actions)}/{row['episodes']}",
+                      format_number(float(np.median(actions)) if actions else None, "{:.0f}"),
+                      f"{len(observations)}/{row['episodes']}",
+                      format_number(float(np.median(observations)) if observations else None, "{:.0f}"),
+                      f"{np.median(row['lengths']):.0f}", f"{row['threshold']:g}", f"{row['obs_noise']:g}")  # fmt: skip
+    return table

@@ -82,6 +82,9 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
 
     written += write_statistics_report(everything, out_dir, tolerance_pct)
     written += write_layer_report(everything, out_dir)
+    from quarl_bench.report.fidelity import write_fidelity_report
+
+    written += write_fidelity_report(store.fidelity(), out_dir)
     written += write_actorq_report(everything, out_dir, paper_dir)
     written += write_amp_table(everything, out_dir, paper_dir)
     others = [v.label() for v in variants if not v.is_default]

@@ -1,0 +1,82 @@
+"""Closed-loop fidelity: the fp32 and a quantized policy played side by side from the same seeds, step for step.
+
+Env ``i`` of both runs is seeded alike, so until the policies act differently the two trajectories are identical.
+Per episode (each env's first) we record the first step where the actions differ (discrete: another action;
+continuous: more than 1% of the action range apart) and the first step where the observations the policies see
+are more than ``threshold`` apart (max-norm, after the agent's own normalisation); None where it never happens
+before the episode ends in both runs at the same step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.vec_env import VecEnv
+
+ACTION_RANGE_SHARE = 0.01
+
+
+@dataclass
+class Divergence:
+    """Per episode: first differing action step, first diverging observation step (None: never), and the length
+    of the fp32 episode."""
+
+    first_action: list[int | None]
+    first_obs: list[int | None]
+    lengths: list[int]
+
+
+def actions_differ(a: np.ndarray, b: np.ndarray, space: spaces.Space) -> np.ndarray:
+    """Per env: whether two batches of actions differ (continuous: by more than 1% of the action range)."""
+    n = len(a)
+    if isinstance(space, spaces.Box):
+        scale = np.where(np.isfinite(space.high - space.low), space.high - space.low, 2.0).reshape(1, -1)
+        return np.max(np.abs(a - b).reshape(n, -1) / scale, axis=1) > ACTION_RANGE_SHARE
+    return np.any(a.reshape(n, -1) != b.reshape(n, -1), axis=1)
+
+
+def side_by_side(reference: BasePolicy, policy: BasePolicy, reference_env: VecEnv, env: VecEnv, threshold: float,
+                 obs_noise: float = 0.0, seed: int = 0, max_steps: int = 100_000) -> Divergence:  # fmt: skip
+    """Play each env's first episode in both envs (same seeds, same noise draws) and return where they part."""
+    n = env.num_envs
+    obs_ref, obs_q = reference_env.reset(), env.reset()
+    noise_ref, noise_q = np.random.default_rng(seed), np.random.default_rng(seed)
+    first_action: list[int | None] = [None] * n
+    first_obs: list[int | None] = [None] * n
+    lengths = [0] * n
+    done_ref, done_q = np.zeros(n, bool), np.zeros(n, bool)
+    with torch.inference_mode():
+        for step in range(max_steps):
+            seen_ref, seen_q = _noisy(obs_ref, obs_noise, noise_ref), _noisy(obs_q, obs_noise, noise_q)
+            gap = np.max(np.abs(seen_ref.astype(float) - seen_q.astype(float)).reshape(n, -1), axis=1)
+            action_ref = reference.predict(seen_ref, deterministic=True)[0]
+            action_q = policy.predict(seen_q, deterministic=True)[0]
+            differ = actions_differ(np.asarray(action_ref), np.asarray(action_q), env.action_space)
+            for i in range(n):
+                if done_ref[i] and done_q[i]:
+                    continue
+                if first_obs[i] is None and (gap[i] > threshold or done_ref[i] != done_q[i]):
+                    first_obs[i] = step
+                if first_action[i] is None and not (done_ref[i] or done_q[i]) and differ[i]:
+                    first_action[i] = step
+            obs_ref, _, dones_ref, _ = reference_env.step(action_ref)
+            obs_q, _, dones_q, _ = env.step(action_q)
+            lengths = [lengths[i] + int(not done_ref[i]) for i in range(n)]
+            done_ref |= dones_ref
+            done_q |= dones_q
+            if done_ref.all() and done_q.all():
+                break
+    return Divergence(first_action, first_obs, lengths)
+
+
+def _noisy(observation: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    if sigma <= 0:
+        return observation
+    noisy = observation + rng.normal(0.0, sigma, size=observation.shape)
+    if observation.dtype == np.uint8:
+        noisy = np.clip(np.rint(noisy), 0, 255)
+    return noisy.astype(observation.dtype)

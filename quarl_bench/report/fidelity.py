@@ -1,0 +1,57 @@
+"""Closed-loop fidelity report: per agent, the distribution of the step where a quantized policy's trajectory parts
+from the fp32 one's (``quarl-bench fidelity`` rows), one curve per precision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.types import file_name, precision_bits
+
+
+def fidelity_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """One line per stored fidelity row: episodes parted and median first divergence steps (never: not counted)."""
+    records = []
+    for _, row in rows.iterrows():
+        actions = [s for s in row["first_action"] if s is not None]
+        observations = [s for s in row["first_obs"] if s is not None]
+        records.append({"algo": row["algo"], "env": row["env_id"], "agent": row["agent_hash"][:8],
+                        "precision": row["precision"], "seed": row["seed"], "episodes": row["episodes"],
+                        "threshold": row["threshold"], "obs noise": row["obs_noise"],
+                        "actions differ": len(actions), "median first action step": np.median(actions) if actions else np.nan,
+                        "trajectories part": len(observations),
+                        "median first obs step": np.median(observations) if observations else np.nan,
+                        "median fp32 length": float(np.median(row["lengths"])), "row": row["key"]})  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+def write_fidelity_report(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """``fidelity.{md,csv}`` and per agent and setting ``fidelity_{algo}_{env}.png``: the share of episodes whose
+    trajectories have parted by step t, per precision."""
+    if rows.empty:
+        return []
+    import matplotlib.pyplot as plt
+
+    from quarl_bench.report.plots import save_figure
+    from quarl_bench.report.tables import write_table
+
+    written = write_table(fidelity_summary(rows), out_dir, "fidelity")
+    groups = rows.groupby(["algo", "env_id", "agent_hash", "seed", "episodes", "threshold", "obs_noise"])
+    for (algo, env_id, agent, _seed, _episodes, threshold, noise), group in groups:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for _, row in group.sort_values("precision", key=lambda s: -s.map(precision_bits)).iterrows():
+            steps = np.array([s for s in row["first_obs"] if s is not None], dtype=float)
+            horizon = max(row["lengths"]) if row["lengths"] else 1
+            grid = np.arange(horizon + 1)
+            parted = [(steps <= t).sum() / row["episodes"] for t in grid]
+            ax.step(grid, parted, where="post", label=row["precision"])
+        ax.set_xlabel("step")
+        ax.set_ylabel("share of episodes parted from fp32")
+        ax.set_title(f"{algo} {env_id} ({agent[:8]}): threshold {threshold:g}, obs noise {noise:g}")
+        ax.legend()
+        fig.tight_layout()
+        suffix = f"_noise{noise:g}" if noise else ""
+        written += save_figure(fig, out_dir / f"fidelity_{algo}_{file_name(env_id)}{suffix}", 120)
+    return written
