@@ -121,7 +121,8 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
                         help="std of Gaussian noise added to every observation the policies see (default 0)")  # fmt: skip
     parser.add_argument("--eval-workers", type=positive_int, default=1,
-                        help="step the envs in subprocesses across the cores (env-bound Atari/PyBullet; default 1)")  # fmt: skip
+                        help="above 1: every env steps in its own subprocess, spread over the cores by the OS "
+                        "(for env-bound Atari/PyBullet; same episodes; default 1: all in this process)")  # fmt: skip
 
 
 def add_calibration(parser: argparse.ArgumentParser) -> None:

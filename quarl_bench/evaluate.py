@@ -30,6 +30,7 @@ class Episodes:
     wall_seconds: float
     agreement: dict[str, float] = field(default_factory=dict)
     states: np.ndarray | None = None  # a uniform sample of the observations the policy acted on (record_states)
+    vector_steps: int = 0  # batched decisions made (each steps every env once)
 
 
 class Actor:
@@ -41,6 +42,7 @@ class Actor:
 
     def __init__(self, policy: BasePolicy, mode: ActionMode, model: BaseAlgorithm | None = None) -> None:
         self.policy, self.mode = policy, mode
+        self.calls = 0
         self.action_space = policy.action_space
         self.model: BaseAlgorithm | None = None
         if mode.kind == "epsilon-greedy":
@@ -52,6 +54,7 @@ class Actor:
             self.action_space = model.action_space
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        self.calls += 1
         if self.model is not None:
             return self.model.predict(observation, state, episode_start, deterministic=False)
         return self.policy.predict(observation, state, episode_start, self.mode.deterministic)
@@ -176,7 +179,7 @@ def evaluate(
     meter = predictor.inner if isinstance(predictor, ObservationTap) else predictor
     agreement = meter.summary() if isinstance(meter, AgreementMeter) else {}
     states = reservoir.states() if reservoir is not None else None
-    return Episodes([float(r) for r in rewards], [int(n) for n in lengths], seconds, agreement, states)
+    return Episodes([float(r) for r in rewards], [int(n) for n in lengths], seconds, agreement, states, actor.calls)
 
 
 @contextlib.contextmanager
