@@ -91,6 +91,14 @@ def add_sources(parser: argparse.ArgumentParser) -> None:
                         help="allow hub agents: they are pickles, and loading one runs its author's code")  # fmt: skip
 
 
+def add_agent(parser: argparse.ArgumentParser) -> None:
+    """--algo, --env and where the agent may come from, for a command about one agent."""
+    add_algo(parser, required=True)
+    parser.add_argument("--env", required=True, help="env id or alias")
+    add_sources(parser)
+    parser.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+
+
 def add_spec(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--granularity", choices=GRANULARITIES, default="auto",
                         help="auto: per-tensor Linear, per-output-channel Conv (QuaRL's choice)")  # fmt: skip
@@ -151,19 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
     sensitivity = commands.add_parser(
         "sensitivity", help="quantize one acting layer at a time: which layers break a policy"
     )
-    add_algo(sensitivity, required=True)
-    sensitivity.add_argument("--env", required=True, help="env id or alias")
-    add_sources(sensitivity)
-    sensitivity.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    add_agent(sensitivity)
     sensitivity.add_argument("--bits", nargs="+", type=precision_arg, default=["int8", "int6", "int4", "int2"],
                              metavar="P", help="precisions each layer is tried at (default 8 6 4 2)")  # fmt: skip
     add_evaluation(sensitivity, "layer and precision", statistics=True)
 
     mixed = commands.add_parser("mixed", help="search a per-layer bit allocation within a reward tolerance")
-    add_algo(mixed, required=True)
-    mixed.add_argument("--env", required=True, help="env id or alias")
-    add_sources(mixed)
-    mixed.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    add_agent(mixed)
     mixed.add_argument("--bits", nargs="+", type=precision_arg, default=["fp16", "int8", "int6", "int4", "int2"],
                        metavar="P", help="candidate precisions per layer (default fp16 8 6 4 2)")  # fmt: skip
     mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="% of the fp32 reward it may lose (default 5)")
@@ -178,10 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_store(mixed)
 
     fidelity = commands.add_parser("fidelity", help="fp32 and quantized policies side by side: where trajectories part")
-    add_algo(fidelity, required=True)
-    fidelity.add_argument("--env", required=True, help="env id or alias")
-    add_sources(fidelity)
-    fidelity.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    add_agent(fidelity)
     fidelity.add_argument("--bits", nargs="+", type=precision_arg, default=["fp16", "int8", "int4", "int2"],
                           metavar="P", help="precisions compared with fp32 (32: fp32 against itself)")  # fmt: skip
     add_spec(fidelity)

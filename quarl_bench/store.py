@@ -282,42 +282,26 @@ class ResultStore:
 
     def put_timing(self, row: dict[str, Any], replace: bool = False) -> bool:
         """Write one timing row (see :mod:`quarl_bench.deploy.synthetic`) atomically; False if it exists."""
-        values = {k: json.dumps(v) if k in TIMING_JSON_COLUMNS else v for k, v in row.items()}
-        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        sql = f"{verb} INTO timings ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
-        with self._connection as db:
-            return db.execute(sql, tuple(values.values())).rowcount > 0
+        return self._put_side_row("timings", TIMING_JSON_COLUMNS, row, replace)
 
     def timings(self) -> pd.DataFrame:
         """Every timing row, JSON columns decoded, oldest first."""
-        if not self._readable():
-            return pd.DataFrame()
-        frame = pd.read_sql_query("SELECT * FROM timings ORDER BY created_at, key", self._connection)
-        for column in TIMING_JSON_COLUMNS:
-            frame[column] = frame[column].map(json.loads)
-        return frame
+        return self._side_table("timings", TIMING_JSON_COLUMNS)
 
-    def put_fidelity(self, row: dict[str, Any], replace: bool = False) -> bool:
-        """Write one fidelity row (see :mod:`quarl_bench.fidelity`) atomically; False if it exists."""
-        values = {k: json.dumps(v) if k in FIDELITY_JSON_COLUMNS else v for k, v in row.items()}
+    def _put_side_row(self, table: str, json_columns: tuple[str, ...], row: dict[str, Any], replace: bool) -> bool:
+        values = {k: json.dumps(v) if k in json_columns else v for k, v in row.items()}
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        sql = f"{verb} INTO fidelity ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
+        sql = f"{verb} INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})"
         with self._connection as db:
             return db.execute(sql, tuple(values.values())).rowcount > 0
 
-    def fidelity(self) -> pd.DataFrame:
-        """Every fidelity row, JSON columns decoded, oldest first."""
+    def _side_table(self, table: str, json_columns: tuple[str, ...]) -> pd.DataFrame:
         if not self._readable():
             return pd.DataFrame()
-        frame = pd.read_sql_query("SELECT * FROM fidelity ORDER BY created_at, key", self._connection)
-        for column in FIDELITY_JSON_COLUMNS:
+        frame = pd.read_sql_query(f"SELECT * FROM {table} ORDER BY created_at, key", self._connection)
+        for column in json_columns:
             frame[column] = frame[column].map(json.loads)
         return frame
-
-    def has_fidelity(self, key: str) -> bool:
-        if not self._readable():
-            return False
-        return self._connection.execute("SELECT 1 FROM fidelity WHERE key = ?", (key,)).fetchone() is not None
 
     def has_timing(self, key: str) -> bool:
         if not self._readable():
