@@ -303,6 +303,19 @@ class ResultStore:
             frame[column] = frame[column].map(json.loads)
         return frame
 
+    def put_fidelity(self, row: dict[str, Any], replace: bool = False) -> bool:
+        """Write one fidelity row (see :mod:`quarl_bench.fidelity`) atomically; False if it exists."""
+        return self._put_side_row("fidelity", FIDELITY_JSON_COLUMNS, row, replace)
+
+    def fidelity(self) -> pd.DataFrame:
+        """Every fidelity row, JSON columns decoded, oldest first."""
+        return self._side_table("fidelity", FIDELITY_JSON_COLUMNS)
+
+    def has_fidelity(self, key: str) -> bool:
+        if not self._readable():
+            return False
+        return self._connection.execute("SELECT 1 FROM fidelity WHERE key = ?", (key,)).fetchone() is not None
+
     def has_timing(self, key: str) -> bool:
         if not self._readable():
             return False
