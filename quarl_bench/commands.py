@@ -6,7 +6,6 @@ Imported only after the arguments parsed, so ``quarl-bench --help`` loads neithe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -446,10 +445,13 @@ def _acting_layers(ref) -> list[str]:
 
 def sensitivity(args: argparse.Namespace) -> int:
     """Each acting layer alone at each precision (others fp32): reward, E%, agreement and decision-margin change."""
+    import pandas as pd
+
     from quarl_bench.methods.mixed import sensitivity_specs
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import sensitivity_table
+    from quarl_bench.report.layers import sensitivity_frame
     from quarl_bench.runner import Work, run_work
 
     with ResultStore(args.store or DEFAULT_STORE) as store:
@@ -461,7 +463,7 @@ def sensitivity(args: argparse.Namespace) -> int:
         console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
         rows = run_work(Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance()), store,
                         force=args.force)  # fmt: skip
-        console.print(sensitivity_table(rows, names))
+        console.print(sensitivity_table(sensitivity_frame(pd.DataFrame(rows))))
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")
     return 0
 
@@ -469,11 +471,13 @@ def sensitivity(args: argparse.Namespace) -> int:
 def mixed(args: argparse.Namespace) -> int:
     """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
     import numpy as np
+    import pandas as pd
 
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import mixed_table
+    from quarl_bench.report.layers import sensitivity_frame
     from quarl_bench.runner import Work, run_work
     from quarl_bench.types import QuantSpec, precision_bits
 
@@ -497,13 +501,9 @@ def mixed(args: argparse.Namespace) -> int:
             np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]])
         )
         floor = fp32_mean - args.tolerance / 100 * abs(fp32_mean)
-        errors = {}
-        for row in rows:
-            if row["layer_bits"]:
-                bits = json.loads(row["layer_bits"])
-                layer = next(i for i, p in enumerate(bits) if p != "fp32")
-                errors.setdefault((layer, bits[layer]), []).append(row["error_pct"])
-        order = rank_layers({k: float(np.mean(v)) for k, v in errors.items()}, len(names))
+        sensitivity = sensitivity_frame(pd.DataFrame(rows))
+        errors = {(int(r["layer"]), r["precision"]): float(r["E %"]) for _, r in sensitivity.iterrows()}
+        order = rank_layers(errors, len(names))
         console.print(f"fp32 {fp32_mean:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
                       f"{floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in order)}")  # fmt: skip
 

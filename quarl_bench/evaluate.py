@@ -112,20 +112,28 @@ class AgreementMeter:
         }
 
 
+def with_noise(observation: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """``observation`` plus Gaussian noise of std ``sigma`` drawn from ``rng`` (unchanged for 0); uint8 images stay
+    uint8, rounded and clipped."""
+    if sigma <= 0:
+        return observation
+    observation = np.asarray(observation)
+    noisy = observation + rng.normal(0.0, sigma, size=observation.shape)
+    if observation.dtype == np.uint8:
+        noisy = np.clip(np.rint(noisy), 0, 255)
+    return noisy.astype(observation.dtype)
+
+
 class ObservationTap:
-    """Between the env and the actor: adds Gaussian noise to every observation (``sigma`` > 0, seeded; uint8 images
-    stay uint8, rounded and clipped) and keeps a reservoir sample of what the policy saw."""
+    """Between the env and the actor: adds seeded Gaussian noise to every observation (:func:`with_noise`) and keeps
+    a reservoir sample of what the policy saw."""
 
     def __init__(self, inner, sigma: float, seed: int, reservoir=None) -> None:
         self.inner, self.sigma, self.reservoir = inner, sigma, reservoir
         self.rng = np.random.default_rng(seed)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        if self.sigma > 0:
-            noisy = observation + self.rng.normal(0.0, self.sigma, size=np.shape(observation))
-            if np.asarray(observation).dtype == np.uint8:
-                noisy = np.clip(np.rint(noisy), 0, 255)
-            observation = noisy.astype(np.asarray(observation).dtype)
+        observation = with_noise(observation, self.sigma, self.rng)
         if self.reservoir is not None:
             self.reservoir.add(observation)
         return self.inner.predict(observation, state, episode_start, deterministic)

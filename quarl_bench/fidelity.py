@@ -17,6 +17,8 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
+from quarl_bench.evaluate import with_noise
+
 ACTION_RANGE_SHARE = 0.01
 
 
@@ -51,7 +53,7 @@ def side_by_side(reference: BasePolicy, policy: BasePolicy, reference_env: VecEn
     done_ref, done_q = np.zeros(n, bool), np.zeros(n, bool)
     with torch.inference_mode():
         for step in range(max_steps):
-            seen_ref, seen_q = _noisy(obs_ref, obs_noise, noise_ref), _noisy(obs_q, obs_noise, noise_q)
+            seen_ref, seen_q = with_noise(obs_ref, obs_noise, noise_ref), with_noise(obs_q, obs_noise, noise_q)
             gap = np.max(np.abs(seen_ref.astype(float) - seen_q.astype(float)).reshape(n, -1), axis=1)
             action_ref = reference.predict(seen_ref, deterministic=True)[0]
             action_q = policy.predict(seen_q, deterministic=True)[0]
@@ -71,12 +73,3 @@ def side_by_side(reference: BasePolicy, policy: BasePolicy, reference_env: VecEn
             if done_ref.all() and done_q.all():
                 break
     return Divergence(first_action, first_obs, lengths)
-
-
-def _noisy(observation: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    if sigma <= 0:
-        return observation
-    noisy = observation + rng.normal(0.0, sigma, size=observation.shape)
-    if observation.dtype == np.uint8:
-        noisy = np.clip(np.rint(noisy), 0, 255)
-    return noisy.astype(observation.dtype)

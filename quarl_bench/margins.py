@@ -1,7 +1,7 @@
 """Decision margins: how far a discrete policy's best action is ahead of its second best on the states it visits.
 
 A policy whose greedy action wins by a hair flips when quantization moves its outputs by a hair, whatever its weight
-spread; this is the quantity that explains fragility (dqn/LunarLander: a median top-2 Q gap of 0.007).
+spread (the zoo's dqn/LunarLander: a median top-2 Q gap of 0.009 on its visited states, measured here).
 """
 
 from __future__ import annotations

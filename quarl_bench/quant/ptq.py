@@ -35,7 +35,9 @@ def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy
     if spec.is_identity:
         return quantized, ()
     tensors = selected_tensors(quantized, algo, spec.layers, spec.quantize_bias)
-    layer_index = {id(module): i for i, (_, module) in enumerate(acting_layers(quantized, algo))}
+    layer_index = (
+        {id(module): i for i, (_, module) in enumerate(acting_layers(quantized, algo))} if spec.layer_precisions else {}
+    )
     if spec.layer_precisions and len(spec.layer_precisions) != len(layer_index):
         raise QuarlError(f"bad layer precisions {','.join(spec.layer_precisions)}: this {algo} policy acts with "
                          f"{len(layer_index)} layers ({', '.join(acting_layer_names(policy, algo))}), one precision each")  # fmt: skip

@@ -39,10 +39,14 @@ def spec_text(row: dict[str, Any]) -> str:
         return "random policy"
     if row.get("layer_bits"):
         return "layers " + "/".join(json.loads(row["layer_bits"]))
+    return " ".join([row["precision"], *spec_extras(row)])
+
+
+def spec_extras(row: dict[str, Any]) -> list[str]:
+    """What sets a row's spec apart from the default: granularity, symmetric, quantize_bias, layer mode."""
     extras = [row["granularity"]] if row["granularity"] != "auto" else []
     extras += [name for name in ("symmetric", "quantize_bias") if row[name]]
-    extras += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
-    return " ".join([row["precision"], *extras])
+    return extras + ([row["layer_mode"]] if row["layer_mode"] != "paper" else [])
 
 
 def result_line(row: dict[str, Any], reused: bool) -> str:
@@ -209,40 +213,26 @@ def table4_table(comparison: Any) -> Table:
     return table
 
 
-def _mean_over_seeds(rows: list[dict[str, Any]], field) -> float:
-    values = [field(row) for row in rows]
-    values = [v for v in values if v is not None and v == v]
-    return sum(values) / len(values) if values else float("nan")
-
-
-def sensitivity_table(rows: list[dict[str, Any]], layer_names: list[str]) -> Table:
-    """Layer x precision: E% (mean over seeds), action agreement and the median change of the decision margin."""
-    cells: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        if row["layer_bits"]:
-            bits = json.loads(row["layer_bits"])
-            layer = next(i for i, p in enumerate(bits) if p != "fp32")
-            cells.setdefault((layer, bits[layer]), []).append(row)
-    precisions = sorted({p for _, p in cells}, key=lambda p: -precision_bits(p))
-    seeds = sorted({row["seed"] for row in rows})
+def sensitivity_table(sensitivity) -> Table:
+    """Layer x precision from :func:`quarl_bench.report.layers.sensitivity_frame`: E %, action agreement and the
+    median change of the decision margin, means over seeds."""
+    precisions = sorted(set(sensitivity["precision"]), key=lambda p: -precision_bits(p))
+    seeds = sorted({s for text in sensitivity["seeds"] for s in text.split()}, key=int)
     table = Table(title=f"One layer quantized at a time (others fp32): E % / same actions / margin change, "
-                  f"seeds {', '.join(map(str, seeds))}")  # fmt: skip
+                  f"seeds {', '.join(seeds)}")  # fmt: skip
     table.add_column("layer")
     for precision in precisions:
         table.add_column(precision, justify="right")
-    for i, name in enumerate(layer_names):
+    for (_, name), layer in sensitivity.groupby(["layer", "name"]):
+        by_precision = layer.set_index("precision")
         texts = []
         for precision in precisions:
-            group = cells.get((i, precision), [])
-            if not group:
+            if precision not in by_precision.index:
                 texts.append("-")
                 continue
-            error = _mean_over_seeds(group, lambda r: r["error_pct"])
-            agree = _mean_over_seeds(group, lambda r: r["agreement"].get("action_agreement"))
-            margin = _mean_over_seeds(group, lambda r: r["agreement"].get("margin_change_median"))
-            texts.append(
-                f"{error:+.1f} % / {format_number(100 * agree, '{:.0f}')} % / {format_number(margin, '{:+.3g}')}"
-            )
+            cell = by_precision.loc[precision]
+            texts.append(f"{cell['E %']:+.1f} % / {format_number(100 * cell['agreement'], '{:.0f}')} % / "
+                         f"{format_number(cell['margin change'], '{:+.3g}')}")  # fmt: skip
         table.add_row(name, *texts)
     return table
 
@@ -258,7 +248,8 @@ def mixed_table(rows: list[dict[str, Any]], layer_names: list[str], tolerance_pc
         table.add_column(column, justify="left" if column == "policy" else "right")
     for label, group in by_spec.items():
         rewards = [x for row in group for x in row["episode_rewards"]]
-        error = _mean_over_seeds(group, lambda r: r["error_pct"])
+        errors = [row["error_pct"] for row in group if row["error_pct"] is not None]
+        error = sum(errors) / len(errors) if errors else float("nan")
         mean = sum(rewards) / len(rewards)
         within = "-" if error != error else ("yes" if error <= tolerance_pct else "no")
         table.add_row(label, f"{mean:.2f}", format_number(error, "{:+.2f}"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quarl_bench.report.statistics import CELL
+from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
 from quarl_bench.report.stats import stratified_bootstrap_ci
 from quarl_bench.types import file_name, precision_bits
 
@@ -58,11 +58,8 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
     records = []
     for _, mixed in frame[frame["method"] == "mixed"].groupby([*CELL, "layer_bits", "precision"], dropna=False):
         seeds = set(mixed["seed"])
-        cell = frame
-        for name in CELL:
-            cell = cell[cell[name] == mixed[name].iloc[0]]
-        uniform = cell[(cell["method"] == "ptq") & (cell["layer_bits"] == "") & (cell["granularity"] == "auto")
-                       & (cell["symmetric"] == 0) & (cell["quantize_bias"] == 0) & cell["seed"].isin(seeds)]  # fmt: skip
+        uniform = in_cell(uniform_default_ptq(frame), mixed.iloc[0])
+        uniform = uniform[uniform["seed"].isin(seeds)]
         for (method, precision, layer_bits), group in pd.concat([mixed, uniform]).groupby(
             ["method", "precision", "layer_bits"]
         ):

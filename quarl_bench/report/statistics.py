@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from quarl_bench.report.console import spec_extras
 from quarl_bench.report.stats import (
     iqm,
     minimum_safe_bits,
@@ -34,7 +35,6 @@ CELL = (
     "quantizer_version",
     "obs_noise",
 )
-SPEC = ("granularity", "symmetric", "quantize_bias", "layer_mode")
 PROFILE_TAUS = np.linspace(0.0, 1.25, 51)
 
 
@@ -54,15 +54,26 @@ def env_family(env_id: str) -> str:
     return "classic control"
 
 
+def uniform_default_ptq(frame: pd.DataFrame) -> pd.DataFrame:
+    """PTQ rows of the default spec with one precision for every layer (the sweet-spot curve's points)."""
+    return frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "") & (frame["granularity"] == "auto")
+                 & (frame["symmetric"] == 0) & (frame["quantize_bias"] == 0) & (frame["layer_mode"] == "paper")]  # fmt: skip
+
+
+def in_cell(frame: pd.DataFrame, cell: pd.Series | dict) -> pd.DataFrame:
+    """The rows of ``frame`` in the same agent cell (every ``CELL`` field equal) as ``cell``."""
+    mask = np.ones(len(frame), dtype=bool)
+    for name in CELL:
+        mask &= (frame[name] == cell[name]).to_numpy()
+    return frame[mask]
+
+
 def _spec_label(row: pd.Series) -> str:
-    parts = [row["granularity"]] if row["granularity"] != "auto" else []
-    parts += [name.replace("_", " ") for name in ("symmetric", "quantize_bias") if row[name]]
-    parts += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
-    return " ".join(parts) or "default"
+    return " ".join(spec_extras(row)) or "default"
 
 
 def _by_seed(rows: pd.DataFrame) -> dict[int, pd.Series]:
-    return {int(row["seed"]): row for _, row in rows.sort_values("created_at").iterrows()}
+    return {int(row["seed"]): row for _, row in rows.iterrows()}  # one row per seed: the key holds the seed
 
 
 def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
@@ -141,14 +152,10 @@ def normalised_episodes(frame: pd.DataFrame) -> pd.DataFrame:
     (0 = that agent's random policy, 1 = its fp32 policy, both means over the same seeds' rows)."""
     if frame.empty:
         return pd.DataFrame()
-    ptq = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "") & (frame["granularity"] == "auto")
-                & (frame["symmetric"] == 0) & (frame["quantize_bias"] == 0) & (frame["layer_mode"] == "paper")]  # fmt: skip
     random = frame[frame["method"] == "random"]
     records = []
-    for cell_values, cell in ptq.groupby(list(CELL)):
-        match = random
-        for name, value in zip(CELL, cell_values, strict=True):
-            match = match[match[name] == value]
+    for _, cell in uniform_default_ptq(frame).groupby(list(CELL)):
+        match = in_cell(random, cell.iloc[0])
         fp32 = cell[cell["precision"] == "fp32"]
         seeds = sorted(set(fp32["seed"]) & set(match["seed"]))
         if not seeds:

@@ -18,7 +18,10 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     the other tables use the primary variant: the default if the store has it, else the first one found.
     """
     from quarl_bench.report.actorq import write_actorq_report
+    from quarl_bench.report.fidelity import write_fidelity_report
+    from quarl_bench.report.layers import write_layer_report
     from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
+    from quarl_bench.report.statistics import write_statistics_report
     from quarl_bench.report.tables import (
         paper_reference,
         paper_vs_measured,
@@ -77,13 +80,8 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
         lines.append(table4_table(table4))
         written += write_table4(table4, timings, out_dir)
     everything = store.to_dataframe()
-    from quarl_bench.report.layers import write_layer_report
-    from quarl_bench.report.statistics import write_statistics_report
-
     written += write_statistics_report(everything, out_dir, tolerance_pct)
     written += write_layer_report(everything, out_dir)
-    from quarl_bench.report.fidelity import write_fidelity_report
-
     written += write_fidelity_report(store.fidelity(), out_dir)
     written += write_actorq_report(everything, out_dir, paper_dir)
     written += write_amp_table(everything, out_dir, paper_dir)

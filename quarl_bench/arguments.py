@@ -1,0 +1,117 @@
+"""Shared pieces of the command line: flag value types (one clear line for a bad value) and the flag groups
+several commands take. argparse only: no torch, gymnasium or Ray."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import ALGOS, CALIBRATION_METHODS, GRANULARITIES, LAYER_MODES, parse_precision
+
+
+def precision_arg(value: str) -> str:
+    try:
+        return parse_precision(value)
+    except QuarlError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"bad value {value!r}: expected a positive integer")
+    return int(value)
+
+
+def non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"bad value {value!r}: expected a number >= 0")
+    return number
+
+
+def tolerance(value: str) -> float:
+    number = non_negative_float(value)
+    if number >= 100:
+        raise argparse.ArgumentTypeError(
+            f"bad tolerance {value!r}: expected a percentage of the fp32 reward in [0, 100)"
+        )
+    return number
+
+
+def widths(value: str) -> tuple[int, ...]:
+    """Hidden layer widths from ``2048,2048``."""
+    parts = value.split(",")
+    if not all(part.strip().isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(f"bad widths {value!r}: expected comma-separated positive integers (256,256)")
+    return tuple(int(part) for part in parts)
+
+
+def add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", type=Path, default=None, help="results database (default results/quarl.sqlite)")
+
+
+def add_algo(parser: argparse.ArgumentParser, **kwargs) -> None:
+    parser.add_argument(
+        "--algo", type=str.lower, choices=ALGOS, metavar="ALGO", help=f"one of {', '.join(ALGOS)}", **kwargs
+    )
+
+
+def add_sources(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)")
+    parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    parser.add_argument("--train-if-missing", action="store_true", help="train missing fp32 baselines with rl-zoo3")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow hub agents: they are pickles, and loading one runs its author's code")  # fmt: skip
+
+
+def add_agent(parser: argparse.ArgumentParser) -> None:
+    """--algo, --env and where the agent may come from, for a command about one agent."""
+    add_algo(parser, required=True)
+    parser.add_argument("--env", required=True, help="env id or alias (CartPole, Breakout, HalfCheetah, ...)")
+    add_sources(parser)
+    parser.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+
+
+def add_spec(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--granularity", choices=GRANULARITIES, default="auto",
+                        help="auto: per-tensor Linear, per-output-channel Conv (QuaRL's choice)")  # fmt: skip
+    parser.add_argument("--symmetric", action="store_true", help="symmetric narrow-range grid instead of QuaRL's")
+    parser.add_argument("--quantize-bias", action="store_true", help="quantize biases too (QuaRL kept them fp32)")
+    parser.add_argument("--layers", choices=LAYER_MODES, default="paper",
+                        help="paper: the acting weights; quarl-code: what the original QuaRL code quantized")  # fmt: skip
+
+
+def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool = False) -> None:
+    """Episodes, envs, seed, store and --force: how each job of ``run``/``deploy`` is evaluated and kept; with
+    ``statistics`` also several evaluation seeds, observation noise and env subprocesses."""
+    parser.add_argument("-n", "--episodes", type=positive_int, default=100, help=f"episodes per {per} (default 100)")
+    parser.add_argument(
+        "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
+    if statistics:
+        add_statistics(parser)
+    add_store(parser)
+    parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+
+
+def add_statistics(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--eval-seeds", type=int, nargs="+", default=None, metavar="S",
+                        help="several evaluation seeds: every precision once per seed, --episodes each (paired: "
+                        "fp32 and each precision share a seed's episodes); replaces --seed")  # fmt: skip
+    parser.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
+                        help="std of Gaussian noise added to every observation the policies see (default 0)")  # fmt: skip
+    parser.add_argument("--eval-workers", type=positive_int, default=1,
+                        help="above 1: every env steps in its own subprocess, spread over the cores by the OS "
+                        "(for env-bound Atari/PyBullet; same episodes; default 1: all in this process)")  # fmt: skip
+
+
+def add_calibration(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--calibration-states", type=positive_int, default=1000,
+                        help="ort-int8-static: visited observations that calibrate activation ranges (default 1000)")  # fmt: skip
+    parser.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
+                        help="ort-int8-static: how ranges are chosen from them (default minmax)")  # fmt: skip
