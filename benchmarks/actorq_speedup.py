@@ -5,7 +5,7 @@ per second and time to 95% of that seed's fp32 run (95% of the way from its firs
 the learner's side (updates, ms per update, achieved samples per insert) and the actors' time blocked in push;
 last, the speed-ups with paired bootstrap 95% CIs over seeds (goals here: actor steps/s >= 3x, time-to-95% >= 1.3x
 with a CI that excludes 1), from the same table `quarl-bench report` writes.
-Run: python benchmarks/actorq_speedup.py [--seeds 3] [--n-actors 1] [--seconds 360] [--store results/quarl.sqlite]
+Run: python benchmarks/actorq_speedup.py [--seeds 3] [--n-actors 1] [--seconds 360] [--eval-every 15]\n[--learner-device cuda] [--store results/quarl.sqlite]
 Each run gets the same wall-clock budget. One torch thread per process: on a 2-core machine one actor and the
 learner's training thread fill the cores.
 """
@@ -31,19 +31,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=360.0, help="wall-clock budget per run")
     parser.add_argument("--arch", default="2048,2048,2048")
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--eval-every", type=float, default=15.0, help="seconds between learner evaluations")
     parser.add_argument("--learner-device", default=None, choices=("cpu", "cuda"))
     parser.add_argument("--store", type=Path, default=Path("results/quarl.sqlite"))
     args = parser.parse_args()
     arch = tuple(int(w) for w in args.arch.split(","))
     device = training_device(args.learner_device, "learner device")
     print(f"configuration: {os.cpu_count()} cores, {args.n_actors} actor(s), learner on {device}, policy {arch}, "
-          f"{args.seconds:.0f} s per run, seeds 0..{args.seeds - 1}")  # fmt: skip
+          f"{args.seconds:.0f} s per run, evaluation every {args.eval_every:g} s, seeds 0..{args.seeds - 1}")  # fmt: skip
     keys = []
     for seed in range(args.seeds):
         for precision in ("fp32", "int8"):
             config = ActorQConfig("CartPole-v1", precision, n_actors=args.n_actors, policy_arch=arch,
                                   batch_size=args.batch_size, max_actor_steps=10**9, max_seconds=args.seconds,
-                                  eval_every_s=15.0, seed=seed, learner_device=device)  # fmt: skip
+                                  eval_every_s=args.eval_every, seed=seed, learner_device=device)  # fmt: skip
             outcome = run_actorq(config)
             with ResultStore(args.store) as store:
                 keys.append(store_run(config, outcome, store)["key"])

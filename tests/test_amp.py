@@ -34,10 +34,35 @@ def test_bf16_dqn_learns_and_is_timed_next_to_fp32(cli, tmp_path: Path) -> None:
     ms = {t["dtype"]: t["ms_per_update"] for t in trainings}
     assert timing.loc["bf16", "speed-up"] == pytest.approx(ms["fp32"] / ms["bf16"])  # from the two stored runs
     assert timing.loc["bf16", "updates"] == trainings[0]["updates"]
+    fp32_row = frame["key"][[t["dtype"] == "fp32" for t in trainings]].item()
+    assert timing.loc["bf16", "fp32 row"] == fp32_row  # named by the bf16 run's record, not matched by settings
     assert timing.loc["bf16", "paper policy"] == "Policy A" and timing.loc["bf16", "paper speed-up"] == 0.87
 
 
 REWARD_FLOOR = 100
+
+
+def amp_row(key: str, dtype: str, ms: float, agent: str, fp32_agent: str | None = None) -> dict:
+    training = {"algo": "dqn", "env_id": "CartPole-v1", "arch": "small", "n_timesteps": 5000, "seed": 0,
+                "device": "cuda", "dtype": dtype, "ms_per_update": ms, "updates": 2176}  # fmt: skip
+    if fp32_agent is not None:
+        training["fp32_agent_hash"] = fp32_agent
+    return {"method": "amp", "key": key, "mean_reward": 100.0, "agent_hash": agent,
+            "provenance": {"training": training}}  # fmt: skip
+
+
+def test_amp_speed_up_uses_the_named_fp32_run_and_never_guesses() -> None:
+    from quarl_bench.report.tables import amp_table
+
+    # the same configuration trained in fp32 on two machines (2.0 and 4.0 ms per update)
+    rows = [amp_row("a", "fp32", 2.0, "h-a"), amp_row("b", "fp32", 4.0, "h-b"), amp_row("c", "fp16", 8.0, "h-c", "h-b")]
+    table = amp_table(pd.DataFrame(rows)).set_index("row")
+    assert table.loc["c", "speed-up"] == 0.5 and table.loc["c", "fp32 row"] == "b"
+    old_record = amp_row("d", "fp16", 8.0, "h-d")  # written before records named their fp32 run: two candidates
+    table = amp_table(pd.DataFrame(rows[:2] + [old_record])).set_index("row")
+    assert pd.isna(table.loc["d", "speed-up"]) and pd.isna(table.loc["d", "fp32 row"])
+    table = amp_table(pd.DataFrame([rows[0], old_record])).set_index("row")  # one candidate: that one
+    assert table.loc["d", "speed-up"] == 0.25
 
 
 def test_loss_scale_halves_on_overflow_and_grows_after_a_clean_run() -> None:

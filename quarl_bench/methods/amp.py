@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,9 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
         timed_train(model, clock)
         return [UnwrapTrainAtEnd()]
 
+    # the fp32 agent trained beside this one (amp trains it first): the report pairs the two by its hash
+    baseline = None if config.dtype == "fp32" else find_in_folder(replace(config, dtype="fp32").folder(cache_dir),
+                                                                   config.algo, config.env_id, "amp")  # fmt: skip
     start = time.perf_counter()
     arch = POLICY_SIZES[config.arch]
     run_dir = train_with_callbacks(config.algo, config.env_id, folder, config.seed, config.n_timesteps, prepare,
@@ -114,6 +117,7 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
         "device": config.device,
         "autocast": "forward passes only" if config.dtype != "fp32" else None,
         "loss_scale": asdict(scales[0]) if scales and scales[0] is not None else None,
+        "fp32_agent_hash": baseline.content_hash if baseline is not None else None,
     }
     (run_dir / TRAINING_RECORD).write_text(json.dumps(record, indent=2))
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")

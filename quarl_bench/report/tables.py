@@ -243,21 +243,25 @@ PAPER_POLICIES = {"small": "Policy A", "medium": "Policy B", "large": "Policy C"
 
 
 def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Mixed-precision runs: ms per gradient update, speed-up over the fp32 run of the same policy size, seed and
-    device, reward; with QuaRL Table 5's runtimes and speed-up for the policy of the same rank (A/B/C: small,
-    medium, large; the paper's were DQN Pong CNNs on a GPU, ours are MLPs)."""
+    """Mixed-precision runs: ms per gradient update, speed-up over the fp32 run it was trained beside (the row whose
+    agent its training record names; for records without that name, the one fp32 row of the same policy size, seed,
+    steps and device, and no speed-up when there are several), reward; with QuaRL Table 5's runtimes and speed-up
+    for the policy of the same rank (A/B/C: small, medium, large; the paper's were DQN Pong CNNs on a GPU, ours
+    are MLPs)."""
     runs = results[results["method"] == "amp"]
-    records = [{"device": "cpu"} | row["provenance"]["training"] | {"reward": row["mean_reward"], "row": row["key"]}
+    records = [{"device": "cpu"} | row["provenance"]["training"]
+               | {"reward": row["mean_reward"], "row": row["key"], "agent": row["agent_hash"]}
                for _, row in runs.iterrows()]  # fmt: skip
     if not records:
         return pd.DataFrame()
     frame = pd.DataFrame.from_records(records)
     keys = ["algo", "env_id", "arch", "n_timesteps", "seed", "device"]
-    base = frame[frame["dtype"] == "fp32"].set_index(keys)["ms_per_update"]
-    frame["speed-up"] = [
-        base.get(tuple(row[k] for k in keys), float("nan")) / row["ms_per_update"] for _, row in frame.iterrows()
-    ]
-    frame = frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "row"]].sort_values(
+    fp32 = frame[frame["dtype"] == "fp32"]
+    baselines = [fp32_baseline(row, fp32, keys) for _, row in frame.iterrows()]
+    frame["fp32 row"] = [b["row"] if b is not None else None for b in baselines]
+    frame["speed-up"] = [b["ms_per_update"] / row["ms_per_update"] if b is not None else float("nan")
+                         for b, (_, row) in zip(baselines, frame.iterrows(), strict=True)]  # fmt: skip
+    frame = frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "row", "fp32 row"]].sort_values(
         keys + ["dtype"]
     )
     if paper is not None and not paper.empty:
@@ -268,6 +272,19 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
         frame["paper mixed min"] = policy.map(published["mixed_precision_runtime_min"])
         frame["paper speed-up"] = policy.map(published["speedup"])
     return frame
+
+
+def fp32_baseline(row: pd.Series, fp32: pd.DataFrame, keys: list[str]) -> pd.Series | None:
+    """The fp32 record ``row`` is compared with: itself for fp32, else the one its record names, else the only
+    fp32 record of the same configuration; None when that is ambiguous or missing."""
+    if row["dtype"] == "fp32":
+        return row
+    named = row.get("fp32_agent_hash")
+    if isinstance(named, str):  # rows of that one agent share its training record
+        match = fp32[fp32["agent"] == named]
+        return match.iloc[0] if len(match) else None
+    match = fp32[(fp32[keys] == row[keys]).all(axis=1)]
+    return match.iloc[0] if len(match) == 1 else None
 
 
 def write_amp_table(results: pd.DataFrame, out_dir: Path, paper_dir: Path | None = None) -> list[Path]:
