@@ -5,7 +5,8 @@ per second and time to 95% of that seed's fp32 run (95% of the way from its firs
 the learner's side (updates, ms per update, achieved samples per insert) and the actors' time blocked in push;
 last, the speed-ups with paired bootstrap 95% CIs over seeds (goals here: actor steps/s >= 3x, time-to-95% >= 1.3x
 with a CI that excludes 1), from the same table `quarl-bench report` writes.
-Run: python benchmarks/actorq_speedup.py [--seeds 3] [--n-actors 1] [--seconds 360] [--eval-every 15]\n[--learner-device cuda] [--store results/quarl.sqlite]
+Run: python benchmarks/actorq_speedup.py [--seeds 3] [--n-actors 1] [--seconds 360] [--eval-every 15]
+     [--learner-device cuda] [--store results/quarl.sqlite]
 Each run gets the same wall-clock budget. One torch thread per process: on a 2-core machine one actor and the
 learner's training thread fill the cores.
 """
