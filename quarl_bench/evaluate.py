@@ -16,6 +16,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
+from quarl_bench.greedy import greedy_function
 from quarl_bench.margins import StateReservoir
 from quarl_bench.types import ActionMode
 from quarl_bench.zoo.quiet import native_output_silenced
@@ -45,6 +46,7 @@ class Actor:
         self.calls = 0
         self.action_space = policy.action_space
         self.model: BaseAlgorithm | None = None
+        self.greedy = greedy_function(policy) if mode.deterministic else None
         if mode.kind == "epsilon-greedy":
             if model is None:
                 raise ValueError("epsilon-greedy evaluation needs the SB3 model whose predict explores")
@@ -57,6 +59,8 @@ class Actor:
         self.calls += 1
         if self.model is not None:
             return self.model.predict(observation, state, episode_start, deterministic=False)
+        if self.greedy is not None:
+            return self.greedy(observation), state
         return self.policy.predict(observation, state, episode_start, self.mode.deterministic)
 
 
@@ -72,6 +76,7 @@ class AgreementMeter:
         self.actor = actor
         self.policy = actor.policy
         self.reference = reference
+        self.reference_greedy = greedy_function(reference)
         self.discrete = isinstance(
             self.policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
         )
@@ -85,7 +90,11 @@ class AgreementMeter:
         greedy = (
             actions if self.actor.mode.deterministic else self.policy.predict(observation, None, episode_start, True)[0]
         )
-        expected = self.reference.predict(observation, None, episode_start, True)[0]
+        expected = (
+            self.reference_greedy(observation)
+            if self.reference_greedy is not None
+            else self.reference.predict(observation, None, episode_start, True)[0]
+        )
         self._record(np.asarray(greedy), np.asarray(expected))
         return actions, state
 
@@ -172,6 +181,9 @@ def evaluate(
     reservoir = StateReservoir(record_states, seed) if record_states else None
     if obs_noise > 0 or reservoir is not None:
         predictor = ObservationTap(predictor, obs_noise, seed, reservoir)
+    for acting in (policy, reference):
+        if isinstance(acting, BasePolicy):
+            acting.set_training_mode(False)  # what predict does on every call; the greedy fast path relies on it
     start = time.perf_counter()
     # native_output_silenced: pybullet envs print "argv[0]=" from C when first reset
     with torch.inference_mode(), torch_thread_count(torch_threads), native_output_silenced():

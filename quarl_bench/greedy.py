@@ -1,0 +1,124 @@
+"""Greedy actions for a batch of observations without SB3's ``predict`` wrapper, equal to what it returns.
+
+``predict`` switches the training mode, checks shapes and builds a distribution object on every call: for a zoo MLP
+on 50 CartPole envs that is 3x the forward pass, and evaluation ran at 1.95x the cost of stepping its envs. Here:
+plain MLP policies (a flatten, then Linear layers with Tanh/ReLU between) run their forward pass in numpy on a
+snapshot of the weights; a batch where some row's best two outputs lie within rounding of each other is recomputed
+with torch the way SB3 does, so a different summation order can never pick a different action. Other discrete policies (CNNs)
+take the torch path; continuous, recurrent and dict-observation policies keep ``predict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from sb3_contrib.qrdqn.policies import QRDQNPolicy
+from stable_baselines3.common.distributions import CategoricalDistribution
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.torch_layers import FlattenExtractor
+from stable_baselines3.dqn.policies import DQNPolicy
+from torch import nn
+
+Greedy = Callable[[np.ndarray], np.ndarray]
+ACTIVATIONS: dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]] = {
+    nn.Tanh: np.tanh,
+    nn.ReLU: lambda x: np.maximum(x, 0.0, out=x),
+}
+TIE_TOLERANCE = 1e-4  # relative gap between the best two outputs under which torch decides (float32 error ~1e-6)
+
+Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
+
+
+def numpy_layers(modules: list[nn.Module]) -> list[Layer] | None:
+    """The chain as numpy (weight transposed, bias, activation after), or None if it is not Linear/activation only."""
+    layers: list[list] = []
+    for module in modules:
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            weight = module.weight.detach().cpu().numpy().astype(np.float32)
+            layers.append([np.ascontiguousarray(weight.T), module.bias.detach().cpu().numpy().astype(np.float32), None])
+        elif type(module) in ACTIVATIONS and layers and layers[-1][2] is None:
+            layers[-1][2] = ACTIVATIONS[type(module)]
+        else:
+            return None
+    return [tuple(layer) for layer in layers] if layers else None  # type: ignore[misc]
+
+
+def numpy_forward(layers: list[Layer], observation: np.ndarray) -> np.ndarray:
+    hidden = observation.astype(np.float32, copy=False)
+    for weight, bias, activation in layers:
+        hidden = hidden @ weight
+        hidden += bias
+        if activation is not None:
+            hidden = activation(hidden)
+    return hidden
+
+
+def near_ties(outputs: np.ndarray) -> np.ndarray:
+    """Rows whose two largest outputs are within :data:`TIE_TOLERANCE` (relative) of each other."""
+    if outputs.shape[1] < 2:
+        return np.zeros(len(outputs), dtype=bool)
+    top2 = np.partition(outputs, -2, axis=1)[:, -2:]
+    scale = np.maximum(np.abs(top2).max(axis=1), 1.0)
+    return (top2[:, 1] - top2[:, 0]) <= TIE_TOLERANCE * scale
+
+
+def torch_greedy(policy: BasePolicy) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """SB3's deterministic action for a batch tensor, minus the wrapper; None where not known to be equal."""
+    if isinstance(policy, ActorCriticPolicy):
+        if not isinstance(policy.action_dist, CategoricalDistribution):
+            return None
+
+        def act(observation: torch.Tensor) -> torch.Tensor:
+            features = policy.extract_features(observation, policy.pi_features_extractor)
+            logits = policy.action_net(policy.mlp_extractor.forward_actor(features))
+            # SB3's mode: argmax of the probabilities of the normalised logits (argmax of the raw logits could break
+            # a rounding tie the other way)
+            return torch.softmax(logits - logits.logsumexp(dim=-1, keepdim=True), dim=-1).argmax(dim=1)
+
+        return act
+    if isinstance(policy, DQNPolicy | QRDQNPolicy):
+        return lambda observation: policy._predict(observation, deterministic=True)
+    return None
+
+
+def plain_mlp(policy: BasePolicy) -> list[Layer] | None:
+    """The numpy chain from a flat observation to the outputs whose argmax is the action, where there is one."""
+    if len(policy.observation_space.shape) != 1:
+        return None
+    if isinstance(policy, ActorCriticPolicy) and isinstance(policy.pi_features_extractor, FlattenExtractor):
+        return numpy_layers([*policy.mlp_extractor.policy_net, policy.action_net])
+    if isinstance(policy, DQNPolicy) and isinstance(policy.q_net.features_extractor, FlattenExtractor):
+        return numpy_layers(list(policy.q_net.q_net))
+    return None
+
+
+def greedy_function(policy: BasePolicy) -> Greedy | None:
+    """A function from a batch of observations to SB3's deterministic actions, or None (use ``predict``).
+    Expects the policy in eval mode and its weights fixed while the function is used."""
+    if not isinstance(policy, BasePolicy) or not isinstance(policy.action_space, spaces.Discrete):
+        return None
+    if not isinstance(policy.observation_space, spaces.Box):
+        return None
+    act = torch_greedy(policy)
+    if act is None:
+        return None
+    shape, device, layers = policy.observation_space.shape, policy.device, plain_mlp(policy)
+
+    def with_torch(observation: np.ndarray) -> np.ndarray:
+        return act(torch.as_tensor(observation, device=device)).cpu().numpy().reshape(-1)
+
+    def actions(observation: np.ndarray) -> np.ndarray:
+        observation = np.asarray(observation)
+        if observation.shape[1:] != shape:  # a single observation, or images in another layout: SB3 knows
+            return policy.predict(observation, deterministic=True)[0]
+        if layers is None:
+            return with_torch(observation)
+        outputs = numpy_forward(layers, observation)
+        if near_ties(outputs).any():  # the whole batch: torch's own rounding depends on the batch's size
+            return with_torch(observation)
+        return outputs.argmax(axis=1)
+
+    return actions
