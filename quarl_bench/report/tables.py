@@ -108,27 +108,23 @@ def weight_spread_table(selected: pd.DataFrame, precision: str = "int8") -> pd.D
 
 
 def spread_error_correlation(table: pd.DataFrame, precision: str = "int8") -> pd.DataFrame:
-    """Pearson and Spearman correlation of each spread metric, and of the decision margin, with E% (QuaRL: wider
-    spread, worse error; margins: a policy that decides by a hair flips under small weight changes)."""
+    """Pearson and Spearman correlation of each spread metric, and of the decision margin, with E% and with the
+    share of greedy actions the precision flips (QuaRL: wider spread, worse error; margins: a policy that decides by
+    a hair flips under small weight changes, which costs reward only where the task punishes it)."""
     from scipy import stats
 
-    error = table[f"E_{precision} %"]
     rows = []
-    for metric in (*SPREAD_METRICS, MARGIN_METRIC):
-        valid = table[metric].notna() & error.notna()
-        if valid.sum() < 3 or table.loc[valid, metric].nunique() < 2 or error[valid].nunique() < 2:
-            rows.append({"metric": metric, "n": int(valid.sum())})
-            continue
-        pearson = stats.pearsonr(table.loc[valid, metric], error[valid])
-        spearman = stats.spearmanr(table.loc[valid, metric], error[valid])
-        rows.append({
-            "metric": metric,
-            "n": int(valid.sum()),
-            "pearson_r": pearson.statistic,
-            "pearson_p": pearson.pvalue,
-            "spearman_rho": spearman.statistic,
-            "spearman_p": spearman.pvalue,
-        })  # fmt: skip
+    for target in (f"E_{precision} %", f"{precision} flips %"):
+        outcome = table[target] if target in table else pd.Series(float("nan"), index=table.index)
+        for metric in (*SPREAD_METRICS, MARGIN_METRIC):
+            valid = table[metric].notna() & outcome.notna()
+            row = {"metric": metric, "with": target, "n": int(valid.sum())}
+            if valid.sum() >= 3 and table.loc[valid, metric].nunique() >= 2 and outcome[valid].nunique() >= 2:
+                pearson = stats.pearsonr(table.loc[valid, metric], outcome[valid])
+                spearman = stats.spearmanr(table.loc[valid, metric], outcome[valid])
+                row |= {"pearson_r": pearson.statistic, "pearson_p": pearson.pvalue,
+                        "spearman_rho": spearman.statistic, "spearman_p": spearman.pvalue}  # fmt: skip
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -145,7 +141,9 @@ def write_weight_spread(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
         table.round(4).to_markdown(index=False)
         + "\n\nmargin_median: the fp32 policy's median gap between its best and second-best action (Q-values or "
         "logits) on the states it visited; discrete-action agents only.\n\nCorrelation of weight spread and decision "
-        "margin with E_int8 % across agents:\n\n" + correlation.round(3).to_markdown(index=False) + "\n"
+        "margin with E_int8 % and with the int8 flip rate across agents:\n\n"
+        + correlation.round(3).to_markdown(index=False)
+        + "\n"
     )
     return [csv, md]
 
