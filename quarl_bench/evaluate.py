@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +64,13 @@ class Actor:
         return self.policy.predict(observation, state, episode_start, self.mode.deterministic)
 
 
+def greedy_actions(policy: BasePolicy) -> Callable[[np.ndarray], np.ndarray]:
+    """``policy``'s deterministic actions for a batch (no recurrent state): the greedy fast path where there is one,
+    else its own ``predict``."""
+    fast = greedy_function(policy)
+    return fast if fast is not None else (lambda observation: policy.predict(observation, None, None, True)[0])
+
+
 class AgreementMeter:
     """Wraps the evaluated actor; on every batch also compares its policy's greedy action with a reference policy's.
 
@@ -76,7 +83,7 @@ class AgreementMeter:
         self.actor = actor
         self.policy = actor.policy
         self.reference = reference
-        self.reference_greedy = greedy_function(reference)
+        self.policy_greedy, self.reference_greedy = greedy_actions(self.policy), greedy_actions(reference)
         self.discrete = isinstance(
             self.policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
         )
@@ -87,14 +94,8 @@ class AgreementMeter:
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         actions, state = self.actor.predict(observation, state, episode_start, deterministic)
-        greedy = (
-            actions if self.actor.mode.deterministic else self.policy.predict(observation, None, episode_start, True)[0]
-        )
-        expected = (
-            self.reference_greedy(observation)
-            if self.reference_greedy is not None
-            else self.reference.predict(observation, None, episode_start, True)[0]
-        )
+        greedy = actions if self.actor.mode.deterministic else self.policy_greedy(observation)
+        expected = self.reference_greedy(observation)
         self._record(np.asarray(greedy), np.asarray(expected))
         return actions, state
 

@@ -3,9 +3,10 @@
 ``predict`` switches the training mode, checks shapes and builds a distribution object on every call: for a zoo MLP
 on 50 CartPole envs that is 3x the forward pass, and evaluation ran at 1.95x the cost of stepping its envs. Here:
 plain MLP policies (a flatten, then Linear layers with Tanh/ReLU between) run their forward pass in numpy on a
-snapshot of the weights; a batch where some row's best two outputs lie within rounding of each other is recomputed
-with torch the way SB3 does, so a different summation order can never pick a different action. Other discrete policies (CNNs)
-take the torch path; continuous, recurrent and dict-observation policies keep ``predict``.
+snapshot of the weights; a batch where some row's best two outputs lie within 1e-4 (relative) of each other is
+recomputed with torch the way SB3 does, so numpy's other summation order (float32 error ~1e-6) cannot pick another
+action. Other discrete policies (CNNs) take the torch path; continuous, recurrent and dict-observation policies keep
+``predict``.
 """
 
 from __future__ import annotations
