@@ -23,6 +23,8 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.dqn.policies import DQNPolicy
 from torch import nn
 
+from quarl_bench.margins import top2_gap
+
 Greedy = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]] = {
     nn.Tanh: np.tanh,
@@ -59,11 +61,9 @@ def numpy_forward(layers: list[Layer], observation: np.ndarray) -> np.ndarray:
 
 def near_ties(outputs: np.ndarray) -> np.ndarray:
     """Rows whose two largest outputs are within :data:`TIE_TOLERANCE` (relative) of each other."""
-    if outputs.shape[1] < 2:
-        return np.zeros(len(outputs), dtype=bool)
-    top2 = np.partition(outputs, -2, axis=1)[:, -2:]
-    scale = np.maximum(np.abs(top2).max(axis=1), 1.0)
-    return (top2[:, 1] - top2[:, 0]) <= TIE_TOLERANCE * scale
+    gaps, best = top2_gap(outputs), outputs.max(axis=1)
+    scale = np.maximum(np.maximum(np.abs(best), np.abs(best - gaps)), 1.0)
+    return gaps <= TIE_TOLERANCE * scale
 
 
 def torch_greedy(policy: BasePolicy) -> Callable[[torch.Tensor], torch.Tensor] | None:
