@@ -3,10 +3,11 @@
 1. Cheap env (zoo ppo/CartPole-v1, 100 episodes over the default env count): the env-only reference steps the same
    vectorized envs for as many vector steps as the evaluation took, with pre-drawn random actions; the ratio
    evaluation / env-only is the overhead of inference and bookkeeping (goal <= 1.2x).
-2. Env-bound env (the shared zoo's ppo/Breakout): one process vs the envs in subprocesses (``--eval-workers``),
-   same seeds, and whether the episodes are identical (goal >= 1.7x on 2 cores).
+2. Env-bound envs (the shared zoo's ppo/Breakout, ppo/HalfCheetahBullet): one process vs ``--eval-workers <cores>``
+   (forked processes, each with its share of the envs and its own copy of the policy), same seeds, and whether the
+   episodes are identical (goal >= 1.7x on 2 cores).
 
-Run: python benchmarks/eval_throughput.py [--zoo ../shared/zoo] [--episodes 100] [--atari-episodes 8]
+Run: python benchmarks/eval_throughput.py [--zoo ../shared/zoo] [--episodes 100] [--atari-episodes 16]
 The last line is ``eval vs env-only: N.NNx``.
 """
 
@@ -18,6 +19,7 @@ import time
 
 import numpy as np
 
+from quarl_bench.eval_workers import evaluate_in_workers
 from quarl_bench.evaluate import evaluate
 from quarl_bench.registry import action_mode
 from quarl_bench.zoo.agents import load_agent, resolve_agent
@@ -38,11 +40,33 @@ def env_only_seconds(agent, n_envs: int, vector_steps: int, seed: int) -> float:
     return seconds
 
 
+def workers_speedup(algo: str, env_id: str, zoo: str, episodes: int, repeats: int) -> None:
+    """One process vs ``--eval-workers <cores>`` on the agent's default env count, alternated ``repeats`` times (this
+    machine's timings drift by 15% between runs); env creation is timed in both, as a job does it."""
+    agent = load_agent(resolve_agent(algo, env_id, zoo, use_hub=False))
+    mode, n_envs, workers = action_mode(agent.ref), default_eval_envs(env_id), os.cpu_count() or 1
+    ratios, identical = [], True
+    for _ in range(repeats):
+        start = time.perf_counter()
+        env = agent.make_env(n_envs, seed=0)
+        single = evaluate(agent.model.policy, env, episodes, seed=0, actions=mode)
+        env.close()
+        single_seconds = time.perf_counter() - start
+        split = evaluate_in_workers(agent.model.policy, agent.make_env, n_envs, workers, episodes, seed=0, actions=mode)
+        ratios.append(single_seconds / split.wall_seconds)
+        identical &= (single.rewards, single.lengths) == (split.rewards, split.lengths)
+        print(f"{algo}/{env_id} ({mode}), {episodes} episodes on {n_envs} envs: one process {single_seconds:.1f} s, "
+              f"{workers} workers {split.wall_seconds:.1f} s; mean reward {np.mean(single.rewards):.1f}")  # fmt: skip
+    print(f"{env_id} --eval-workers {workers} speed-up: median {np.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}; goal >= 1.7x); identical episodes: {identical}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
     parser.add_argument("--episodes", type=int, default=100)
-    parser.add_argument("--atari-episodes", type=int, default=8)
+    parser.add_argument("--atari-episodes", type=int, default=16)
+    parser.add_argument("--bullet-episodes", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3, help="best of N for each timing")
     args = parser.parse_args()
 
@@ -58,20 +82,9 @@ def main() -> None:
     print(f"CartPole-v1, {args.episodes} episodes on {n_envs} envs ({episodes.vector_steps} vector steps): evaluation "
           f"{min(ours):.3f} s, env-only {min(reference):.3f} s (best of {args.repeats})")  # fmt: skip
 
-    atari = load_agent(resolve_agent("ppo", "BreakoutNoFrameskip-v4", args.zoo, use_hub=False))
-    mode = action_mode(atari.ref)
-    results = {}
-    for workers, subprocess in (("1 process", False), (f"{os.cpu_count()} cores, subprocesses", True)):
-        env = atari.make_env(args.atari_episodes, seed=0, subprocess=subprocess)
-        found = evaluate(atari.model.policy, env, args.atari_episodes, seed=0, actions=mode, model=atari.model)
-        env.close()
-        results[workers] = found
-        print(f"Breakout, {args.atari_episodes} episodes on {args.atari_episodes} envs, {workers}: "
-              f"{found.wall_seconds:.1f} s, {sum(found.lengths)} steps, rewards {found.rewards}")  # fmt: skip
-    single, multi = results.values()
-    identical = sorted(single.rewards) == sorted(multi.rewards) and sorted(single.lengths) == sorted(multi.lengths)
-    print(f"Breakout --eval-workers speed-up: {single.wall_seconds / multi.wall_seconds:.2f}x (goal >= 1.7x); "
-          f"identical episodes: {identical}")  # fmt: skip
+    for algo, env_id, episodes in (("ppo", "BreakoutNoFrameskip-v4", args.atari_episodes),
+                                   ("ppo", "HalfCheetahBulletEnv-v0", args.bullet_episodes)):  # fmt: skip
+        workers_speedup(algo, env_id, args.zoo, episodes, args.repeats)
     print(f"eval vs env-only: {min(ours) / min(reference):.2f}x")
 
 

@@ -87,7 +87,7 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
 
 def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool = False) -> None:
     """Episodes, envs, seed, store and --force: how each job of ``run``/``deploy`` is evaluated and kept; with
-    ``statistics`` also several evaluation seeds, observation noise and env subprocesses."""
+    ``statistics`` also several evaluation seeds, observation noise and evaluation workers."""
     parser.add_argument("-n", "--episodes", type=positive_int, default=100, help=f"episodes per {per} (default 100)")
     parser.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
@@ -106,8 +106,8 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
                         help="std of Gaussian noise added to every observation the policies see (default 0)")  # fmt: skip
     parser.add_argument("--eval-workers", type=positive_int, default=1,
-                        help="above 1: every env steps in its own subprocess, spread over the cores by the OS "
-                        "(for env-bound Atari/PyBullet; same episodes; default 1: all in this process)")  # fmt: skip
+                        help="above 1: the envs are split over N forked processes, each stepping its share and "
+                        "running its own copy of the policy (Atari/PyBullet; the same episodes; default 1)")  # fmt: skip
 
 
 def add_calibration(parser: argparse.ArgumentParser) -> None:

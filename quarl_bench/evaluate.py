@@ -1,9 +1,13 @@
-"""N-episode evaluation over vectorized envs with batched inference, plus action agreement with fp32."""
+"""N-episode evaluation over vectorized envs with batched inference, plus action agreement with fp32.
+
+Every random draw of an evaluation belongs to one env (its own generator from the seed and the env's index): which
+other envs share its batch or its process cannot change its episodes, so ``--eval-workers`` plays the very episodes
+one process plays (:mod:`quarl_bench.eval_workers`).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -11,15 +15,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.distributions import CategoricalDistribution
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
 from quarl_bench.greedy import greedy_function
 from quarl_bench.margins import StateReservoir
 from quarl_bench.types import ActionMode
 from quarl_bench.zoo.quiet import native_output_silenced
+
+ACTION_DRAWS, NOISE_DRAWS = 0, 1  # the two streams of an env's generator
 
 
 @dataclass
@@ -34,34 +40,71 @@ class Episodes:
     vector_steps: int = 0  # batched decisions made (each steps every env once)
 
 
-class Actor:
-    """What ``evaluate_policy`` calls: the evaluated policy acting in an :class:`ActionMode`.
+def env_generators(seed: int, envs: range, stream: int) -> list[np.random.Generator]:
+    """One generator per env index in ``envs``, from (``seed``, index, ``stream``)."""
+    return [np.random.default_rng([seed, index, stream]) for index in envs]
 
-    ``epsilon-greedy`` goes through the SB3 model's own ``predict`` (DQN/QR-DQN: one coin flip per batch, a random
-    action from the action space for the whole batch), on a shallow copy of the model holding the evaluated policy.
+
+class Actor:
+    """The evaluated policy acting in an :class:`ActionMode` as rl-zoo3's ``enjoy`` does, with per-env draws.
+
+    ``sampled`` (categorical policies): one uniform draw per env from its generator through the inverse CDF of the
+    policy's probabilities. ``epsilon-greedy``: per env a coin with probability epsilon, heads a uniform action —
+    what SB3's ``DQN.predict`` does for one env (for a batch SB3 flips one coin for all envs; one per env is the
+    single-env evaluation the paper ran). ``last_greedy`` keeps the greedy actions of the last batch where they
+    came for free (greedy modes, and the argmax of the sampled probabilities).
     """
 
-    def __init__(self, policy: BasePolicy, mode: ActionMode, model: BaseAlgorithm | None = None) -> None:
+    def __init__(self, policy: BasePolicy, mode: ActionMode, seed: int, envs: range) -> None:
         self.policy, self.mode = policy, mode
         self.calls = 0
         self.action_space = policy.action_space
-        self.model: BaseAlgorithm | None = None
-        self.greedy = greedy_function(policy) if mode.deterministic else None
-        if mode.kind == "epsilon-greedy":
-            if model is None:
-                raise ValueError("epsilon-greedy evaluation needs the SB3 model whose predict explores")
-            self.model = copy.copy(model)
-            self.model.policy = policy
-            self.model.exploration_rate = mode.epsilon
-            self.action_space = model.action_space
+        self.draws = env_generators(seed, envs, ACTION_DRAWS)
+        self.last_greedy: np.ndarray | None = None
+        self.categorical = isinstance(policy, ActorCriticPolicy) and isinstance(
+            policy.action_dist, CategoricalDistribution
+        )
+        self.greedy = greedy_function(policy) if mode.kind != "sampled" else None
+        if mode.kind == "epsilon-greedy" and not isinstance(self.action_space, spaces.Discrete):
+            raise ValueError(f"epsilon-greedy evaluation needs a discrete action space, not {self.action_space}")
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         self.calls += 1
-        if self.model is not None:
-            return self.model.predict(observation, state, episode_start, deterministic=False)
+        self.last_greedy = None
+        if self.mode.kind == "sampled":
+            if self.categorical:
+                return self.sample(observation), state
+            # other distributions draw from torch's generator: episodes then depend on the batch
+            return self.policy.predict(observation, state, episode_start, deterministic=False)
         if self.greedy is not None:
-            return self.greedy(observation), state
-        return self.policy.predict(observation, state, episode_start, self.mode.deterministic)
+            actions = self.greedy(observation)
+        else:
+            actions, state = self.policy.predict(observation, state, episode_start, deterministic=True)
+        self.last_greedy = np.asarray(actions)
+        if self.mode.kind == "epsilon-greedy":
+            actions = self.explore(self.last_greedy)
+        return actions, state
+
+    def sample(self, observation: np.ndarray) -> np.ndarray:
+        tensor, _ = self.policy.obs_to_tensor(observation)
+        probs = self.policy.get_distribution(tensor).distribution.probs.cpu().numpy()
+        self.last_greedy = probs.argmax(axis=1)  # SB3's mode: argmax of the probabilities
+        return sampled_actions(probs, np.array([generator.random() for generator in self.draws]))
+
+    def explore(self, greedy: np.ndarray) -> np.ndarray:
+        actions = greedy.copy()
+        space = self.action_space
+        for index, generator in enumerate(self.draws):
+            if generator.random() < self.mode.epsilon:
+                actions[index] = space.start + generator.integers(space.n)
+        return actions
+
+
+def sampled_actions(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Per row, the action whose interval of the cumulative probabilities holds that row's uniform draw in [0, 1)
+    (inverse CDF; an action of probability 0 is never drawn)."""
+    cdf = np.cumsum(probs, axis=1, dtype=np.float64)
+    return np.minimum((cdf <= (uniforms * cdf[:, -1])[:, None]).sum(axis=1), probs.shape[1] - 1)
 
 
 def greedy_actions(policy: BasePolicy) -> Callable[[np.ndarray], np.ndarray]:
@@ -75,12 +118,13 @@ class AgreementMeter:
     """Wraps the evaluated actor; on every batch also compares its policy's greedy action with a reference policy's.
 
     Discrete actions: fraction of equal greedy actions. Continuous: mean L2 distance between greedy actions
-    and that distance relative to the reference action's norm. Counted over every decision the
-    evaluation made (all envs, every step).
+    and that distance relative to the reference action's norm. Counted over the decisions of the episodes the
+    evaluation counts (``playing``: the envs that have not finished their share yet, kept current by :func:`play`).
     """
 
-    def __init__(self, actor: Actor, reference: BasePolicy) -> None:
+    def __init__(self, actor: Actor, reference: BasePolicy, playing: np.ndarray | None = None) -> None:
         self.actor = actor
+        self.playing = playing
         self.policy = actor.policy
         self.reference = reference
         self.policy_greedy, self.reference_greedy = greedy_actions(self.policy), greedy_actions(reference)
@@ -94,9 +138,13 @@ class AgreementMeter:
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         actions, state = self.actor.predict(observation, state, episode_start, deterministic)
-        greedy = actions if self.actor.mode.deterministic else self.policy_greedy(observation)
-        expected = self.reference_greedy(observation)
-        self._record(np.asarray(greedy), np.asarray(expected))
+        greedy = self.actor.last_greedy
+        if greedy is None:
+            greedy = self.policy_greedy(observation)
+        rows = slice(None) if self.playing is None else self.playing
+        if np.any(rows):
+            observation = np.asarray(observation)[rows]
+            self._record(np.asarray(greedy)[rows], np.asarray(self.reference_greedy(observation)))
         return actions, state
 
     def _record(self, actions: np.ndarray, expected: np.ndarray) -> None:
@@ -110,16 +158,27 @@ class AgreementMeter:
         self.distance_sum += float(distance.sum())
         self.relative_sum += float(np.sum(distance / np.maximum(norm, 1e-8)))
 
+    def counts(self) -> dict[str, float]:
+        """The raw sums (what processes that played parts of one evaluation add up)."""
+        return {"decisions": self.decisions, "equal": self.equal, "distance_sum": self.distance_sum,
+                "relative_sum": self.relative_sum}  # fmt: skip
+
     def summary(self) -> dict[str, float]:
-        if not self.decisions:
-            return {}
-        if self.discrete:
-            return {"decisions": self.decisions, "action_agreement": self.equal / self.decisions}
-        return {
-            "decisions": self.decisions,
-            "action_l2": self.distance_sum / self.decisions,
-            "action_rel_error": self.relative_sum / self.decisions,
-        }
+        return agreement_summary(self.counts(), self.discrete)
+
+
+def agreement_summary(counts: dict[str, float], discrete: bool) -> dict[str, float]:
+    """Agreement from :meth:`AgreementMeter.counts` (summed over processes)."""
+    decisions = counts["decisions"]
+    if not decisions:
+        return {}
+    if discrete:
+        return {"decisions": decisions, "action_agreement": counts["equal"] / decisions}
+    return {
+        "decisions": decisions,
+        "action_l2": counts["distance_sum"] / decisions,
+        "action_rel_error": counts["relative_sum"] / decisions,
+    }
 
 
 def with_noise(observation: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -135,18 +194,104 @@ def with_noise(observation: np.ndarray, sigma: float, rng: np.random.Generator) 
 
 
 class ObservationTap:
-    """Between the env and the actor: adds seeded Gaussian noise to every observation (:func:`with_noise`) and keeps
-    a reservoir sample of what the policy saw."""
+    """Between the env and the actor: adds Gaussian noise to every env's observation from that env's generator
+    (:func:`with_noise`) and keeps a reservoir sample of what the policy saw."""
 
-    def __init__(self, inner, sigma: float, seed: int, reservoir=None) -> None:
-        self.inner, self.sigma, self.reservoir = inner, sigma, reservoir
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, inner, sigma: float, seed: int, envs: range, reservoir=None, playing=None) -> None:
+        self.inner, self.sigma, self.reservoir, self.playing = inner, sigma, reservoir, playing
+        self.noise = env_generators(seed, envs, NOISE_DRAWS)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        observation = with_noise(observation, self.sigma, self.rng)
+        if self.sigma > 0:
+            observation = np.stack(
+                [with_noise(row, self.sigma, generator) for row, generator in zip(observation, self.noise, strict=True)]
+            )
         if self.reservoir is not None:
-            self.reservoir.add(observation)
+            self.reservoir.add(observation if self.playing is None else observation[self.playing])
         return self.inner.predict(observation, state, episode_start, deterministic)
+
+
+@dataclass
+class Finished:
+    """Episodes a process played for its envs: SB3's order key (vector step, env index), return, length."""
+
+    episodes: list[tuple[int, int, float, int]]
+    agreement: dict[str, float]
+    states: np.ndarray | None
+    vector_steps: int
+    seen_states: int = 0  # observations the reservoir drew its sample from
+
+
+def episode_targets(episodes: int, n_envs: int, envs: range) -> np.ndarray:
+    """SB3's unbiased counting: env ``i`` of ``n_envs`` plays ``(episodes + i) // n_envs`` episodes."""
+    return np.array([(episodes + index) // n_envs for index in envs], dtype=int)
+
+
+def play(
+    predictor, env: VecEnv, targets: np.ndarray, envs: range, playing: np.ndarray
+) -> tuple[list[tuple[int, int, float, int]], int]:
+    """SB3's ``evaluate_policy`` loop for the envs ``envs`` (global indices) of a larger evaluation: every env steps
+    until each has finished its target; returns come from ``Monitor`` where the env has one. ``playing`` is kept
+    equal to which envs have not finished their target."""
+    monitored = is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0]
+    counts = np.zeros(len(envs), dtype=int)
+    current_rewards, current_lengths = np.zeros(len(envs)), np.zeros(len(envs), dtype=int)
+    observations, states = env.reset(), None
+    episode_starts = np.ones(len(envs), dtype=bool)
+    finished: list[tuple[int, int, float, int]] = []
+    step = 0
+    while playing.any():
+        actions, states = predictor.predict(observations, state=states, episode_start=episode_starts)
+        observations, rewards, dones, infos = env.step(actions)
+        current_rewards += rewards
+        current_lengths += 1
+        episode_starts[playing] = dones[playing]
+        for i in np.flatnonzero(playing & dones):
+            if not monitored:
+                finished.append((step, envs[i], float(current_rewards[i]), int(current_lengths[i])))
+                counts[i] += 1
+            elif "episode" in infos[i]:
+                finished.append((step, envs[i], float(infos[i]["episode"]["r"]), int(infos[i]["episode"]["l"])))
+                counts[i] += 1
+            current_rewards[i], current_lengths[i] = 0, 0
+        playing[:] = counts < targets
+        step += 1
+    return finished, step
+
+
+def play_envs(
+    policy: BasePolicy,
+    env: VecEnv,
+    envs: range,
+    n_envs: int,
+    episodes: int,
+    seed: int,
+    mode: ActionMode,
+    reference: BasePolicy | None = None,
+    obs_noise: float = 0.0,
+    record_states: int = 0,
+) -> Finished:
+    """Play the share of an ``episodes``-episode evaluation over ``n_envs`` envs that falls to ``env``, which holds
+    the envs with indices ``envs`` (seeded ``seed + index``). See :func:`evaluate` for the parameters."""
+    actor = Actor(policy, mode, seed, envs)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    actor.action_space.seed(seed)  # what a policy without its own draws (the random baseline) samples from
+    playing = np.ones(len(envs), dtype=bool)
+    predictor = AgreementMeter(actor, reference, playing) if reference is not None else actor
+    reservoir = StateReservoir(record_states, seed + envs.start) if record_states else None
+    if obs_noise > 0 or reservoir is not None:
+        predictor = ObservationTap(predictor, obs_noise, seed, envs, reservoir, playing)
+    for acting in (policy, reference):
+        if isinstance(acting, BasePolicy):
+            acting.set_training_mode(False)  # what predict does on every call; the greedy fast path relies on it
+    targets = episode_targets(episodes, n_envs, envs)
+    playing &= targets > 0
+    finished, steps = play(predictor, env, targets, envs, playing)
+    meter = predictor.inner if isinstance(predictor, ObservationTap) else predictor
+    agreement = meter.counts() if isinstance(meter, AgreementMeter) else {}
+    states = reservoir.states() if reservoir is not None else None
+    return Finished(finished, agreement, states, steps, reservoir.seen if reservoir is not None else 0)
 
 
 def evaluate(
@@ -157,50 +302,47 @@ def evaluate(
     actions: ActionMode | None = None,
     reference: BasePolicy | None = None,
     torch_threads: int = 1,
-    model: BaseAlgorithm | None = None,
     obs_noise: float = 0.0,
     record_states: int = 0,
 ) -> Episodes:
-    """Play ``episodes`` full episodes split evenly over the envs of ``env`` (SB3's unbiased counting).
+    """Play ``episodes`` full episodes split evenly over the envs of ``env`` (SB3's unbiased counting and order).
 
     Returns come from the ``Monitor`` wrapper, so an Atari episode ends at game over, not at a lost life.
-    torch, numpy and the action space are seeded with ``seed``, so stochastic (Atari) actions are reproducible too.
+    Random draws come from per-env generators seeded from ``seed`` (see :class:`Actor`).
 
-    :param actions: how actions are picked (default deterministic); ``epsilon-greedy`` needs ``model``.
+    :param actions: how actions are picked (default deterministic).
     :param reference: when given (the fp32 policy), action agreement with it is measured as well.
     :param obs_noise: std of Gaussian noise added to each observation the policies see (robustness).
     :param record_states: keep a uniform sample of up to this many observations acted on (``Episodes.states``).
     :param torch_threads: intra-op threads while playing. 1 is 3x faster here for zoo-sized policies: between
         two small forward passes the env steps, and waking a second torch thread each time costs ~1 ms.
     """
-    mode = actions or ActionMode()
-    actor = Actor(policy, mode, model)
-    torch.manual_seed(seed)
-    np.random.seed(seed)  # SB3's DQN.predict flips its exploration coin with numpy's global generator
-    actor.action_space.seed(seed)
-    predictor = AgreementMeter(actor, reference) if reference is not None else actor
-    reservoir = StateReservoir(record_states, seed) if record_states else None
-    if obs_noise > 0 or reservoir is not None:
-        predictor = ObservationTap(predictor, obs_noise, seed, reservoir)
-    for acting in (policy, reference):
-        if isinstance(acting, BasePolicy):
-            acting.set_training_mode(False)  # what predict does on every call; the greedy fast path relies on it
     start = time.perf_counter()
     # native_output_silenced: pybullet envs print "argv[0]=" from C when first reset
     with torch.inference_mode(), torch_thread_count(torch_threads), native_output_silenced():
-        rewards, lengths = evaluate_policy(
-            predictor,  # type: ignore[arg-type]
-            env,
-            n_eval_episodes=episodes,
-            deterministic=mode.deterministic,
-            return_episode_rewards=True,
-            warn=False,
-        )
-    seconds = time.perf_counter() - start
-    meter = predictor.inner if isinstance(predictor, ObservationTap) else predictor
-    agreement = meter.summary() if isinstance(meter, AgreementMeter) else {}
-    states = reservoir.states() if reservoir is not None else None
-    return Episodes([float(r) for r in rewards], [int(n) for n in lengths], seconds, agreement, states, actor.calls)
+        share = play_envs(policy, env, range(env.num_envs), env.num_envs, episodes, seed, actions or ActionMode(),
+                          reference, obs_noise, record_states)  # fmt: skip
+    return episodes_of([share], time.perf_counter() - start, discrete_actions(policy))
+
+
+def discrete_actions(policy: BasePolicy) -> bool:
+    return isinstance(policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary)
+
+
+def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: np.ndarray | None = None) -> Episodes:
+    """One evaluation from the shares its processes played, episodes in SB3's order."""
+    finished = sorted(episode for share in shares for episode in share.episodes)
+    agreement = {name: sum(share.agreement[name] for share in shares) for name in shares[0].agreement}
+    if states is None and len(shares) == 1:
+        states = shares[0].states
+    return Episodes(
+        rewards=[reward for _, _, reward, _ in finished],
+        lengths=[length for _, _, _, length in finished],
+        wall_seconds=seconds,
+        agreement=agreement_summary(agreement, discrete) if agreement else {},
+        states=states,
+        vector_steps=max(share.vector_steps for share in shares),
+    )
 
 
 @contextlib.contextmanager

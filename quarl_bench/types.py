@@ -23,6 +23,10 @@ LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
 QUANTIZER_VERSION = 2
+# How an evaluation's random draws are made (sampled and epsilon-greedy actions, observation noise): per env, so a
+# job's episodes do not depend on how its envs are batched or split over processes. Rows stored before drew from
+# shared generators; their jobs' keys lack this field, so they are not mixed with these.
+EVAL_DRAWS = "per-env"
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
 ACTORQ_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # ActorQ learners: DQN for discrete actions, the others continuous
 DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)
@@ -183,8 +187,8 @@ class ActionMode:
     """How the evaluated policy picks actions, as rl-zoo3's ``enjoy`` does.
 
     :param kind: ``deterministic`` (greedy / mean action), ``sampled`` (from the policy's distribution: Atari
-        PPO/A2C) or ``epsilon-greedy`` (Atari DQN/QR-DQN: the model's own ``predict`` with its final exploration
-        rate, one coin flip per batch as SB3 does).
+        PPO/A2C) or ``epsilon-greedy`` (Atari DQN/QR-DQN: greedy, or with the model's final exploration rate a
+        uniform action; one coin per env and step, see ``evaluate.Actor``).
     :param epsilon: the exploration rate for ``epsilon-greedy``; 0 otherwise.
     """
 
@@ -239,6 +243,8 @@ class Job:
                 del fields[name]
         if not self.spec.layer_precisions:
             del fields["spec"]["layer_precisions"]
+        if self.obs_noise or not self.deterministic:
+            fields["draws"] = EVAL_DRAWS
         return fields
 
     @property

@@ -46,6 +46,18 @@ def test_job_key_is_stable_and_depends_on_every_field() -> None:
     assert make_result("int4").job.key != make_result().job.key
 
 
+def test_deterministic_keys_stay_and_drawing_jobs_name_their_draws() -> None:
+    from dataclasses import replace
+
+    from quarl_bench.types import ActionMode
+
+    job = make_result().job
+    assert job.key == "38967e3de2825fea1966fb4c"  # as before per-env draws: stored deterministic rows are reused
+    for drawing in (replace(job, actions=ActionMode("sampled")), replace(job, obs_noise=0.1)):
+        assert drawing.identity()["draws"] == "per-env"  # never paired with rows whose draws were shared
+    assert "draws" not in job.identity()
+
+
 def _write_rows(path: str, start: int) -> None:
     with ResultStore(path) as store:
         for seed in range(start, start + 25):

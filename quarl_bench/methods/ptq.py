@@ -10,6 +10,7 @@ from typing import Any
 
 from gymnasium import spaces
 
+from quarl_bench.eval_workers import evaluate_in_workers
 from quarl_bench.evaluate import evaluate
 from quarl_bench.margins import MARGIN_STATES, margin_change
 from quarl_bench.provenance import agent_provenance
@@ -30,12 +31,17 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
     policy, layers = quantize(fp32_policy, job.algo, job.spec)
     reference = None if job.spec.is_identity else fp32_policy
     discrete = isinstance(fp32_policy.action_space, spaces.Discrete)  # only these have decision margins
-    env = agent.make_env(job.n_envs, job.seed, subprocess=eval_workers() > 1)
-    try:
-        episodes = evaluate(policy, env, job.episodes, job.seed, job.actions, reference=reference, model=agent.model,
-                            obs_noise=job.obs_noise, record_states=MARGIN_STATES if discrete else 0)  # fmt: skip
-    finally:
-        env.close()
+    record_states = MARGIN_STATES if discrete else 0
+    if eval_workers() > 1:
+        episodes = evaluate_in_workers(policy, agent.make_env, job.n_envs, eval_workers(), job.episodes, job.seed,
+                                       job.actions, reference, job.obs_noise, record_states)  # fmt: skip
+    else:
+        env = agent.make_env(job.n_envs, job.seed)
+        try:
+            episodes = evaluate(policy, env, job.episodes, job.seed, job.actions, reference=reference,
+                                obs_noise=job.obs_noise, record_states=record_states)  # fmt: skip
+        finally:
+            env.close()
     margins = margin_change(policy, reference, job.algo, episodes.states)
     return EvalResult(
         job=job,
@@ -50,6 +56,6 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
 
 
 def eval_workers() -> int:
-    """Processes that step the envs (``--eval-workers``, through ``QUARL_EVAL_WORKERS`` so pool and Ray workers see
-    it too); 1: every env in this process."""
+    """Processes that play an evaluation's envs (``--eval-workers``, through ``QUARL_EVAL_WORKERS`` so pool and Ray
+    workers see it too); 1: every env in this process."""
     return int(os.environ.get(EVAL_WORKERS_ENV, "1") or 1)

@@ -36,10 +36,9 @@ class LoadedAgent:
     stats_path: str | None
     env_kwargs: dict[str, Any]
 
-    def make_env(self, n_envs: int, seed: int, subprocess: bool = False):
-        return make_eval_env(
-            self.ref.env_id, self.hyperparams, self.stats_path, self.env_kwargs, n_envs, seed, subprocess
-        )
+    def make_env(self, n_envs: int, seed: int):
+        """The agent's evaluation envs, env ``i`` seeded ``seed + i``."""
+        return make_eval_env(self.ref.env_id, self.hyperparams, self.stats_path, self.env_kwargs, n_envs, seed)
 
 
 def check_algo(algo: str) -> str:

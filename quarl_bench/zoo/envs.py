@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from quarl_bench.config import env_settings
 from quarl_bench.errors import QuarlError
@@ -87,7 +87,6 @@ def make_eval_env(
     env_kwargs: dict[str, Any],
     n_envs: int,
     seed: int,
-    subprocess: bool = False,
 ) -> VecEnv:
     """rl-zoo3's ``create_test_env`` without rendering: the agent's wrappers, normalisation and frame stack.
 
@@ -109,8 +108,9 @@ def make_eval_env(
             should_render=False,
             hyperparams=dict(hyperparams),
             env_kwargs=env_kwargs,
-            # rl-zoo3 defaults to one subprocess per env: far slower for cheap envs and batched inference
-            vec_env_cls=SubprocVecEnv if subprocess and n_envs > 1 else DummyVecEnv,
+            # rl-zoo3 defaults to one subprocess per env: far slower for cheap envs and batched inference (and for
+            # Atari too, see eval_workers)
+            vec_env_cls=DummyVecEnv,
         )
 
 

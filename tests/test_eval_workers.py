@@ -1,0 +1,100 @@
+"""One evaluation loop (SB3's counting and order) with per-env draws: ``--eval-workers`` plays the very episodes one
+process plays, sampled and epsilon-greedy actions and observation noise included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stable_baselines3.common.evaluation import evaluate_policy
+
+from quarl_bench.eval_workers import env_shares, evaluate_in_workers, merged_sample
+from quarl_bench.evaluate import Finished, evaluate, sampled_actions
+from quarl_bench.quant.ptq import quantize
+from quarl_bench.types import ActionMode, QuantSpec
+from quarl_bench.zoo.agents import load_agent, resolve_agent
+
+
+def test_inverse_cdf_draws_hand_computed_actions() -> None:
+    probs = np.array([[0.25, 0.5, 0.25]] * 5 + [[0.5, 0.0, 0.5]] * 2)
+    uniforms = np.array([0.1, 0.25, 0.74, 0.75, 0.99, 0.49, 0.5])
+    assert sampled_actions(probs, uniforms).tolist() == [0, 1, 1, 2, 2, 0, 2]
+
+
+def test_envs_are_split_into_contiguous_near_equal_shares() -> None:
+    assert env_shares(8, 2) == [range(0, 4), range(4, 8)]
+    assert env_shares(5, 2) == [range(0, 3), range(3, 5)]
+    assert env_shares(2, 4) == [range(0, 1), range(1, 2)]
+
+
+def test_merged_sample_takes_from_each_share_as_a_uniform_sample_would() -> None:
+    shares = [Finished([], {}, np.full((40, 1), k), 1, seen) for k, seen in enumerate((100, 300))]
+    merged = merged_sample(shares, capacity=40, seed=0)
+    assert merged.shape == (40, 1)
+    assert 3 <= int(np.sum(merged == 0)) <= 18  # hypergeometric: 10 expected from the share that saw 100 of 400
+    few = [Finished([], {}, np.zeros((30, 1)), 1, 30), Finished([], {}, np.ones((5, 1)), 1, 5)]
+    assert np.sort(merged_sample(few, capacity=40, seed=0), axis=0).tolist() == [[0.0]] * 30 + [[1.0]] * 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("algo", "env_id"), [("dqn", "Acrobot-v1"), ("a2c", "Pendulum-v1")])
+def test_evaluation_loop_plays_sb3s_episodes_in_sb3s_order(zoo: Path, algo: str, env_id: str) -> None:
+    agent = load_agent(resolve_agent(algo, env_id, zoo, use_hub=False))
+    ours = evaluate(agent.model.policy, agent.make_env(3, seed=5), 7, seed=5)
+    rewards, lengths = evaluate_policy(agent.model.policy, agent.make_env(3, seed=5), 7, return_episode_rewards=True)
+    assert (ours.rewards, ours.lengths) == (list(rewards), list(lengths))
+
+
+@pytest.mark.slow
+def test_workers_play_one_process_episodes_with_noise_and_agreement(zoo: Path) -> None:
+    agent = load_agent(resolve_agent("ppo", "CartPole-v1", zoo, use_hub=False))
+    policy, _ = quantize(agent.model.policy, "ppo", QuantSpec(4))
+    settings = {"actions": ActionMode(), "reference": agent.model.policy, "obs_noise": 0.3, "record_states": 50}
+    one = evaluate(policy, agent.make_env(6, seed=2), 9, seed=2, **settings)
+    split = evaluate_in_workers(policy, agent.make_env, 6, 2, 9, seed=2, **settings)
+    assert (split.rewards, split.lengths) == (one.rewards, one.lengths)
+    assert split.agreement == one.agreement and one.agreement["action_agreement"] < 1.0
+    assert split.states.shape == one.states.shape == (50, 4)
+    quiet = evaluate(policy, agent.make_env(6, seed=2), 9, seed=2)
+    assert quiet.lengths != one.lengths  # the noise reached the policy
+
+
+@pytest.mark.slow
+def test_workers_play_one_process_epsilon_greedy_episodes(zoo: Path) -> None:
+    agent = load_agent(resolve_agent("dqn", "CartPole-v1", zoo, use_hub=False))
+    mode = ActionMode("epsilon-greedy", 0.2)
+    one = evaluate(agent.model.policy, agent.make_env(4, seed=0), 4, seed=0, actions=mode)
+    split = evaluate_in_workers(agent.model.policy, agent.make_env, 4, 2, 4, seed=0, actions=mode)
+    assert (split.rewards, split.lengths) == (one.rewards, one.lengths)
+    assert min(one.rewards) < 500  # greedy plays 500 every time; exploring costs it
+
+
+@pytest.mark.slow
+def test_workers_play_one_process_sampled_atari_episodes(zoo: Path) -> None:
+    agent = load_agent(resolve_agent("ppo", "BreakoutNoFrameskip-v4", zoo, use_hub=False))
+    mode = ActionMode("sampled")
+    one = evaluate(agent.model.policy, agent.make_env(2, seed=0), 2, seed=0, actions=mode)
+    split = evaluate_in_workers(agent.model.policy, agent.make_env, 2, 2, 2, seed=0, actions=mode)
+    assert (split.rewards, split.lengths) == (one.rewards, one.lengths)
+    again = evaluate(agent.model.policy, agent.make_env(2, seed=0), 2, seed=0, actions=mode)
+    assert (again.rewards, again.lengths) == (one.rewards, one.lengths)
+
+
+@pytest.mark.slow
+def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
+    from quarl_bench.methods.ptq import EVAL_WORKERS_ENV
+    from quarl_bench.store import load_results
+
+    monkeypatch.setenv(EVAL_WORKERS_ENV, "1")  # --eval-workers sets it for this process: restored after the test
+    rows = {}
+    for workers in ("1", "2"):
+        store = tmp_path / f"workers{workers}.sqlite"
+        code, _, err = cli("run", "--algo", "a2c", "--env", "Acrobot", "--bits", "4", "-n", "7", "--n-envs", "3",
+                           "--eval-workers", workers, "--folder", zoo, "--store", store)  # fmt: skip
+        assert code == 0, err
+        rows[workers] = load_results(store).set_index("precision")
+    for precision in ("fp32", "int4"):
+        one, split = rows["1"].loc[precision], rows["2"].loc[precision]
+        assert one["episode_rewards"] == split["episode_rewards"] and len(one["episode_rewards"]) == 7
+    assert rows["1"].loc["int4", "agreement"] == rows["2"].loc["int4", "agreement"]
