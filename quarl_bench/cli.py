@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")
     sweep.add_argument("--bits", nargs="+", type=precision_arg, default=None, metavar="P", help="only these precisions")
     sweep.add_argument("-n", "--episodes", type=positive_int, default=None, help="override the grid's episodes")
+    sweep.add_argument("--eval-seeds", type=int, nargs="+", default=None, metavar="S",
+                       help="evaluation seeds for every PTQ cell (override the grid's seeds; paired like run's)")  # fmt: skip
+    sweep.add_argument("--random-baseline", action="store_true",
+                       help="also evaluate the uniform-random policy once per agent and seed (the 0 of the "
+                       "report's normalised-score aggregates)")  # fmt: skip
     add_sources(sweep)
     sweep.add_argument("--hub", action="store_true", help="also try the Hugging Face hub for missing agents")
     sweep.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: the cores)")

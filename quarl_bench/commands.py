@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def sweep(args: argparse.Namespace) -> int:
     from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
 
     study = load_study(args.grid)
-    cells = select(study.cells, args.algo, args.env, args.bits, args.episodes)
+    cells = with_eval_seeds(select(study.cells, args.algo, args.env, args.bits, args.episodes), args.eval_seeds)
     if not cells:
         raise QuarlError(f"no job in {args.grid} matches the filters: check --algo/--env/--bits")
     if args.executor == "ray" and any(cell.method != "ptq" for cell in cells):
@@ -65,7 +66,8 @@ def sweep(args: argparse.Namespace) -> int:
     workers = args.workers or default_workers()
     store_path = args.store or DEFAULT_STORE
     with ResultStore(store_path) as store:
-        works, skipped, already = plan(cells, sources, store, workers, args.force, driver_provenance())
+        works, skipped, already = plan(cells, sources, store, workers, args.force, driver_provenance(),
+                                       args.random_baseline)  # fmt: skip
         for skip in skipped:
             console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
         n_training = sum(w.training is not None for w in works)
@@ -103,6 +105,15 @@ def sweep(args: argparse.Namespace) -> int:
     if rows:
         console.print(summary_table(rows, f"{study.name}: results in {store_path}"))
     return 1 if failures else 0
+
+
+def with_eval_seeds(cells: list, seeds: list[int] | None) -> list:
+    """Every PTQ cell once per evaluation seed in ``seeds`` (none: the grid's seeds); QAT cells' seeds are
+    training seeds and stay."""
+    if not seeds:
+        return cells
+    seeded = [replace(cell, seed=seed) if cell.method != "qat" else cell for cell in cells for seed in seeds]
+    return list(dict.fromkeys(seeded))
 
 
 def study_rows(store: ResultStore, cells: list, sources) -> list[dict[str, Any]]:

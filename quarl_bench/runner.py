@@ -109,9 +109,16 @@ class Skipped:
 
 
 def plan(
-    cells: list[GridCell], sources: AgentSources, store: ResultStore, workers: int, force: bool, driver: dict[str, Any]
+    cells: list[GridCell],
+    sources: AgentSources,
+    store: ResultStore,
+    workers: int,
+    force: bool,
+    driver: dict[str, Any],
+    random_baseline: bool = False,
 ) -> tuple[list[Work], list[Skipped], int]:
     """Resolve each (algo, env) once, drop stored jobs, deal the rest over ``workers``; one Work per QAT run.
+    ``random_baseline``: each PTQ agent's random-policy job per seed too.
 
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
@@ -138,7 +145,7 @@ def plan(
             skipped.append(Skipped(algo, env_id, str(error)))
             continue
         for (seed, episodes), specs in _by_settings(group).items():
-            settings = EvalSettings(episodes, seed)
+            settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
             jobs = build_jobs(ref, specs, settings)
             pending = jobs if force else [job for job in jobs if not store.has(job.key)]
             done += len(jobs) - len(pending)

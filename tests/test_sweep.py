@@ -112,3 +112,18 @@ def test_grid_blocks_sweep_spec_options(tmp_path: Path) -> None:
     grid.write_text("grid:\n  - algos: [dqn]\n    envs: [CartPole]\n    precisions: [8]\n    layers: [everything]\n")
     with pytest.raises(Exception, match="bad layers 'everything'.*paper, quarl-code"):
         load_study(grid)
+
+
+def test_sweep_with_eval_seeds_and_the_random_baseline(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    code, out, err = cli("sweep", config_dir() / "smoke.yaml", "--algo", "a2c", "--bits", "8", "-n", "4",
+                         "--eval-seeds", "3", "4", "--random-baseline", "--workers", "2", "--folder", zoo,
+                         "--store", store)  # fmt: skip
+    assert code == 0, err + out
+    frame = load_results(store)
+    jobs = sorted(zip(frame["method"], frame["precision"], frame["seed"], strict=True))
+    assert jobs == [(m, p, s) for m, p in (("ptq", "fp32"), ("ptq", "int8"), ("random", "fp32")) for s in (3, 4)]
+    random_rows = frame[frame["method"] == "random"]
+    assert (random_rows["mean_reward"] < -400).all()  # random rarely swings Acrobot up in 500 steps; the zoo's a2c ~ -80
+    fp32 = frame[(frame["method"] == "ptq") & (frame["precision"] == "fp32")]
+    assert (fp32["mean_reward"] > -150).all()
