@@ -5,8 +5,9 @@ on 50 CartPole envs that is 3x the forward pass, and evaluation ran at 1.95x the
 plain MLP policies (a flatten, then Linear layers with Tanh/ReLU between) run their forward pass in numpy on a
 snapshot of the weights; a batch where some row's best two outputs lie within 1e-4 (relative) of each other is
 recomputed with torch the way SB3 does, so numpy's other summation order (float32 error ~1e-6) cannot pick another
-action. Other discrete policies (CNNs) take the torch path; continuous, recurrent and dict-observation policies keep
-``predict``.
+action. Other discrete policies (CNNs) take the torch path; continuous ones call their own ``_predict`` and clip or
+unscale as ``predict`` does (0.31 instead of 0.48 ms for 10 HalfCheetahBullet observations); recurrent and
+dict-observation policies keep ``predict``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from gymnasium import spaces
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.qrdqn.policies import QRDQNPolicy
+from sb3_contrib.tqc.policies import TQCPolicy
 from stable_baselines3.common.distributions import CategoricalDistribution
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.dqn.policies import DQNPolicy
+from stable_baselines3.sac.policies import SACPolicy
+from stable_baselines3.td3.policies import TD3Policy
 from torch import nn
 
 from quarl_bench.margins import top2_gap
@@ -99,9 +104,11 @@ def plain_mlp(policy: BasePolicy) -> list[Layer] | None:
 def greedy_function(policy: BasePolicy) -> Greedy | None:
     """A function from a batch of observations to SB3's deterministic actions, or None (use ``predict``).
     Expects the policy in eval mode and its weights fixed while the function is used."""
-    if not isinstance(policy, BasePolicy) or not isinstance(policy.action_space, spaces.Discrete):
+    if not isinstance(policy, BasePolicy) or not isinstance(policy.observation_space, spaces.Box):
         return None
-    if not isinstance(policy.observation_space, spaces.Box):
+    if isinstance(policy.action_space, spaces.Box):
+        return continuous_greedy(policy)
+    if not isinstance(policy.action_space, spaces.Discrete):
         return None
     act = torch_greedy(policy)
     if act is None:
@@ -121,5 +128,26 @@ def greedy_function(policy: BasePolicy) -> Greedy | None:
         if near_ties(outputs).any():  # the whole batch: torch's own rounding depends on the batch's size
             return with_torch(observation)
         return outputs.argmax(axis=1)
+
+    return actions
+
+
+def continuous_greedy(policy: BasePolicy) -> Greedy | None:
+    """SB3's deterministic continuous actions without ``predict``'s wrapper: the policy's own ``_predict`` and
+    ``predict``'s post-processing (squashed actions unscaled, others clipped to the bounds), the same torch ops, so
+    the same numbers; None for recurrent policies."""
+    if not isinstance(policy, ActorCriticPolicy | SACPolicy | TD3Policy | TQCPolicy):
+        return None
+    if isinstance(policy, RecurrentActorCriticPolicy):
+        return None
+    space, shape, device = policy.action_space, policy.observation_space.shape, policy.device
+
+    def actions(observation: np.ndarray) -> np.ndarray:
+        observation = np.asarray(observation)
+        if observation.shape[1:] != shape:
+            return policy.predict(observation, deterministic=True)[0]
+        raw = policy._predict(torch.as_tensor(observation, device=device), deterministic=True)
+        chosen = raw.cpu().numpy().reshape((-1, *space.shape))
+        return policy.unscale_action(chosen) if policy.squash_output else np.clip(chosen, space.low, space.high)
 
     return actions

@@ -124,6 +124,8 @@ def test_sweep_with_eval_seeds_and_the_random_baseline(cli, zoo: Path, tmp_path:
     jobs = sorted(zip(frame["method"], frame["precision"], frame["seed"], strict=True))
     assert jobs == [(m, p, s) for m, p in (("ptq", "fp32"), ("ptq", "int8"), ("random", "fp32")) for s in (3, 4)]
     random_rows = frame[frame["method"] == "random"]
-    assert (random_rows["mean_reward"] < -400).all()  # random rarely swings Acrobot up in 500 steps; the zoo's a2c ~ -80
+    assert (
+        random_rows["mean_reward"] < -400
+    ).all()  # random rarely swings Acrobot up in 500 steps; the zoo's a2c ~ -80
     fp32 = frame[(frame["method"] == "ptq") & (frame["precision"] == "fp32")]
     assert (fp32["mean_reward"] > -150).all()
