@@ -9,11 +9,14 @@ import argparse
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+if TYPE_CHECKING:
+    from quarl_bench.registry import GridCell
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +110,7 @@ def sweep(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def with_eval_seeds(cells: list, seeds: list[int] | None) -> list:
+def with_eval_seeds(cells: list[GridCell], seeds: list[int] | None) -> list[GridCell]:
     """Every PTQ cell once per evaluation seed in ``seeds`` (none: the grid's seeds); QAT cells' seeds are
     training seeds and stay."""
     if not seeds:

@@ -3,8 +3,8 @@ own copy of the policy, so env steps and inference both spread over the cores.
 
 Env-bound Atari on 2 cores: one process steps 8 envs (8.9 ms) and then runs the CNN (4.3 ms) per batch, one core
 idle; SB3's SubprocVecEnv (a process per env) sends every frame back to one process that still runs the CNN alone,
-and was slower than one process here (0.89x). Forked workers inherit the policy as it is (fake-quantized weights,
-torchao modules) without pickling it, build only their own envs, and send back episode returns, never
+and was slower than one process here (0.89x). Forked workers inherit the policy as it is (fake-quantized weights
+included) without pickling it, build only their own envs, and send back episode returns, never
 observations. Draws are per env (:mod:`quarl_bench.evaluate`), so the episodes equal one process's.
 """
 

@@ -57,7 +57,6 @@ class Actor:
 
     def __init__(self, policy: BasePolicy, mode: ActionMode, seed: int, envs: range) -> None:
         self.policy, self.mode = policy, mode
-        self.calls = 0
         self.action_space = policy.action_space
         self.draws = env_generators(seed, envs, ACTION_DRAWS)
         self.last_greedy: np.ndarray | None = None
@@ -69,7 +68,6 @@ class Actor:
             raise ValueError(f"epsilon-greedy evaluation needs a discrete action space, not {self.action_space}")
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        self.calls += 1
         self.last_greedy = None
         if self.mode.kind == "sampled":
             if self.categorical:
@@ -126,11 +124,10 @@ class AgreementMeter:
         self.actor = actor
         self.playing = playing
         self.policy = actor.policy
-        self.reference = reference
-        self.policy_greedy, self.reference_greedy = greedy_actions(self.policy), greedy_actions(reference)
-        self.discrete = isinstance(
-            self.policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary
-        )
+        # the actor's fast path where it built one (not in sampled mode, where its forward pass yields the greedy)
+        self.policy_greedy = actor.greedy or greedy_actions(self.policy)
+        self.reference_greedy = greedy_actions(reference)
+        self.discrete = discrete_actions(self.policy)
         self.decisions = 0
         self.equal = 0
         self.distance_sum = 0.0
@@ -274,6 +271,7 @@ def play_envs(
     """Play the share of an ``episodes``-episode evaluation over ``n_envs`` envs that falls to ``env``, which holds
     the envs with indices ``envs`` (seeded ``seed + index``). See :func:`evaluate` for the parameters."""
     actor = Actor(policy, mode, seed, envs)
+    # the shared generators, for what draws outside the per-env ones (a non-categorical sampled policy: torch's)
     torch.manual_seed(seed)
     np.random.seed(seed)
     actor.action_space.seed(seed)  # what a policy without its own draws (the random baseline) samples from
@@ -322,19 +320,17 @@ def evaluate(
     with torch.inference_mode(), torch_thread_count(torch_threads), native_output_silenced():
         share = play_envs(policy, env, range(env.num_envs), env.num_envs, episodes, seed, actions or ActionMode(),
                           reference, obs_noise, record_states)  # fmt: skip
-    return episodes_of([share], time.perf_counter() - start, discrete_actions(policy))
+    return episodes_of([share], time.perf_counter() - start, discrete_actions(policy), share.states)
 
 
 def discrete_actions(policy: BasePolicy) -> bool:
     return isinstance(policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary)
 
 
-def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: np.ndarray | None = None) -> Episodes:
-    """One evaluation from the shares its processes played, episodes in SB3's order."""
+def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: np.ndarray | None) -> Episodes:
+    """One evaluation from the shares its processes played (episodes in SB3's order) and its state sample."""
     finished = sorted(episode for share in shares for episode in share.episodes)
     agreement = {name: sum(share.agreement[name] for share in shares) for name in shares[0].agreement}
-    if states is None and len(shares) == 1:
-        states = shares[0].states
     return Episodes(
         rewards=[reward for _, _, reward, _ in finished],
         lengths=[length for _, _, _, length in finished],

@@ -19,7 +19,7 @@ from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 
 def meter_for(space: spaces.Space) -> AgreementMeter:
-    actor = SimpleNamespace(policy=SimpleNamespace(action_space=space), mode=ActionMode())
+    actor = SimpleNamespace(policy=SimpleNamespace(action_space=space), mode=ActionMode(), greedy=None)
     return AgreementMeter(actor, reference=None)  # type: ignore[arg-type]
 
 

@@ -31,9 +31,9 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
     policy, layers = quantize(fp32_policy, job.algo, job.spec)
     reference = None if job.spec.is_identity else fp32_policy
     discrete = isinstance(fp32_policy.action_space, spaces.Discrete)  # only these have decision margins
-    record_states = MARGIN_STATES if discrete else 0
-    if eval_workers() > 1:
-        episodes = evaluate_in_workers(policy, agent.make_env, job.n_envs, eval_workers(), job.episodes, job.seed,
+    record_states, workers = MARGIN_STATES if discrete else 0, eval_workers()
+    if workers > 1:
+        episodes = evaluate_in_workers(policy, agent.make_env, job.n_envs, workers, job.episodes, job.seed,
                                        job.actions, reference, job.obs_noise, record_states)  # fmt: skip
     else:
         env = agent.make_env(job.n_envs, job.seed)
