@@ -40,7 +40,7 @@ def main() -> None:
         "int8 (torch dynamic quantization)": (
             build_policy(state, acting_network(4, 2, arch, False), "int8", "torch"),
             torch.float32,
-        ),  # fmt: skip
+        ),
         "int8 (onnxruntime MatMulInteger)": (build_policy(state, fp32, "int8", "onnxruntime"), torch.float32),
     }
     observations = torch.randn(args.batch, 4)

@@ -38,33 +38,59 @@ def main() -> None:
     args = parser.parse_args()
     arch = tuple(int(w) for w in args.arch.split(","))
     device = training_device(args.learner_device, "learner device")
-    print(f"configuration: {os.cpu_count()} cores, {args.n_actors} actor(s), learner on {device}, policy {arch}, "
-          f"{args.seconds:.0f} s per run, evaluation every {args.eval_every:g} s, seeds 0..{args.seeds - 1}")  # fmt: skip
+    print(
+        f"configuration: {os.cpu_count()} cores, {args.n_actors} actor(s), learner on {device}, policy {arch}, "
+        f"{args.seconds:.0f} s per run, evaluation every {args.eval_every:g} s, seeds 0..{args.seeds - 1}"
+    )
     keys = []
     for seed in range(args.seeds):
         for precision in ("fp32", "int8"):
-            config = ActorQConfig("CartPole-v1", precision, n_actors=args.n_actors, policy_arch=arch,
-                                  batch_size=args.batch_size, max_actor_steps=10**9, max_seconds=args.seconds,
-                                  eval_every_s=args.eval_every, seed=seed, learner_device=device)  # fmt: skip
+            config = ActorQConfig(
+                "CartPole-v1",
+                precision,
+                n_actors=args.n_actors,
+                policy_arch=arch,
+                batch_size=args.batch_size,
+                max_actor_steps=10**9,
+                max_seconds=args.seconds,
+                eval_every_s=args.eval_every,
+                seed=seed,
+                learner_device=device,
+            )
             outcome = run_actorq(config)
             with ResultStore(args.store) as store:
                 keys.append(store_run(config, outcome, store)["key"])
             learner, phases = outcome.learner, breakdown(outcome.actors)
             steps = sum(learner["per_actor"].values())
-            print(f"seed {seed} {precision}: {steps / outcome.wall_seconds:7.1f} actor steps/s; best reward "
-                  f"{max(p['reward'] for p in outcome.curve):.1f}; learner {learner['updates']} updates, "
-                  f"{1000 * learner['train_seconds'] / max(learner['updates'], 1):.0f} ms/update, samples per insert "
-                  f"{learner['samples_per_insert']:.2f}; actors blocked in push {phases['push']:.1f} s of "
-                  f"{sum(phases.values()):.1f} s")  # fmt: skip
+            print(
+                f"seed {seed} {precision}: {steps / outcome.wall_seconds:7.1f} actor steps/s; best reward "
+                f"{max(p['reward'] for p in outcome.curve):.1f}; learner {learner['updates']} updates, "
+                f"{1000 * learner['train_seconds'] / max(learner['updates'], 1):.0f} ms/update, samples per insert "
+                f"{learner['samples_per_insert']:.2f}; actors blocked in push {phases['push']:.1f} s of "
+                f"{sum(phases.values()):.1f} s"
+            )
     with ResultStore(args.store) as store:
         frame = store.to_dataframe()
     table = speedup_table(actorq_runs(frame[frame["key"].isin(keys)]))
-    columns = ["precision", "seeds", "actor steps/s", "steps/s speed-up", "steps/s CI", "time to 95% (s)",
-               "seeds reaching", "time speed-up", "time CI", "CI includes 1", "J / actor step"]  # fmt: skip
+    columns = [
+        "precision",
+        "seeds",
+        "actor steps/s",
+        "steps/s speed-up",
+        "steps/s CI",
+        "time to 95% (s)",
+        "seeds reaching",
+        "time speed-up",
+        "time CI",
+        "CI includes 1",
+        "J / actor step",
+    ]
     print(table[columns].round(3).to_string(index=False))
     int8 = table.set_index("precision").loc["int8"]
-    print(f"int8 vs fp32: actor steps/s {int8['steps/s speed-up']:.2f}x {int8['steps/s CI']} (goal >= 3x); "
-          f"time to 95% {int8['time speed-up']:.2f}x {int8['time CI']} (goal >= 1.3x, CI excluding 1)")  # fmt: skip
+    print(
+        f"int8 vs fp32: actor steps/s {int8['steps/s speed-up']:.2f}x {int8['steps/s CI']} (goal >= 3x); "
+        f"time to 95% {int8['time speed-up']:.2f}x {int8['time CI']} (goal >= 1.3x, CI excluding 1)"
+    )
 
 
 if __name__ == "__main__":

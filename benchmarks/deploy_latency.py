@@ -70,8 +70,16 @@ def main() -> None:
                 continue
             timing = latency(runner(artifact), observations[0], calls=args.calls)
             timings[backend] = (timing["p50_ms"], artifact.nbytes)
-            rows.append({"policy": name, "backend": backend, "p50 ms": timing["p50_ms"], "p99 ms": timing["p99_ms"],
-                         "bytes": artifact.nbytes, "peak MB": peak_memory_mb(artifact, observations[0])})  # fmt: skip
+            rows.append(
+                {
+                    "policy": name,
+                    "backend": backend,
+                    "p50 ms": timing["p50_ms"],
+                    "p99 ms": timing["p99_ms"],
+                    "bytes": artifact.nbytes,
+                    "peak MB": peak_memory_mb(artifact, observations[0]),
+                }
+            )
         base_ms, base_bytes = timings["torch-fp32"]
         ort_ms = timings["ort-fp32"][0]
         for row in rows:
@@ -93,9 +101,11 @@ def main() -> None:
         name = published["policy"].lower()
         mine = ours[ours["policy"].str.lower() == name].set_index("backend")["p50 ms"]
         best = mine.reindex(list(INT8)).dropna()
-        console.print(f"  {published['policy']}: paper {published['fp32_ms']} -> {published['int8_ms']} ms "
-                      f"({published['speedup']}x, {published['device']}); here torch fp32 {mine['torch-fp32']:.3f} -> "
-                      f"{best.min():.3f} ms ({mine['torch-fp32'] / best.min():.1f}x, {best.idxmin()})")  # fmt: skip
+        console.print(
+            f"  {published['policy']}: paper {published['fp32_ms']} -> {published['int8_ms']} ms "
+            f"({published['speedup']}x, {published['device']}); here torch fp32 {mine['torch-fp32']:.3f} -> "
+            f"{best.min():.3f} ms ({mine['torch-fp32'] / best.min():.1f}x, {best.idxmin()})"
+        )
     print(summary["policy III"])  # fp32 = the torch fp32 policy; size against the fp32 ONNX artifact
 
 

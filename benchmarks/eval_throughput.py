@@ -55,10 +55,14 @@ def workers_speedup(algo: str, env_id: str, zoo: str, episodes: int, repeats: in
         split = evaluate_in_workers(agent.model.policy, agent.make_env, n_envs, workers, episodes, seed=0, actions=mode)
         ratios.append(single_seconds / split.wall_seconds)
         identical &= (single.rewards, single.lengths) == (split.rewards, split.lengths)
-        print(f"{algo}/{env_id} ({mode}), {episodes} episodes on {n_envs} envs: one process {single_seconds:.1f} s, "
-              f"{workers} workers {split.wall_seconds:.1f} s; mean reward {np.mean(single.rewards):.1f}")  # fmt: skip
-    print(f"{env_id} --eval-workers {workers} speed-up: median {np.median(ratios):.2f}x "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f}; goal >= 1.7x); identical episodes: {identical}")  # fmt: skip
+        print(
+            f"{algo}/{env_id} ({mode}), {episodes} episodes on {n_envs} envs: one process {single_seconds:.1f} s, "
+            f"{workers} workers {split.wall_seconds:.1f} s; mean reward {np.mean(single.rewards):.1f}"
+        )
+    print(
+        f"{env_id} --eval-workers {workers} speed-up: median {np.median(ratios):.2f}x "
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f}; goal >= 1.7x); identical episodes: {identical}"
+    )
 
 
 def main() -> None:
@@ -79,11 +83,15 @@ def main() -> None:
         env.close()
         ours.append(episodes.wall_seconds)
         reference.append(env_only_seconds(agent, n_envs, episodes.vector_steps, seed=0))
-    print(f"CartPole-v1, {args.episodes} episodes on {n_envs} envs ({episodes.vector_steps} vector steps): evaluation "
-          f"{min(ours):.3f} s, env-only {min(reference):.3f} s (best of {args.repeats})")  # fmt: skip
+    print(
+        f"CartPole-v1, {args.episodes} episodes on {n_envs} envs ({episodes.vector_steps} vector steps): evaluation "
+        f"{min(ours):.3f} s, env-only {min(reference):.3f} s (best of {args.repeats})"
+    )
 
-    for algo, env_id, episodes in (("ppo", "BreakoutNoFrameskip-v4", args.atari_episodes),
-                                   ("ppo", "HalfCheetahBulletEnv-v0", args.bullet_episodes)):  # fmt: skip
+    for algo, env_id, episodes in (
+        ("ppo", "BreakoutNoFrameskip-v4", args.atari_episodes),
+        ("ppo", "HalfCheetahBulletEnv-v0", args.bullet_episodes),
+    ):
         workers_speedup(algo, env_id, args.zoo, episodes, args.repeats)
     print(f"eval vs env-only: {min(ours) / min(reference):.2f}x")
 

@@ -40,8 +40,19 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        sweep = [exe, "sweep", config_dir() / "sweetspot.yaml", "--algo", "ppo", "--env", "CartPole",
-                 "--folder", args.zoo, "--store", Path(tmp) / "bench.sqlite"]  # fmt: skip
+        sweep = [
+            exe,
+            "sweep",
+            config_dir() / "sweetspot.yaml",
+            "--algo",
+            "ppo",
+            "--env",
+            "CartPole",
+            "--folder",
+            args.zoo,
+            "--store",
+            Path(tmp) / "bench.sqlite",
+        ]
         subprocess.run(sweep, check=True, capture_output=True)
         ours = time.perf_counter() - start
 

@@ -64,8 +64,11 @@ def add_sources(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)")
     parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     parser.add_argument("--train-if-missing", action="store_true", help="train missing fp32 baselines with rl-zoo3")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="allow hub agents: they are pickles, and loading one runs its author's code")  # fmt: skip
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow hub agents: they are pickles, and loading one runs its author's code",
+    )
 
 
 def add_agent(parser: argparse.ArgumentParser) -> None:
@@ -77,12 +80,20 @@ def add_agent(parser: argparse.ArgumentParser) -> None:
 
 
 def add_spec(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--granularity", choices=GRANULARITIES, default="auto",
-                        help="auto: per-tensor Linear, per-output-channel Conv (QuaRL's choice)")  # fmt: skip
+    parser.add_argument(
+        "--granularity",
+        choices=GRANULARITIES,
+        default="auto",
+        help="auto: per-tensor Linear, per-output-channel Conv (QuaRL's choice)",
+    )
     parser.add_argument("--symmetric", action="store_true", help="symmetric narrow-range grid instead of QuaRL's")
     parser.add_argument("--quantize-bias", action="store_true", help="quantize biases too (QuaRL kept them fp32)")
-    parser.add_argument("--layers", choices=LAYER_MODES, default="paper",
-                        help="paper: the acting weights; quarl-code: what the original QuaRL code quantized")  # fmt: skip
+    parser.add_argument(
+        "--layers",
+        choices=LAYER_MODES,
+        default="paper",
+        help="paper: the acting weights; quarl-code: what the original QuaRL code quantized",
+    )
 
 
 def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool = False) -> None:
@@ -100,18 +111,41 @@ def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool =
 
 
 def add_statistics(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--eval-seeds", type=int, nargs="+", default=None, metavar="S",
-                        help="several evaluation seeds: every precision once per seed, --episodes each (paired: "
-                        "fp32 and each precision share a seed's episodes); replaces --seed")  # fmt: skip
-    parser.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
-                        help="std of Gaussian noise added to every observation the policies see (default 0)")  # fmt: skip
-    parser.add_argument("--eval-workers", type=positive_int, default=1,
-                        help="above 1: the envs are split over N forked processes, each stepping its share and "
-                        "running its own copy of the policy (Atari/PyBullet; the same episodes; default 1)")  # fmt: skip
+    parser.add_argument(
+        "--eval-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="several evaluation seeds: every precision once per seed, --episodes each (paired: "
+        "fp32 and each precision share a seed's episodes); replaces --seed",
+    )
+    parser.add_argument(
+        "--obs-noise",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SIGMA",
+        help="std of Gaussian noise added to every observation the policies see (default 0)",
+    )
+    parser.add_argument(
+        "--eval-workers",
+        type=positive_int,
+        default=1,
+        help="above 1: the envs are split over N forked processes, each stepping its share and "
+        "running its own copy of the policy (Atari/PyBullet; the same episodes; default 1)",
+    )
 
 
 def add_calibration(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--calibration-states", type=positive_int, default=1000,
-                        help="ort-int8-static: visited observations that calibrate activation ranges (default 1000)")  # fmt: skip
-    parser.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
-                        help="ort-int8-static: how ranges are chosen from them (default minmax)")  # fmt: skip
+    parser.add_argument(
+        "--calibration-states",
+        type=positive_int,
+        default=1000,
+        help="ort-int8-static: visited observations that calibrate activation ranges (default 1000)",
+    )
+    parser.add_argument(
+        "--calibration-method",
+        choices=CALIBRATION_METHODS,
+        default="minmax",
+        help="ort-int8-static: how ranges are chosen from them (default minmax)",
+    )

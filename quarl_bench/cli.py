@@ -44,47 +44,88 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="post-training quantize an agent and evaluate it against fp32")
     add_agent(run)
-    run.add_argument("--bits", nargs="+", type=precision_arg, default=["int8"], metavar="P",
-                     help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)")  # fmt: skip
+    run.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["int8"],
+        metavar="P",
+        help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)",
+    )
     add_spec(run)
-    run.add_argument("--random-baseline", action="store_true",
-                     help="also evaluate a uniform-random policy (the 0 of the report's normalised scores)")  # fmt: skip
+    run.add_argument(
+        "--random-baseline",
+        action="store_true",
+        help="also evaluate a uniform-random policy (the 0 of the report's normalised scores)",
+    )
     add_evaluation(run, "precision", statistics=True)
 
     sensitivity = commands.add_parser(
         "sensitivity", help="quantize one acting layer at a time: which layers break a policy"
     )
     add_agent(sensitivity)
-    sensitivity.add_argument("--bits", nargs="+", type=precision_arg, default=["int8", "int6", "int4", "int2"],
-                             metavar="P", help="precisions each layer is tried at (default 8 6 4 2)")  # fmt: skip
+    sensitivity.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["int8", "int6", "int4", "int2"],
+        metavar="P",
+        help="precisions each layer is tried at (default 8 6 4 2)",
+    )
     add_evaluation(sensitivity, "layer and precision", statistics=True)
 
     mixed = commands.add_parser("mixed", help="search a per-layer bit allocation within a reward tolerance")
     add_agent(mixed)
-    mixed.add_argument("--bits", nargs="+", type=precision_arg, default=["fp16", "int8", "int6", "int4", "int2"],
-                       metavar="P", help="candidate precisions per layer (default fp16 8 6 4 2)")  # fmt: skip
+    mixed.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["fp16", "int8", "int6", "int4", "int2"],
+        metavar="P",
+        help="candidate precisions per layer (default fp16 8 6 4 2)",
+    )
     mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="% of the fp32 reward it may lose (default 5)")
     mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
     mixed.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
     )
     mixed.add_argument("--search-seeds", type=int, nargs="+", default=[0], help="seeds the search evaluates on")
-    mixed.add_argument("--verify-seeds", type=int, nargs="+", default=[100, 101, 102],
-                       help="fresh seeds the found allocation is verified on (default 100 101 102)")  # fmt: skip
+    mixed.add_argument(
+        "--verify-seeds",
+        type=int,
+        nargs="+",
+        default=[100, 101, 102],
+        help="fresh seeds the found allocation is verified on (default 100 101 102)",
+    )
     mixed.add_argument("--seed", type=int, default=0, help="training seed if --train-if-missing trains the agent")
     add_store(mixed)
 
     fidelity = commands.add_parser("fidelity", help="fp32 and quantized policies side by side: where trajectories part")
     add_agent(fidelity)
-    fidelity.add_argument("--bits", nargs="+", type=precision_arg, default=["fp16", "int8", "int4", "int2"],
-                          metavar="P", help="precisions compared with fp32 (32: fp32 against itself)")  # fmt: skip
+    fidelity.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["fp16", "int8", "int4", "int2"],
+        metavar="P",
+        help="precisions compared with fp32 (32: fp32 against itself)",
+    )
     add_spec(fidelity)
-    fidelity.add_argument("--threshold", type=non_negative_float, default=0.1,
-                          help="observations part when max |fp32 - quantized| exceeds this (default 0.1)")  # fmt: skip
+    fidelity.add_argument(
+        "--threshold",
+        type=non_negative_float,
+        default=0.1,
+        help="observations part when max |fp32 - quantized| exceeds this (default 0.1)",
+    )
     fidelity.add_argument("-n", "--episodes", type=positive_int, default=20, help="episodes (one per env, default 20)")
     fidelity.add_argument("--seed", type=int, default=0, help="env i gets seed + i in both runs")
-    fidelity.add_argument("--obs-noise", type=non_negative_float, default=0.0, metavar="SIGMA",
-                          help="the same Gaussian noise draws on both runs' observations (default 0)")  # fmt: skip
+    fidelity.add_argument(
+        "--obs-noise",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SIGMA",
+        help="the same Gaussian noise draws on both runs' observations (default 0)",
+    )
     add_store(fidelity)
     fidelity.add_argument("--force", action="store_true", help="measure again what the store has")
 
@@ -94,11 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")
     sweep.add_argument("--bits", nargs="+", type=precision_arg, default=None, metavar="P", help="only these precisions")
     sweep.add_argument("-n", "--episodes", type=positive_int, default=None, help="override the grid's episodes")
-    sweep.add_argument("--eval-seeds", type=int, nargs="+", default=None, metavar="S",
-                       help="evaluation seeds for every PTQ cell (override the grid's seeds; paired like run's)")  # fmt: skip
-    sweep.add_argument("--random-baseline", action="store_true",
-                       help="also evaluate the uniform-random policy once per agent and seed (the 0 of the "
-                       "report's normalised-score aggregates)")  # fmt: skip
+    sweep.add_argument(
+        "--eval-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="evaluation seeds for every PTQ cell (override the grid's seeds; paired like run's)",
+    )
+    sweep.add_argument(
+        "--random-baseline",
+        action="store_true",
+        help="also evaluate the uniform-random policy once per agent and seed (the 0 of the "
+        "report's normalised-score aggregates)",
+    )
     add_sources(sweep)
     sweep.add_argument("--hub", action="store_true", help="also try the Hugging Face hub for missing agents")
     sweep.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: the cores)")
@@ -131,24 +181,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     amp.add_argument("-n", "--n-timesteps", type=positive_int, default=20_000, help="training steps per run")
     amp.add_argument("--seeds", "--seed", type=int, nargs="+", default=[0], help="training seeds (default 0)")
-    amp.add_argument("--device", default=None, choices=("cpu", "cuda"),
-                     help="where both trainings run (default: cuda when there is a GPU)")  # fmt: skip
+    amp.add_argument(
+        "--device",
+        default=None,
+        choices=("cpu", "cuda"),
+        help="where both trainings run (default: cuda when there is a GPU)",
+    )
     amp.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes of each trained agent")
     amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     add_store(amp)
 
     actorq = commands.add_parser(
-        "actorq", help="ActorQ: fp32 learner, quantized actors on Ray; speed and reward",
+        "actorq",
+        help="ActorQ: fp32 learner, quantized actors on Ray; speed and reward",
         description="One run from the flags, or every run of --grid (flags given override its settings). "
         "Defaults: dqn, CartPole-v1, int8 actors, 2 actors, 2048,2048,2048.",
-    )  # fmt: skip
+    )
     actorq.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/actorq.yaml")
-    actorq.add_argument("--algo", default=None, choices=ACTORQ_ALGOS,
-                        help="learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous)")  # fmt: skip
+    actorq.add_argument(
+        "--algo",
+        default=None,
+        choices=ACTORQ_ALGOS,
+        help="learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous)",
+    )
     actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
     actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))
-    actorq.add_argument("--int8-backend", default=None, choices=("onnxruntime", "torch"),
-                        help="int8 actor kernels (default onnxruntime: the faster one here)")  # fmt: skip
+    actorq.add_argument(
+        "--int8-backend",
+        default=None,
+        choices=("onnxruntime", "torch"),
+        help="int8 actor kernels (default onnxruntime: the faster one here)",
+    )
     actorq.add_argument("--comm-bits", type=int, default=None, help="bits per broadcast weight: 32, 16 or 2-8")
     actorq.add_argument("--n-actors", type=positive_int, default=None)
     actorq.add_argument(
@@ -163,10 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--max-seconds", type=float, default=None, help="stop after this much wall-clock time")
     actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
     actorq.add_argument("--eval-episodes", type=positive_int, default=None, help="episodes per evaluation (default 10)")
-    actorq.add_argument("--seeds", "--seed", type=int, nargs="+", default=None,
-                        help="one run per seed for each precision (the speed-up table's CIs are over seeds)")  # fmt: skip
-    actorq.add_argument("--learner-device", default=None, choices=("cpu", "cuda"),
-                        help="where the learner trains (default: cuda when there is a GPU); actors stay on CPU cores")  # fmt: skip
+    actorq.add_argument(
+        "--seeds",
+        "--seed",
+        type=int,
+        nargs="+",
+        default=None,
+        help="one run per seed for each precision (the speed-up table's CIs are over seeds)",
+    )
+    actorq.add_argument(
+        "--learner-device",
+        default=None,
+        choices=("cpu", "cuda"),
+        help="where the learner trains (default: cuda when there is a GPU); actors stay on CPU cores",
+    )
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     add_store(actorq)
 
@@ -174,9 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_algo(deploy, required=True)
     deploy.add_argument("--env", required=True, help="env id or alias")
     add_sources(deploy)
-    deploy.add_argument("--backend", nargs="+", choices=BACKENDS, metavar="B",
-                        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static"],
-                        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)")  # fmt: skip
+    deploy.add_argument(
+        "--backend",
+        nargs="+",
+        choices=BACKENDS,
+        metavar="B",
+        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static"],
+        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)",
+    )
     add_calibration(deploy)
     add_evaluation(deploy, "backend")
 
@@ -189,11 +267,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True, help="artifact file to write, e.g. policy.onnx")
 
     table4 = commands.add_parser("table4", help="QuaRL Table 4: time synthetic policies I-III per backend, store it")
-    table4.add_argument("--policy", nargs="+", choices=("I", "II", "III"), default=["I", "II", "III"],
-                        help="which of QuaRL's Table 4 policies (default all three)")  # fmt: skip
-    table4.add_argument("--backend", nargs="+", choices=BACKENDS, metavar="B",
-                        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static", "torchao-int8"],
-                        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)")  # fmt: skip
+    table4.add_argument(
+        "--policy",
+        nargs="+",
+        choices=("I", "II", "III"),
+        default=["I", "II", "III"],
+        help="which of QuaRL's Table 4 policies (default all three)",
+    )
+    table4.add_argument(
+        "--backend",
+        nargs="+",
+        choices=BACKENDS,
+        metavar="B",
+        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static", "torchao-int8"],
+        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)",
+    )
     table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default 1000)")
     add_store(table4)
     table4.add_argument("--force", action="store_true", help="time again what the store already has")
@@ -201,10 +289,18 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write the paper's tables and figures from the store")
     add_store(report)
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
-    report.add_argument("--paper", type=Path, default=config_dir() / "paper",
-                        help="folder of the papers' published numbers (default zoo_configs/paper)")  # fmt: skip
-    report.add_argument("--tolerance", type=tolerance, default=5.0,
-                        help="minimum safe bit width: % of the fp32 reward the CI lower bound may lose (default 5)")  # fmt: skip
+    report.add_argument(
+        "--paper",
+        type=Path,
+        default=config_dir() / "paper",
+        help="folder of the papers' published numbers (default zoo_configs/paper)",
+    )
+    report.add_argument(
+        "--tolerance",
+        type=tolerance,
+        default=5.0,
+        help="minimum safe bit width: % of the fp32 reward the CI lower bound may lose (default 5)",
+    )
 
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.add_argument("--algo", required=True, choices=ALGOS)

@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     )
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise,
-                                args.random_baseline)  # fmt: skip
+        settings = EvalSettings(
+            args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise, args.random_baseline
+        )
         set_eval_workers(args.eval_workers)
         work = Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance())
         rows = run_work(
@@ -69,8 +70,9 @@ def sweep(args: argparse.Namespace) -> int:
     workers = args.workers or default_workers()
     store_path = args.store or DEFAULT_STORE
     with ResultStore(store_path) as store:
-        works, skipped, already = plan(cells, sources, store, workers, args.force, driver_provenance(),
-                                       args.random_baseline)  # fmt: skip
+        works, skipped, already = plan(
+            cells, sources, store, workers, args.force, driver_provenance(), args.random_baseline
+        )
         for skip in skipped:
             console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
         n_training = sum(w.training is not None for w in works)
@@ -162,14 +164,28 @@ def qat(args: argparse.Namespace) -> int:
     from quarl_bench.types import QuantSpec
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
-    config = resolve_config(args.algo, args.env, args.bits, quant_delay=args.quant_delay, n_timesteps=args.n_timesteps,
-                            seed=args.seed, quantize_activations=args.quantize_activations)  # fmt: skip
+    config = resolve_config(
+        args.algo,
+        args.env,
+        args.bits,
+        quant_delay=args.quant_delay,
+        n_timesteps=args.n_timesteps,
+        seed=args.seed,
+        quantize_activations=args.quantize_activations,
+    )
     console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
-        work = Work("qat", config.algo, config.env_id, (QuantSpec(config.precision, method="qat"),),
-                    EvalSettings(args.episodes, args.eval_seed), training=config, cache=args.cache or DEFAULT_CACHE,
-                    driver=driver_provenance())  # fmt: skip
+        work = Work(
+            "qat",
+            config.algo,
+            config.env_id,
+            (QuantSpec(config.precision, method="qat"),),
+            EvalSettings(args.episodes, args.eval_seed),
+            training=config,
+            cache=args.cache or DEFAULT_CACHE,
+            driver=driver_provenance(),
+        )
         rows = run_work(work, store)
         training = rows[-1]["provenance"]["training"]
         console.print(
@@ -203,8 +219,16 @@ def amp(args: argparse.Namespace) -> int:
                 for precision in ("fp32", dtype):
                     config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, seed, device)
                     console.print(f"training {arch} policy in {precision} on {device}, seed {seed} ...")
-                    work = Work("amp", args.algo, env_id, (), EvalSettings(args.episodes, 0), training=config,
-                                cache=args.cache or DEFAULT_CACHE, driver=driver_provenance())  # fmt: skip
+                    work = Work(
+                        "amp",
+                        args.algo,
+                        env_id,
+                        (),
+                        EvalSettings(args.episodes, 0),
+                        training=config,
+                        cache=args.cache or DEFAULT_CACHE,
+                        driver=driver_provenance(),
+                    )
                     rows[precision] = run_work(work, store)[0]
                 runs.append((arch, seed, rows))
     title = f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps on {device}, seeds {seeds}"
@@ -213,12 +237,21 @@ def amp(args: argparse.Namespace) -> int:
 
 
 ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can override
-    "comm_bits": "comm_bits", "n_actors": "n_actors", "policy_arch": "policy_arch", "pull_period": "pull_period",
-    "samples_per_insert": "samples_per_insert", "batch_size": "batch_size", "learning_starts": "learning_starts",
-    "max_actor_steps": "max_actor_steps", "target_reward": "target_reward", "max_seconds": "max_seconds",
-    "eval_every": "eval_every_s", "eval_episodes": "eval_episodes", "int8_backend": "int8_backend",
+    "comm_bits": "comm_bits",
+    "n_actors": "n_actors",
+    "policy_arch": "policy_arch",
+    "pull_period": "pull_period",
+    "samples_per_insert": "samples_per_insert",
+    "batch_size": "batch_size",
+    "learning_starts": "learning_starts",
+    "max_actor_steps": "max_actor_steps",
+    "target_reward": "target_reward",
+    "max_seconds": "max_seconds",
+    "eval_every": "eval_every_s",
+    "eval_episodes": "eval_episodes",
+    "int8_backend": "int8_backend",
     "learner_device": "learner_device",
-}  # fmt: skip
+}
 
 
 def actorq(args: argparse.Namespace) -> int:
@@ -243,10 +276,17 @@ def actorq(args: argparse.Namespace) -> int:
                     f"{prefix}{config.algo} {config.env_id} {config.actor_precision}: already in the store, skipped"
                 )
                 continue
-        console.print(f"{prefix}ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
-                      f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits, seed {config.seed}")  # fmt: skip
-        outcome = run_actorq(config, args.address, on_eval=lambda p, _: console.print(
-            f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"))  # fmt: skip
+        console.print(
+            f"{prefix}ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
+            f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits, seed {config.seed}"
+        )
+        outcome = run_actorq(
+            config,
+            args.address,
+            on_eval=lambda p, _: console.print(
+                f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"
+            ),
+        )
         with ResultStore(store_path) as store:
             if outcome.error:
                 if outcome.curve:
@@ -325,10 +365,14 @@ def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
     from quarl_bench.types import QuantSpec
 
     return tuple(
-        QuantSpec(method="deploy", backend=backend, calibration_states=args.calibration_states,
-                  calibration_method=args.calibration_method)
+        QuantSpec(
+            method="deploy",
+            backend=backend,
+            calibration_states=args.calibration_states,
+            calibration_method=args.calibration_method,
+        )
         for backend in dict.fromkeys(backends)
-    )  # fmt: skip
+    )
 
 
 def deploy(args: argparse.Namespace) -> int:
@@ -341,8 +385,16 @@ def deploy(args: argparse.Namespace) -> int:
     specs = deploy_specs(args, args.backend)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
-        ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, True, args.train_if_missing,
-                            args.seed, args.trust_remote_code)  # fmt: skip
+        ref = resolve_agent(
+            args.algo,
+            args.env,
+            args.folder,
+            args.cache or DEFAULT_CACHE,
+            True,
+            args.train_if_missing,
+            args.seed,
+            args.trust_remote_code,
+        )
         console.print(
             f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
         )
@@ -354,8 +406,10 @@ def deploy(args: argparse.Namespace) -> int:
                 for row in run_work(work, store, args.force, lambda r, reused: console.print(result_line(r, reused))):
                     rows[row["key"]] = row
             except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
-                console.print(f"[yellow]{spec.backend} cannot run here[/]: {type(error).__name__}: "
-                              f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}")  # fmt: skip
+                console.print(
+                    f"[yellow]{spec.backend} cannot run here[/]: {type(error).__name__}: "
+                    f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                )
         rows = list(rows.values())
         console.print(deployment_table(rows, f"{ref.algo} / {ref.env_id}: deployed artifacts"))
         console.print(f"Stored in {store.path}")
@@ -386,8 +440,10 @@ def table4(args: argparse.Namespace) -> int:
                 try:
                     row = time_policy(policy, backend, args.calls, key, driver | {"host": host})
                 except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
-                    console.print(f"[yellow]policy {policy}: {backend} cannot run here[/]: {type(error).__name__}: "
-                                  f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}")  # fmt: skip
+                    console.print(
+                        f"[yellow]policy {policy}: {backend} cannot run here[/]: {type(error).__name__}: "
+                        f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                    )
                     continue
                 store.put_timing(row, replace=True)
                 keys.append(key)
@@ -409,8 +465,16 @@ def export(args: argparse.Namespace) -> int:
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
         raise QuarlError(f"cannot write {str(out)!r}: expected a file path in an existing, writable folder")
     spec = deploy_specs(args, [args.backend])[0]
-    ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, True, args.train_if_missing,
-                        0, args.trust_remote_code)  # fmt: skip
+    ref = resolve_agent(
+        args.algo,
+        args.env,
+        args.folder,
+        args.cache or DEFAULT_CACHE,
+        True,
+        args.train_if_missing,
+        0,
+        args.trust_remote_code,
+    )
     agent = load_agent(ref)
     env = agent.make_env(1, 0)
     raw, normalizer = split_normalizer(env)
@@ -440,8 +504,16 @@ def _agent_for(args: argparse.Namespace, store: ResultStore):
     from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
 
     store.check()
-    ref = resolve_agent(args.algo, args.env, args.folder, args.cache or DEFAULT_CACHE, not args.no_hub,
-                        args.train_if_missing, args.seed, args.trust_remote_code)  # fmt: skip
+    ref = resolve_agent(
+        args.algo,
+        args.env,
+        args.folder,
+        args.cache or DEFAULT_CACHE,
+        not args.no_hub,
+        args.train_if_missing,
+        args.seed,
+        args.trust_remote_code,
+    )
     console.print(
         f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
     )
@@ -475,8 +547,9 @@ def sensitivity(args: argparse.Namespace) -> int:
         set_eval_workers(args.eval_workers)
         specs = tuple(sensitivity_specs(len(names), args.bits))
         console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
-        rows = run_work(Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance()), store,
-                        force=args.force)  # fmt: skip
+        rows = run_work(
+            Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance()), store, force=args.force
+        )
         console.print(sensitivity_table(sensitivity_frame(pd.DataFrame(rows))))
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")
     return 0
@@ -499,8 +572,10 @@ def mixed(args: argparse.Namespace) -> int:
     if not ladder:
         raise QuarlError(f"bad --bits {' '.join(args.bits)}: expected precisions below fp32 such as fp16 8 6 4 2")
     if set(args.verify_seeds) & set(args.search_seeds):
-        raise QuarlError(f"bad --verify-seeds {' '.join(map(str, args.verify_seeds))}: expected seeds not in "
-                         f"--search-seeds ({' '.join(map(str, args.search_seeds))})")  # fmt: skip
+        raise QuarlError(
+            f"bad --verify-seeds {' '.join(map(str, args.verify_seeds))}: expected seeds not in "
+            f"--search-seeds ({' '.join(map(str, args.search_seeds))})"
+        )
     driver = driver_provenance()
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
@@ -518,19 +593,24 @@ def mixed(args: argparse.Namespace) -> int:
         sensitivity = sensitivity_frame(pd.DataFrame(rows))
         errors = {(int(r["layer"]), r["precision"]): float(r["E %"]) for _, r in sensitivity.iterrows()}
         order = rank_layers(errors, len(names))
-        console.print(f"fp32 {fp32_mean:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
-                      f"{floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in order)}")  # fmt: skip
+        console.print(
+            f"fp32 {fp32_mean:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
+            f"{floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in order)}"
+        )
 
         def acceptable(allocation: tuple[str, ...]) -> bool:
-            found = [r for r in evaluated([QuantSpec(layer_precisions=allocation)], search)
-                     if r["key"] != r["reference_key"]]  # fmt: skip
+            found = [
+                r for r in evaluated([QuantSpec(layer_precisions=allocation)], search) if r["key"] != r["reference_key"]
+            ]
             mean = float(np.mean([x for r in found for x in r["episode_rewards"]]))
             console.print(f"  tried {'/'.join(allocation)}: {mean:.2f} {'ok' if mean >= floor else 'below floor'}")
             return mean >= floor
 
         allocation, tried = greedy_allocation(order, ladder, acceptable, len(names))
-        console.print(f"Found {'/'.join(allocation)} after {len(tried)} evaluations; verifying on seeds "
-                      f"{args.verify_seeds} next to uniform PTQ")  # fmt: skip
+        console.print(
+            f"Found {'/'.join(allocation)} after {len(tried)} evaluations; verifying on seeds "
+            f"{args.verify_seeds} next to uniform PTQ"
+        )
         verify = EvalSettings(args.episodes, seeds=tuple(args.verify_seeds), n_envs=args.n_envs)
         found = QuantSpec(method="mixed", layer_precisions=allocation)
         uniform = [QuantSpec(p) for p in ladder]
@@ -568,18 +648,32 @@ def fidelity(args: argparse.Namespace) -> int:
                 policy, _ = quantize(agent.model.policy, ref.algo, job.spec)
                 reference_env, env = agent.make_env(job.n_envs, job.seed), agent.make_env(job.n_envs, job.seed)
                 try:
-                    found = side_by_side(agent.model.policy, policy, reference_env, env, args.threshold, job.obs_noise,
-                                         job.seed)  # fmt: skip
+                    found = side_by_side(
+                        agent.model.policy, policy, reference_env, env, args.threshold, job.obs_noise, job.seed
+                    )
                 finally:
                     reference_env.close()
                     env.close()
-                store.put_fidelity({"key": key, "job_key": job.key, "algo": ref.algo, "env_id": ref.env_id,
-                                    "precision": job.spec.precision, "agent_hash": ref.content_hash, "seed": job.seed,
-                                    "episodes": job.episodes, "threshold": args.threshold, "obs_noise": job.obs_noise,
-                                    "first_action": found.first_action, "first_obs": found.first_obs,
-                                    "lengths": found.lengths, "provenance": driver_provenance() | agent_provenance(ref),
-                                    "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds")},
-                                   replace=True)  # fmt: skip
+                store.put_fidelity(
+                    {
+                        "key": key,
+                        "job_key": job.key,
+                        "algo": ref.algo,
+                        "env_id": ref.env_id,
+                        "precision": job.spec.precision,
+                        "agent_hash": ref.content_hash,
+                        "seed": job.seed,
+                        "episodes": job.episodes,
+                        "threshold": args.threshold,
+                        "obs_noise": job.obs_noise,
+                        "first_action": found.first_action,
+                        "first_obs": found.first_obs,
+                        "lengths": found.lengths,
+                        "provenance": driver_provenance() | agent_provenance(ref),
+                        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+                    },
+                    replace=True,
+                )
             rows.append(key)
         frame = store.fidelity()
         console.print(fidelity_table(frame[frame["key"].isin(rows)]))

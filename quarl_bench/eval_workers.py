@@ -56,8 +56,19 @@ def evaluate_in_workers(
     gc.freeze()  # the children's collector then leaves the parent's objects (and their memory pages) alone
     for envs in shares:
         receiver, sender = context.Pipe(duplex=False)
-        args = (policy, make_env, envs, n_envs, episodes, seed, actions or ActionMode(), reference, obs_noise,
-                record_states, sender)  # fmt: skip
+        args = (
+            policy,
+            make_env,
+            envs,
+            n_envs,
+            episodes,
+            seed,
+            actions or ActionMode(),
+            reference,
+            obs_noise,
+            record_states,
+            sender,
+        )
         process = context.Process(target=play_share, args=args, daemon=True)
         process.start()
         sender.close()
@@ -83,16 +94,28 @@ def evaluate_in_workers(
     return episodes_of(finished, seconds, discrete_actions(policy), states)
 
 
-def play_share(policy, make_env: EnvFactory, envs: range, n_envs: int, episodes: int, seed: int, mode: ActionMode,
-               reference, obs_noise: float, record_states: int, sender: Connection) -> None:  # fmt: skip
+def play_share(
+    policy,
+    make_env: EnvFactory,
+    envs: range,
+    n_envs: int,
+    episodes: int,
+    seed: int,
+    mode: ActionMode,
+    reference,
+    obs_noise: float,
+    record_states: int,
+    sender: Connection,
+) -> None:
     """A worker's whole life: its envs (indices ``envs``), its episodes, the result down the pipe."""
     torch.set_num_threads(1)  # before any torch op: the parent's thread pool did not survive the fork
     try:
         with torch.inference_mode(), native_output_silenced():
             env = make_env(len(envs), seed + envs.start)
             try:
-                outcome: Finished | str = play_envs(policy, env, envs, n_envs, episodes, seed, mode, reference,
-                                                    obs_noise, record_states)  # fmt: skip
+                outcome: Finished | str = play_envs(
+                    policy, env, envs, n_envs, episodes, seed, mode, reference, obs_noise, record_states
+                )
             finally:
                 env.close()
     except BaseException:  # noqa: BLE001  (reported to the parent, which raises)

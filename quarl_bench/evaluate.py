@@ -157,8 +157,12 @@ class AgreementMeter:
 
     def counts(self) -> dict[str, float]:
         """The raw sums (what processes that played parts of one evaluation add up)."""
-        return {"decisions": self.decisions, "equal": self.equal, "distance_sum": self.distance_sum,
-                "relative_sum": self.relative_sum}  # fmt: skip
+        return {
+            "decisions": self.decisions,
+            "equal": self.equal,
+            "distance_sum": self.distance_sum,
+            "relative_sum": self.relative_sum,
+        }
 
     def summary(self) -> dict[str, float]:
         return agreement_summary(self.counts(), self.discrete)
@@ -318,8 +322,18 @@ def evaluate(
     start = time.perf_counter()
     # native_output_silenced: pybullet envs print "argv[0]=" from C when first reset
     with torch.inference_mode(), torch_thread_count(torch_threads), native_output_silenced():
-        share = play_envs(policy, env, range(env.num_envs), env.num_envs, episodes, seed, actions or ActionMode(),
-                          reference, obs_noise, record_states)  # fmt: skip
+        share = play_envs(
+            policy,
+            env,
+            range(env.num_envs),
+            env.num_envs,
+            episodes,
+            seed,
+            actions or ActionMode(),
+            reference,
+            obs_noise,
+            record_states,
+        )
     return episodes_of([share], time.perf_counter() - start, discrete_actions(policy), share.states)
 
 

@@ -41,8 +41,16 @@ def actions_differ(a: np.ndarray, b: np.ndarray, space: spaces.Space) -> np.ndar
     return np.any(a.reshape(n, -1) != b.reshape(n, -1), axis=1)
 
 
-def side_by_side(reference: BasePolicy, policy: BasePolicy, reference_env: VecEnv, env: VecEnv, threshold: float,
-                 obs_noise: float = 0.0, seed: int = 0, max_steps: int = 100_000) -> Divergence:  # fmt: skip
+def side_by_side(
+    reference: BasePolicy,
+    policy: BasePolicy,
+    reference_env: VecEnv,
+    env: VecEnv,
+    threshold: float,
+    obs_noise: float = 0.0,
+    seed: int = 0,
+    max_steps: int = 100_000,
+) -> Divergence:
     """Play each env's first episode in both envs (same seeds, same noise draws) and return where they part."""
     n = env.num_envs
     obs_ref, obs_q = reference_env.reset(), env.reset()

@@ -52,8 +52,9 @@ def margin_summary(gaps: np.ndarray, prefix: str = "") -> dict[str, float]:
     }
 
 
-def margin_change(policy: BasePolicy, reference: BasePolicy | None, algo: str,
-                  states: np.ndarray | None) -> dict[str, float]:  # fmt: skip
+def margin_change(
+    policy: BasePolicy, reference: BasePolicy | None, algo: str, states: np.ndarray | None
+) -> dict[str, float]:
     """The policy's margins on ``states`` and, with a reference (the fp32 policy), the reference's margins on the same
     states, the median change and the share of states whose greedy action differs."""
     values = decision_values(policy, algo, states) if states is not None and len(states) else None

@@ -19,8 +19,19 @@ from typing import Any
 
 from quarl_bench.types import QUANTIZER_VERSION, AgentRef
 
-PACKAGES = ("quarl-bench", "torch", "stable-baselines3", "sb3-contrib", "rl-zoo3", "gymnasium", "ale-py", "numpy",
-            "onnxruntime", "ray", "huggingface-hub")  # fmt: skip
+PACKAGES = (
+    "quarl-bench",
+    "torch",
+    "stable-baselines3",
+    "sb3-contrib",
+    "rl-zoo3",
+    "gymnasium",
+    "ale-py",
+    "numpy",
+    "onnxruntime",
+    "ray",
+    "huggingface-hub",
+)
 TRAINING_RECORD = "quarl_training.json"
 _command: list[str] | None = None
 

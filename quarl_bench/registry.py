@@ -73,8 +73,17 @@ def build_jobs(ref: AgentRef, specs: list[QuantSpec], settings: EvalSettings, me
     fp32 = QuantSpec("fp32", method=method, backend="torch-fp32" if method == "deploy" else "")
     jobs: list[Job] = []
     for seed in settings.all_seeds:
-        base = Job(ref.algo, ref.env_id, fp32, ref.content_hash, settings.episodes, seed, n_envs, actions,
-                   obs_noise=settings.obs_noise)  # fmt: skip
+        base = Job(
+            ref.algo,
+            ref.env_id,
+            fp32,
+            ref.content_hash,
+            settings.episodes,
+            seed,
+            n_envs,
+            actions,
+            obs_noise=settings.obs_noise,
+        )
         seed_jobs = [base]
         for spec in specs:
             job = replace(base, spec=spec if spec.method == "mixed" else replace(spec, method=method))
@@ -162,9 +171,15 @@ def load_study(path: str | Path) -> Study:
             block["algos"], envs, block["precisions"], options, seeds
         ):
             spec = QuantSpec(precision, method=method, **option)
-            cell = GridCell(algo, env_id, spec, seed, int(block.get("episodes", episodes)),
-                            block.get("quant_delay", data.get("quant_delay")),
-                            block.get("n_timesteps", data.get("n_timesteps")))  # fmt: skip
+            cell = GridCell(
+                algo,
+                env_id,
+                spec,
+                seed,
+                int(block.get("episodes", episodes)),
+                block.get("quant_delay", data.get("quant_delay")),
+                block.get("n_timesteps", data.get("n_timesteps")),
+            )
             if cell not in cells:
                 cells.append(cell)
     return Study(str(data.get("name", path.stem)), tuple(cells))

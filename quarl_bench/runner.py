@@ -131,16 +131,33 @@ def plan(
     for cell in cells:
         if cell.method == "qat":
             config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
-            works.append(Work("qat", cell.algo, cell.env_id, (cell.spec,), EvalSettings(cell.episodes, 0),
-                              training=config, cache=sources.cache, driver=driver))  # fmt: skip
+            works.append(
+                Work(
+                    "qat",
+                    cell.algo,
+                    cell.env_id,
+                    (cell.spec,),
+                    EvalSettings(cell.episodes, 0),
+                    training=config,
+                    cache=sources.cache,
+                    driver=driver,
+                )
+            )
         else:
             by_agent.setdefault((cell.algo, cell.env_id), []).append(cell)
     skipped: list[Skipped] = []
     done = 0
     for (algo, env_id), group in by_agent.items():
         try:
-            ref = resolve_agent(algo, env_id, sources.folder, sources.cache, sources.use_hub,
-                                sources.train_if_missing, trust_remote_code=sources.trust_remote_code)  # fmt: skip
+            ref = resolve_agent(
+                algo,
+                env_id,
+                sources.folder,
+                sources.cache,
+                sources.use_hub,
+                sources.train_if_missing,
+                trust_remote_code=sources.trust_remote_code,
+            )
         except QuarlError as error:
             skipped.append(Skipped(algo, env_id, str(error)))
             continue
@@ -153,8 +170,18 @@ def plan(
             shares = [pending[i :: min(workers, len(pending))] for i in range(min(workers, len(pending)))]
             for share in shares:  # the fp32 reference is evaluated by the first share only
                 mine = {job.key for job in share}
-                works.append(Work("ptq", algo, env_id, tuple(j.spec for j in share if not j.spec.is_identity),
-                                  settings, ref, skip=frozenset(keys - mine), driver=driver))  # fmt: skip
+                works.append(
+                    Work(
+                        "ptq",
+                        algo,
+                        env_id,
+                        tuple(j.spec for j in share if not j.spec.is_identity),
+                        settings,
+                        ref,
+                        skip=frozenset(keys - mine),
+                        driver=driver,
+                    )
+                )
     return works, skipped, done
 
 

@@ -126,12 +126,45 @@ ADDED_COLUMNS = (
     ("obs_noise", "REAL NOT NULL DEFAULT 0"),
 )
 ROW_COLUMNS = (
-    "key", "reference_key", "algo", "env_id", "method", "precision", "bits", "granularity", "symmetric",
-    "quantize_bias", "layer_mode", "backend", "quantizer_version", "seed", "episodes", "n_envs", "deterministic", "action_mode",
-    "epsilon", "agent_hash", "setting", "layer_bits", "obs_noise", "agent_source", "agent_path", "mean_reward", "std_reward", "min_reward", "max_reward",
-    "total_steps", "wall_seconds", "episode_rewards", "episode_lengths", "layers", "agreement", "provenance",
-    "weights", "created_at",
-)  # fmt: skip
+    "key",
+    "reference_key",
+    "algo",
+    "env_id",
+    "method",
+    "precision",
+    "bits",
+    "granularity",
+    "symmetric",
+    "quantize_bias",
+    "layer_mode",
+    "backend",
+    "quantizer_version",
+    "seed",
+    "episodes",
+    "n_envs",
+    "deterministic",
+    "action_mode",
+    "epsilon",
+    "agent_hash",
+    "setting",
+    "layer_bits",
+    "obs_noise",
+    "agent_source",
+    "agent_path",
+    "mean_reward",
+    "std_reward",
+    "min_reward",
+    "max_reward",
+    "total_steps",
+    "wall_seconds",
+    "episode_rewards",
+    "episode_lengths",
+    "layers",
+    "agreement",
+    "provenance",
+    "weights",
+    "created_at",
+)
 # Every row with its reference (fp32) row's reward and E% = (R_fp32 - R_q) / |R_fp32| * 100, from that one row.
 SELECT_ROWS = f"""
 SELECT {", ".join("r." + c for c in ROW_COLUMNS)},
@@ -224,8 +257,10 @@ class ResultStore:
                 db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
             except sqlite3.OperationalError as error:
                 db.close()
-                raise QuarlError(f"results store {str(self.path)!r} cannot be opened: {error}; "
-                                 "is another process holding it? pass another --store") from error  # fmt: skip
+                raise QuarlError(
+                    f"results store {str(self.path)!r} cannot be opened: {error}; "
+                    "is another process holding it? pass another --store"
+                ) from error
             except QuarlError:
                 db.close()
                 raise
@@ -335,13 +370,16 @@ class ResultStore:
         variant = variant or Variant()
         floats = ", ".join(f"'{p}'" for p in FLOAT_PRECISIONS)
         where = [
-            "r.method = :method", "r.seed = :seed", "r.episodes = :episodes",
+            "r.method = :method",
+            "r.seed = :seed",
+            "r.episodes = :episodes",
             "r.quantizer_version = :quantizer_version",
             f"(r.precision IN ({floats}) OR (r.granularity = :granularity AND r.symmetric = :symmetric"
             " AND r.quantize_bias = :quantize_bias))",
             "(r.precision = 'fp32' OR r.layer_mode = :layers)",
-            "r.layer_bits = ''", "r.obs_noise = :obs_noise",
-        ]  # fmt: skip
+            "r.layer_bits = ''",
+            "r.obs_noise = :obs_noise",
+        ]
         params: dict[str, Any] = asdict(variant)
         params["symmetric"], params["quantize_bias"] = int(variant.symmetric), int(variant.quantize_bias)
         for column, value in (("algo", algo), ("env_id", env_id)):
@@ -354,8 +392,16 @@ class ResultStore:
         """Every variant with at least one quantized (non-fp32) row of ``method``; the default first."""
         if not self._readable():
             return []
-        names = ("seed", "episodes", "granularity", "symmetric", "quantize_bias", "layer_mode", "quantizer_version",
-                 "obs_noise")  # fmt: skip
+        names = (
+            "seed",
+            "episodes",
+            "granularity",
+            "symmetric",
+            "quantize_bias",
+            "layer_mode",
+            "quantizer_version",
+            "obs_noise",
+        )
         rows = self._connection.execute(
             f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND precision != 'fp32' "
             "AND layer_bits = ''",
@@ -388,8 +434,9 @@ def check_store_file(path: Path) -> None:
     with open(path, "rb") as handle:
         header = handle.read(len(SQLITE_HEADER))
     if header and header != SQLITE_HEADER:
-        raise QuarlError(f"results store {str(path)!r} is not an SQLite database: pass a quarl-bench store (.sqlite) "
-                         "or a new path")  # fmt: skip
+        raise QuarlError(
+            f"results store {str(path)!r} is not an SQLite database: pass a quarl-bench store (.sqlite) or a new path"
+        )
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:

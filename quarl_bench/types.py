@@ -16,8 +16,14 @@ METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random")
 # mixed: a per-layer bit allocation found by ``quarl-bench mixed``; random: the uniform-random policy, the 0 of
 # normalised scores (its row stands for the env, not a quantization)
 # Deployment backends (deploy/backends.py) and the precision each runs at.
-BACKEND_PRECISIONS = {"torch-fp32": "fp32", "ort-fp32": "fp32", "ort-fp16": "fp16", "ort-int8-dynamic": "int8",
-                      "ort-int8-static": "int8", "torchao-int8": "int8"}  # fmt: skip
+BACKEND_PRECISIONS = {
+    "torch-fp32": "fp32",
+    "ort-fp32": "fp32",
+    "ort-fp16": "fp16",
+    "ort-int8-dynamic": "int8",
+    "ort-int8-static": "int8",
+    "torchao-int8": "int8",
+}
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
@@ -100,8 +106,10 @@ class QuantSpec:
                 if self.calibration_states < 1:
                     raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
                 if self.calibration_method not in CALIBRATION_METHODS:
-                    raise QuarlError(f"bad calibration method {self.calibration_method!r}: expected one of "
-                                     f"{', '.join(CALIBRATION_METHODS)}")  # fmt: skip
+                    raise QuarlError(
+                        f"bad calibration method {self.calibration_method!r}: expected one of "
+                        f"{', '.join(CALIBRATION_METHODS)}"
+                    )
             else:
                 object.__setattr__(self, "calibration_states", 0)
                 object.__setattr__(self, "calibration_method", "")
@@ -130,8 +138,9 @@ class QuantSpec:
         if not self.layer_precisions:
             return
         if self.method == "deploy" or self.layers != "paper":
-            raise QuarlError("per-layer precisions apply to the acting layers only: expected method ptq or mixed "
-                             "with layers 'paper'")  # fmt: skip
+            raise QuarlError(
+                "per-layer precisions apply to the acting layers only: expected method ptq or mixed with layers 'paper'"
+            )
         per_layer = tuple(parse_precision(p) for p in self.layer_precisions)
         object.__setattr__(self, "layer_precisions", per_layer)
         narrowest = min(per_layer, key=lambda p: (precision_bits(p), p))

@@ -80,12 +80,17 @@ def test_requested_runs_from_flags_or_grid() -> None:
 
     (single,) = requested_runs(None, {"n_actors": 1}, env="Pendulum", algo="td3", seeds=[3])
     assert (single.algo, single.env_id, single.actor_precision, single.n_actors, single.seed) == (
-        "td3", "Pendulum-v1", "int8", 1, 3,
-    )  # fmt: skip
+        "td3",
+        "Pendulum-v1",
+        "int8",
+        1,
+        3,
+    )
     runs = requested_runs(config_dir() / "actorq.yaml", {"max_seconds": 60.0}, algo="td3", precision="fp16", seeds=[1])
     assert [(r.env_id, r.seed, r.max_seconds) for r in runs] == [
-        ("Pendulum-v1", 1, 60.0), ("MountainCarContinuous-v0", 1, 60.0),
-    ]  # fmt: skip
+        ("Pendulum-v1", 1, 60.0),
+        ("MountainCarContinuous-v0", 1, 60.0),
+    ]
     seeded = requested_runs(None, {}, seeds=[0, 1])  # one run per seed, one setting: the report pairs them
     assert [r.seed for r in seeded] == [0, 1] and seeded[0].run_key() == seeded[1].run_key()
     with pytest.raises(QuarlError, match="no run in .* matches --algo ddpg"):
@@ -107,8 +112,12 @@ def test_speedup_table_gets_the_papers_figures_for_the_same_task_and_precision()
     from quarl_bench.report.actorq import with_paper
 
     paper = pd.read_csv(config_dir() / "paper" / "actorq_table2.csv")
-    ours = pd.DataFrame({"env": ["dmc/cartpole-balance-v0", "dmc/cartpole-balance-v0", "CartPole-v1", "Pendulum-v1"],
-                         "precision": ["fp32", "int8", "fp16", "int8"]})  # fmt: skip
+    ours = pd.DataFrame(
+        {
+            "env": ["dmc/cartpole-balance-v0", "dmc/cartpole-balance-v0", "CartPole-v1", "Pendulum-v1"],
+            "precision": ["fp32", "int8", "fp16", "int8"],
+        }
+    )
     table = with_paper(ours, paper)
     assert table["paper algo"].tolist()[:3] == ["d4pg", "d4pg", "dqn"] and pd.isna(table["paper algo"].iloc[3])
     assert table["paper time to target (s)"].tolist()[:3] == [870.91, 279.00, 535.09]

@@ -15,8 +15,25 @@ pytestmark = pytest.mark.slow
 
 def test_bf16_dqn_learns_and_is_timed_next_to_fp32(cli, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    args = ("amp", "--algo", "dqn", "--env", "CartPole", "-n", "12000", "--policy-arch", "small", "--episodes", "10",
-            "--device", "cpu", "--cache", tmp_path / "agents", "--store", store)  # fmt: skip
+    args = (
+        "amp",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "-n",
+        "12000",
+        "--policy-arch",
+        "small",
+        "--episodes",
+        "10",
+        "--device",
+        "cpu",
+        "--cache",
+        tmp_path / "agents",
+        "--store",
+        store,
+    )
     code, out, err = cli(*args)
     assert code == 0, err
     assert "speed-up" in out and "bf16" in out
@@ -43,12 +60,26 @@ REWARD_FLOOR = 100
 
 
 def amp_row(key: str, dtype: str, ms: float, agent: str, fp32_agent: str | None = None) -> dict:
-    training = {"algo": "dqn", "env_id": "CartPole-v1", "arch": "small", "n_timesteps": 5000, "seed": 0,
-                "device": "cuda", "dtype": dtype, "ms_per_update": ms, "updates": 2176}  # fmt: skip
+    training = {
+        "algo": "dqn",
+        "env_id": "CartPole-v1",
+        "arch": "small",
+        "n_timesteps": 5000,
+        "seed": 0,
+        "device": "cuda",
+        "dtype": dtype,
+        "ms_per_update": ms,
+        "updates": 2176,
+    }
     if fp32_agent is not None:
         training["fp32_agent_hash"] = fp32_agent
-    return {"method": "amp", "key": key, "mean_reward": 100.0, "agent_hash": agent,
-            "provenance": {"training": training}}  # fmt: skip
+    return {
+        "method": "amp",
+        "key": key,
+        "mean_reward": 100.0,
+        "agent_hash": agent,
+        "provenance": {"training": training},
+    }
 
 
 def test_amp_speed_up_uses_the_named_fp32_run_and_never_guesses() -> None:

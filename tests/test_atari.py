@@ -17,8 +17,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def tiny_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PPO CnnPolicy trained for a few steps."""
-    return tiny_atari_agent(zoo, tmp_path_factory.mktemp("atari_zoo"), "ppo", lambda env: PPO(
-        "CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu"))  # fmt: skip
+    return tiny_atari_agent(
+        zoo,
+        tmp_path_factory.mktemp("atari_zoo"),
+        "ppo",
+        lambda env: PPO("CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu"),
+    )
 
 
 def test_tiny_cnn_agent_at_8_bits(cli, tiny_atari_zoo: Path, tmp_path: Path) -> None:
@@ -44,8 +48,14 @@ def tiny_dqn_atari_zoo(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """DQN CnnPolicy trained for a few steps, saved with exploration rate 0.2."""
     from stable_baselines3 import DQN
 
-    return tiny_atari_agent(zoo, tmp_path_factory.mktemp("dqn_atari_zoo"), "dqn", lambda env: DQN(
-        "CnnPolicy", env, buffer_size=64, learning_starts=0, exploration_final_eps=0.2, seed=0, device="cpu"))  # fmt: skip
+    return tiny_atari_agent(
+        zoo,
+        tmp_path_factory.mktemp("dqn_atari_zoo"),
+        "dqn",
+        lambda env: DQN(
+            "CnnPolicy", env, buffer_size=64, learning_starts=0, exploration_final_eps=0.2, seed=0, device="cpu"
+        ),
+    )
 
 
 def test_dqn_plays_atari_epsilon_greedy_like_rl_zoo3_and_repeats_with_its_seed(

@@ -59,8 +59,16 @@ def d4pg_return(env_id: str, steps: int, v_min: float, v_max: float, episodes: i
     env_id = resolve_env_id(env_id)
     env = gym.make(env_id)
     noise = NormalActionNoise(np.zeros(env.action_space.shape), np.full(env.action_space.shape, 0.2))
-    model = D4PG("MlpPolicy", env, learning_rate=learning_rate, learning_starts=1000, action_noise=noise, seed=0, device="cpu",
-                 policy_kwargs={"net_arch": [64, 64], "v_min": v_min, "v_max": v_max})  # fmt: skip
+    model = D4PG(
+        "MlpPolicy",
+        env,
+        learning_rate=learning_rate,
+        learning_starts=1000,
+        action_noise=noise,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [64, 64], "v_min": v_min, "v_max": v_max},
+    )
     model.learn(steps)
     mean, _ = evaluate_policy(model, Monitor(gym.make(env_id)), n_eval_episodes=episodes)
     return float(mean)
@@ -79,10 +87,31 @@ def test_d4pg_learns_cartpole_balance() -> None:
 
 @pytest.mark.slow
 def test_d4pg_actorq_run_with_int8_actors_on_a_control_suite_task(cli, tmp_path: Path) -> None:
-    code, out, err = cli("actorq", "--algo", "d4pg", "--env", "cartpole-balance", "--actor-precision", "int8",
-                         "--n-actors", 2, "--policy-arch", "64,64", "--max-actor-steps", 1500, "--learning-starts",
-                         500, "--batch-size", 64, "--eval-every", 30, "--eval-episodes", 1,
-                         "--store", tmp_path / "q.sqlite")  # fmt: skip
+    code, out, err = cli(
+        "actorq",
+        "--algo",
+        "d4pg",
+        "--env",
+        "cartpole-balance",
+        "--actor-precision",
+        "int8",
+        "--n-actors",
+        2,
+        "--policy-arch",
+        "64,64",
+        "--max-actor-steps",
+        1500,
+        "--learning-starts",
+        500,
+        "--batch-size",
+        64,
+        "--eval-every",
+        30,
+        "--eval-episodes",
+        1,
+        "--store",
+        tmp_path / "q.sqlite",
+    )
     assert code == 0, err
     assert "int8 weights on actors: True" in " ".join(out.split())
     row = load_results(tmp_path / "q.sqlite").iloc[0]

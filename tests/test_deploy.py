@@ -23,8 +23,11 @@ from quarl_bench.zoo.agents import load_agent, resolve_agent
 pytestmark = pytest.mark.slow
 
 AGENTS = [  # discrete, discrete Q-values, VecNormalize, continuous (tanh-squashed, unscaled to the bounds)
-    ("ppo", "CartPole-v1"), ("dqn", "CartPole-v1"), ("a2c", "Acrobot-v1"), ("sac", "Pendulum-v1"),
-]  # fmt: skip
+    ("ppo", "CartPole-v1"),
+    ("dqn", "CartPole-v1"),
+    ("a2c", "Acrobot-v1"),
+    ("sac", "Pendulum-v1"),
+]
 
 
 def artifact_and_sb3_actions(folder: Path, algo: str, env_id: str, tmp_path: Path, states: int = 1000):
@@ -50,8 +53,12 @@ def test_exported_fp32_artifact_acts_as_the_sb3_policy(zoo: Path, tmp_path: Path
 
 
 def test_exported_atari_cnn_takes_uint8_frames(zoo: Path, tmp_path: Path) -> None:
-    folder = tiny_atari_agent(zoo, tmp_path / "atari", "ppo", lambda env: PPO(
-        "CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu"))  # fmt: skip
+    folder = tiny_atari_agent(
+        zoo,
+        tmp_path / "atari",
+        "ppo",
+        lambda env: PPO("CnnPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu"),
+    )
     module, observations, expected, _ = artifact_and_sb3_actions(folder, "ppo", "BreakoutNoFrameskip-v4", tmp_path, 200)
     assert observations.dtype == np.uint8 and observations.shape[1:] == (84, 84, 4)
     artifact = build("ort-fp32", module, observations[:1])
@@ -92,8 +99,9 @@ def test_deploy_command_int8_static_plays_500_and_reports_next_to_ptq(cli, zoo: 
 
 def test_export_writes_an_artifact_that_runs_with_onnxruntime_alone(cli, zoo: Path, tmp_path: Path) -> None:
     out = tmp_path / "policy.onnx"
-    code, _, err = cli("export", "--algo", "a2c", "--env", "Acrobot", "--folder", zoo, "--backend", "ort-int8-dynamic",
-                       "--out", out)  # fmt: skip
+    code, _, err = cli(
+        "export", "--algo", "a2c", "--env", "Acrobot", "--folder", zoo, "--backend", "ort-int8-dynamic", "--out", out
+    )
     assert code == 0, err
     readme = (tmp_path / "policy.onnx.README.md").read_text()
     assert "VecNormalize" in readme and hashlib.sha256(out.read_bytes()).hexdigest() in readme
@@ -121,8 +129,19 @@ def test_bad_deploy_input(cli, zoo: Path, tmp_path: Path, args: tuple[str, ...],
 
 
 def test_export_to_an_unwritable_place(cli, zoo: Path, tmp_path: Path) -> None:
-    code, _, err = cli("export", "--algo", "ppo", "--env", "CartPole", "--folder", zoo, "--backend", "ort-fp32",
-                       "--out", tmp_path / "missing" / "policy.onnx")  # fmt: skip
+    code, _, err = cli(
+        "export",
+        "--algo",
+        "ppo",
+        "--env",
+        "CartPole",
+        "--folder",
+        zoo,
+        "--backend",
+        "ort-fp32",
+        "--out",
+        tmp_path / "missing" / "policy.onnx",
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot write" in err
     assert not (tmp_path / "missing").exists()
 
@@ -139,8 +158,22 @@ def test_a_backend_that_cannot_run_says_why_and_the_others_run(cli, zoo: Path, t
 
     monkeypatch.setattr(backends, "build", build_without_torchao)
     store = tmp_path / "quarl.sqlite"
-    code, out, err = cli("deploy", "--algo", "dqn", "--env", "CartPole", "--folder", zoo, "-n", "5", "--store", store,
-                         "--backend", "torchao-int8", "ort-fp16")  # fmt: skip
+    code, out, err = cli(
+        "deploy",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--folder",
+        zoo,
+        "-n",
+        "5",
+        "--store",
+        store,
+        "--backend",
+        "torchao-int8",
+        "ort-fp16",
+    )
     assert code == 0, err
     assert "torchao-int8 cannot run here: QuarlError: backend torchao-int8 unavailable" in " ".join(out.split())
     assert sorted(load_results(store)["backend"]) == ["ort-fp16", "torch-fp32"]

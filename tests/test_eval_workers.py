@@ -90,8 +90,25 @@ def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tm
     rows = {}
     for workers in ("1", "2"):
         store = tmp_path / f"workers{workers}.sqlite"
-        code, _, err = cli("run", "--algo", "a2c", "--env", "Acrobot", "--bits", "4", "-n", "7", "--n-envs", "3",
-                           "--eval-workers", workers, "--folder", zoo, "--store", store)  # fmt: skip
+        code, _, err = cli(
+            "run",
+            "--algo",
+            "a2c",
+            "--env",
+            "Acrobot",
+            "--bits",
+            "4",
+            "-n",
+            "7",
+            "--n-envs",
+            "3",
+            "--eval-workers",
+            workers,
+            "--folder",
+            zoo,
+            "--store",
+            store,
+        )
         assert code == 0, err
         rows[workers] = load_results(store).set_index("precision")
     for precision in ("fp32", "int4"):

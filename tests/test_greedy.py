@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
         ("a2c", "Pendulum-v1"),
         ("tqc", "Pendulum-v1"),
         ("ddpg", "Pendulum-v1"),
-    ],  # fmt: skip
+    ],
 )
 def test_fast_path_plays_the_episodes_predict_plays(zoo: Path, monkeypatch, algo: str, env_id: str) -> None:
     agent = load_agent(resolve_agent(algo, env_id, zoo, use_hub=False))

@@ -98,8 +98,26 @@ def test_actions_differ_discrete_and_continuous() -> None:
 @pytest.mark.slow
 def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(cli, zoo: Path, tmp_path: Path) -> None:
     store, out = tmp_path / "q.sqlite", tmp_path / "report"
-    code, out_text, err = cli("run", "--algo", "dqn", "--env", "CartPole", "--bits", "8", "2", "-n", "4",
-                              "--eval-seeds", "0", "1", "--random-baseline", "--folder", zoo, "--store", store)  # fmt: skip
+    code, out_text, err = cli(
+        "run",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--bits",
+        "8",
+        "2",
+        "-n",
+        "4",
+        "--eval-seeds",
+        "0",
+        "1",
+        "--random-baseline",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     frame = load_results(store)
     assert sorted(frame.groupby("seed").size()) == [4, 4]  # fp32, int8, int2, random per seed
@@ -107,8 +125,23 @@ def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(c
     assert len(random) == 2 and (random["mean_reward"] < 100).all()  # a random CartPole policy falls in ~20 steps
     fp32 = frame[(frame["precision"] == "fp32") & (frame["method"] == "ptq")]
     assert all(row["margin_median"] > 0 for row in fp32["agreement"])  # margins measured on visited states
-    code, _, err = cli("run", "--algo", "dqn", "--env", "CartPole", "--bits", "8", "-n", "4", "--obs-noise", "0.5",
-                       "--folder", zoo, "--store", store)  # fmt: skip
+    code, _, err = cli(
+        "run",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--bits",
+        "8",
+        "-n",
+        "4",
+        "--obs-noise",
+        "0.5",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     noisy = load_results(store).query("obs_noise == 0.5")
     assert len(noisy) == 2 and set(noisy["key"]).isdisjoint(frame["key"])
@@ -128,12 +161,44 @@ def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(c
 @pytest.mark.slow
 def test_sensitivity_mixed_and_fidelity_on_a_zoo_agent(cli, zoo: Path, tmp_path: Path) -> None:
     store, out = tmp_path / "q.sqlite", tmp_path / "report"
-    code, text, err = cli("sensitivity", "--algo", "dqn", "--env", "CartPole", "--bits", "8", "2", "-n", "3",
-                          "--folder", zoo, "--store", store)  # fmt: skip
+    code, text, err = cli(
+        "sensitivity",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--bits",
+        "8",
+        "2",
+        "-n",
+        "3",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     assert "q_net.q_net.4" in text
-    code, text, err = cli("mixed", "--algo", "dqn", "--env", "CartPole", "--bits", "8", "2", "-n", "3",
-                          "--verify-seeds", "7", "--tolerance", "5", "--folder", zoo, "--store", store)  # fmt: skip
+    code, text, err = cli(
+        "mixed",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--bits",
+        "8",
+        "2",
+        "-n",
+        "3",
+        "--verify-seeds",
+        "7",
+        "--tolerance",
+        "5",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     frame = load_results(store)
     mixed = frame[frame["method"] == "mixed"].iloc[0]
@@ -145,8 +210,22 @@ def test_sensitivity_mixed_and_fidelity_on_a_zoo_agent(cli, zoo: Path, tmp_path:
     assert found["mean_reward"].iloc[0] >= 0.95 * fp32  # the allocation met the tolerance where it was searched
     assert len(allocation) == 3 and set(allocation) <= {"fp32", "int8", "int2"}
 
-    code, text, err = cli("fidelity", "--algo", "dqn", "--env", "CartPole", "--bits", "32", "2", "-n", "4",
-                          "--folder", zoo, "--store", store)  # fmt: skip
+    code, text, err = cli(
+        "fidelity",
+        "--algo",
+        "dqn",
+        "--env",
+        "CartPole",
+        "--bits",
+        "32",
+        "2",
+        "-n",
+        "4",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     from quarl_bench.store import ResultStore
 
@@ -156,8 +235,14 @@ def test_sensitivity_mixed_and_fidelity_on_a_zoo_agent(cli, zoo: Path, tmp_path:
     assert any(step is not None for step in rows.loc["int2", "first_action"])
     code, _, err = cli("report", "--store", store, "--out", out)
     assert code == 0, err
-    for name in ("sensitivity.md", "mixed_pareto.md", "fidelity.md", "sensitivity_dqn_CartPole-v1.png",
-                 "mixed_pareto_dqn_CartPole-v1.png", "fidelity_dqn_CartPole-v1.png"):  # fmt: skip
+    for name in (
+        "sensitivity.md",
+        "mixed_pareto.md",
+        "fidelity.md",
+        "sensitivity_dqn_CartPole-v1.png",
+        "mixed_pareto_dqn_CartPole-v1.png",
+        "fidelity_dqn_CartPole-v1.png",
+    ):
         assert (out / name).is_file(), name
 
 
@@ -165,8 +250,9 @@ def test_bad_tolerance_and_overlapping_seeds_exit_2(cli, tmp_path: Path) -> None
     store = tmp_path / "q.sqlite"
     code, _, err = cli("mixed", "--algo", "dqn", "--env", "CartPole", "--tolerance", "150", "--store", store)
     assert code == 2 and "bad tolerance '150'" in err
-    code, _, err = cli("mixed", "--algo", "dqn", "--env", "CartPole", "--search-seeds", "0", "--verify-seeds", "0",
-                       "--store", store)  # fmt: skip
+    code, _, err = cli(
+        "mixed", "--algo", "dqn", "--env", "CartPole", "--search-seeds", "0", "--verify-seeds", "0", "--store", store
+    )
     assert code == 2 and "bad --verify-seeds 0" in err and not store.exists()
     code, _, err = cli("run", "--algo", "dqn", "--env", "CartPole", "--obs-noise", "-1", "--store", store)
     assert code == 2 and "bad value '-1'" in err

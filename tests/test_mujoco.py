@@ -14,8 +14,24 @@ pytestmark = pytest.mark.slow
 
 def test_sac_halfcheetah_v3_agent_runs_on_v4_at_fp32_and_int8(cli, zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    code, out, err = cli("run", "--algo", "sac", "--env", "HalfCheetah-v3", "--bits", "32", "8", "--granularity",
-                         "per-channel", "-n", "3", "--folder", zoo, "--store", store)  # fmt: skip
+    code, out, err = cli(
+        "run",
+        "--algo",
+        "sac",
+        "--env",
+        "HalfCheetah-v3",
+        "--bits",
+        "32",
+        "8",
+        "--granularity",
+        "per-channel",
+        "-n",
+        "3",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     assert "saved for HalfCheetah-v3; it runs on HalfCheetah-v4" in " ".join(out.split())
     rewards = load_results(store).set_index("precision")["mean_reward"]
@@ -25,8 +41,22 @@ def test_sac_halfcheetah_v3_agent_runs_on_v4_at_fp32_and_int8(cli, zoo: Path, tm
 
 def test_tqc_is_an_algorithm(cli, zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    code, _, err = cli("run", "--algo", "tqc", "--env", "mujoco/HalfCheetah", "--bits", "32", "fp16", "-n", "2",
-                       "--folder", zoo, "--store", store)  # fmt: skip
+    code, _, err = cli(
+        "run",
+        "--algo",
+        "tqc",
+        "--env",
+        "mujoco/HalfCheetah",
+        "--bits",
+        "32",
+        "fp16",
+        "-n",
+        "2",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err
     rows = load_results(store).set_index("precision")
     assert rows.loc["fp32", "algo"] == "tqc" and rows.loc["fp32", "mean_reward"] >= 11500  # measured here: 12090

@@ -61,8 +61,25 @@ def test_quant_delay_switches_at_the_right_step() -> None:
 @pytest.mark.slow
 def test_short_qat_run_through_the_cli_stores_a_qat_row(cli, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
-    args = ("qat", "--algo", "ppo", "--env", "CartPole", "--bits", "6", "-n", "2048", "--quant-delay", "1024",
-            "--episodes", "5", "--cache", tmp_path / "agents", "--store", store)  # fmt: skip
+    args = (
+        "qat",
+        "--algo",
+        "ppo",
+        "--env",
+        "CartPole",
+        "--bits",
+        "6",
+        "-n",
+        "2048",
+        "--quant-delay",
+        "1024",
+        "--episodes",
+        "5",
+        "--cache",
+        tmp_path / "agents",
+        "--store",
+        store,
+    )
     code, out, err = cli(*args)
     assert code == 0, err
     frame = load_results(store).set_index("precision")

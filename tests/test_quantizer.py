@@ -143,23 +143,55 @@ def test_weight_profile_of_a_known_network() -> None:
 
 
 LAYER_NAMES = {  # net_arch [8]: one hidden layer; QuaRL code rules in quant/layers.py
-    "a2c": (["mlp_extractor.policy_net.0.weight", "action_net.weight"],
-            ["mlp_extractor.policy_net.0.weight", "mlp_extractor.value_net.0.weight", "mlp_extractor.value_net.0.bias",
-             "action_net.weight", "value_net.weight", "value_net.bias"]),
-    "dqn": (["q_net.q_net.0.weight", "q_net.q_net.2.weight"],
-            ["q_net.q_net.0.weight", "q_net.q_net.2.weight", "q_net_target.q_net.0.weight", "q_net_target.q_net.2.weight"]),
-    "qrdqn": (["quantile_net.quantile_net.0.weight", "quantile_net.quantile_net.2.weight"],
-              ["quantile_net.quantile_net.0.weight", "quantile_net.quantile_net.2.weight",
-               "quantile_net_target.quantile_net.0.weight", "quantile_net_target.quantile_net.2.weight"]),
-    "ddpg": (["actor.mu.0.weight", "actor.mu.2.weight"],
-             [f"{net}.qf0.{i}.{kind}" for net in ("critic", "critic_target") for i in (0, 2) for kind in ("weight", "bias")]),
-    "td3": (["actor.mu.0.weight", "actor.mu.2.weight"],
-            [f"{net}.qf{q}.{i}.{kind}" for net in ("critic", "critic_target") for q in (0, 1) for i in (0, 2)
-             for kind in ("weight", "bias")]),
-    "sac": (["actor.latent_pi.0.weight", "actor.mu.weight", "actor.log_std.weight"],
-            [f"{net}.qf{q}.{i}.{kind}" for net in ("critic", "critic_target") for q in (0, 1) for i in (0, 2)
-             for kind in ("weight", "bias")]),
-}  # fmt: skip
+    "a2c": (
+        ["mlp_extractor.policy_net.0.weight", "action_net.weight"],
+        [
+            "mlp_extractor.policy_net.0.weight",
+            "mlp_extractor.value_net.0.weight",
+            "mlp_extractor.value_net.0.bias",
+            "action_net.weight",
+            "value_net.weight",
+            "value_net.bias",
+        ],
+    ),
+    "dqn": (
+        ["q_net.q_net.0.weight", "q_net.q_net.2.weight"],
+        ["q_net.q_net.0.weight", "q_net.q_net.2.weight", "q_net_target.q_net.0.weight", "q_net_target.q_net.2.weight"],
+    ),
+    "qrdqn": (
+        ["quantile_net.quantile_net.0.weight", "quantile_net.quantile_net.2.weight"],
+        [
+            "quantile_net.quantile_net.0.weight",
+            "quantile_net.quantile_net.2.weight",
+            "quantile_net_target.quantile_net.0.weight",
+            "quantile_net_target.quantile_net.2.weight",
+        ],
+    ),
+    "ddpg": (
+        ["actor.mu.0.weight", "actor.mu.2.weight"],
+        [f"{net}.qf0.{i}.{kind}" for net in ("critic", "critic_target") for i in (0, 2) for kind in ("weight", "bias")],
+    ),
+    "td3": (
+        ["actor.mu.0.weight", "actor.mu.2.weight"],
+        [
+            f"{net}.qf{q}.{i}.{kind}"
+            for net in ("critic", "critic_target")
+            for q in (0, 1)
+            for i in (0, 2)
+            for kind in ("weight", "bias")
+        ],
+    ),
+    "sac": (
+        ["actor.latent_pi.0.weight", "actor.mu.weight", "actor.log_std.weight"],
+        [
+            f"{net}.qf{q}.{i}.{kind}"
+            for net in ("critic", "critic_target")
+            for q in (0, 1)
+            for i in (0, 2)
+            for kind in ("weight", "bias")
+        ],
+    ),
+}
 LAYER_NAMES["ppo"] = LAYER_NAMES["a2c"]
 
 

@@ -77,9 +77,17 @@ def test_qat_vs_ptq_matches_on_precision_not_bits() -> None:
 
     def rows(agent: str, precisions: list[str], rewards: list[float]) -> pd.DataFrame:
         bits = {"fp32": 32, "fp16": 16, "bf16": 16, "int16": 16, "int4": 4}
-        return pd.DataFrame({"algo": "ppo", "env_id": "CartPole-v1", "precision": precisions,
-                             "bits": [bits[p] for p in precisions], "mean_reward": rewards, "agent_hash": agent,
-                             "reference_key": f"ref-{agent}"})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "algo": "ppo",
+                "env_id": "CartPole-v1",
+                "precision": precisions,
+                "bits": [bits[p] for p in precisions],
+                "mean_reward": rewards,
+                "agent_hash": agent,
+                "reference_key": f"ref-{agent}",
+            }
+        )
 
     qat = pd.concat(
         [rows("seed0", ["fp32", "int4", "int16"], [500, 480, 499]), rows("seed1", ["fp32", "int4"], [500, 490])]

@@ -68,9 +68,16 @@ def test_margin_is_correlated_with_reward_error_and_with_flips() -> None:
     from quarl_bench.report.tables import spread_error_correlation
 
     # four agents: the narrower the margin, the more int8 flips; the error does not follow (a saturated task)
-    table = pd.DataFrame({"std": [0.2, 0.3, 0.4, 0.5], "range": [1.0, 2.0, 3.0, 4.0], "kurtosis": [0.0, 1.0, 5.0, 9.0],
-                          "margin_median": [8.0, 2.0, 0.5, 0.01], "E_int8 %": [0.0, 5.0, 0.0, 1.0],
-                          "int8 flips %": [0.1, 1.0, 20.0, 57.0]})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "std": [0.2, 0.3, 0.4, 0.5],
+            "range": [1.0, 2.0, 3.0, 4.0],
+            "kurtosis": [0.0, 1.0, 5.0, 9.0],
+            "margin_median": [8.0, 2.0, 0.5, 0.01],
+            "E_int8 %": [0.0, 5.0, 0.0, 1.0],
+            "int8 flips %": [0.1, 1.0, 20.0, 57.0],
+        }
+    )
     found = spread_error_correlation(table).set_index(["metric", "with"])
     assert found.loc[("margin_median", "int8 flips %"), "spearman_rho"] == pytest.approx(-1.0)
     assert found.loc[("margin_median", "E_int8 %"), "n"] == 4

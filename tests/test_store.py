@@ -90,11 +90,14 @@ def test_select_keeps_seeds_variants_and_agents_apart(tmp_path: Path) -> None:
 
     with ResultStore(tmp_path / "s.sqlite") as store:
         for result in (
-            spec_result("fp32", 100.0, episodes=100), spec_result("int8", 90.0, episodes=100),
+            spec_result("fp32", 100.0, episodes=100),
+            spec_result("int8", 90.0, episodes=100),
             spec_result("int8", 50.0, episodes=100, symmetric=True),  # stored last: must not replace the default cell
-            spec_result("fp32", 200.0, seed=7, episodes=100), spec_result("int8", 150.0, seed=7, episodes=100),
-            spec_result("fp32", 80.0, episodes=100, agent="other"), spec_result("int8", 40.0, episodes=100, agent="other"),
-        ):  # fmt: skip
+            spec_result("fp32", 200.0, seed=7, episodes=100),
+            spec_result("int8", 150.0, seed=7, episodes=100),
+            spec_result("fp32", 80.0, episodes=100, agent="other"),
+            spec_result("int8", 40.0, episodes=100, agent="other"),
+        ):
             store.put(result)
         default = store.select()
         assert sorted(default["mean_reward"]) == [40.0, 80.0, 90.0, 100.0]

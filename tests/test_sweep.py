@@ -67,8 +67,27 @@ def count_rows(store: Path) -> int:
 def test_killed_sweep_resumes_and_stores_every_job_once(zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "quarl.sqlite"
     exe = Path(sys.executable).with_name("quarl-bench")
-    command = [exe, "sweep", config_dir() / "sweetspot.yaml", "--algo", "ppo", "a2c", "--env", "CartPole", "Acrobot",
-               "-n", "10", "--workers", "2", "--folder", zoo, "--cache", tmp_path / "cache", "--store", store]  # fmt: skip
+    command = [
+        exe,
+        "sweep",
+        config_dir() / "sweetspot.yaml",
+        "--algo",
+        "ppo",
+        "a2c",
+        "--env",
+        "CartPole",
+        "Acrobot",
+        "-n",
+        "10",
+        "--workers",
+        "2",
+        "--folder",
+        zoo,
+        "--cache",
+        tmp_path / "cache",
+        "--store",
+        store,
+    ]
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
     while count_rows(store) < 5 and time.monotonic() < deadline and sweep.poll() is None:
@@ -107,8 +126,12 @@ def test_grid_blocks_sweep_spec_options(tmp_path: Path) -> None:
     )
     specs = [(c.precision, c.spec.symmetric, c.spec.layers) for c in load_study(grid).cells]
     # fp32 and fp16 have no grid: their symmetric variants are the same computation, kept once
-    assert specs == [("fp32", False, "paper"), ("fp16", False, "quarl-code"), ("int4", False, "quarl-code"),
-                     ("int4", True, "quarl-code")]  # fmt: skip
+    assert specs == [
+        ("fp32", False, "paper"),
+        ("fp16", False, "quarl-code"),
+        ("int4", False, "quarl-code"),
+        ("int4", True, "quarl-code"),
+    ]
     grid.write_text("grid:\n  - algos: [dqn]\n    envs: [CartPole]\n    precisions: [8]\n    layers: [everything]\n")
     with pytest.raises(Exception, match="bad layers 'everything'.*paper, quarl-code"):
         load_study(grid)
@@ -116,9 +139,26 @@ def test_grid_blocks_sweep_spec_options(tmp_path: Path) -> None:
 
 def test_sweep_with_eval_seeds_and_the_random_baseline(cli, zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
-    code, out, err = cli("sweep", config_dir() / "smoke.yaml", "--algo", "a2c", "--bits", "8", "-n", "4",
-                         "--eval-seeds", "3", "4", "--random-baseline", "--workers", "2", "--folder", zoo,
-                         "--store", store)  # fmt: skip
+    code, out, err = cli(
+        "sweep",
+        config_dir() / "smoke.yaml",
+        "--algo",
+        "a2c",
+        "--bits",
+        "8",
+        "-n",
+        "4",
+        "--eval-seeds",
+        "3",
+        "4",
+        "--random-baseline",
+        "--workers",
+        "2",
+        "--folder",
+        zoo,
+        "--store",
+        store,
+    )
     assert code == 0, err + out
     frame = load_results(store)
     jobs = sorted(zip(frame["method"], frame["precision"], frame["seed"], strict=True))

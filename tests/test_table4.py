@@ -24,6 +24,7 @@ def test_table4_times_stores_and_reports_next_to_the_paper(cli, tmp_path: Path) 
     assert (timings["p50_ms"] > 0).all() and (timings["p99_ms"] >= timings["p50_ms"]).all()
 
     code, _, err = cli(*args)  # a rerun reuses the stored rows
+    assert code == 0, err
     with ResultStore(store) as opened:
         assert opened.timings()["created_at"].tolist() == timings["created_at"].tolist()
 

@@ -41,9 +41,20 @@ class Actor:
     """One env, a quantized copy of the policy, its own exploration level; pulls weights every ``pull_period``
     steps and pushes transitions to the learner every ``push_every`` steps (one push in flight)."""
 
-    def __init__(self, index: int, env_id: str, arch: list[int], precision: str, int8_backend: str,
-                 exploration: float, pull_period: int, quantizer: Any, learner: Any, seed: int,
-                 push_every: int = 250) -> None:  # fmt: skip
+    def __init__(
+        self,
+        index: int,
+        env_id: str,
+        arch: list[int],
+        precision: str,
+        int8_backend: str,
+        exploration: float,
+        pull_period: int,
+        quantizer: Any,
+        learner: Any,
+        seed: int,
+        push_every: int = 250,
+    ) -> None:
         torch.set_num_threads(1)
         self.index, self.precision, self.exploration, self.pull_period = index, precision, exploration, pull_period
         self.int8_backend = int8_backend

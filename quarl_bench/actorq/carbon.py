@@ -24,8 +24,9 @@ def track_energy(country_iso_code: str = "USA") -> Iterator[Energy]:
 
     logging.getLogger("codecarbon").setLevel(logging.ERROR)
     energy = Energy()
-    tracker = OfflineEmissionsTracker(country_iso_code=country_iso_code, save_to_file=False, log_level="error",
-                                      measure_power_secs=5)  # fmt: skip
+    tracker = OfflineEmissionsTracker(
+        country_iso_code=country_iso_code, save_to_file=False, log_level="error", measure_power_secs=5
+    )
     tracker.start()
     try:
         yield energy

@@ -76,8 +76,9 @@ class ActorQConfig:
         discrete = isinstance(space, spaces.Discrete)
         if discrete != (self.algo == "dqn"):
             wanted = "dqn" if discrete else "td3, ddpg or d4pg"
-            raise QuarlError(f"bad ActorQ algo {self.algo!r} for {self.env_id} ({type(space).__name__} actions): "
-                             f"expected {wanted}")  # fmt: skip
+            raise QuarlError(
+                f"bad ActorQ algo {self.algo!r} for {self.env_id} ({type(space).__name__} actions): expected {wanted}"
+            )
         return observation_space, space
 
     def run_key(self) -> str:
@@ -113,8 +114,9 @@ def load_actorq_grid(path: str | Path, overrides: dict[str, Any] | None = None) 
         block_settings |= overrides or {}
         product = itertools.product(block["algos"], block["envs"], block["precisions"], data.get("seeds", [0]))
         for algo, env, precision, seed in product:
-            config = ActorQConfig(resolve_env_id(str(env)), str(precision), algo=str(algo), seed=int(seed),
-                                  **block_settings)  # fmt: skip
+            config = ActorQConfig(
+                resolve_env_id(str(env)), str(precision), algo=str(algo), seed=int(seed), **block_settings
+            )
             if config not in configs:
                 configs.append(config)
     return configs
@@ -138,8 +140,14 @@ def select_runs(configs: list[ActorQConfig], algos=None, envs=None, precisions=N
     ]
 
 
-def requested_runs(grid: Path | None, overrides: dict[str, Any], algo: str | None = None, env: str | None = None,
-                   precision: str | None = None, seeds: list[int] | None = None) -> list[ActorQConfig]:  # fmt: skip
+def requested_runs(
+    grid: Path | None,
+    overrides: dict[str, Any],
+    algo: str | None = None,
+    env: str | None = None,
+    precision: str | None = None,
+    seeds: list[int] | None = None,
+) -> list[ActorQConfig]:
     """Without a grid: the run described by ``overrides`` (default dqn, CartPole-v1, int8 actors), once per seed.
     With one: its runs filtered by algo/env/precision, ``overrides`` replacing its settings and ``seeds`` its seeds.
 
@@ -147,10 +155,16 @@ def requested_runs(grid: Path | None, overrides: dict[str, Any], algo: str | Non
     """
     if grid is None:
         env_id = resolve_env_id(env or "CartPole-v1")
-        return [ActorQConfig(env_id, precision or "int8", algo=algo or "dqn", **overrides | {"seed": seed})
-                for seed in dict.fromkeys(seeds or [0])]  # fmt: skip
-    configs = select_runs(load_actorq_grid(grid, overrides), [algo] if algo else None, [env] if env else None,
-                          [precision] if precision else None)  # fmt: skip
+        return [
+            ActorQConfig(env_id, precision or "int8", algo=algo or "dqn", **overrides | {"seed": seed})
+            for seed in dict.fromkeys(seeds or [0])
+        ]
+    configs = select_runs(
+        load_actorq_grid(grid, overrides),
+        [algo] if algo else None,
+        [env] if env else None,
+        [precision] if precision else None,
+    )
     if seeds:
         configs = list(dict.fromkeys(dataclasses.replace(c, seed=s) for s in seeds for c in configs))
     if not configs:

@@ -59,12 +59,19 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
     try:
         arch = list(config.policy_arch)
         learner = Learner.options(num_gpus=1 if device == "cuda" else 0).remote(
-            config.algo, config.env_id, arch, config.batch_size, config.samples_per_insert, config.seed,
-            config.learning_starts, device,
-        )  # fmt: skip
+            config.algo,
+            config.env_id,
+            arch,
+            config.batch_size,
+            config.samples_per_insert,
+            config.seed,
+            config.learning_starts,
+            device,
+        )
         obs_dim = int(np.prod(observation_space.shape))
-        quantizer = ParameterQuantizer.remote(config.comm_bits, config.actor_precision, config.int8_backend,
-                                              action_space, obs_dim, arch)  # fmt: skip
+        quantizer = ParameterQuantizer.remote(
+            config.comm_bits, config.actor_precision, config.int8_backend, action_space, obs_dim, arch
+        )
         ray.get(quantizer.publish.remote(learner.weights.remote()))
         outcome.broadcast_bytes = ray.get(quantizer.broadcast_nbytes.remote())
         actors = [
@@ -79,7 +86,7 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
                 quantizer,
                 learner,
                 config.seed,
-            )  # fmt: skip
+            )
             for i, level in enumerate(exploration_levels(action_space, config.n_actors))
         ]
         cluster = Cluster(learner, quantizer, actors)

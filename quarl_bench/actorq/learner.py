@@ -27,9 +27,20 @@ from quarl_bench.zoo.envs import register_env
 
 LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG, "d4pg": D4PG}
 # The rl-zoo3 hyperparameters a distributed learner keeps (train_freq, gradient_steps, noise: the actors' business).
-KEPT = {"learning_rate": float, "gamma": float, "tau": float, "buffer_size": int, "learning_starts": int,
-        "target_update_interval": int, "policy_delay": int, "target_policy_noise": float, "target_noise_clip": float,
-        "train_freq": int, "gradient_steps": int, "n_steps": int}  # fmt: skip
+KEPT = {
+    "learning_rate": float,
+    "gamma": float,
+    "tau": float,
+    "buffer_size": int,
+    "learning_starts": int,
+    "target_update_interval": int,
+    "policy_delay": int,
+    "target_policy_noise": float,
+    "target_noise_clip": float,
+    "train_freq": int,
+    "gradient_steps": int,
+    "n_steps": int,
+}
 # D4PG's distribution and critic (zoo_configs/hyperparams/d4pg.yml), passed as policy kwargs.
 DISTRIBUTION = {"n_atoms": int, "v_min": float, "v_max": float}
 
@@ -99,8 +110,17 @@ class Learner:
     actors fill through ``add``. ``add`` only queues: actors never wait for gradient steps. The training thread
     moves queued transitions into the buffer and trains while updates x batch < inserted x samples_per_insert."""
 
-    def __init__(self, algo: str, env_id: str, arch: list[int], batch_size: int, samples_per_insert: float, seed: int,
-                 learning_starts: int | None = None, device: str = "cpu") -> None:  # fmt: skip
+    def __init__(
+        self,
+        algo: str,
+        env_id: str,
+        arch: list[int],
+        batch_size: int,
+        samples_per_insert: float,
+        seed: int,
+        learning_starts: int | None = None,
+        device: str = "cpu",
+    ) -> None:
         torch.set_num_threads(1)
         register_env(env_id)
         params = zoo_hyperparams(algo, env_id)
@@ -110,8 +130,16 @@ class Learner:
         if algo != "dqn":
             self.target_every = None  # TD3/DDPG/D4PG update their targets by polyak averaging (tau) inside train()
         network = policy_kwargs(algo, arch, params)
-        self.model = LEARNERS[algo]("MlpPolicy", env_id, policy_kwargs=network, batch_size=batch_size,
-                                    learning_starts=0, seed=seed, device=device, **params)  # fmt: skip
+        self.model = LEARNERS[algo](
+            "MlpPolicy",
+            env_id,
+            policy_kwargs=network,
+            batch_size=batch_size,
+            learning_starts=0,
+            seed=seed,
+            device=device,
+            **params,
+        )
         self.device = device
         self.model.set_logger(configure(None, []))
         self.model._current_progress_remaining = 1.0
@@ -120,6 +148,7 @@ class Learner:
         self.inserted = self.updates = 0
         self.per_actor: dict[int, int] = {}  # transitions received from each actor index, across its restarts
         self.counting = threading.Lock()  # add() runs in several threads at once
+        self.evaluations_running = 0
         self.train_seconds = 0.0
         self.env_id, self.seed = env_id, seed
         self.incoming: queue.SimpleQueue = queue.SimpleQueue()
@@ -158,8 +187,9 @@ class Learner:
                     self.model.train(gradient_steps=1, batch_size=self.batch_size)
                     self.updates += 1
                     if self.target_every and self.updates % self.target_every == 0:  # DQN's own tau (1: a copy)
-                        polyak_update(self.model.q_net.parameters(), self.model.q_net_target.parameters(),
-                                      self.model.tau)  # fmt: skip
+                        polyak_update(
+                            self.model.q_net.parameters(), self.model.q_net_target.parameters(), self.model.tau
+                        )
                 self.train_seconds += time.perf_counter() - start
         except Exception as error:  # noqa: BLE001 - reported to the driver by the next call
             self.failure = f"{type(error).__name__}: {error}"
@@ -176,9 +206,14 @@ class Learner:
             dones = terminated | boundary
             for i in range(len(obs)):
                 truncated = bool(boundary[i] and not terminated[i])
-                self.model.replay_buffer.add(obs[i : i + 1], next_obs[i : i + 1], actions[i : i + 1],
-                                             rewards[i : i + 1], dones[i : i + 1],
-                                             [{"TimeLimit.truncated": truncated}])  # fmt: skip
+                self.model.replay_buffer.add(
+                    obs[i : i + 1],
+                    next_obs[i : i + 1],
+                    actions[i : i + 1],
+                    rewards[i : i + 1],
+                    dones[i : i + 1],
+                    [{"TimeLimit.truncated": truncated}],
+                )
             self.inserted += len(obs)
 
     def _raise_if_failed(self) -> None:
@@ -193,13 +228,24 @@ class Learner:
     def evaluate(self, episodes: int) -> tuple[list[float], int, int]:
         """Episode rewards of the fp32 deterministic policy on its own envs; with the actor steps and updates so far."""
         self._raise_if_failed()
-        with self.lock:
-            self.eval_policy.load_state_dict(self.model.policy.state_dict())
-        env = DummyVecEnv([lambda: Monitor(gym.make(self.env_id)) for _ in range(min(episodes, 10))])
-        env.seed(self.seed + 10_000)
-        result = evaluate(self.eval_policy, env, episodes, self.seed)
-        env.close()
+        with self.counting:
+            self.evaluations_running += 1
+        try:
+            with self.lock:
+                self.eval_policy.load_state_dict(self.model.policy.state_dict())
+            env = DummyVecEnv([lambda: Monitor(gym.make(self.env_id)) for _ in range(min(episodes, 10))])
+            env.seed(self.seed + 10_000)
+            result = evaluate(self.eval_policy, env, episodes, self.seed)
+            env.close()
+        finally:
+            with self.counting:
+                self.evaluations_running -= 1
         return result.rewards, self.inserted, self.updates
+
+    def evaluating(self) -> int:
+        """How many evaluations are running now."""
+        with self.counting:
+            return self.evaluations_running
 
     def stop(self) -> None:
         """End the training thread and put whatever is still queued into the buffer."""

@@ -61,7 +61,7 @@ def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool) -> bytes:
             helper.make_node("DynamicQuantizeLinear", [current], [f"{name}_xq", f"{name}_xs", f"{name}_xz"]),
             helper.make_node(
                 "MatMulInteger", [f"{name}_xq", f"{name}_w", f"{name}_xz", f"{name}_w_zero"], [f"{name}_acc"]
-            ),  # fmt: skip
+            ),
             helper.make_node("Cast", [f"{name}_acc"], [f"{name}_accf"], to=TensorProto.FLOAT),
             helper.make_node("Mul", [f"{name}_xs", f"{name}_w_scale"], [f"{name}_scale"]),
             helper.make_node("Mul", [f"{name}_accf", f"{name}_scale"], [f"{name}_y"]),
@@ -78,9 +78,12 @@ def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool) -> bytes:
     obs_dim = state[f"{layer_ids[0]}.weight"].shape[1]
     out_dim = state[f"{layer_ids[-1]}.weight"].shape[0]
     graph = helper.make_graph(
-        nodes, "actor", [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", obs_dim])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", out_dim])], initializers,
-    )  # fmt: skip
+        nodes,
+        "actor",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", obs_dim])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", out_dim])],
+        initializers,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()

@@ -33,8 +33,10 @@ def policy_mismatch(outputs: np.ndarray, reference: np.ndarray, discrete: bool) 
         return {"agreement": agreement, "q_error": q_error}
     difference = np.abs(outputs - reference)
     norms = np.maximum(np.linalg.norm(reference, axis=1), 1e-8)
-    return {"agreement": float(1.0 - np.clip(difference.mean() / 2.0, 0.0, 1.0)),
-            "action_error": float(np.mean(np.linalg.norm(outputs - reference, axis=1) / norms))}  # fmt: skip
+    return {
+        "agreement": float(1.0 - np.clip(difference.mean() / 2.0, 0.0, 1.0)),
+        "action_error": float(np.mean(np.linalg.norm(outputs - reference, axis=1) / norms)),
+    }
 
 
 @ray.remote
@@ -46,8 +48,9 @@ class ParameterQuantizer:
     q_c ablation): the weights bit-packed at ``comm_bits``; each actor builds its policy from them.
     """
 
-    def __init__(self, comm_bits: int, precision: str, int8_backend: str, action_space: Any, obs_dim: int,
-                 arch: list[int]) -> None:  # fmt: skip
+    def __init__(
+        self, comm_bits: int, precision: str, int8_backend: str, action_space: Any, obs_dim: int, arch: list[int]
+    ) -> None:
         torch.set_num_threads(1)
         self.comm_bits, self.precision, self.int8_backend = comm_bits, precision, int8_backend
         self.net = network_for(action_space, obs_dim, arch) if comm_bits == 32 else None
@@ -81,8 +84,9 @@ class ParameterQuantizer:
         with torch.inference_mode():
             reference = self.reference_net(torch.as_tensor(observations)).numpy()
         point = policy_mismatch(outputs, reference, self.discrete)
-        self.mismatch.append({"seconds": time.perf_counter() - self.started, "version": version, "actor": actor,
-                              **point})  # fmt: skip
+        self.mismatch.append(
+            {"seconds": time.perf_counter() - self.started, "version": version, "actor": actor, **point}
+        )
 
     def mismatch_series(self) -> list[dict[str, float]]:
         return list(self.mismatch)

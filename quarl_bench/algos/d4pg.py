@@ -20,8 +20,9 @@ from stable_baselines3.td3.policies import TD3Policy
 from torch import nn
 
 
-def categorical_projection(next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor,
-                           support: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def categorical_projection(
+    next_probs: torch.Tensor, rewards: torch.Tensor, discounts: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
     """Project the distribution of ``rewards + discounts * Z`` (``Z`` on ``support`` with ``next_probs``) back onto
     ``support`` (C51's projection): each shifted atom, clipped to the support's range, splits its probability
     between its two neighbouring atoms in proportion to closeness. An atom landing exactly on a support point
@@ -49,13 +50,23 @@ def categorical_projection(next_probs: torch.Tensor, rewards: torch.Tensor, disc
 class DistributionalCritic(BaseModel):
     """Z(s, a): logits over ``n_atoms`` returns evenly spaced on [v_min, v_max]."""
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Box, net_arch: list[int],
-                 features_extractor: BaseFeaturesExtractor, features_dim: int,
-                 activation_fn: type[nn.Module] = nn.ReLU, normalize_images: bool = True,
-                 share_features_extractor: bool = True, n_atoms: int = 51, v_min: float = -150.0,
-                 v_max: float = 150.0) -> None:  # fmt: skip
-        super().__init__(observation_space, action_space, features_extractor=features_extractor,
-                         normalize_images=normalize_images)  # fmt: skip
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Box,
+        net_arch: list[int],
+        features_extractor: BaseFeaturesExtractor,
+        features_dim: int,
+        activation_fn: type[nn.Module] = nn.ReLU,
+        normalize_images: bool = True,
+        share_features_extractor: bool = True,
+        n_atoms: int = 51,
+        v_min: float = -150.0,
+        v_max: float = 150.0,
+    ) -> None:
+        super().__init__(
+            observation_space, action_space, features_extractor=features_extractor, normalize_images=normalize_images
+        )
         self.share_features_extractor = share_features_extractor
         action_dim = get_action_dim(action_space)
         self.z_net = nn.Sequential(*create_mlp(features_dim + action_dim, n_atoms, net_arch, activation_fn))
@@ -74,8 +85,9 @@ class DistributionalCritic(BaseModel):
 class D4PGPolicy(TD3Policy):
     """TD3's policy (deterministic actor, target networks, optimizers) with one distributional critic."""
 
-    def __init__(self, *args: Any, n_atoms: int = 51, v_min: float = -150.0, v_max: float = 150.0,
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self, *args: Any, n_atoms: int = 51, v_min: float = -150.0, v_max: float = 150.0, **kwargs: Any
+    ) -> None:
         self.distribution = {"n_atoms": n_atoms, "v_min": v_min, "v_max": v_max}  # read by make_critic in _build
         super().__init__(*args, **kwargs)
 
@@ -95,8 +107,9 @@ class D4PG(TD3):
 
     policy_aliases = {"MlpPolicy": D4PGPolicy}  # noqa: RUF012 - SB3's class attribute
 
-    def __init__(self, policy: str | type[D4PGPolicy], env: Any, learning_rate: float = 1e-4, n_steps: int = 5,
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self, policy: str | type[D4PGPolicy], env: Any, learning_rate: float = 1e-4, n_steps: int = 5, **kwargs: Any
+    ) -> None:
         kwargs |= {"policy_delay": 1, "target_policy_noise": 0.0, "target_noise_clip": 0.0}
         super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, **kwargs)
 
@@ -110,8 +123,9 @@ class D4PG(TD3):
             discounts = data.discounts if data.discounts is not None else torch.full_like(data.rewards, self.gamma)
             with torch.no_grad():
                 next_logits = self.critic_target(data.next_observations, self.actor_target(data.next_observations))
-                target = categorical_projection(F.softmax(next_logits, dim=1), data.rewards,
-                                                (1.0 - data.dones) * discounts, self.critic.support)  # fmt: skip
+                target = categorical_projection(
+                    F.softmax(next_logits, dim=1), data.rewards, (1.0 - data.dones) * discounts, self.critic.support
+                )
             critic_loss = -(target * F.log_softmax(self.critic(data.observations, data.actions), dim=1)).sum(1).mean()
             self.critic.optimizer.zero_grad()
             critic_loss.backward()

@@ -8,8 +8,9 @@ from quarl_bench.deploy.backends import Artifact
 from quarl_bench.types import AgentRef, QuantSpec
 
 
-def artifact_readme(artifact: Artifact, ref: AgentRef, module, observation_space: spaces.Box, filename: str,
-                    spec: QuantSpec) -> str:  # fmt: skip
+def artifact_readme(
+    artifact: Artifact, ref: AgentRef, module, observation_space: spaces.Box, filename: str, spec: QuantSpec
+) -> str:
     """Markdown describing the artifact's input and output and a runnable onnxruntime snippet."""
     shape = ", ".join(["batch", *map(str, observation_space.shape)])
     dtype = "uint8" if module.image else "float32"
@@ -22,16 +23,23 @@ def artifact_readme(artifact: Artifact, ref: AgentRef, module, observation_space
         inside.insert(0, "the agent's VecNormalize observation statistics (with clipping)")
     if module.image:
         inside.insert(0, "channel-last uint8 frames transposed and scaled to [0, 1]")
-    calibration = (f"; activation ranges calibrated on {spec.calibration_states} visited observations "
-                   f"({spec.calibration_method})" if spec.calibration_states else "")  # fmt: skip
+    calibration = (
+        f"; activation ranges calibrated on {spec.calibration_states} visited observations ({spec.calibration_method})"
+        if spec.calibration_states
+        else ""
+    )
     run = (
-        "import numpy as np\nimport onnxruntime as ort\n\n"
-        f'session = ort.InferenceSession("{filename}", providers=["CPUExecutionProvider"])\n'
-        f"obs = np.zeros(({', '.join(['1', *map(str, observation_space.shape)])}), dtype=np.{dtype})  # a raw env observation\n"
-        'action = session.run(None, {"obs": obs})[0][0]\n'
-    ) if artifact.kind == "onnx" else (
-        f'import torch\n\npolicy = torch.jit.load("{filename}")\naction = policy(torch.zeros(1, {", ".join(map(str, observation_space.shape))}))[0]\n'
-    )  # fmt: skip
+        (
+            "import numpy as np\nimport onnxruntime as ort\n\n"
+            f'session = ort.InferenceSession("{filename}", providers=["CPUExecutionProvider"])\n'
+            f"obs = np.zeros(({', '.join(['1', *map(str, observation_space.shape)])}), dtype=np.{dtype})  # a raw env observation\n"
+            'action = session.run(None, {"obs": obs})[0][0]\n'
+        )
+        if artifact.kind == "onnx"
+        else (
+            f'import torch\n\npolicy = torch.jit.load("{filename}")\naction = policy(torch.zeros(1, {", ".join(map(str, observation_space.shape))}))[0]\n'
+        )
+    )
     return (
         f"# {filename}: {ref.algo} {ref.env_id}, backend {artifact.backend}\n\n"
         f"Made by quarl-bench from the agent in `{ref.run_dir}` (content sha256 {ref.content_hash}); artifact sha256 "

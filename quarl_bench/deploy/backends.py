@@ -66,8 +66,9 @@ class Artifact:
         return self.kind in ("onnx", "torchscript")
 
 
-def build(backend: str, module, sample: np.ndarray, calibration: np.ndarray | None = None,
-          calibration_method: str = "minmax") -> Artifact:  # fmt: skip
+def build(
+    backend: str, module, sample: np.ndarray, calibration: np.ndarray | None = None, calibration_method: str = "minmax"
+) -> Artifact:
     """The artifact of ``backend`` for a :class:`~quarl_bench.deploy.export.DeployablePolicy`.
 
     :param sample: one batch of raw observations (shapes and dtype for the export).
@@ -141,11 +142,23 @@ def _int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str
                 batch = next(self.batches, None)
                 return None if batch is None else {"obs": batch}
 
-        methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-                   "percentile": CalibrationMethod.Percentile}  # fmt: skip
-        quantize_static(source, target, Observations(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        reduce_range=reduce_range, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=methods[method], nodes_to_exclude=fp32_layers(fp32, calibration))  # fmt: skip
+        methods = {
+            "minmax": CalibrationMethod.MinMax,
+            "entropy": CalibrationMethod.Entropy,
+            "percentile": CalibrationMethod.Percentile,
+        }
+        quantize_static(
+            source,
+            target,
+            Observations(),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            reduce_range=reduce_range,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=methods[method],
+            nodes_to_exclude=fp32_layers(fp32, calibration),
+        )
         return target.read_bytes()
 
 

@@ -27,12 +27,15 @@ OPSET = 17
 class DeployablePolicy(nn.Module):
     """``forward(raw_obs) -> action`` for an SB3 policy of ``algo`` (a2c, ppo, dqn, qrdqn, ddpg, td3, sac, tqc)."""
 
-    def __init__(self, policy: BasePolicy, algo: str, observation_space: spaces.Space,
-                 normalizer: VecNormalize | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, policy: BasePolicy, algo: str, observation_space: spaces.Space, normalizer: VecNormalize | None = None
+    ) -> None:
         super().__init__()
         if not isinstance(observation_space, spaces.Box):
-            raise QuarlError(f"cannot export a policy for {type(observation_space).__name__} observations: "
-                             "expected a Box observation space")  # fmt: skip
+            raise QuarlError(
+                f"cannot export a policy for {type(observation_space).__name__} observations: "
+                "expected a Box observation space"
+            )
         self.policy, self.algo = policy, algo
         self.image = is_image_space(observation_space, check_channels=False) and observation_space.dtype == np.uint8
         self.channels_last = self.image and observation_space.shape[-1] < observation_space.shape[0]
@@ -111,9 +114,16 @@ def to_onnx(module: DeployablePolicy, sample: np.ndarray) -> bytes:
     module.eval()
     buffer = io.BytesIO()
     with torch.no_grad():
-        torch.onnx.export(module, (torch.as_tensor(sample),), buffer, input_names=["obs"], output_names=["action"],
-                          dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}}, opset_version=OPSET,
-                          dynamo=False)  # fmt: skip
+        torch.onnx.export(
+            module,
+            (torch.as_tensor(sample),),
+            buffer,
+            input_names=["obs"],
+            output_names=["action"],
+            dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            opset_version=OPSET,
+            dynamo=False,
+        )
     return buffer.getvalue()
 
 

@@ -61,10 +61,18 @@ def machine() -> str:
 
 def timing_key(policy: str, backend: str, calls: int, host: str, versions: dict[str, str]) -> str:
     """One row per policy x backend x call count x machine x library versions: a rerun reuses it."""
-    identity = {"policy": policy, "hidden": TABLE4_POLICIES[policy], "inputs": INPUTS, "actions": ACTIONS,
-                "weight_seed": WEIGHT_SEED, "backend": backend, "calls": calls, "machine": host,
-                "versions": {k: versions.get(k) for k in ("torch", "onnxruntime", "torchao")},
-                "timing_version": TIMING_VERSION}  # fmt: skip
+    identity = {
+        "policy": policy,
+        "hidden": TABLE4_POLICIES[policy],
+        "inputs": INPUTS,
+        "actions": ACTIONS,
+        "weight_seed": WEIGHT_SEED,
+        "backend": backend,
+        "calls": calls,
+        "machine": host,
+        "versions": {k: versions.get(k) for k in ("torch", "onnxruntime", "torchao")},
+        "timing_version": TIMING_VERSION,
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -85,10 +93,20 @@ def time_policy(policy: str, backend: str, calls: int, key: str, provenance: dic
         timing = latency(run, sample[0], calls=calls)
         timing["batch64_obs_per_s"] = throughput(run, sample)
     return {
-        "key": key, "policy": policy, "hidden": list(TABLE4_POLICIES[policy]), "backend": backend,
-        "machine": provenance["host"], "threads": 1, "calls": calls,
-        "p50_ms": timing["p50_ms"], "p99_ms": timing["p99_ms"], "mean_ms": timing["mean_ms"],
-        "batch64_obs_per_s": timing["batch64_obs_per_s"], "artifact_bytes": artifact.nbytes,
-        "artifact_sha256": artifact.sha256, "peak_rss_mb": peak_memory_mb(artifact, sample[0]),
-        "provenance": provenance, "created_at": datetime.now(timezone.utc).isoformat(),
-    }  # fmt: skip
+        "key": key,
+        "policy": policy,
+        "hidden": list(TABLE4_POLICIES[policy]),
+        "backend": backend,
+        "machine": provenance["host"],
+        "threads": 1,
+        "calls": calls,
+        "p50_ms": timing["p50_ms"],
+        "p99_ms": timing["p99_ms"],
+        "mean_ms": timing["mean_ms"],
+        "batch64_obs_per_s": timing["batch64_obs_per_s"],
+        "artifact_bytes": artifact.nbytes,
+        "artifact_sha256": artifact.sha256,
+        "peak_rss_mb": peak_memory_mb(artifact, sample[0]),
+        "provenance": provenance,
+        "created_at": datetime.now(timezone.utc).isoformat(),
+    }

@@ -18,8 +18,12 @@ from quarl_bench.deploy.backends import Artifact
 TIMED_CALLS, WARMUP_CALLS, THROUGHPUT_BATCH = 1000, 100, 64
 
 
-def latency(run: Callable[[np.ndarray], np.ndarray], observation: np.ndarray, calls: int = TIMED_CALLS,
-            warmup: int = WARMUP_CALLS) -> dict[str, float]:  # fmt: skip
+def latency(
+    run: Callable[[np.ndarray], np.ndarray],
+    observation: np.ndarray,
+    calls: int = TIMED_CALLS,
+    warmup: int = WARMUP_CALLS,
+) -> dict[str, float]:
     """p50/p99/mean milliseconds of ``calls`` batch-1 calls after ``warmup`` untimed ones."""
     batch = observation[None]
     for _ in range(warmup):
@@ -29,8 +33,12 @@ def latency(run: Callable[[np.ndarray], np.ndarray], observation: np.ndarray, ca
         start = time.perf_counter()
         run(batch)
         times[i] = time.perf_counter() - start
-    return {"p50_ms": float(np.percentile(times, 50) * 1e3), "p99_ms": float(np.percentile(times, 99) * 1e3),
-            "mean_ms": float(times.mean() * 1e3), "calls": calls}  # fmt: skip
+    return {
+        "p50_ms": float(np.percentile(times, 50) * 1e3),
+        "p99_ms": float(np.percentile(times, 99) * 1e3),
+        "mean_ms": float(times.mean() * 1e3),
+        "calls": calls,
+    }
 
 
 def throughput(run: Callable[[np.ndarray], np.ndarray], observations: np.ndarray, seconds: float = 1.0) -> float:
@@ -76,8 +84,12 @@ def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
         path, obs_path = Path(folder) / f"policy{artifact.suffix}", Path(folder) / "obs.npy"
         path.write_bytes(artifact.data)
         np.save(obs_path, observation[None])
-        done = subprocess.run([sys.executable, "-c", PROBE, str(path), str(obs_path), artifact.kind],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, str(path), str(obs_path), artifact.kind],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     if done.returncode != 0:
         raise RuntimeError(f"memory probe failed: {done.stderr.strip().splitlines()[-1:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -100,13 +100,23 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
         return [UnwrapTrainAtEnd()]
 
     # the fp32 agent trained beside this one (amp trains it first): the report pairs the two by its hash
-    baseline = None if config.dtype == "fp32" else find_in_folder(replace(config, dtype="fp32").folder(cache_dir),
-                                                                   config.algo, config.env_id, "amp")  # fmt: skip
+    baseline = (
+        None
+        if config.dtype == "fp32"
+        else find_in_folder(replace(config, dtype="fp32").folder(cache_dir), config.algo, config.env_id, "amp")
+    )
     start = time.perf_counter()
     arch = POLICY_SIZES[config.arch]
-    run_dir = train_with_callbacks(config.algo, config.env_id, folder, config.seed, config.n_timesteps, prepare,
-                                   hyperparams={"policy_kwargs": f"dict(net_arch={arch})"},
-                                   device=config.device)  # fmt: skip
+    run_dir = train_with_callbacks(
+        config.algo,
+        config.env_id,
+        folder,
+        config.seed,
+        config.n_timesteps,
+        prepare,
+        hyperparams={"policy_kwargs": f"dict(net_arch={arch})"},
+        device=config.device,
+    )
     record = asdict(config) | {
         "net_arch": arch,
         "wall_seconds": time.perf_counter() - start,

@@ -82,20 +82,27 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any]) -> EvalResult:
         with torch_thread_count(1):
             run = runner(artifact, threads=1)
             reference = None if spec.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
-            episodes = evaluate(ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed, job.actions,
-                                reference=reference)  # fmt: skip
+            episodes = evaluate(
+                ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed, job.actions, reference=reference
+            )
             timing = latency(run, sample[0])
             timing["batch64_obs_per_s"] = throughput(run, sample)
     finally:
         env.close()
     deployment = {
-        "backend": spec.backend, "artifact_sha256": artifact.sha256, "artifact_bytes": artifact.nbytes,
-        "artifact_kind": artifact.kind, "build_seconds": build_seconds, "latency": timing,
+        "backend": spec.backend,
+        "artifact_sha256": artifact.sha256,
+        "artifact_bytes": artifact.nbytes,
+        "artifact_kind": artifact.kind,
+        "build_seconds": build_seconds,
+        "latency": timing,
         "peak_rss_mb": peak_memory_mb(artifact, sample[0]),
-        "calibration": {"states": spec.calibration_states, "method": spec.calibration_method} if calibration is not None else None,
+        "calibration": {"states": spec.calibration_states, "method": spec.calibration_method}
+        if calibration is not None
+        else None,
         "graph": int8_weight_summary(artifact) if artifact.kind == "onnx" else {},
         "threads": 1,
-    }  # fmt: skip
+    }
     return EvalResult(
         job=job,
         episode_rewards=tuple(episodes.rewards),

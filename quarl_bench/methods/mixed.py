@@ -34,13 +34,16 @@ def rank_layers(errors: dict[tuple[int, str], float], n_layers: int) -> list[int
     narrowest = precisions[0]
     return sorted(
         range(n_layers),
-        key=lambda i: (worst(errors.get((i, narrowest), float("nan"))),
-                       sum(worst(errors.get((i, p), float("nan"))) for p in precisions)),
-    )  # fmt: skip
+        key=lambda i: (
+            worst(errors.get((i, narrowest), float("nan"))),
+            sum(worst(errors.get((i, p), float("nan"))) for p in precisions),
+        ),
+    )
 
 
-def greedy_allocation(order: Sequence[int], ladder: Sequence[str], acceptable: Callable[[tuple[str, ...]], bool],
-                      n_layers: int) -> tuple[tuple[str, ...], list[tuple[tuple[str, ...], bool]]]:  # fmt: skip
+def greedy_allocation(
+    order: Sequence[int], ladder: Sequence[str], acceptable: Callable[[tuple[str, ...]], bool], n_layers: int
+) -> tuple[tuple[str, ...], list[tuple[tuple[str, ...], bool]]]:
     """The allocation found and every allocation tried with its verdict.
 
     :param order: layers, least sensitive first.

@@ -94,8 +94,10 @@ def enable_mixed_precision(model: Any, dtype: str) -> LossScale | None:
 
 
 def optimizers(policy: nn.Module) -> list[torch.optim.Optimizer]:
-    found = [getattr(owner, "optimizer", None) for owner in (policy, getattr(policy, "actor", None),
-                                                              getattr(policy, "critic", None))]  # fmt: skip
+    found = [
+        getattr(owner, "optimizer", None)
+        for owner in (policy, getattr(policy, "actor", None), getattr(policy, "critic", None))
+    ]
     return list({id(o): o for o in found if isinstance(o, torch.optim.Optimizer)}.values())
 
 

@@ -33,13 +33,31 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
     discrete = isinstance(fp32_policy.action_space, spaces.Discrete)  # only these have decision margins
     record_states, workers = MARGIN_STATES if discrete else 0, eval_workers()
     if workers > 1:
-        episodes = evaluate_in_workers(policy, agent.make_env, job.n_envs, workers, job.episodes, job.seed,
-                                       job.actions, reference, job.obs_noise, record_states)  # fmt: skip
+        episodes = evaluate_in_workers(
+            policy,
+            agent.make_env,
+            job.n_envs,
+            workers,
+            job.episodes,
+            job.seed,
+            job.actions,
+            reference,
+            job.obs_noise,
+            record_states,
+        )
     else:
         env = agent.make_env(job.n_envs, job.seed)
         try:
-            episodes = evaluate(policy, env, job.episodes, job.seed, job.actions, reference=reference,
-                                obs_noise=job.obs_noise, record_states=record_states)  # fmt: skip
+            episodes = evaluate(
+                policy,
+                env,
+                job.episodes,
+                job.seed,
+                job.actions,
+                reference=reference,
+                obs_noise=job.obs_noise,
+                record_states=record_states,
+            )
         finally:
             env.close()
     margins = margin_change(policy, reference, job.algo, episodes.states)

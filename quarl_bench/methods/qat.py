@@ -72,8 +72,15 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
         )
         return [QuantDelayCallback(switch, delay)]
 
-    run_dir = train_with_callbacks(config.algo, config.env_id, folder, config.seed, config.n_timesteps, prepare,
-                                   {"quant_bits": config.precision, "quant_delay": config.quant_delay})  # fmt: skip
+    run_dir = train_with_callbacks(
+        config.algo,
+        config.env_id,
+        folder,
+        config.seed,
+        config.n_timesteps,
+        prepare,
+        {"quant_bits": config.precision, "quant_delay": config.quant_delay},
+    )
     record["enabled_at_step"] = switch.enabled_at_step
     (run_dir / TRAINING_RECORD).write_text(json.dumps(record, indent=2))
     ref = find_in_folder(folder, config.algo, config.env_id, "qat")

@@ -28,9 +28,20 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalRe
     """Play ``job``'s episodes with uniformly random actions on the agent's envs (same wrappers and seeds)."""
     env = agent.make_env(job.n_envs, job.seed)
     try:
-        episodes = evaluate(RandomActions(env.action_space), env, job.episodes, job.seed,  # type: ignore[arg-type]
-                            ActionMode("deterministic"), obs_noise=job.obs_noise)  # fmt: skip
+        episodes = evaluate(
+            RandomActions(env.action_space),
+            env,
+            job.episodes,
+            job.seed,  # type: ignore[arg-type]
+            ActionMode("deterministic"),
+            obs_noise=job.obs_noise,
+        )
     finally:
         env.close()
-    return EvalResult(job, tuple(episodes.rewards), tuple(episodes.lengths), episodes.wall_seconds,
-                      provenance=driver | agent_provenance(agent.ref))  # fmt: skip
+    return EvalResult(
+        job,
+        tuple(episodes.rewards),
+        tuple(episodes.lengths),
+        episodes.wall_seconds,
+        provenance=driver | agent_provenance(agent.ref),
+    )

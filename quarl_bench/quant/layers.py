@@ -39,14 +39,21 @@ ACTING_MODULES: dict[str, tuple[str, ...]] = {
 QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dqn": (("q_net", "q_net_target"), ()),
     "qrdqn": (("quantile_net", "quantile_net_target"), ()),
-    "a2c": (("mlp_extractor.policy_net", "action_net"),
-            ("features_extractor", "pi_features_extractor", "vf_features_extractor", "mlp_extractor.value_net",
-             "value_net")),
+    "a2c": (
+        ("mlp_extractor.policy_net", "action_net"),
+        (
+            "features_extractor",
+            "pi_features_extractor",
+            "vf_features_extractor",
+            "mlp_extractor.value_net",
+            "value_net",
+        ),
+    ),
     "ddpg": ((), ("critic", "critic_target")),
     "td3": ((), ("critic", "critic_target")),
     "sac": ((), ("critic", "critic_target")),
     "tqc": ((), ("critic", "critic_target")),  # not in QuaRL: its SAC selection
-}  # fmt: skip
+}
 QUARL_CODE_MODULES["ppo"] = QUARL_CODE_MODULES["a2c"]
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 

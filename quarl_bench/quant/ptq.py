@@ -39,8 +39,10 @@ def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy
         {id(module): i for i, (_, module) in enumerate(acting_layers(quantized, algo))} if spec.layer_precisions else {}
     )
     if spec.layer_precisions and len(spec.layer_precisions) != len(layer_index):
-        raise QuarlError(f"bad layer precisions {','.join(spec.layer_precisions)}: this {algo} policy acts with "
-                         f"{len(layer_index)} layers ({', '.join(acting_layer_names(policy, algo))}), one precision each")  # fmt: skip
+        raise QuarlError(
+            f"bad layer precisions {','.join(spec.layer_precisions)}: this {algo} policy acts with "
+            f"{len(layer_index)} layers ({', '.join(acting_layer_names(policy, algo))}), one precision each"
+        )
     with torch.no_grad():
         for tensor in tensors:
             layer_spec = spec.for_layer(layer_index[id(tensor.module)]) if spec.layer_precisions else spec

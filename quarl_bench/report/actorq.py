@@ -25,16 +25,30 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
         phases = breakdown(prov["actors"])
         steps = max(prov["actor_steps"], 1)
         mismatch = prov.get("mismatch") or []
-        records.append({
-            "setting": row.get("setting") or row["agent_hash"],  # rows stored before the setting column
-            "env": row["env_id"], "algo": row["algo"], "precision": row["precision"], "seed": row["seed"],
-            "actors": prov["config"]["n_actors"], "arch": "x".join(map(str, prov["config"]["policy_arch"])),
-            "comm_bits": prov["config"].get("comm_bits", 32), "learner_device": prov.get("learner_device", "cpu"),
-            "steps_per_s": prov["actor_steps_per_s"], "curve": prov["curve"], "final_reward": row["mean_reward"],
-            "joules_per_step": prov["energy"].get("kwh", 0.0) * 3.6e6 / steps if prov.get("energy") else float("nan"),
-            "mismatch": mismatch, "broadcast_bytes": prov["broadcast_bytes"], "restarts": prov["restarts"],
-            "row": row["key"], **phases,
-        })  # fmt: skip
+        records.append(
+            {
+                "setting": row.get("setting") or row["agent_hash"],  # rows stored before the setting column
+                "env": row["env_id"],
+                "algo": row["algo"],
+                "precision": row["precision"],
+                "seed": row["seed"],
+                "actors": prov["config"]["n_actors"],
+                "arch": "x".join(map(str, prov["config"]["policy_arch"])),
+                "comm_bits": prov["config"].get("comm_bits", 32),
+                "learner_device": prov.get("learner_device", "cpu"),
+                "steps_per_s": prov["actor_steps_per_s"],
+                "curve": prov["curve"],
+                "final_reward": row["mean_reward"],
+                "joules_per_step": prov["energy"].get("kwh", 0.0) * 3.6e6 / steps
+                if prov.get("energy")
+                else float("nan"),
+                "mismatch": mismatch,
+                "broadcast_bytes": prov["broadcast_bytes"],
+                "restarts": prov["restarts"],
+                "row": row["key"],
+                **phases,
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 
@@ -58,28 +72,43 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
             times = {s: time_to_reward(runs_at.loc[s, "curve"], targets[s]) for s in seeds}
             base_times = {s: time_to_reward(fp32.loc[s, "curve"], targets[s]) for s in seeds}
             reached = [s for s in seeds if times[s] and base_times[s]]
-            speed, speed_low, speed_high = (paired_ratio_ci(runs_at.loc[seeds, "steps_per_s"],
-                                                            fp32.loc[seeds, "steps_per_s"])
-                                            if seeds else (float("nan"),) * 3)  # fmt: skip
-            time_up, time_low, time_high = (paired_ratio_ci([base_times[s] for s in reached],
-                                                            [times[s] for s in reached])
-                                            if reached else (float("nan"),) * 3)  # fmt: skip
+            speed, speed_low, speed_high = (
+                paired_ratio_ci(runs_at.loc[seeds, "steps_per_s"], fp32.loc[seeds, "steps_per_s"])
+                if seeds
+                else (float("nan"),) * 3
+            )
+            time_up, time_low, time_high = (
+                paired_ratio_ci([base_times[s] for s in reached], [times[s] for s in reached])
+                if reached
+                else (float("nan"),) * 3
+            )
             first = runs_at.iloc[0]
             agreement = [p["agreement"] for mismatch in runs_at["mismatch"] for p in mismatch]
-            rows.append({
-                "env": env, "algo": first["algo"], "arch": first["arch"], "actors": first["actors"],
-                "precision": precision, "comm bits": first["comm_bits"], "learner": first["learner_device"],
-                "seeds": len(runs_at), "actor steps/s": runs_at["steps_per_s"].mean(),
-                "steps/s speed-up": speed, "steps/s CI": _interval(speed_low, speed_high),
-                "time to 95% (s)": np.mean([times[s] for s in reached]) if reached else None,
-                "seeds reaching": f"{len(reached)}/{len(seeds)}",
-                "time speed-up": time_up, "time CI": _interval(time_low, time_high),
-                "CI includes 1": None if pd.isna(time_low) else bool(time_low <= 1.0 <= time_high),
-                "J / actor step": runs_at["joules_per_step"].mean(),
-                "mean agreement vs fp32 learner": np.mean(agreement) if agreement else None,
-                "final reward": runs_at["final_reward"].mean(), "broadcast bytes": first["broadcast_bytes"],
-                "rows": ", ".join(runs_at["row"]),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "env": env,
+                    "algo": first["algo"],
+                    "arch": first["arch"],
+                    "actors": first["actors"],
+                    "precision": precision,
+                    "comm bits": first["comm_bits"],
+                    "learner": first["learner_device"],
+                    "seeds": len(runs_at),
+                    "actor steps/s": runs_at["steps_per_s"].mean(),
+                    "steps/s speed-up": speed,
+                    "steps/s CI": _interval(speed_low, speed_high),
+                    "time to 95% (s)": np.mean([times[s] for s in reached]) if reached else None,
+                    "seeds reaching": f"{len(reached)}/{len(seeds)}",
+                    "time speed-up": time_up,
+                    "time CI": _interval(time_low, time_high),
+                    "CI includes 1": None if pd.isna(time_low) else bool(time_low <= 1.0 <= time_high),
+                    "J / actor step": runs_at["joules_per_step"].mean(),
+                    "mean agreement vs fp32 learner": np.mean(agreement) if agreement else None,
+                    "final reward": runs_at["final_reward"].mean(),
+                    "broadcast bytes": first["broadcast_bytes"],
+                    "rows": ", ".join(runs_at["row"]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -109,8 +138,13 @@ def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
         if entry is None:
             return {}
         speedup = 1.0 if precision == "fp32" else entry[f"{precision}_speedup"]
-        return dict(zip(PAPER_COLUMNS, (entry["algo"], entry["reward_target"], entry[f"{precision}_time_s"], speedup),
-                        strict=True))  # fmt: skip
+        return dict(
+            zip(
+                PAPER_COLUMNS,
+                (entry["algo"], entry["reward_target"], entry[f"{precision}_time_s"], speedup),
+                strict=True,
+            )
+        )
 
     found = [columns(env, precision) for env, precision in zip(table["env"], table["precision"], strict=True)]
     return table.join(pd.DataFrame(found, index=table.index, columns=list(PAPER_COLUMNS)))

@@ -59,10 +59,20 @@ def result_table(rows: list[dict[str, Any]], title: str) -> Table:
     first = rows[0]
     seeds = sorted({row["seed"] for row in rows})
     noise = f", observation noise {first['obs_noise']:g}" if first.get("obs_noise") else ""
-    table = Table(title=f"{title}: {first['episodes']} episodes, seed{'s' if len(seeds) > 1 else ''} "
-                  f"{', '.join(map(str, seeds))}, actions {action_text(first)}{noise}")  # fmt: skip
-    columns = ("precision", *(("seed",) if len(seeds) > 1 else ()), "reward", "fp32 reward", "E %", "vs fp32 actions",
-               "episodes", "seconds")  # fmt: skip
+    table = Table(
+        title=f"{title}: {first['episodes']} episodes, seed{'s' if len(seeds) > 1 else ''} "
+        f"{', '.join(map(str, seeds))}, actions {action_text(first)}{noise}"
+    )
+    columns = (
+        "precision",
+        *(("seed",) if len(seeds) > 1 else ()),
+        "reward",
+        "fp32 reward",
+        "E %",
+        "vs fp32 actions",
+        "episodes",
+        "seconds",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column == "precision" else "right")
     for row in rows:
@@ -89,9 +99,17 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_column(column)
     ordered = sorted(rows, key=lambda r: (r["algo"], r["env_id"], r["method"], r["seed"], -r["bits"], spec_text(r)))
     for row in ordered:
-        table.add_row(row["algo"], row["env_id"], row["method"], spec_text(row), str(row["seed"]),
-                      f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}", format_number(row["error_pct"], "{:+.2f}"),
-                      agreement_text(row["agreement"]), str(row["episodes"]))  # fmt: skip
+        table.add_row(
+            row["algo"],
+            row["env_id"],
+            row["method"],
+            spec_text(row),
+            str(row["seed"]),
+            f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
+            format_number(row["error_pct"], "{:+.2f}"),
+            agreement_text(row["agreement"]),
+            str(row["episodes"]),
+        )
     return table
 
 
@@ -128,8 +146,15 @@ def amp_table(title: str, runs: list[tuple[str, int, dict[str, dict[str, Any]]]]
         base = rewards["fp32"]
         for dtype, values in rewards.items():
             within = "-" if dtype == "fp32" else ("yes" if abs(values.mean() - base.mean()) <= base.std() else "no")
-            table.add_row(arch, dtype, str(len(values)), f"{ms[dtype]:.2f}", f"{ms['fp32'] / ms[dtype]:.2f}x",
-                          f"{values.mean():.1f} ± {values.std():.1f}", within)  # fmt: skip
+            table.add_row(
+                arch,
+                dtype,
+                str(len(values)),
+                f"{ms[dtype]:.2f}",
+                f"{ms['fp32'] / ms[dtype]:.2f}x",
+                f"{values.mean():.1f} ± {values.std():.1f}",
+                within,
+            )
     return table
 
 
@@ -179,13 +204,17 @@ def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
         deployment = row["provenance"]["deployment"]
         latency = deployment["latency"]
         table.add_row(
-            row["backend"], f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
-            format_number(row["error_pct"], "{:+.2f}"), agreement_text(row["agreement"]),
-            f"{latency['p50_ms']:.3f}", f"{latency['p99_ms']:.3f}", str(deployment["artifact_bytes"]),
+            row["backend"],
+            f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
+            format_number(row["error_pct"], "{:+.2f}"),
+            agreement_text(row["agreement"]),
+            f"{latency['p50_ms']:.3f}",
+            f"{latency['p99_ms']:.3f}",
+            str(deployment["artifact_bytes"]),
             format_number(deployment["peak_rss_mb"], "{:.0f}"),
             f"{reference['latency']['p50_ms'] / latency['p50_ms']:.2f}x",
             f"{reference['artifact_bytes'] / deployment['artifact_bytes']:.2f}x",
-        )  # fmt: skip
+        )
     return table
 
 
@@ -197,19 +226,37 @@ def table4_table(comparison: Any) -> Table:
         "fp32 = torch fp32, int8 = fastest int8 backend, p50 ms",
         caption="size ratio and fp32 peak MB: the fp32 ONNX artifact",
     )
-    columns = ("policy", "paper fp32 ms", "paper int8 ms", "paper speed-up", "fp32 ms", "int8 ms", "int8 backend",
-               "speed-up", "vs ORT fp32", "size ratio", "fp32 peak MB", "int8 peak MB")  # fmt: skip
+    columns = (
+        "policy",
+        "paper fp32 ms",
+        "paper int8 ms",
+        "paper speed-up",
+        "fp32 ms",
+        "int8 ms",
+        "int8 backend",
+        "speed-up",
+        "vs ORT fp32",
+        "size ratio",
+        "fp32 peak MB",
+        "int8 peak MB",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column in ("policy", "int8 backend") else "right")
     for _, row in comparison.iterrows():
         table.add_row(
-            f"{row['policy']} ({row['hidden']})", format_number(row["paper fp32 ms"], "{:.3f}"),
-            format_number(row["paper int8 ms"], "{:.3f}"), format_number(row["paper speed-up"], "{:.2f}x"),
-            f"{row['fp32 ms']:.3f}", format_number(row["int8 ms"], "{:.3f}"), row["int8 backend"],
-            format_number(row["speed-up"], "{:.2f}x"), format_number(row["vs ORT fp32"], "{:.2f}x"),
+            f"{row['policy']} ({row['hidden']})",
+            format_number(row["paper fp32 ms"], "{:.3f}"),
+            format_number(row["paper int8 ms"], "{:.3f}"),
+            format_number(row["paper speed-up"], "{:.2f}x"),
+            f"{row['fp32 ms']:.3f}",
+            format_number(row["int8 ms"], "{:.3f}"),
+            row["int8 backend"],
+            format_number(row["speed-up"], "{:.2f}x"),
+            format_number(row["vs ORT fp32"], "{:.2f}x"),
             format_number(row["size ratio"], "{:.2f}x"),
-            format_number(row["fp32 peak MB"], "{:.0f}"), format_number(row["int8 peak MB"], "{:.0f}"),
-        )  # fmt: skip
+            format_number(row["fp32 peak MB"], "{:.0f}"),
+            format_number(row["int8 peak MB"], "{:.0f}"),
+        )
     return table
 
 
@@ -218,8 +265,10 @@ def sensitivity_table(sensitivity) -> Table:
     median change of the decision margin, means over seeds."""
     precisions = sorted(set(sensitivity["precision"]), key=lambda p: -precision_bits(p))
     seeds = sorted({s for text in sensitivity["seeds"] for s in text.split()}, key=int)
-    table = Table(title=f"One layer quantized at a time (others fp32): E % / same actions / margin change, "
-                  f"seeds {', '.join(seeds)}")  # fmt: skip
+    table = Table(
+        title=f"One layer quantized at a time (others fp32): E % / same actions / margin change, "
+        f"seeds {', '.join(seeds)}"
+    )
     table.add_column("layer")
     for precision in precisions:
         table.add_column(precision, justify="right")
@@ -231,8 +280,10 @@ def sensitivity_table(sensitivity) -> Table:
                 texts.append("-")
                 continue
             cell = by_precision.loc[precision]
-            texts.append(f"{cell['E %']:+.1f} % / {format_number(100 * cell['agreement'], '{:.0f}')} % / "
-                         f"{format_number(cell['margin change'], '{:+.3g}')}")  # fmt: skip
+            texts.append(
+                f"{cell['E %']:+.1f} % / {format_number(100 * cell['agreement'], '{:.0f}')} % / "
+                f"{format_number(cell['margin change'], '{:+.3g}')}"
+            )
         table.add_row(name, *texts)
     return table
 
@@ -242,8 +293,10 @@ def mixed_table(rows: list[dict[str, Any]], layer_names: list[str], tolerance_pc
     by_spec: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_spec.setdefault(f"{row['method']} {spec_text(row)}", []).append(row)
-    table = Table(title=f"Verified on seeds {', '.join(map(str, sorted({r['seed'] for r in rows})))} "
-                  f"(layers: {', '.join(layer_names)}); tolerance {tolerance_pct:g}%")  # fmt: skip
+    table = Table(
+        title=f"Verified on seeds {', '.join(map(str, sorted({r['seed'] for r in rows})))} "
+        f"(layers: {', '.join(layer_names)}); tolerance {tolerance_pct:g}%"
+    )
     for column in ("policy", "mean reward", "E %", "acting bytes", "within tolerance"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for label, group in by_spec.items():
@@ -252,8 +305,13 @@ def mixed_table(rows: list[dict[str, Any]], layer_names: list[str], tolerance_pc
         error = sum(errors) / len(errors) if errors else float("nan")
         mean = sum(rewards) / len(rewards)
         within = "-" if error != error else ("yes" if error <= tolerance_pct else "no")
-        table.add_row(label, f"{mean:.2f}", format_number(error, "{:+.2f}"),
-                      str(group[0]["weights"].get("acting_bytes", "-")), within)  # fmt: skip
+        table.add_row(
+            label,
+            f"{mean:.2f}",
+            format_number(error, "{:+.2f}"),
+            str(group[0]["weights"].get("acting_bytes", "-")),
+            within,
+        )
     return table
 
 
@@ -262,15 +320,30 @@ def fidelity_table(frame) -> Table:
     import numpy as np
 
     table = Table(title="Side by side with fp32 from the same seeds (first action / observation divergence)")
-    for column in ("precision", "episodes", "actions differ", "median first action step", "trajectories part",
-                   "median first obs step", "median fp32 length", "threshold", "obs noise"):  # fmt: skip
+    for column in (
+        "precision",
+        "episodes",
+        "actions differ",
+        "median first action step",
+        "trajectories part",
+        "median first obs step",
+        "median fp32 length",
+        "threshold",
+        "obs noise",
+    ):
         table.add_column(column, justify="left" if column == "precision" else "right")
     for _, row in frame.iterrows():
         actions = [s for s in row["first_action"] if s is not None]
         observations = [s for s in row["first_obs"] if s is not None]
-        table.add_row(row["precision"], str(row["episodes"]), f"{len(actions)}/{row['episodes']}",
-                      format_number(float(np.median(actions)) if actions else None, "{:.0f}"),
-                      f"{len(observations)}/{row['episodes']}",
-                      format_number(float(np.median(observations)) if observations else None, "{:.0f}"),
-                      f"{np.median(row['lengths']):.0f}", f"{row['threshold']:g}", f"{row['obs_noise']:g}")  # fmt: skip
+        table.add_row(
+            row["precision"],
+            str(row["episodes"]),
+            f"{len(actions)}/{row['episodes']}",
+            format_number(float(np.median(actions)) if actions else None, "{:.0f}"),
+            f"{len(observations)}/{row['episodes']}",
+            format_number(float(np.median(observations)) if observations else None, "{:.0f}"),
+            f"{np.median(row['lengths']):.0f}",
+            f"{row['threshold']:g}",
+            f"{row['obs_noise']:g}",
+        )
     return table

@@ -28,23 +28,43 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
         for _, row in cell.iterrows():
             deployment = row["provenance"]["deployment"]
             latency = deployment["latency"]
-            ptq = simulated[(simulated["agent_hash"] == row["agent_hash"]) & (simulated["precision"] == row["precision"])
-                            & (simulated["seed"] == row["seed"]) & (simulated["episodes"] == row["episodes"])] if len(simulated) else simulated  # fmt: skip
+            ptq = (
+                simulated[
+                    (simulated["agent_hash"] == row["agent_hash"])
+                    & (simulated["precision"] == row["precision"])
+                    & (simulated["seed"] == row["seed"])
+                    & (simulated["episodes"] == row["episodes"])
+                ]
+                if len(simulated)
+                else simulated
+            )
             agreement = row["agreement"].get("action_agreement", row["agreement"].get("action_rel_error"))
-            records.append({
-                "algo": row["algo"], "env": row["env_id"], "agent": row["agent_hash"], "backend": row["backend"],
-                "precision": row["precision"], "reward": row["mean_reward"], "std": row["std_reward"],
-                "E %": row["error_pct"], "agreement": agreement,
-                "p50 ms": latency["p50_ms"], "p99 ms": latency["p99_ms"],
-                "batch64 obs/s": latency.get("batch64_obs_per_s"), "bytes": deployment["artifact_bytes"],
-                "peak MB": deployment["peak_rss_mb"],
-                "speed-up": base["latency"]["p50_ms"] / latency["p50_ms"],
-                "size ratio": base["artifact_bytes"] / deployment["artifact_bytes"],
-                "PTQ reward (simulated)": ptq["mean_reward"].iloc[0] if len(ptq) else float("nan"),
-                "PTQ E % (simulated)": ptq["error_pct"].iloc[0] if len(ptq) else float("nan"),
-                "real - simulated reward": row["mean_reward"] - ptq["mean_reward"].iloc[0] if len(ptq) else float("nan"),
-                "row key": row["key"],
-            })  # fmt: skip
+            records.append(
+                {
+                    "algo": row["algo"],
+                    "env": row["env_id"],
+                    "agent": row["agent_hash"],
+                    "backend": row["backend"],
+                    "precision": row["precision"],
+                    "reward": row["mean_reward"],
+                    "std": row["std_reward"],
+                    "E %": row["error_pct"],
+                    "agreement": agreement,
+                    "p50 ms": latency["p50_ms"],
+                    "p99 ms": latency["p99_ms"],
+                    "batch64 obs/s": latency.get("batch64_obs_per_s"),
+                    "bytes": deployment["artifact_bytes"],
+                    "peak MB": deployment["peak_rss_mb"],
+                    "speed-up": base["latency"]["p50_ms"] / latency["p50_ms"],
+                    "size ratio": base["artifact_bytes"] / deployment["artifact_bytes"],
+                    "PTQ reward (simulated)": ptq["mean_reward"].iloc[0] if len(ptq) else float("nan"),
+                    "PTQ E % (simulated)": ptq["error_pct"].iloc[0] if len(ptq) else float("nan"),
+                    "real - simulated reward": row["mean_reward"] - ptq["mean_reward"].iloc[0]
+                    if len(ptq)
+                    else float("nan"),
+                    "row key": row["key"],
+                }
+            )
     return pd.DataFrame.from_records(records)
 
 
@@ -55,8 +75,15 @@ def write_deployment_report(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for _, row in group.iterrows():
             fp32 = row["backend"] == "torch-fp32"
-            ax.errorbar(row["p50 ms"], row["reward"], yerr=row["std"], marker="*" if fp32 else "o",
-                        markersize=12 if fp32 else 6, capsize=3, label=row["backend"])  # fmt: skip
+            ax.errorbar(
+                row["p50 ms"],
+                row["reward"],
+                yerr=row["std"],
+                marker="*" if fp32 else "o",
+                markersize=12 if fp32 else 6,
+                capsize=3,
+                label=row["backend"],
+            )
         ax.set_xscale("log")
         ax.set_xlabel("batch-1 latency, p50 (ms, one thread)")
         ax.set_ylabel("mean episode reward (± std)")
@@ -74,8 +101,10 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
     """QuaRL Table 4 next to ours: per policy and machine, the paper's RasPi fp32/int8 ms and speed-up, our torch
     fp32 and best int8 backend (p50, one thread), size ratio against the fp32 ONNX artifact, peak memory, and the
     keys of the stored timing rows each figure comes from."""
-    nothing = pd.Series({"p50_ms": float("nan"), "artifact_bytes": float("nan"), "peak_rss_mb": float("nan"),
-                         "key": None}, name="none ran")  # fmt: skip
+    nothing = pd.Series(
+        {"p50_ms": float("nan"), "artifact_bytes": float("nan"), "peak_rss_mb": float("nan"), "key": None},
+        name="none ran",
+    )
     published = paper.set_index("policy")
     records = []
     for (machine, calls, policy), cell in timings.groupby(["machine", "calls", "policy"]) if len(timings) else []:
@@ -87,17 +116,26 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
         best = int8.loc[int8["p50_ms"].idxmin()] if len(int8) else nothing
         size_base = by_backend.loc["ort-fp32"] if "ort-fp32" in by_backend.index else fp32
         pub = published.reindex([f"Policy {policy}"]).iloc[0]  # all NaN when the paper has no such policy
-        records.append({
-            "policy": f"Policy {policy}", "hidden": "-".join(map(str, fp32["hidden"])),
-            "paper fp32 ms": pub["fp32_ms"], "paper int8 ms": pub["int8_ms"], "paper speed-up": pub["speedup"],
-            "paper machine": pub["device"] if isinstance(pub["device"], str) else "",
-            "fp32 ms": fp32["p50_ms"], "int8 ms": best["p50_ms"], "int8 backend": best.name,
-            "speed-up": fp32["p50_ms"] / best["p50_ms"], "vs ORT fp32": size_base["p50_ms"] / best["p50_ms"],
-            "size ratio": size_base["artifact_bytes"] / best["artifact_bytes"],
-            "fp32 peak MB": size_base["peak_rss_mb"], "int8 peak MB": best["peak_rss_mb"],
-            "machine": f"{machine} (1 thread, batch 1, {calls} calls)",
-            "rows": ", ".join(k for k in dict.fromkeys((fp32["key"], size_base["key"], best["key"])) if k),
-        })  # fmt: skip
+        records.append(
+            {
+                "policy": f"Policy {policy}",
+                "hidden": "-".join(map(str, fp32["hidden"])),
+                "paper fp32 ms": pub["fp32_ms"],
+                "paper int8 ms": pub["int8_ms"],
+                "paper speed-up": pub["speedup"],
+                "paper machine": pub["device"] if isinstance(pub["device"], str) else "",
+                "fp32 ms": fp32["p50_ms"],
+                "int8 ms": best["p50_ms"],
+                "int8 backend": best.name,
+                "speed-up": fp32["p50_ms"] / best["p50_ms"],
+                "vs ORT fp32": size_base["p50_ms"] / best["p50_ms"],
+                "size ratio": size_base["artifact_bytes"] / best["artifact_bytes"],
+                "fp32 peak MB": size_base["peak_rss_mb"],
+                "int8 peak MB": best["peak_rss_mb"],
+                "machine": f"{machine} (1 thread, batch 1, {calls} calls)",
+                "rows": ", ".join(k for k in dict.fromkeys((fp32["key"], size_base["key"], best["key"])) if k),
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 
@@ -105,8 +143,18 @@ def write_table4(comparison: pd.DataFrame, timings: pd.DataFrame, out_dir: Path)
     """``table4.{md,csv}`` (the paper next to ours) and ``table4_backends.{md,csv}`` (every stored timing row)."""
     if timings.empty:
         return []
-    columns = ["policy", "backend", "p50_ms", "p99_ms", "batch64_obs_per_s", "artifact_bytes", "peak_rss_mb",
-               "machine", "calls", "key"]  # fmt: skip
+    columns = [
+        "policy",
+        "backend",
+        "p50_ms",
+        "p99_ms",
+        "batch64_obs_per_s",
+        "artifact_bytes",
+        "peak_rss_mb",
+        "machine",
+        "calls",
+        "key",
+    ]
     return write_table(comparison, out_dir, "table4", decimals=3) + write_table(
         timings[columns], out_dir, "table4_backends", decimals=3
     )

@@ -17,13 +17,24 @@ def fidelity_summary(rows: pd.DataFrame) -> pd.DataFrame:
     for _, row in rows.iterrows():
         actions = [s for s in row["first_action"] if s is not None]
         observations = [s for s in row["first_obs"] if s is not None]
-        records.append({"algo": row["algo"], "env": row["env_id"], "agent": row["agent_hash"][:8],
-                        "precision": row["precision"], "seed": row["seed"], "episodes": row["episodes"],
-                        "threshold": row["threshold"], "obs noise": row["obs_noise"],
-                        "actions differ": len(actions), "median first action step": np.median(actions) if actions else np.nan,
-                        "trajectories part": len(observations),
-                        "median first obs step": np.median(observations) if observations else np.nan,
-                        "median fp32 length": float(np.median(row["lengths"])), "row": row["key"]})  # fmt: skip
+        records.append(
+            {
+                "algo": row["algo"],
+                "env": row["env_id"],
+                "agent": row["agent_hash"][:8],
+                "precision": row["precision"],
+                "seed": row["seed"],
+                "episodes": row["episodes"],
+                "threshold": row["threshold"],
+                "obs noise": row["obs_noise"],
+                "actions differ": len(actions),
+                "median first action step": np.median(actions) if actions else np.nan,
+                "trajectories part": len(observations),
+                "median first obs step": np.median(observations) if observations else np.nan,
+                "median fp32 length": float(np.median(row["lengths"])),
+                "row": row["key"],
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 

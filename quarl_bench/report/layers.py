@@ -35,11 +35,21 @@ def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         layer, precision = found
         name = row["layers"][0]["name"].removesuffix(".weight") if row["layers"] else f"layer {layer}"
-        records.append({**{c: row[c] for c in CELL}, "layer": layer, "name": name, "precision": precision,
-                        "bits": precision_bits(precision), "seed": row["seed"], "E %": row["error_pct"],
-                        "agreement": row["agreement"].get("action_agreement", np.nan),
-                        "margin change": row["agreement"].get("margin_change_median", np.nan),
-                        "state flips": row["agreement"].get("state_flips", np.nan), "key": row["key"]})  # fmt: skip
+        records.append(
+            {
+                **{c: row[c] for c in CELL},
+                "layer": layer,
+                "name": name,
+                "precision": precision,
+                "bits": precision_bits(precision),
+                "seed": row["seed"],
+                "E %": row["error_pct"],
+                "agreement": row["agreement"].get("action_agreement", np.nan),
+                "margin change": row["agreement"].get("margin_change_median", np.nan),
+                "state flips": row["agreement"].get("state_flips", np.nan),
+                "key": row["key"],
+            }
+        )
     if not records:
         return pd.DataFrame()
     table = pd.DataFrame.from_records(records)
@@ -69,11 +79,21 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
             mean, low, high = stratified_bootstrap_ci(strata, np.mean)
             allocation = "/".join(json.loads(layer_bits)) if layer_bits else precision
             label = f"mixed {allocation}" if method == "mixed" else precision
-            records.append({"algo": group["algo"].iloc[0], "env": group["env_id"].iloc[0],
-                            "agent": group["agent_hash"].iloc[0][:8], "policy": label, "method": method,
-                            "acting bytes": group["weights"].iloc[0].get("acting_bytes", np.nan), "mean reward": mean,
-                            "CI low": low, "CI high": high, "seeds": " ".join(map(str, sorted(seeds))),
-                            "rows": " ".join(group["key"])})  # fmt: skip
+            records.append(
+                {
+                    "algo": group["algo"].iloc[0],
+                    "env": group["env_id"].iloc[0],
+                    "agent": group["agent_hash"].iloc[0][:8],
+                    "policy": label,
+                    "method": method,
+                    "acting bytes": group["weights"].iloc[0].get("acting_bytes", np.nan),
+                    "mean reward": mean,
+                    "CI low": low,
+                    "CI high": high,
+                    "seeds": " ".join(map(str, sorted(seeds))),
+                    "rows": " ".join(group["key"]),
+                }
+            )
     if not records:
         return pd.DataFrame()
     return pd.DataFrame.from_records(records).drop_duplicates(["agent", "policy", "seeds"])
@@ -110,12 +130,24 @@ def write_layer_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             for method, points in group.groupby("method"):
                 points = points.sort_values("acting bytes")
                 errors = [points["mean reward"] - points["CI low"], points["CI high"] - points["mean reward"]]
-                ax.errorbar(points["acting bytes"], points["mean reward"], yerr=errors, marker="o" if method == "ptq"
-                            else "*", markersize=6 if method == "ptq" else 12, linestyle="-" if method == "ptq" else "",
-                            label="uniform PTQ" if method == "ptq" else "mixed (found)", capsize=3)  # fmt: skip
+                ax.errorbar(
+                    points["acting bytes"],
+                    points["mean reward"],
+                    yerr=errors,
+                    marker="o" if method == "ptq" else "*",
+                    markersize=6 if method == "ptq" else 12,
+                    linestyle="-" if method == "ptq" else "",
+                    label="uniform PTQ" if method == "ptq" else "mixed (found)",
+                    capsize=3,
+                )
                 for _, point in points.iterrows():
-                    ax.annotate(point["policy"], (point["acting bytes"], point["mean reward"]), fontsize=7,
-                                xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                    ax.annotate(
+                        point["policy"],
+                        (point["acting bytes"], point["mean reward"]),
+                        fontsize=7,
+                        xytext=(3, 3),
+                        textcoords="offset points",
+                    )
             ax.set_xscale("log")
             ax.set_xlabel("acting-network bytes")
             ax.set_ylabel("mean reward (95% CI over verify seeds)")

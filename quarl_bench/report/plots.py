@@ -130,8 +130,14 @@ def write_qat_figures(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.axhline(group["fp32 Rwd"].iloc[0], color="black", linestyle="--", linewidth=1, label="fp32")
         ax.plot(group["bits"], group["PTQ Rwd"], marker="o", label="PTQ")
-        ax.errorbar(group["bits"], group["QAT Rwd"], yerr=group["QAT std over seeds"], marker="s", capsize=3,
-                    label=f"QAT (mean ± std over {int(group['QAT seeds'].max())} seeds)")  # fmt: skip
+        ax.errorbar(
+            group["bits"],
+            group["QAT Rwd"],
+            yerr=group["QAT std over seeds"],
+            marker="s",
+            capsize=3,
+            label=f"QAT (mean ± std over {int(group['QAT seeds'].max())} seeds)",
+        )
         ax.set_title(f"{algo.upper()} {env_id}: QAT vs PTQ")
         ax.set_xlabel("weight bits")
         ax.set_ylabel("mean episode reward")

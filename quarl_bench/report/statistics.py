@@ -56,8 +56,14 @@ def env_family(env_id: str) -> str:
 
 def uniform_default_ptq(frame: pd.DataFrame) -> pd.DataFrame:
     """PTQ rows of the default spec with one precision for every layer (the sweet-spot curve's points)."""
-    return frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "") & (frame["granularity"] == "auto")
-                 & (frame["symmetric"] == 0) & (frame["quantize_bias"] == 0) & (frame["layer_mode"] == "paper")]  # fmt: skip
+    return frame[
+        (frame["method"] == "ptq")
+        & (frame["layer_bits"] == "")
+        & (frame["granularity"] == "auto")
+        & (frame["symmetric"] == 0)
+        & (frame["quantize_bias"] == 0)
+        & (frame["layer_mode"] == "paper")
+    ]
 
 
 def in_cell(frame: pd.DataFrame, cell: pd.Series | dict) -> pd.DataFrame:
@@ -94,8 +100,11 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
         quantized["spec"] = [_spec_label(r) for _, r in quantized.iterrows()] if len(quantized) else []
         reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
         point, low, high = stratified_bootstrap_ci(reference)
-        records.append(_record(cell_info, "default", "fp32", 32, sorted(fp32), point, low, high,
-                               [fp32[s]["key"] for s in sorted(fp32)]))  # fmt: skip
+        records.append(
+            _record(
+                cell_info, "default", "fp32", 32, sorted(fp32), point, low, high, [fp32[s]["key"] for s in sorted(fp32)]
+            )
+        )
         for (spec, precision), group in quantized.groupby(["spec", "precision"]):
             by_seed = _by_seed(group)
             seeds = sorted(set(by_seed) & set(fp32))
@@ -106,21 +115,59 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             point, low, high = stratified_bootstrap_ci(q_strata)
             diff, diff_low, diff_high = paired_difference_ci(q_strata, r_strata)
             fp32_mean = float(np.mean(np.concatenate(r_strata)))
-            record = _record(cell_info, spec, precision, int(group["bits"].iloc[0]), seeds, point, low, high,
-                             [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds])  # fmt: skip
+            record = _record(
+                cell_info,
+                spec,
+                precision,
+                int(group["bits"].iloc[0]),
+                seeds,
+                point,
+                low,
+                high,
+                [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds],
+            )
             floor = fp32_mean - tolerance_pct / 100 * abs(fp32_mean)
-            record.update({"fp32 mean": fp32_mean, "mean - fp32": diff, "diff low": diff_low, "diff high": diff_high,
-                           "P(q >= fp32)": probability_of_improvement(q_strata, r_strata),
-                           "reward CI low": fp32_mean + diff_low, "within tolerance": fp32_mean + diff_low >= floor})  # fmt: skip
+            record.update(
+                {
+                    "fp32 mean": fp32_mean,
+                    "mean - fp32": diff,
+                    "diff low": diff_low,
+                    "diff high": diff_high,
+                    "P(q >= fp32)": probability_of_improvement(q_strata, r_strata),
+                    "reward CI low": fp32_mean + diff_low,
+                    "within tolerance": fp32_mean + diff_low >= floor,
+                }
+            )
             records.append(record)
     return pd.DataFrame.from_records(records)
 
 
-def _record(cell: dict[str, Any], spec: str, precision: str, bits: int, seeds: list[int], point: float, low: float,
-            high: float, keys: list[str]) -> dict[str, Any]:  # fmt: skip
-    return {"algo": cell["algo"], "env": cell["env_id"], "agent": str(cell["agent_hash"])[:8], "episodes": cell["episodes"],
-            "obs noise": cell["obs_noise"], "spec": spec, "precision": precision, "bits": bits,
-            "seeds": " ".join(map(str, seeds)), "IQM": point, "IQM low": low, "IQM high": high, "rows": " ".join(keys)}  # fmt: skip
+def _record(
+    cell: dict[str, Any],
+    spec: str,
+    precision: str,
+    bits: int,
+    seeds: list[int],
+    point: float,
+    low: float,
+    high: float,
+    keys: list[str],
+) -> dict[str, Any]:
+    return {
+        "algo": cell["algo"],
+        "env": cell["env_id"],
+        "agent": str(cell["agent_hash"])[:8],
+        "episodes": cell["episodes"],
+        "obs noise": cell["obs_noise"],
+        "spec": spec,
+        "precision": precision,
+        "bits": bits,
+        "seeds": " ".join(map(str, seeds)),
+        "IQM": point,
+        "IQM low": low,
+        "IQM high": high,
+        "rows": " ".join(keys),
+    }
 
 
 def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
@@ -140,10 +187,22 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
         evidence = "; ".join(
             f"{b}: {lower[b]:.1f}{' ok' if lower[b] >= floor else ' below'}" for b in sorted(lower, reverse=True)
         )
-        records.append({"algo": algo, "env": env, "agent": agent, "episodes": episodes, "obs noise": noise, "spec": spec,
-                        "seeds": seeds, "fp32 mean": fp32_mean, "tolerance %": tolerance_pct,
-                        "floor": floor, "minimum safe bits": safe if safe is not None else "none measured",
-                        "CI low per bits": evidence})  # fmt: skip
+        records.append(
+            {
+                "algo": algo,
+                "env": env,
+                "agent": agent,
+                "episodes": episodes,
+                "obs noise": noise,
+                "spec": spec,
+                "seeds": seeds,
+                "fp32 mean": fp32_mean,
+                "tolerance %": tolerance_pct,
+                "floor": floor,
+                "minimum safe bits": safe if safe is not None else "none measured",
+                "CI low per bits": evidence,
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 
@@ -166,9 +225,19 @@ def normalised_episodes(frame: pd.DataFrame) -> pd.DataFrame:
             continue
         for _, row in cell[cell["seed"].isin(seeds)].iterrows():
             for score in normalized_scores(row["episode_rewards"], random_mean, fp32_mean):
-                records.append({"algo": row["algo"], "family": env_family(row["env_id"]), "env": row["env_id"],
-                                "agent": row["agent_hash"][:8], "precision": row["precision"], "bits": row["bits"],
-                                "seed": row["seed"], "score": float(score), "key": row["key"]})  # fmt: skip
+                records.append(
+                    {
+                        "algo": row["algo"],
+                        "family": env_family(row["env_id"]),
+                        "env": row["env_id"],
+                        "agent": row["agent_hash"][:8],
+                        "precision": row["precision"],
+                        "bits": row["bits"],
+                        "seed": row["seed"],
+                        "score": float(score),
+                        "key": row["key"],
+                    }
+                )
     return pd.DataFrame.from_records(records)
 
 
@@ -181,9 +250,19 @@ def aggregate_table(scores: pd.DataFrame) -> pd.DataFrame:
         for (group, precision), rows in scores.groupby([by, "precision"]):
             strata = [list(agent["score"]) for _, agent in rows.groupby(["env", "agent"])]
             point, low, high = stratified_bootstrap_ci(strata, iqm)
-            records.append({"group by": by, "group": group, "precision": precision, "bits": int(rows["bits"].iloc[0]),
-                            "agents": len(strata), "episodes": len(rows), "IQM normalised": point, "CI low": low,
-                            "CI high": high})  # fmt: skip
+            records.append(
+                {
+                    "group by": by,
+                    "group": group,
+                    "precision": precision,
+                    "bits": int(rows["bits"].iloc[0]),
+                    "agents": len(strata),
+                    "episodes": len(rows),
+                    "IQM normalised": point,
+                    "CI low": low,
+                    "CI high": high,
+                }
+            )
     return pd.DataFrame.from_records(records).sort_values(["group by", "group", "bits"], ascending=[True, True, False])
 
 
@@ -205,19 +284,31 @@ def write_statistics_report(frame: pd.DataFrame, out_dir: Path, tolerance_pct: f
     if statistics.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = _write(statistics, out_dir, "reward_statistics",
-                     "IQM [95% stratified bootstrap CI over seeds]; mean - fp32 with its paired CI; P(q >= fp32), ties "
-                     "count half; reward CI low = fp32 mean + the difference's lower bound.")  # fmt: skip
+    written = _write(
+        statistics,
+        out_dir,
+        "reward_statistics",
+        "IQM [95% stratified bootstrap CI over seeds]; mean - fp32 with its paired CI; P(q >= fp32), ties "
+        "count half; reward CI low = fp32 mean + the difference's lower bound.",
+    )
     safe = safe_bits_table(statistics, tolerance_pct)
-    written += _write(safe, out_dir, "minimum_safe_bits",
-                      f"Smallest integer width whose reward CI lower bound, and every wider one's, stays within "
-                      f"{tolerance_pct:g}% of fp32.")  # fmt: skip
+    written += _write(
+        safe,
+        out_dir,
+        "minimum_safe_bits",
+        f"Smallest integer width whose reward CI lower bound, and every wider one's, stays within "
+        f"{tolerance_pct:g}% of fp32.",
+    )
     scores = normalised_episodes(frame)
     if scores.empty:
         return written
-    written += _write(aggregate_table(scores), out_dir, "normalised_aggregates",
-                      "IQM of normalised scores (0 = the agent's measured random policy, 1 = its fp32 policy), "
-                      "stratified bootstrap 95% CI over agents.")  # fmt: skip
+    written += _write(
+        aggregate_table(scores),
+        out_dir,
+        "normalised_aggregates",
+        "IQM of normalised scores (0 = the agent's measured random policy, 1 = its fp32 policy), "
+        "stratified bootstrap 95% CI over agents.",
+    )
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))

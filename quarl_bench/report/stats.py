@@ -19,16 +19,24 @@ def bootstrap_ci(rewards: Sequence[float], confidence: float = 0.95, seed: int =
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def paired_ratio_ci(base: Sequence[float], other: Sequence[float], confidence: float = 0.95,
-                    seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+def paired_ratio_ci(
+    base: Sequence[float], other: Sequence[float], confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """mean(base) / mean(other) and its paired percentile-bootstrap CI, resampling the pairs (seeds) together
     (fewer than two pairs: the ratio with a NaN interval)."""
     base_values, other_values = np.asarray(base, dtype=float), np.asarray(other, dtype=float)
     ratio = float(base_values.mean() / other_values.mean())
     if len(base_values) < 2:
         return ratio, float("nan"), float("nan")
-    result = stats.bootstrap((base_values, other_values), lambda b, o: np.mean(b) / np.mean(o), paired=True,
-                             confidence_level=confidence, n_resamples=2000, method="percentile", random_state=seed)  # fmt: skip
+    result = stats.bootstrap(
+        (base_values, other_values),
+        lambda b, o: np.mean(b) / np.mean(o),
+        paired=True,
+        confidence_level=confidence,
+        n_resamples=2000,
+        method="percentile",
+        random_state=seed,
+    )
     return ratio, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
@@ -52,8 +60,9 @@ def _resample(strata: Strata, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate([rng.choice(np.asarray(s, dtype=float), size=len(s)) for s in strata])
 
 
-def stratified_bootstrap_ci(strata: Strata, statistic=iqm, confidence: float = 0.95,
-                            seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+def stratified_bootstrap_ci(
+    strata: Strata, statistic=iqm, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """``statistic`` of all values pooled, with a percentile CI from resampling within each stratum."""
     point = float(statistic(_pooled(strata)))
     rng = np.random.default_rng(seed)
@@ -62,8 +71,9 @@ def stratified_bootstrap_ci(strata: Strata, statistic=iqm, confidence: float = 0
     return point, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
 
 
-def paired_difference_ci(quantized: Strata, reference: Strata, statistic=np.mean, confidence: float = 0.95,
-                         seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+def paired_difference_ci(
+    quantized: Strata, reference: Strata, statistic=np.mean, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """statistic(quantized) - statistic(reference) and its CI; stratum ``i`` of both is the same evaluation seed
     (the same env seeds), so both are resampled within the same strata: the seed-to-seed variation cancels."""
     if len(quantized) != len(reference):

@@ -122,8 +122,12 @@ def spread_error_correlation(table: pd.DataFrame, precision: str = "int8") -> pd
             if valid.sum() >= 3 and table.loc[valid, metric].nunique() >= 2 and outcome[valid].nunique() >= 2:
                 pearson = stats.pearsonr(table.loc[valid, metric], outcome[valid])
                 spearman = stats.spearmanr(table.loc[valid, metric], outcome[valid])
-                row |= {"pearson_r": pearson.statistic, "pearson_p": pearson.pvalue,
-                        "spearman_rho": spearman.statistic, "spearman_p": spearman.pvalue}  # fmt: skip
+                row |= {
+                    "pearson_r": pearson.statistic,
+                    "pearson_p": pearson.pvalue,
+                    "spearman_rho": spearman.statistic,
+                    "spearman_p": spearman.pvalue,
+                }
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -168,14 +172,20 @@ def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
                 found = cell[cell["precision"] == of]["mean_reward"] if cell is not None else []
                 return float(found.iloc[0]) if len(found) else float("nan")
 
-            records.append({
-                "algo": algo, "env": env_id, "precision": precision, "bits": int(group["bits"].iloc[0]),
-                "ptq agent": cell["agent_hash"].iloc[0] if cell is not None else None,
-                "fp32 Rwd": reward("fp32"), "PTQ Rwd": reward(precision),
-                "QAT Rwd": group["mean_reward"].mean(),
-                "QAT std over seeds": group["mean_reward"].std(ddof=0),
-                "QAT seeds": len(group),
-            })  # fmt: skip
+            records.append(
+                {
+                    "algo": algo,
+                    "env": env_id,
+                    "precision": precision,
+                    "bits": int(group["bits"].iloc[0]),
+                    "ptq agent": cell["agent_hash"].iloc[0] if cell is not None else None,
+                    "fp32 Rwd": reward("fp32"),
+                    "PTQ Rwd": reward(precision),
+                    "QAT Rwd": group["mean_reward"].mean(),
+                    "QAT std over seeds": group["mean_reward"].std(ddof=0),
+                    "QAT seeds": len(group),
+                }
+            )
     if not records:
         return pd.DataFrame()
     return pd.DataFrame.from_records(records).sort_values(["algo", "env", "bits"], ascending=[True, True, False])
@@ -220,20 +230,34 @@ def paper_vs_measured(selected: pd.DataFrame, paper: pd.DataFrame, layers: str) 
                 row = by_precision.loc[precision]
                 low, high = bootstrap_ci(row["episode_rewards"])
                 paper_error = published.get(f"e_{precision}_pct", float("nan"))
-                rows.append({
-                    "algo": algo, "env": env_id, "precision": precision, "layers": layers,
-                    "paper reward": float(published[column]), "measured reward": row["mean_reward"],
-                    "CI low": low, "CI high": high, "paper inside CI": bool(low <= published[column] <= high),
-                    "paper E %": paper_error, "measured E %": row["error_pct"],
-                    "episodes": int(row["episodes"]), "agent": row["agent_hash"], "row key": row["key"],
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "algo": algo,
+                        "env": env_id,
+                        "precision": precision,
+                        "layers": layers,
+                        "paper reward": float(published[column]),
+                        "measured reward": row["mean_reward"],
+                        "CI low": low,
+                        "CI high": high,
+                        "paper inside CI": bool(low <= published[column] <= high),
+                        "paper E %": paper_error,
+                        "measured E %": row["error_pct"],
+                        "episodes": int(row["episodes"]),
+                        "agent": row["agent_hash"],
+                        "row key": row["key"],
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def paper_reference(paper_dir: Path) -> pd.DataFrame:
     """QuaRL Table 2 and the ActorQ appendix Table 4 rows (rewards only), as one frame."""
-    frames = [pd.read_csv(paper_dir / name) for name in ("quarl_table2.csv", "actorq_appendix_table4.csv")
-              if (paper_dir / name).is_file()]  # fmt: skip
+    frames = [
+        pd.read_csv(paper_dir / name)
+        for name in ("quarl_table2.csv", "actorq_appendix_table4.csv")
+        if (paper_dir / name).is_file()
+    ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -247,9 +271,12 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
     for the policy of the same rank (A/B/C: small, medium, large; the paper's were DQN Pong CNNs on a GPU, ours
     are MLPs)."""
     runs = results[results["method"] == "amp"]
-    records = [{"device": "cpu"} | row["provenance"]["training"]
-               | {"reward": row["mean_reward"], "row": row["key"], "agent": row["agent_hash"]}
-               for _, row in runs.iterrows()]  # fmt: skip
+    records = [
+        {"device": "cpu"}
+        | row["provenance"]["training"]
+        | {"reward": row["mean_reward"], "row": row["key"], "agent": row["agent_hash"]}
+        for _, row in runs.iterrows()
+    ]
     if not records:
         return pd.DataFrame()
     frame = pd.DataFrame.from_records(records)
@@ -257,8 +284,10 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
     fp32 = frame[frame["dtype"] == "fp32"]
     baselines = [fp32_baseline(row, fp32, keys) for _, row in frame.iterrows()]
     frame["fp32 row"] = [b["row"] if b is not None else None for b in baselines]
-    frame["speed-up"] = [b["ms_per_update"] / row["ms_per_update"] if b is not None else float("nan")
-                         for b, (_, row) in zip(baselines, frame.iterrows(), strict=True)]  # fmt: skip
+    frame["speed-up"] = [
+        b["ms_per_update"] / row["ms_per_update"] if b is not None else float("nan")
+        for b, (_, row) in zip(baselines, frame.iterrows(), strict=True)
+    ]
     frame = frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "row", "fp32 row"]].sort_values(
         keys + ["dtype"]
     )

@@ -53,15 +53,18 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     written += write_table(qat_vs_ptq, out_dir, "qat_vs_ptq")
     written += write_qat_figures(qat_vs_ptq, out_dir)
     paper = paper_reference(paper_dir)
-    comparisons = [paper_vs_measured(store.select(replace(primary, layers=mode)), paper, mode)
-                   for mode in ("paper", "quarl-code")]  # fmt: skip
+    comparisons = [
+        paper_vs_measured(store.select(replace(primary, layers=mode)), paper, mode) for mode in ("paper", "quarl-code")
+    ]
     comparisons = [c for c in comparisons if not c.empty]
     comparison = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
     written += write_table(comparison, out_dir, "paper_vs_measured")
     if not comparison.empty:
         inside = comparison["paper inside CI"]
-        lines.append(f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
-                     "measured 95% CI (paper_vs_measured.md)")  # fmt: skip
+        lines.append(
+            f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
+            "measured 95% CI (paper_vs_measured.md)"
+        )
     from quarl_bench.report.deployment import (
         deployment_table,
         table4_comparison,
@@ -69,8 +72,10 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
         write_table4,
     )
 
-    tables = [deployment_table(store.select(v), store.select(Variant("ptq", v.seed, v.episodes)))
-              for v in store.variants("deploy")]  # fmt: skip
+    tables = [
+        deployment_table(store.select(v), store.select(Variant("ptq", v.seed, v.episodes)))
+        for v in store.variants("deploy")
+    ]
     written += write_deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), out_dir)
     timings = store.timings()
     if len(timings):

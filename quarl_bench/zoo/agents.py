@@ -150,8 +150,10 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
         observation_space = VecTransposeImage.transpose_space(observation_space)  # SB3 trains channel-first
     saved_shape = saved_observation_shape(zip_path)
     if saved_shape is not None and saved_shape != tuple(observation_space.shape or ()):
-        raise QuarlError(f"agent {zip_path} was saved for observations of shape {saved_shape}, but {ref.env_id} with "
-                         f"its wrappers gives {tuple(observation_space.shape or ())}: expected an agent for this env")  # fmt: skip
+        raise QuarlError(
+            f"agent {zip_path} was saved for observations of shape {saved_shape}, but {ref.env_id} with "
+            f"its wrappers gives {tuple(observation_space.shape or ())}: expected an agent for this env"
+        )
     custom_objects = {
         "observation_space": observation_space,
         "action_space": action_space,
@@ -182,8 +184,10 @@ def check_observation_layout(ref: AgentRef) -> None:
 
     reason = env_settings().get("changed_layouts", {}).get(ref.saved_env_id)
     if reason and ref.saved_env_id != ref.env_id:
-        raise QuarlError(f"agent {ref.algo}/{ref.saved_env_id} cannot run on {ref.env_id}: {' '.join(reason.split())}; "
-                         f"expected an agent saved for {ref.env_id}")  # fmt: skip
+        raise QuarlError(
+            f"agent {ref.algo}/{ref.saved_env_id} cannot run on {ref.env_id}: {' '.join(reason.split())}; "
+            f"expected an agent saved for {ref.env_id}"
+        )
 
 
 def saved_data(zip_path: Path) -> dict[str, Any]:

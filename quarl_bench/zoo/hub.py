@@ -71,8 +71,10 @@ def download(algo: str, env_id: str, cache_dir: Path, trust_remote_code: bool = 
     if not hub_reachable():
         raise QuarlError("Hugging Face hub unreachable (offline?)")
     if not trust_remote_code and os.environ.get("TRUST_REMOTE_CODE", "").lower() not in ("1", "true", "yes"):
-        raise QuarlError(f"hub agent {HUB_ORGANIZATION}/{algo}-{env_id} is a pickle that runs code when loaded: "
-                         "pass --trust-remote-code to download it")  # fmt: skip
+        raise QuarlError(
+            f"hub agent {HUB_ORGANIZATION}/{algo}-{env_id} is a pickle that runs code when loaded: "
+            "pass --trust-remote-code to download it"
+        )
     from huggingface_sb3 import EnvironmentName
     from rl_zoo3.load_from_hub import download_from_hub
 

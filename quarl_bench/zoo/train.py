@@ -23,9 +23,24 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
     :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair or training fails.
     """
     command = [
-        sys.executable, "-m", "rl_zoo3.train", "--algo", algo, "--env", env_id, "-f", str(cache_dir),
-        "--seed", str(seed), "--eval-freq", "-1", "--vec-env", "dummy", "--log-interval", "-1",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "rl_zoo3.train",
+        "--algo",
+        algo,
+        "--env",
+        env_id,
+        "-f",
+        str(cache_dir),
+        "--seed",
+        str(seed),
+        "--eval-freq",
+        "-1",
+        "--vec-env",
+        "dummy",
+        "--log-interval",
+        "-1",
+    ]
     if n_timesteps:
         command += ["-n", str(n_timesteps)]
     extras = zoo_extras(algo, env_id)
@@ -73,13 +88,24 @@ def train_with_callbacks(
 
     from quarl_bench.config import hyperparams_file
 
-    args = argparse.Namespace(algo=algo, env=env_id, env_kwargs=None, seed=seed, n_timesteps=n_timesteps or -1,
-                              **(extra_args or {}))  # fmt: skip
+    args = argparse.Namespace(
+        algo=algo, env=env_id, env_kwargs=None, seed=seed, n_timesteps=n_timesteps or -1, **(extra_args or {})
+    )
     manager = ExperimentManager(
-        args, algo, env_id, str(log_folder), n_timesteps=n_timesteps or 0, eval_freq=-1, seed=seed,
-        hyperparams=hyperparams, log_interval=-2, verbose=0, vec_env_type="dummy", device=device,
+        args,
+        algo,
+        env_id,
+        str(log_folder),
+        n_timesteps=n_timesteps or 0,
+        eval_freq=-1,
+        seed=seed,
+        hyperparams=hyperparams,
+        log_interval=-2,
+        verbose=0,
+        vec_env_type="dummy",
+        device=device,
         config=str(hyperparams_file(algo, env_id) or "") or None,
-    )  # fmt: skip
+    )
     with contextlib.redirect_stdout(io.StringIO()):
         try:
             setup = manager.setup_experiment()
