@@ -25,7 +25,7 @@ from quarl_bench.quant.ptq import quantize
 from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 agent = load_agent(resolve_agent("ppo", "CartPole-v1", sys.argv[1], use_hub=False))
-policy, _ = quantize(agent.model.policy, "ppo", QuantSpec(sys.argv[2]))
+policy, _ = quantize(agent.model.policy, QuantSpec(sys.argv[2]))
 rewards, _ = evaluate_policy(policy, agent.make_env(1, seed=0), n_eval_episodes=100, return_episode_rewards=True)
 print(sys.argv[2], sum(rewards) / len(rewards))
 """

@@ -55,9 +55,8 @@ def add_store(parser: argparse.ArgumentParser) -> None:
 
 
 def add_algo(parser: argparse.ArgumentParser, **kwargs) -> None:
-    parser.add_argument(
-        "--algo", type=str.lower, choices=ALGOS, metavar="ALGO", help=f"one of {', '.join(ALGOS)}", **kwargs
-    )
+    kwargs.setdefault("help", f"one of {', '.join(ALGOS)}")
+    parser.add_argument("--algo", type=str.lower, choices=ALGOS, metavar="ALGO", **kwargs)
 
 
 def add_sources(parser: argparse.ArgumentParser) -> None:
@@ -71,12 +70,64 @@ def add_sources(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_agent(parser: argparse.ArgumentParser) -> None:
-    """--algo, --env and where the agent may come from, for a command about one agent."""
-    add_algo(parser, required=True)
-    parser.add_argument("--env", required=True, help="env id or alias (CartPole, Breakout, HalfCheetah, ...)")
+def env_kwarg(value: str) -> tuple[str, object]:
+    """rl-zoo3's ``key:value`` (the value a Python literal, else a string)."""
+    import ast
+
+    key, colon, text = value.partition(":")
+    if not colon or not key:
+        raise argparse.ArgumentTypeError(f"bad env kwarg {value!r}: expected key:value (rl-zoo3's syntax)")
+    try:
+        return key, ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return key, text
+
+
+def add_agent(parser: argparse.ArgumentParser, hub: bool = True) -> None:
+    """--algo, --env and where the agent may come from, for a command about one agent: the zoo (``--algo``), a
+    policy file (``--model``) or a torch module (``--policy-module``)."""
+    add_algo(
+        parser, help=f"one of {', '.join(ALGOS)}; required without --model/--policy-module (a zip's is read from it)"
+    )
+    parser.add_argument("--env", required=True, help="env id or alias (CartPole, Breakout, my_pkg:MyEnv-v0, ...)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="your own SB3/sb3-contrib .zip or an fp32 .onnx policy (no zoo folder needed)",
+    )
+    parser.add_argument(
+        "--policy-module",
+        default=None,
+        metavar="FILE.py:FUNCTION",
+        help="a function returning a torch.nn.Module: observations -> logits or actions",
+    )
+    parser.add_argument(
+        "--vecnormalize",
+        type=Path,
+        default=None,
+        metavar="PKL",
+        help="VecNormalize statistics the --model was trained with",
+    )
+    parser.add_argument(
+        "--env-kwargs",
+        type=env_kwarg,
+        nargs="+",
+        default=None,
+        metavar="KEY:VALUE",
+        help="keyword arguments for the env (rl-zoo3's syntax)",
+    )
+    parser.add_argument(
+        "--env-package",
+        nargs="+",
+        default=None,
+        metavar="MODULE",
+        help="modules imported before the env is made (they register custom envs)",
+    )
     add_sources(parser)
-    parser.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
+    if hub:
+        parser.add_argument("--no-hub", action="store_true", help="do not try the Hugging Face hub")
 
 
 def add_spec(parser: argparse.ArgumentParser) -> None:

@@ -244,9 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_store(actorq)
 
     deploy = commands.add_parser("deploy", help="build real fp16/int8 artifacts of an agent, play, time and weigh them")
-    add_algo(deploy, required=True)
-    deploy.add_argument("--env", required=True, help="env id or alias")
-    add_sources(deploy)
+    add_agent(deploy, hub=False)
     deploy.add_argument(
         "--backend",
         nargs="+",
@@ -259,9 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluation(deploy, "backend")
 
     export = commands.add_parser("export", help="write one backend's artifact of an agent, with a README next to it")
-    add_algo(export, required=True)
-    export.add_argument("--env", required=True, help="env id or alias")
-    add_sources(export)
+    add_agent(export, hub=False)
     export.add_argument("--backend", required=True, choices=BACKENDS, metavar="B", help=f"one of {', '.join(BACKENDS)}")
     add_calibration(export)
     export.add_argument("--out", type=Path, required=True, help="artifact file to write, e.g. policy.onnx")

@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.api import run_ptq
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import result_line, result_table
-    from quarl_bench.runner import Work, run_work
     from quarl_bench.types import QuantSpec
 
     specs = tuple(
@@ -34,21 +33,18 @@ def run(args: argparse.Namespace) -> int:
         settings = EvalSettings(
             args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise, args.random_baseline
         )
-        set_eval_workers(args.eval_workers)
-        work = Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance())
-        rows = run_work(
-            work, store, force=args.force, on_result=lambda row, reused: console.print(result_line(row, reused))
+        rows = run_ptq(
+            ref,
+            specs,
+            settings,
+            store,
+            args.force,
+            args.eval_workers,
+            lambda row, reused: console.print(result_line(row, reused)),
         )
         console.print(result_table(rows, f"{ref.algo} / {ref.env_id} ({ref.source})"))
         console.print(f"Stored in {store.path}")
     return 0
-
-
-def set_eval_workers(workers: int) -> None:
-    """``--eval-workers`` for this process and the workers it starts (see ``methods.ptq.eval_workers``)."""
-    from quarl_bench.methods.ptq import EVAL_WORKERS_ENV
-
-    os.environ[EVAL_WORKERS_ENV] = str(workers)
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -376,41 +372,22 @@ def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
 
 
 def deploy(args: argparse.Namespace) -> int:
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.api import run_deploy
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import deployment_table, result_line
-    from quarl_bench.runner import Work, run_work
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
 
     specs = deploy_specs(args, args.backend)
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.check()
-        ref = resolve_agent(
-            args.algo,
-            args.env,
-            args.folder,
-            args.cache or DEFAULT_CACHE,
-            True,
-            args.train_if_missing,
-            args.seed,
-            args.trust_remote_code,
+        ref = _agent_for(args, store)
+        rows = run_deploy(
+            ref,
+            specs,
+            EvalSettings(args.episodes, args.seed, args.n_envs),
+            store,
+            args.force,
+            on_result=lambda row, reused: console.print(result_line(row, reused)),
+            on_error=lambda backend, reason: console.print(f"[yellow]{backend} cannot run here[/]: {reason}"),
         )
-        console.print(
-            f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
-        )
-        settings, driver = EvalSettings(args.episodes, args.seed, args.n_envs), driver_provenance()
-        rows: dict[str, dict] = {}
-        for spec in specs:  # one backend at a time: one that cannot run here says why, the others still run
-            work = Work("deploy", ref.algo, ref.env_id, (spec,), settings, ref, driver=driver)
-            try:
-                for row in run_work(work, store, args.force, lambda r, reused: console.print(result_line(r, reused))):
-                    rows[row["key"]] = row
-            except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
-                console.print(
-                    f"[yellow]{spec.backend} cannot run here[/]: {type(error).__name__}: "
-                    f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-                )
-        rows = list(rows.values())
         console.print(deployment_table(rows, f"{ref.algo} / {ref.env_id}: deployed artifacts"))
         console.print(f"Stored in {store.path}")
     return 0
@@ -455,78 +432,57 @@ def table4(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from quarl_bench.deploy.artifact_readme import artifact_readme
-    from quarl_bench.deploy.backends import build
-    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
-    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, visited_states
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, load_agent, resolve_agent
+    from quarl_bench.api import export_artifact
 
-    out = Path(args.out)
-    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise QuarlError(f"cannot write {str(out)!r}: expected a file path in an existing, writable folder")
     spec = deploy_specs(args, [args.backend])[0]
-    ref = resolve_agent(
-        args.algo,
-        args.env,
-        args.folder,
-        args.cache or DEFAULT_CACHE,
-        True,
-        args.train_if_missing,
-        0,
-        args.trust_remote_code,
-    )
-    agent = load_agent(ref)
-    env = agent.make_env(1, 0)
-    raw, normalizer = split_normalizer(env)
-    module = DeployablePolicy(agent.model.policy, ref.algo, raw.observation_space, normalizer).eval()
-    env.close()
-    calibration = (
-        visited_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET) if spec.calibration_states else None
-    )
-    sample = calibration[:1] if calibration is not None else visited_states(agent, 1, CALIBRATION_SEED_OFFSET)
-    artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax")
-    if not artifact.standalone:
-        raise QuarlError(
-            f"backend {spec.backend} has no standalone artifact format: expected an ort-* or torch-fp32 backend"
-        )
-    readme = out.with_name(out.name + ".README.md")
-    text = artifact_readme(artifact, ref, module, raw.observation_space, out.name, spec)
-    for path, data in ((out, artifact.data), (readme, text.encode())):  # each written whole, then renamed
-        partial = path.with_name(path.name + ".partial")
-        partial.write_bytes(data)
-        os.replace(partial, path)
-    console.print(f"wrote {out} ({artifact.nbytes} bytes, sha256 {artifact.sha256[:16]}) and {readme}")
+    ref = _agent_for(args)
+    artifact, readme = export_artifact(ref, spec, Path(args.out))
+    console.print(f"wrote {args.out} ({artifact.nbytes} bytes, sha256 {artifact.sha256[:16]}) and {readme}")
     return 0
 
 
-def _agent_for(args: argparse.Namespace, store: ResultStore):
-    """Resolve and describe the agent of a single-agent command (run, sensitivity, mixed)."""
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
+def agent_query(args: argparse.Namespace):
+    """The agent flags of a single-agent command as an :class:`~quarl_bench.api.AgentQuery`."""
+    from quarl_bench.api import AgentQuery
 
-    store.check()
-    ref = resolve_agent(
-        args.algo,
+    return AgentQuery(
         args.env,
-        args.folder,
-        args.cache or DEFAULT_CACHE,
-        not args.no_hub,
+        args.algo,
+        str(args.model) if args.model else None,
+        args.policy_module,
+        str(args.vecnormalize) if args.vecnormalize else None,
+        dict(args.env_kwargs) if args.env_kwargs else None,
+        tuple(args.env_package or ()),
+        str(args.folder) if args.folder else None,
+        str(args.cache) if args.cache else None,
+        not getattr(args, "no_hub", False),
         args.train_if_missing,
-        args.seed,
+        getattr(args, "seed", 0),
         args.trust_remote_code,
     )
-    console.print(
-        f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({ref.run_dir}, sha256 {ref.content_hash})"
-    )
+
+
+def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
+    """Resolve and describe the agent of a single-agent command."""
+    from quarl_bench.api import find_agent, unquantized
+
+    if store is not None:
+        store.check()
+    ref = find_agent(agent_query(args))
+    where = ref.model_path or ref.run_dir
+    console.print(f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({where}, sha256 {ref.content_hash})")
     if ref.saved_env_id != ref.env_id:
         console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
+    left = unquantized(ref)
+    if left:
+        console.print(f"Not quantized (stay fp32): {', '.join(left)}")
     return ref
 
 
 def _acting_layers(ref) -> list[str]:
-    from quarl_bench.quant.ptq import acting_layer_names
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.api import acting_layer_names
 
-    return acting_layer_names(load_agent(ref).model.policy, ref.algo)
+    return acting_layer_names(ref)
 
 
 def sensitivity(args: argparse.Namespace) -> int:
@@ -544,7 +500,6 @@ def sensitivity(args: argparse.Namespace) -> int:
         ref = _agent_for(args, store)
         names = _acting_layers(ref)
         settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise)
-        set_eval_workers(args.eval_workers)
         specs = tuple(sensitivity_specs(len(names), args.bits))
         console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
         rows = run_work(
@@ -645,7 +600,7 @@ def fidelity(args: argparse.Namespace) -> int:
             key = hashlib.sha256(identity.encode()).hexdigest()[:24]
             if args.force or not store.has_fidelity(key):
                 agent = agent or load_agent(ref)
-                policy, _ = quantize(agent.model.policy, ref.algo, job.spec)
+                policy, _ = quantize(agent.model.policy, job.spec)
                 reference_env, env = agent.make_env(job.n_envs, job.seed), agent.make_env(job.n_envs, job.seed)
                 try:
                     found = side_by_side(

@@ -23,19 +23,25 @@ def top2_gap(values: np.ndarray) -> np.ndarray:
     return top2[:, 0] - top2[:, 1]
 
 
-def decision_values(policy: BasePolicy, algo: str, observations: np.ndarray) -> np.ndarray | None:
+def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray | None:
     """The per-action scores whose argmax is the greedy action: Q-values (DQN), mean quantiles (QR-DQN), action
-    logits (PPO/A2C with discrete actions); None for continuous-action policies, which have no top-2 gap."""
+    logits (actor-critics with discrete actions, a user's module); None for continuous-action policies, which have
+    no top-2 gap."""
+    from quarl_bench.quant.layers import policy_family
+
     if not isinstance(policy.action_space, spaces.Discrete):
         return None
+    family = policy_family(policy)
     with torch.inference_mode():
         obs, _ = policy.obs_to_tensor(observations)
-        if algo == "dqn":
+        if family == "q":
             values = policy.q_net(obs)
-        elif algo == "qrdqn":
+        elif family == "quantile":
             values = policy.quantile_net(obs).mean(dim=1)
-        elif algo in ("a2c", "ppo"):
+        elif family == "actor-critic":
             values = policy.get_distribution(obs).distribution.logits
+        elif family == "module":
+            values = policy.decision_values(obs)
         else:
             return None
     return values.float().cpu().numpy()
@@ -52,18 +58,16 @@ def margin_summary(gaps: np.ndarray, prefix: str = "") -> dict[str, float]:
     }
 
 
-def margin_change(
-    policy: BasePolicy, reference: BasePolicy | None, algo: str, states: np.ndarray | None
-) -> dict[str, float]:
+def margin_change(policy: BasePolicy, reference: BasePolicy | None, states: np.ndarray | None) -> dict[str, float]:
     """The policy's margins on ``states`` and, with a reference (the fp32 policy), the reference's margins on the same
     states, the median change and the share of states whose greedy action differs."""
-    values = decision_values(policy, algo, states) if states is not None and len(states) else None
+    values = decision_values(policy, states) if states is not None and len(states) else None
     if values is None:
         return {}
     gaps = top2_gap(values)
     summary = margin_summary(gaps) | {"margin_states": len(states)}
     if reference is not None:
-        reference_values = decision_values(reference, algo, states)
+        reference_values = decision_values(reference, states)
         reference_gaps = top2_gap(reference_values)
         summary |= margin_summary(reference_gaps, "fp32_")
         summary["margin_change_median"] = float(np.median(gaps - reference_gaps))

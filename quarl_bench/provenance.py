@@ -59,12 +59,15 @@ def driver_provenance() -> dict[str, Any]:
 def agent_provenance(ref: AgentRef) -> dict[str, Any]:
     """Where the agent came from, and how quarl-bench trained it if it did (its ``quarl_training.json``)."""
     record = Path(ref.run_dir) / TRAINING_RECORD
-    return {
+    files = {"vecnormalize": ref.vecnormalize} if ref.vecnormalize else {}
+    files |= {"env_kwargs": ref.env_kwargs} if ref.env_kwargs else {}
+    files |= {"env_packages": list(ref.env_packages)} if ref.env_packages else {}
+    return files | {
         "agent_source": ref.source,
-        "agent_path": ref.run_dir,
+        "agent_path": ref.model_path or ref.run_dir,
         "agent_hash": ref.content_hash,
         "saved_env_id": ref.saved_env_id,
-        "training": json.loads(record.read_text()) if record.is_file() else None,
+        "training": json.loads(record.read_text()) if ref.run_dir and record.is_file() else None,
     }
 
 

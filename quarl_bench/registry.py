@@ -15,7 +15,17 @@ from typing import Any
 import yaml
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, GRANULARITIES, LAYER_MODES, METHODS, ActionMode, AgentRef, Job, QuantSpec
+from quarl_bench.types import (
+    ALGOS,
+    FOREIGN_ALGOS,
+    GRANULARITIES,
+    LAYER_MODES,
+    METHODS,
+    ActionMode,
+    AgentRef,
+    Job,
+    QuantSpec,
+)
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
 
@@ -51,7 +61,7 @@ def action_mode(ref: AgentRef) -> ActionMode:
     from quarl_bench.zoo.agents import saved_exploration_rate
     from quarl_bench.zoo.envs import env_kind
 
-    if env_kind(ref.env_id) != "atari":
+    if ref.algo in FOREIGN_ALGOS or env_kind(ref.env_id) != "atari":
         return ActionMode("deterministic")
     if ref.algo in ("dqn", "qrdqn"):
         epsilon = saved_exploration_rate(ref)

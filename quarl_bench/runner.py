@@ -26,6 +26,7 @@ class Work:
     :param cache: where trained agents are kept.
     :param skip: keys already stored (executors whose workers cannot read the store).
     :param driver: the driver's provenance, stored with every row.
+    :param eval_workers: processes that play each evaluation's envs (``--eval-workers``; 1: this process).
     """
 
     method: str
@@ -38,6 +39,7 @@ class Work:
     cache: Path = Path("results/agents")
     skip: frozenset[str] = frozenset()
     driver: dict[str, Any] = field(default_factory=dict)
+    eval_workers: int = 1
 
     def agent(self) -> AgentRef:
         if self.ref is not None:
@@ -56,7 +58,7 @@ def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalRe
         if job.key in work.skip or is_stored(job.key):
             continue
         agent = agent or load_agent(ref)
-        yield evaluator(job.spec.method)(agent, job, work.driver)
+        yield evaluator(job.spec.method)(agent, job, work.driver, eval_workers=work.eval_workers)
 
 
 def run_work(

@@ -34,6 +34,8 @@ QUANTIZER_VERSION = 2
 # shared generators; their jobs' keys lack this field, so they are not mixed with these.
 EVAL_DRAWS = "per-env"
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
+# What a row's algo says for a policy that is no SB3 agent: a user's torch module or ONNX graph.
+FOREIGN_ALGOS = ("torch-module", "onnx")
 ACTORQ_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # ActorQ learners: DQN for discrete actions, the others continuous
 DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)
 PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
@@ -171,6 +173,11 @@ class AgentRef:
     :param run_dir: the ``{algo}/{env_id}_N`` folder holding ``{env_id}.zip`` and ``{env_id}/``.
     :param saved_env_id: the env id the agent was saved under (may be a legacy id such as ``LunarLander-v2``).
     :param content_hash: sha256 over the zip and its saved hyperparameters/normalisation files.
+    :param model_path: a policy file given by the user (``--model`` zip or ONNX file, or ``--policy-module``'s
+        ``FILE.py:FUNCTION``); empty for an agent in the zoo layout (``{run_dir}/{saved_name}.zip``).
+    :param vecnormalize: a ``--vecnormalize`` file that normalises the observations.
+    :param env_kwargs: ``--env-kwargs`` as JSON (empty: none given).
+    :param env_packages: modules imported before the env is made (``--env-package``, ``module:EnvId``).
     """
 
     algo: str
@@ -179,6 +186,10 @@ class AgentRef:
     source: str
     run_dir: str
     content_hash: str
+    model_path: str = ""
+    vecnormalize: str = ""
+    env_kwargs: str = ""
+    env_packages: tuple[str, ...] = ()
 
     @property
     def saved_name(self) -> str:

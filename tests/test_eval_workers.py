@@ -49,7 +49,7 @@ def test_evaluation_loop_plays_sb3s_episodes_in_sb3s_order(zoo: Path, algo: str,
 @pytest.mark.slow
 def test_workers_play_one_process_episodes_with_noise_and_agreement(zoo: Path) -> None:
     agent = load_agent(resolve_agent("ppo", "CartPole-v1", zoo, use_hub=False))
-    policy, _ = quantize(agent.model.policy, "ppo", QuantSpec(4))
+    policy, _ = quantize(agent.model.policy, QuantSpec(4))
     settings = {"actions": ActionMode(), "reference": agent.model.policy, "obs_noise": 0.3, "record_states": 50}
     one = evaluate(policy, agent.make_env(6, seed=2), 9, seed=2, **settings)
     split = evaluate_in_workers(policy, agent.make_env, 6, 2, 9, seed=2, **settings)
@@ -82,11 +82,9 @@ def test_workers_play_one_process_sampled_atari_episodes(zoo: Path) -> None:
 
 
 @pytest.mark.slow
-def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
-    from quarl_bench.methods.ptq import EVAL_WORKERS_ENV
+def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tmp_path: Path) -> None:
     from quarl_bench.store import load_results
 
-    monkeypatch.setenv(EVAL_WORKERS_ENV, "1")  # --eval-workers sets it for this process: restored after the test
     rows = {}
     for workers in ("1", "2"):
         store = tmp_path / f"workers{workers}.sqlite"

@@ -46,7 +46,7 @@ def test_normalization_statistics_are_not_updated_by_evaluation(zoo: Path, tmp_p
         normalizer = normalizer.venv
     before = (normalizer.obs_rms.mean.copy(), normalizer.obs_rms.var.copy(), normalizer.obs_rms.count)
     assert not normalizer.training and not normalizer.norm_reward
-    policy, _ = quantize(agent.model.policy, "a2c", QuantSpec(8))
+    policy, _ = quantize(agent.model.policy, QuantSpec(8))
     evaluate(policy, env, 4, seed=0, reference=agent.model.policy)
     assert np.array_equal(normalizer.obs_rms.mean, before[0]) and np.array_equal(normalizer.obs_rms.var, before[1])
     assert normalizer.obs_rms.count == before[2]

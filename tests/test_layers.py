@@ -34,17 +34,17 @@ def toy_dqn():
 def test_one_layer_spec_quantizes_only_that_layer() -> None:
     model = toy_dqn()
     policy = model.policy
-    assert acting_layer_names(policy, "dqn") == ["q_net.q_net.0", "q_net.q_net.2"]
+    assert acting_layer_names(policy) == ["q_net.q_net.0", "q_net.q_net.2"]
     spec = one_layer_spec(2, 1, "int4")
     assert spec.layer_precisions == ("fp32", "int4") and spec.precision == "int4"
-    quantized, stats = quantize(policy, "dqn", spec)
+    quantized, stats = quantize(policy, spec)
     assert [s.name for s in stats] == ["q_net.q_net.2.weight"]
     assert torch.equal(quantized.q_net.q_net[0].weight, policy.q_net.q_net[0].weight)
     assert len(torch.unique(quantized.q_net.q_net[2].weight)) <= 16  # a 4-bit grid
     # bytes: 4x16 weights at 32 bits + 16 fp32 biases, 16x2 weights at 4 bits + 2 fp32 biases
-    assert acting_bytes(policy, "dqn", spec) == 64 * 4 + 16 * 4 + 32 // 2 + 2 * 4
+    assert acting_bytes(policy, spec) == 64 * 4 + 16 * 4 + 32 // 2 + 2 * 4
     with pytest.raises(QuarlError, match="acts with 2 layers"):
-        quantize(policy, "dqn", QuantSpec(layer_precisions=("int8", "int4", "int8")))
+        quantize(policy, QuantSpec(layer_precisions=("int8", "int4", "int8")))
     assert QuantSpec(layer_precisions=("int8", "int8")) == QuantSpec("int8")  # uniform is the uniform spec
 
 
@@ -55,7 +55,7 @@ def test_sensitivity_finds_the_fragile_layer_of_a_toy_policy() -> None:
         reference = policy.q_net(torch.as_tensor(observations))
     errors = {}
     for layer in range(2):
-        quantized, _ = quantize(policy, "dqn", one_layer_spec(2, layer, "int4"))
+        quantized, _ = quantize(policy, one_layer_spec(2, layer, "int4"))
         with torch.no_grad():
             change = (quantized.q_net(torch.as_tensor(observations)) - reference).abs().mean() / reference.abs().mean()
         errors[(layer, "int4")] = 100 * float(change)

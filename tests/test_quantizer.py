@@ -100,7 +100,7 @@ def test_histogram_kl() -> None:
 def test_ppo_quantizes_actor_only_on_a_copy() -> None:
     policy = PPO("MlpPolicy", "CartPole-v1", device="cpu").policy
     before = {k: v.clone() for k, v in policy.state_dict().items()}
-    quantized, layers = quantize(policy, "ppo", QuantSpec(2))
+    quantized, layers = quantize(policy, QuantSpec(2))
     names = {layer.name for layer in layers}
     assert names == {
         "mlp_extractor.policy_net.0.weight",
@@ -118,25 +118,25 @@ def test_ppo_quantizes_actor_only_on_a_copy() -> None:
 
 def test_quantize_bias_option() -> None:
     policy = PPO("MlpPolicy", "CartPole-v1", device="cpu").policy
-    _, layers = quantize(policy, "ppo", QuantSpec(4, quantize_bias=True))
+    _, layers = quantize(policy, QuantSpec(4, quantize_bias=True))
     assert "action_net.bias" in {layer.name for layer in layers}
 
 
 def test_dqn_and_sac_acting_networks() -> None:
     dqn = DQN("MlpPolicy", "CartPole-v1", buffer_size=1, device="cpu").policy
-    assert {n for n, _ in acting_layers(dqn, "dqn")} == {"q_net.q_net.0", "q_net.q_net.2", "q_net.q_net.4"}
+    assert {n for n, _ in acting_layers(dqn)} == {"q_net.q_net.0", "q_net.q_net.2", "q_net.q_net.4"}
     sac = SAC("MlpPolicy", "Pendulum-v1", buffer_size=1, device="cpu").policy
-    names = {n for n, _ in acting_layers(sac, "sac")}
+    names = {n for n, _ in acting_layers(sac)}
     assert names and all(n.startswith("actor.") for n in names)
 
 
 def test_weight_profile_of_a_known_network() -> None:
     policy = PPO("MlpPolicy", "CartPole-v1", device="cpu").policy
     with torch.no_grad():
-        for _, module in acting_layers(policy, "ppo"):
+        for _, module in acting_layers(policy):
             module.weight.fill_(0.5)
         policy.action_net.weight[0, 0] = -1.5
-    profile = weight_profile(policy, "ppo")
+    profile = weight_profile(policy)
     assert profile["count"] == 4 * 64 + 64 * 64 + 64 * 2
     assert profile["min"] == -1.5 and profile["max"] == 0.5 and profile["range"] == 2.0
     assert sum(profile["histogram"]) == profile["count"] and profile["histogram"][0] == 1
@@ -203,15 +203,15 @@ def test_quantized_tensor_names_in_both_layer_modes(algo: str) -> None:
     kwargs = {"buffer_size": 10} if algo not in ("a2c", "ppo") else {}
     model = ALGOS[algo]("MlpPolicy", env_id, policy_kwargs={"net_arch": [8]}, device="cpu", **kwargs)
     paper, quarl_code = LAYER_NAMES[algo]
-    assert [t.name for t in selected_tensors(model.policy, algo, "paper")] == paper
-    assert [t.name for t in selected_tensors(model.policy, algo, "quarl-code")] == quarl_code
-    _, stats = quantize(model.policy, algo, QuantSpec(8, layers="quarl-code"))
+    assert [t.name for t in selected_tensors(model.policy, "paper")] == paper
+    assert [t.name for t in selected_tensors(model.policy, "quarl-code")] == quarl_code
+    _, stats = quantize(model.policy, QuantSpec(8, layers="quarl-code"))
     assert [layer.name for layer in stats] == quarl_code
 
 
 def test_quarl_code_mode_leaves_a_ddpg_actor_in_fp32() -> None:
     model = DDPG("MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [8]}, buffer_size=10, device="cpu")
-    quantized, _ = quantize(model.policy, "ddpg", QuantSpec(2, layers="quarl-code"))
+    quantized, _ = quantize(model.policy, QuantSpec(2, layers="quarl-code"))
     for name, value in model.policy.actor.state_dict().items():
         assert torch.equal(quantized.actor.state_dict()[name], value)
     assert not torch.equal(quantized.critic.qf0[0].weight, model.policy.critic.qf0[0].weight)

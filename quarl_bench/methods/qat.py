@@ -67,9 +67,7 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
 
     def prepare(model: BaseAlgorithm, n_timesteps: int) -> list[BaseCallback]:
         delay = config.quant_delay if config.quant_delay is not None else n_timesteps // 2
-        record.update(
-            training_steps=n_timesteps, quant_delay=delay, layers=prepare_qat(model.policy, config.algo, switch)
-        )
+        record.update(training_steps=n_timesteps, quant_delay=delay, layers=prepare_qat(model.policy, switch))
         return [QuantDelayCallback(switch, delay)]
 
     run_dir = train_with_callbacks(

@@ -24,7 +24,7 @@ class RandomActions:
         return np.stack([self.action_space.sample() for _ in range(n_envs)]), state
 
 
-def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any]) -> EvalResult:
+def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Play ``job``'s episodes with uniformly random actions on the agent's envs (same wrappers and seeds)."""
     env = agent.make_env(job.n_envs, job.seed)
     try:

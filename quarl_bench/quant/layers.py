@@ -1,4 +1,4 @@
-"""Which tensors of an SB3 policy a QuantSpec quantizes: the paper's selection or the original QuaRL code's.
+"""Which tensors of a policy a QuantSpec quantizes: the paper's selection or the original QuaRL code's.
 
 ``paper`` (default): the weights of the acting network only, as QuaRL's paper describes: the actor and its
 features extractor for PPO/A2C (shared with the critic by default), the Q-network for DQN/QR-DQN, the actor for
@@ -24,22 +24,21 @@ from dataclasses import dataclass
 from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
-# Sub-modules of each algorithm's policy that choose actions (the paper's selection).
+from quarl_bench.errors import QuarlError
+
+# Sub-modules of each kind of policy that choose actions (the paper's selection), by policy family.
 ACTING_MODULES: dict[str, tuple[str, ...]] = {
-    "a2c": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
-    "ppo": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
-    "dqn": ("q_net",),
-    "qrdqn": ("quantile_net",),
-    "ddpg": ("actor",),
-    "td3": ("actor",),
-    "sac": ("actor",),
-    "tqc": ("actor",),  # sb3-contrib's TQC: SAC's actor, a quantile critic ensemble
+    "actor-critic": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
+    "q": ("q_net",),
+    "quantile": ("quantile_net",),
+    "actor": ("actor",),  # DDPG/TD3/SAC/TQC: the actor, never the critics
+    "module": ("module",),  # a user's torch module or an ONNX graph's layers: all of it acts
 }
 # The original code's selection on SB3 module names: (weights-only prefixes, weights-and-biases prefixes).
 QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "dqn": (("q_net", "q_net_target"), ()),
-    "qrdqn": (("quantile_net", "quantile_net_target"), ()),
-    "a2c": (
+    "q": (("q_net", "q_net_target"), ()),
+    "quantile": (("quantile_net", "quantile_net_target"), ()),
+    "actor-critic": (
         ("mlp_extractor.policy_net", "action_net"),
         (
             "features_extractor",
@@ -49,12 +48,9 @@ QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "value_net",
         ),
     ),
-    "ddpg": ((), ("critic", "critic_target")),
-    "td3": ((), ("critic", "critic_target")),
-    "sac": ((), ("critic", "critic_target")),
-    "tqc": ((), ("critic", "critic_target")),  # not in QuaRL: its SAC selection
+    "actor": ((), ("critic", "critic_target")),  # TQC is not in QuaRL: its SAC selection
+    "module": (("module",), ()),
 }
-QUARL_CODE_MODULES["ppo"] = QUARL_CODE_MODULES["a2c"]
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
@@ -85,35 +81,72 @@ def _layers(policy: BasePolicy, keep: Callable[[str], bool]) -> Iterator[tuple[s
             yield name, module
 
 
-def acting_layers(policy: BasePolicy, algo: str) -> Iterator[tuple[str, nn.Module]]:
-    """Yield ``(name, module)`` for each Linear/Conv layer that the policy acts with, each once.
+def policy_family(policy: nn.Module) -> str:
+    """What kind of network a policy is, read from the object (not from an algo name): ``actor-critic`` (PPO, A2C and
+    any ActorCriticPolicy), ``q`` (DQN), ``quantile`` (QR-DQN), ``actor`` (DDPG, TD3, SAC, TQC: a separate actor)
+    or ``module`` (a user's torch module or an ONNX graph, see ``zoo/foreign.py``).
 
-    For PPO/A2C the features extractor is acting only when it is shared with the actor
-    (``share_features_extractor=True``, SB3's default); a separate ``vf_features_extractor`` is skipped.
+    :raises QuarlError: for a policy of none of these kinds.
     """
-    prefixes = ACTING_MODULES[algo]
+    from sb3_contrib.qrdqn.policies import QRDQNPolicy
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.dqn.policies import DQNPolicy
+
+    if isinstance(policy, ActorCriticPolicy):
+        return "actor-critic"
+    if isinstance(policy, QRDQNPolicy):
+        return "quantile"
+    if isinstance(policy, DQNPolicy):
+        return "q"
+    if isinstance(getattr(policy, "actor", None), nn.Module):
+        return "actor"
+    if isinstance(getattr(policy, "module", None), nn.Module):
+        return "module"
+    raise QuarlError(
+        f"cannot tell which layers of a {type(policy).__name__} choose actions: expected an SB3 actor-critic, "
+        "DQN, QR-DQN, DDPG/TD3/SAC/TQC policy, a torch module or an ONNX policy"
+    )
+
+
+def _acting_filter(policy: nn.Module) -> Callable[[str], bool]:
+    """Names under the policy's acting modules. An actor-critic's features extractor acts only when the actor
+    shares it (``share_features_extractor=True``, SB3's default); a separate ``vf_features_extractor`` is skipped."""
+    family = policy_family(policy)
+    prefixes = ACTING_MODULES[family]
     vf_extractor = getattr(policy, "vf_features_extractor", None)
     pi_extractor = getattr(policy, "pi_features_extractor", None)
-    skip_shared = algo in ("a2c", "ppo") and pi_extractor is not None and vf_extractor is not pi_extractor
-
-    def keep(name: str) -> bool:
-        return _under(name, prefixes) and not (skip_shared and name.startswith("features_extractor."))
-
-    yield from _layers(policy, keep)
+    skip_shared = family == "actor-critic" and pi_extractor is not None and vf_extractor is not pi_extractor
+    return lambda name: _under(name, prefixes) and not (skip_shared and name.startswith("features_extractor."))
 
 
-def selected_tensors(
-    policy: BasePolicy, algo: str, layers: str = "paper", quantize_bias: bool = False
-) -> list[Selected]:
+def acting_layers(policy: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """Yield ``(name, module)`` for each Linear/Conv layer that the policy acts with, each once, in module order:
+    custom ``net_arch``, activations and features extractors included (any Linear/Conv inside them)."""
+    yield from _layers(policy, _acting_filter(policy))
+
+
+def unquantized_modules(policy: nn.Module) -> list[str]:
+    """Acting modules holding parameters of their own that PTQ leaves in fp32 (LayerNorm, Embedding, LSTM, ...):
+    ``name (Type)``, each once."""
+    keep, seen, found = _acting_filter(policy), set(), []
+    for name, module in policy.named_modules(remove_duplicate=False):
+        own = list(module.parameters(recurse=False))
+        if own and keep(name) and not isinstance(module, LAYER_TYPES) and id(module) not in seen:
+            seen.add(id(module))
+            found.append(f"{name} ({type(module).__name__})")
+    return found
+
+
+def selected_tensors(policy: BasePolicy, layers: str = "paper", quantize_bias: bool = False) -> list[Selected]:
     """The tensors a spec with this layer mode quantizes, in module order."""
     if layers == "paper":
         selected = []
-        for name, module in acting_layers(policy, algo):
+        for name, module in acting_layers(policy):
             selected.append(Selected(f"{name}.weight", module, "weight"))
             if quantize_bias and module.bias is not None:
                 selected.append(Selected(f"{name}.bias", module, "bias"))
         return selected
-    weights_only, with_bias = QUARL_CODE_MODULES[algo]
+    weights_only, with_bias = QUARL_CODE_MODULES[policy_family(policy)]
     selected = []
     for name, module in _layers(policy, lambda n: _under(n, weights_only) or _under(n, with_bias)):
         selected.append(Selected(f"{name}.weight", module, "weight"))

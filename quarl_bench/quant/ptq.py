@@ -24,7 +24,7 @@ def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> tor
     return fake_quant(weight, spec.bits, per_channel=_per_channel(spec, is_conv), symmetric=spec.symmetric)
 
 
-def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy, tuple[LayerStats, ...]]:
+def quantize(policy: BasePolicy, spec: QuantSpec) -> tuple[BasePolicy, tuple[LayerStats, ...]]:
     """Return a quantized deep copy of ``policy`` and per-tensor statistics; ``policy`` is left untouched.
 
     Which tensors: ``spec.layers`` (see :mod:`quarl_bench.quant.layers`); with ``spec.layer_precisions``, acting
@@ -34,14 +34,14 @@ def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy
     stats: list[LayerStats] = []
     if spec.is_identity:
         return quantized, ()
-    tensors = selected_tensors(quantized, algo, spec.layers, spec.quantize_bias)
+    tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)
     layer_index = (
-        {id(module): i for i, (_, module) in enumerate(acting_layers(quantized, algo))} if spec.layer_precisions else {}
+        {id(module): i for i, (_, module) in enumerate(acting_layers(quantized))} if spec.layer_precisions else {}
     )
     if spec.layer_precisions and len(spec.layer_precisions) != len(layer_index):
         raise QuarlError(
-            f"bad layer precisions {','.join(spec.layer_precisions)}: this {algo} policy acts with "
-            f"{len(layer_index)} layers ({', '.join(acting_layer_names(policy, algo))}), one precision each"
+            f"bad layer precisions {','.join(spec.layer_precisions)}: this policy acts with "
+            f"{len(layer_index)} layers ({', '.join(acting_layer_names(policy))}), one precision each"
         )
     with torch.no_grad():
         for tensor in tensors:
@@ -55,16 +55,16 @@ def quantize(policy: BasePolicy, algo: str, spec: QuantSpec) -> tuple[BasePolicy
     return quantized, tuple(stats)
 
 
-def acting_layer_names(policy: BasePolicy, algo: str) -> list[str]:
+def acting_layer_names(policy: BasePolicy) -> list[str]:
     """The acting layers' names, in the order per-layer precisions refer to them."""
-    return [name for name, _ in acting_layers(policy, algo)]
+    return [name for name, _ in acting_layers(policy)]
 
 
-def acting_bytes(policy: BasePolicy, algo: str, spec: QuantSpec) -> int:
+def acting_bytes(policy: BasePolicy, spec: QuantSpec) -> int:
     """Bytes of the acting layers stored at ``spec``'s precisions: weights at their bits (rounded up per tensor),
     biases at 32 bits unless quantized with their layer."""
     total_bits = 0
-    for i, (_, module) in enumerate(acting_layers(policy, algo)):
+    for i, (_, module) in enumerate(acting_layers(policy)):
         bits = spec.for_layer(i).bits if spec.layer_precisions else spec.bits
         total_bits += -(-module.weight.numel() * bits // 8) * 8
         if module.bias is not None:
@@ -72,10 +72,10 @@ def acting_bytes(policy: BasePolicy, algo: str, spec: QuantSpec) -> int:
     return total_bits // 8
 
 
-def weight_profile(policy: BasePolicy, algo: str, bins: int = PROFILE_BINS) -> dict[str, object]:
+def weight_profile(policy: BasePolicy, bins: int = PROFILE_BINS) -> dict[str, object]:
     """Spread of all acting weights pooled (QuaRL Figure 2/3): std, range, excess kurtosis and a histogram."""
     with torch.no_grad():
-        weights = torch.cat([module.weight.detach().flatten().double() for _, module in acting_layers(policy, algo)])
+        weights = torch.cat([module.weight.detach().flatten().double() for _, module in acting_layers(policy)])
     lo, hi = float(weights.min()), float(weights.max())
     centred = weights - weights.mean()
     variance = float(torch.mean(centred**2))

@@ -57,10 +57,10 @@ class QATConv2d(_QATMixin, nn.Conv2d):
 _QAT_CLASSES = {nn.Linear: QATLinear, nn.Conv2d: QATConv2d}
 
 
-def prepare_qat(policy: BasePolicy, algo: str, switch: QATSwitch) -> list[str]:
+def prepare_qat(policy: BasePolicy, switch: QATSwitch) -> list[str]:
     """Convert the policy's acting Linear/Conv2d layers in place; returns their names."""
     converted = []
-    for name, module in acting_layers(policy, algo):
+    for name, module in acting_layers(policy):
         qat_class = _QAT_CLASSES.get(type(module))
         if qat_class is None:
             continue

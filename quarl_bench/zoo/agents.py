@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pickle
@@ -18,8 +17,9 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, AgentRef, file_name
-from quarl_bench.zoo.envs import gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
+from quarl_bench.types import ALGOS, FOREIGN_ALGOS, AgentRef, file_name
+from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
+from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, files_hash, stats_dir
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
@@ -27,18 +27,32 @@ OFF_POLICY = ("dqn", "qrdqn", "ddpg", "td3", "sac", "tqc")
 
 
 @dataclass
+class PolicyOnly:
+    """What a torch-module or ONNX agent has of an SB3 model: its policy."""
+
+    policy: Any
+
+
+@dataclass
 class LoadedAgent:
-    """An SB3 model with everything needed to rebuild its evaluation env."""
+    """An SB3 model (or a :class:`PolicyOnly`) with everything needed to rebuild its evaluation env."""
 
     ref: AgentRef
-    model: BaseAlgorithm
+    model: BaseAlgorithm | PolicyOnly
     hyperparams: dict[str, Any]
     stats_path: str | None
     env_kwargs: dict[str, Any]
 
     def make_env(self, n_envs: int, seed: int):
-        """The agent's evaluation envs, env ``i`` seeded ``seed + i``."""
-        return make_eval_env(self.ref.env_id, self.hyperparams, self.stats_path, self.env_kwargs, n_envs, seed)
+        """The agent's evaluation envs, env ``i`` seeded ``seed + i`` (normalised by ``--vecnormalize`` if given)."""
+        env = make_eval_env(self.ref.env_id, self.hyperparams, self.stats_path, self.env_kwargs, n_envs, seed)
+        if self.ref.vecnormalize:
+            from stable_baselines3.common.vec_env import VecNormalize
+
+            with gym_pickle_alias():
+                env = VecNormalize.load(self.ref.vecnormalize, env)
+            env.training, env.norm_reward = False, False
+        return env
 
 
 def check_algo(algo: str) -> str:
@@ -61,17 +75,9 @@ def find_in_folder(folder: Path, algo: str, env_id: str, source: str) -> AgentRe
     return None
 
 
-BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
-
-
 def content_hash(run_dir: Path, saved_name: str) -> str:
     """sha256 over the model zip and every saved file that changes how it is evaluated (``BEHAVIOUR_FILES``)."""
-    digest = hashlib.sha256()
-    for path in [run_dir / f"{saved_name}.zip", *(run_dir / saved_name / n for n in BEHAVIOUR_FILES)]:
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return files_hash([run_dir / f"{saved_name}.zip", *(run_dir / saved_name / n for n in BEHAVIOUR_FILES)])
 
 
 def resolve_agent(
@@ -134,18 +140,18 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     from rl_zoo3 import ALGOS as ZOO_ALGOS
     from rl_zoo3.utils import get_saved_hyperparams
 
-    run_dir = Path(ref.run_dir)
-    zip_path = run_dir / f"{ref.saved_name}.zip"
-    hyperparams, stats_path = get_saved_hyperparams(str(run_dir / ref.saved_name), norm_reward=False, test_mode=True)
-    env_kwargs = saved_env_kwargs(run_dir / ref.saved_name, hyperparams)
-    check_normalization_stats(run_dir / ref.saved_name / "vecnormalize.pkl")
+    import_env_packages(ref.env_packages)
+    if ref.algo in FOREIGN_ALGOS:
+        return load_foreign(ref)
+    zip_path = Path(ref.model_path) if ref.model_path else Path(ref.run_dir) / f"{ref.saved_name}.zip"
+    hyperparams, stats_path = get_saved_hyperparams(str(stats_dir(zip_path)), norm_reward=False, test_mode=True)
+    env_kwargs = saved_env_kwargs(stats_dir(zip_path), hyperparams) | (json.loads(ref.env_kwargs or "{}"))
+    check_normalization_stats(stats_dir(zip_path) / "vecnormalize.pkl")
+    if ref.vecnormalize:
+        check_normalization_stats(Path(ref.vecnormalize))
     check_observation_layout(ref)
-    try:
-        probe = make_eval_env(ref.env_id, hyperparams, stats_path, env_kwargs, n_envs=1, seed=0)
-    except Exception as error:  # unpickling and shape errors come in many types
-        raise QuarlError(f"cannot build the {ref.env_id} env from {stats_path}: {one_line(error)}") from error
-    observation_space, action_space = probe.observation_space, probe.action_space
-    probe.close()
+    loaded = LoadedAgent(ref, PolicyOnly(None), hyperparams, stats_path, env_kwargs)
+    observation_space, action_space = probe_spaces(loaded)
     if is_image_space(observation_space) and not is_image_space_channels_first(observation_space):
         observation_space = VecTransposeImage.transpose_space(observation_space)  # SB3 trains channel-first
     saved_shape = saved_observation_shape(zip_path)
@@ -153,6 +159,12 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
         raise QuarlError(
             f"agent {zip_path} was saved for observations of shape {saved_shape}, but {ref.env_id} with "
             f"its wrappers gives {tuple(observation_space.shape or ())}: expected an agent for this env"
+        )
+    saved_actions = saved_action_space(zip_path)
+    if saved_actions is not None and saved_actions != action_text(action_space):
+        raise QuarlError(
+            f"agent {zip_path} was saved for actions {saved_actions}, but {ref.env_id} has {action_text(action_space)}:"
+            " expected an agent for this env"
         )
     custom_objects = {
         "observation_space": observation_space,
@@ -172,7 +184,47 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
             model = ZOO_ALGOS[ref.algo].load(str(zip_path), custom_objects=custom_objects, device="cpu", **kwargs)
     except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError) as error:
         raise QuarlError(f"cannot load agent {zip_path}: {one_line(error)}; expected an SB3 model zip") from error
-    return LoadedAgent(ref, model, hyperparams, stats_path, env_kwargs)
+    loaded.model = model
+    return loaded
+
+
+def probe_spaces(agent: LoadedAgent):
+    """The observation and action spaces of the agent's evaluation env, as the policy sees them.
+
+    :raises QuarlError: when the env cannot be built, or ``--vecnormalize`` stats are for another observation size.
+    """
+    try:
+        probe = agent.make_env(1, 0)
+    except QuarlError:
+        raise
+    except Exception as error:  # unpickling and shape errors come in many types
+        where = agent.ref.vecnormalize or agent.stats_path or "its settings"
+        raise QuarlError(f"cannot build the {agent.ref.env_id} env from {where}: {one_line(error)}") from error
+    observation_space, action_space = probe.observation_space, probe.action_space
+    stats = getattr(probe, "obs_rms", None)
+    probe.close()
+    if agent.ref.vecnormalize and stats is not None and tuple(stats.mean.shape) != tuple(observation_space.shape):
+        raise QuarlError(
+            f"vecnormalize file {agent.ref.vecnormalize} normalises observations of shape {tuple(stats.mean.shape)}, "
+            f"but {agent.ref.env_id} gives {tuple(observation_space.shape)}: expected the stats saved with this agent"
+        )
+    return observation_space, action_space
+
+
+def load_foreign(ref: AgentRef) -> LoadedAgent:
+    """A torch-module or ONNX agent: the policy on the env's spaces, its output shape checked."""
+    from quarl_bench.zoo.foreign import ModulePolicy, OnnxPolicy, check_output, load_module_function
+
+    agent = LoadedAgent(ref, PolicyOnly(None), {}, None, json.loads(ref.env_kwargs or "{}"))
+    observation_space, action_space = probe_spaces(agent)
+    if ref.algo == "onnx":
+        policy = OnnxPolicy(observation_space, action_space, Path(ref.model_path).read_bytes())
+    else:
+        policy = ModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
+    check_output(policy, ref.model_path)
+    policy.set_training_mode(False)
+    agent.model = PolicyOnly(policy)
+    return agent
 
 
 def check_observation_layout(ref: AgentRef) -> None:
@@ -207,9 +259,35 @@ def saved_observation_shape(zip_path: Path) -> tuple[int, ...] | None:
     return tuple(int(n) for n in shape) if isinstance(shape, list) else None
 
 
+def saved_action_space(zip_path: Path) -> str | None:
+    """The action space an SB3 zip was saved with, as :func:`action_text` writes it (None if unreadable)."""
+    space = saved_data(zip_path).get("action_space")
+    if not isinstance(space, dict):
+        return None
+    if isinstance(space.get("n"), int | str) and str(space["n"]).isdigit():
+        return f"Discrete({int(space['n'])})"
+    shape = space.get("_shape", space.get("shape"))
+    return (
+        f"Box{tuple(int(n) for n in shape)}" if isinstance(shape, list) and "Box" in str(space.get(":type:")) else None
+    )
+
+
+def action_text(space) -> str:
+    """``Discrete(4)`` or ``Box(6,)``: the part of an action space a policy's output depends on."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        return f"Discrete({int(space.n)})"
+    return f"{type(space).__name__}{tuple(space.shape or ())}"
+
+
+def zip_path_of(ref: AgentRef) -> Path:
+    return Path(ref.model_path) if ref.model_path else Path(ref.run_dir) / f"{ref.saved_name}.zip"
+
+
 def saved_exploration_rate(ref: AgentRef) -> float | None:
     """The exploration rate a DQN/QR-DQN zip was saved with (its final epsilon)."""
-    value = saved_data(Path(ref.run_dir) / f"{ref.saved_name}.zip").get("exploration_rate")
+    value = saved_data(zip_path_of(ref)).get("exploration_rate")
     return float(value) if isinstance(value, int | float) else None
 
 

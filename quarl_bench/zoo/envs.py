@@ -34,6 +34,35 @@ def register_env(env_id: str) -> None:
         import quarl_bench.zoo.dmc  # noqa: F401
 
 
+def import_env_packages(packages: tuple[str, ...] | list[str]) -> None:
+    """Import modules that register envs with gymnasium (``--env-package``, like rl-zoo3's ``--gym-packages``).
+
+    :raises QuarlError: naming the module that does not import.
+    """
+    import importlib
+
+    for package in packages:
+        try:
+            importlib.import_module(package)
+        except Exception as error:  # an env package's import raises any type
+            raise QuarlError(
+                f"cannot import env package {package!r}: {type(error).__name__}: {error}; "
+                "expected an importable module that registers gymnasium envs"
+            ) from error
+
+
+def env_with_packages(name: str, packages: tuple[str, ...] | list[str] = ()) -> tuple[str, tuple[str, ...]]:
+    """The env id to run and the modules to import first, from ``--env`` (gymnasium's ``module:EnvId-v0`` form
+    too) and ``--env-package``.
+
+    :raises QuarlError: for a module that does not import, or an env id that does not exist.
+    """
+    module, colon, env_name = name.rpartition(":")
+    wanted = tuple(dict.fromkeys([*packages, *([module] if colon else [])]))
+    import_env_packages(wanted)
+    return resolve_env_id(env_name if colon else name), wanted
+
+
 def resolve_env_id(name: str) -> str:
     """The gymnasium id to run for a user-given name: alias -> id, legacy id -> its successor.
 

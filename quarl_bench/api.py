@@ -1,0 +1,275 @@
+"""The application layer: functions that take plain values and return data, one per thing a command does.
+
+The CLI (``cli.py`` -> ``commands.py``) parses arguments, calls one of these and renders what it returns; Python
+callers use them directly. ``evaluate_agent`` is the one-call entry point (lm-evaluation-harness's
+``simple_evaluate`` shape): a path, a loaded SB3 model or a torch module, on an env id or factory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import AgentRef, QuantSpec
+
+
+@dataclass(frozen=True)
+class AgentQuery:
+    """Where one agent comes from: the zoo (``algo``), a policy file (``model``: SB3 zip or ONNX) or a torch module
+    (``policy_module``: ``FILE.py:FUNCTION``), on ``env`` (an id, an alias or ``module:EnvId-v0``).
+
+    :param vecnormalize: normalisation statistics for a ``model`` zip.
+    :param env_kwargs: keyword arguments for the env (override the saved ones).
+    :param env_packages: modules imported before the env is made.
+    :param folder: rl-zoo3 log folder (default ``$QUARL_ZOO``); ``cache``: trained and downloaded agents.
+    """
+
+    env: str
+    algo: str | None = None
+    model: str | None = None
+    policy_module: str | None = None
+    vecnormalize: str | None = None
+    env_kwargs: dict[str, Any] | None = None
+    env_packages: tuple[str, ...] = ()
+    folder: str | None = None
+    cache: str | None = None
+    use_hub: bool = True
+    train_if_missing: bool = False
+    seed: int = 0
+    trust_remote_code: bool = False
+
+
+def find_agent(query: AgentQuery) -> AgentRef:
+    """Resolve a query to a loadable agent.
+
+    :raises QuarlError: for a bad env, package, file or missing agent, in one line.
+    """
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
+    from quarl_bench.zoo.envs import env_with_packages
+    from quarl_bench.zoo.model_file import model_ref, module_ref
+
+    if query.model and query.policy_module:
+        raise QuarlError("bad agent: expected --model or --policy-module, not both")
+    env_id, packages = env_with_packages(query.env, query.env_packages)
+    if query.model:
+        return model_ref(query.model, env_id, query.algo, query.vecnormalize, query.env_kwargs, packages)
+    if query.policy_module:
+        return module_ref(query.policy_module, env_id, packages)
+    if query.vecnormalize or query.env_kwargs:
+        raise QuarlError("bad agent: --vecnormalize and --env-kwargs apply to a --model file; zoo agents use theirs")
+    if not query.algo:
+        raise QuarlError("no agent given: expected --algo (a zoo agent), --model FILE or --policy-module FILE.py:FUNC")
+    return resolve_agent(
+        query.algo,
+        env_id,
+        query.folder,
+        query.cache or DEFAULT_CACHE,
+        query.use_hub,
+        query.train_if_missing,
+        query.seed,
+        query.trust_remote_code,
+    )
+
+
+def acting_layer_names(ref: AgentRef) -> list[str]:
+    """The agent's acting layers (what per-layer precisions refer to), in module order."""
+    from quarl_bench.quant.ptq import acting_layer_names as names
+    from quarl_bench.zoo.agents import load_agent
+
+    return names(load_agent(ref).model.policy)
+
+
+def unquantized(ref: AgentRef) -> list[str]:
+    """Acting modules with parameters that PTQ leaves in fp32 (``name (Type)``)."""
+    from quarl_bench.quant.layers import unquantized_modules
+    from quarl_bench.zoo.agents import load_agent
+
+    return unquantized_modules(load_agent(ref).model.policy)
+
+
+def _object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) -> AgentRef:
+    """An in-memory SB3 model (saved once to ``cache/objects/{hash}.zip``) or torch module (kept in this process)
+    as an agent; its identity is the hash of its weights."""
+    import torch
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    from quarl_bench.zoo.foreign import register_module
+    from quarl_bench.zoo.model_file import algo_of_zip, model_ref
+
+    if isinstance(model, BaseAlgorithm):
+        state = model.policy.state_dict()
+    elif isinstance(model, torch.nn.Module):
+        state = model.state_dict()
+    else:
+        raise QuarlError(
+            f"bad model {type(model).__name__}: expected a path (.zip or .onnx), an SB3 model or a torch.nn.Module"
+        )
+    digest = hashlib.sha256(type(model).__qualname__.encode())
+    for name, tensor in state.items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    key = digest.hexdigest()[:16]
+    if isinstance(model, torch.nn.Module):
+        return AgentRef(
+            "torch-module", env_id, env_id, "object", "", key, register_module(key, model), "", "", packages
+        )
+    path = cache / "objects" / f"{key}.zip"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{key}.partial.zip")
+        model.save(partial)
+        os.replace(partial, path)
+    from quarl_bench.zoo.agents import saved_data
+
+    return model_ref(path, env_id, algo_of_zip(saved_data(path), path), env_packages=packages)
+
+
+def _factory_env(env: Callable[[], Any]) -> str:
+    """Register an env factory under a gymnasium id of its own (so the evaluation, like rl-zoo3, makes it by id)."""
+    import gymnasium as gym
+
+    name = getattr(env, "__qualname__", type(env).__name__).replace(".", "_").replace("<", "").replace(">", "")
+    env_id = f"quarl-factory/{name}-{hashlib.sha256(repr(env).encode()).hexdigest()[:8]}-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=env)
+    return env_id
+
+
+def evaluate_agent(
+    model: Any,
+    env: str | Callable[[], Any],
+    precisions: Sequence[str | int] = ("fp32", "int8"),
+    episodes: int = 100,
+    seed: int = 0,
+    store: str | os.PathLike | None = None,
+    *,
+    algo: str | None = None,
+    vecnormalize: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    env_packages: Sequence[str] = (),
+    n_envs: int | None = None,
+    cache: str | os.PathLike = "results/agents",
+) -> Any:
+    """Post-training quantize ``model`` at each precision and evaluate it against fp32 on ``episodes`` seeded
+    episodes; the same rows (and numbers) as ``quarl-bench run``.
+
+    :param model: a path to an SB3 ``.zip`` or an ``.onnx`` file, a loaded SB3 model, or a ``torch.nn.Module``
+        mapping observations to logits (discrete) or actions (continuous).
+    :param env: an env id or alias (``module:EnvId-v0`` too), or a function returning a gymnasium env.
+    :param precisions: ``fp32``, ``fp16``, ``bf16`` or integer bit widths 2-32.
+    :param store: a results store to keep (and reuse) the rows in; None: a temporary one.
+    :return: one row per precision (``E %`` against the fp32 row), as :func:`quarl_bench.store.load_results`.
+    """
+    import tempfile
+
+    import pandas as pd
+
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.store import ResultStore
+    from quarl_bench.zoo.envs import env_with_packages
+
+    if callable(env) and not isinstance(env, str):
+        env_id, packages = _factory_env(env), tuple(env_packages)
+    else:
+        env_id, packages = env_with_packages(str(env), tuple(env_packages))
+    if isinstance(model, str | os.PathLike):
+        query = AgentQuery(env_id, algo, str(model), None, vecnormalize, env_kwargs, packages)
+        ref = find_agent(query)
+    else:
+        ref = _object_ref(model, env_id, packages, Path(cache))
+    specs = tuple(QuantSpec(p) for p in precisions)
+    settings = EvalSettings(episodes, seed, n_envs)
+    with tempfile.TemporaryDirectory() as scratch:
+        with ResultStore(store or Path(scratch) / "quarl.sqlite") as opened:
+            rows = run_ptq(ref, specs, settings, opened)
+        return pd.DataFrame(rows).rename(columns={"error_pct": "E %"})
+
+
+def run_ptq(
+    ref: AgentRef,
+    specs: tuple[QuantSpec, ...],
+    settings: Any,
+    store: Any,
+    force: bool = False,
+    eval_workers: int = 1,
+    on_result: Callable[[dict[str, Any], bool], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.runner import Work, run_work
+
+    store.check()
+    work = Work(
+        "ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance(), eval_workers=eval_workers
+    )
+    return run_work(work, store, force=force, on_result=on_result)
+
+
+def run_deploy(
+    ref: AgentRef,
+    specs: tuple[QuantSpec, ...],
+    settings: Any,
+    store: Any,
+    force: bool = False,
+    on_result: Callable[[dict[str, Any], bool], None] | None = None,
+    on_error: Callable[[str, str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Build, play, time and weigh each deployment backend's artifact (torch-fp32, the reference, always); a
+    backend that cannot run here is reported through ``on_error(backend, reason)`` and the others still run."""
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.runner import Work, run_work
+
+    store.check()
+    driver = driver_provenance()
+    rows: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        work = Work("deploy", ref.algo, ref.env_id, (spec,), settings, ref, driver=driver)
+        try:
+            for row in run_work(work, store, force, on_result):
+                rows[row["key"]] = row
+        except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
+            text = str(error).strip()
+            if on_error:
+                on_error(spec.backend, f"{type(error).__name__}: {text.splitlines()[0] if text else ''}")
+    return list(rows.values())
+
+
+def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Path]:
+    """Write ``spec.backend``'s artifact of the agent to ``out`` and a README beside it, each whole or not at all.
+
+    :raises QuarlError: for an unwritable path or a backend with no standalone format.
+    """
+    from quarl_bench.deploy.artifact_readme import artifact_readme
+    from quarl_bench.deploy.backends import build
+    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
+    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, visited_states
+    from quarl_bench.zoo.agents import load_agent
+
+    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise QuarlError(f"cannot write {str(out)!r}: expected a file path in an existing, writable folder")
+    agent = load_agent(ref)
+    env = agent.make_env(1, 0)
+    raw, normalizer = split_normalizer(env)
+    module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
+    env.close()
+    calibration = (
+        visited_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET) if spec.calibration_states else None
+    )
+    sample = calibration[:1] if calibration is not None else visited_states(agent, 1, CALIBRATION_SEED_OFFSET)
+    artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax")
+    if not artifact.standalone:
+        raise QuarlError(
+            f"backend {spec.backend} has no standalone artifact format: expected an ort-* or torch-fp32 backend"
+        )
+    readme = out.with_name(out.name + ".README.md")
+    text = artifact_readme(artifact, ref, module, raw.observation_space, out.name, spec)
+    for path, data in ((out, artifact.data), (readme, text.encode())):  # each written whole, then renamed
+        partial = path.with_name(path.name + ".partial")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    return artifact, readme

@@ -1,0 +1,261 @@
+"""Policies that are no SB3 agent, as SB3 policies: a user's torch module and an ONNX graph.
+
+The contract (README, "Your own policy"): the network maps a batch of observations, exactly as the env returns
+them (float32; no normalisation or image scaling is added), to action logits for a ``Discrete`` action space (the
+greedy action is their argmax) or to actions in the env's units for a ``Box`` one (clipped to its bounds, as SB3's
+``predict`` does). Any preprocessing belongs inside the network.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import BasePolicy
+from torch import nn
+
+from quarl_bench.errors import QuarlError
+
+ONNX_FLOAT = 1  # onnx.TensorProto.FLOAT
+
+
+def expected_output(action_space: spaces.Space) -> tuple[int, ...]:
+    """The output shape of one observation: logits per action, or one action."""
+    if isinstance(action_space, spaces.Discrete):
+        return (int(action_space.n),)
+    if isinstance(action_space, spaces.Box):
+        return tuple(action_space.shape)
+    raise QuarlError(f"cannot act in a {type(action_space).__name__} action space: expected Discrete or Box")
+
+
+class ModulePolicy(BasePolicy):
+    """A torch module from observations to logits (``Discrete``) or actions (``Box``), acting like an SB3 policy.
+
+    Its layers live under ``module``: that is what acts, and what PTQ quantizes (``quant/layers.py``).
+    """
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, module: nn.Module) -> None:
+        super().__init__(observation_space, action_space, normalize_images=False)
+        self.module = module
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "module": copy.deepcopy(self.module),
+        }
+
+    def decision_values(self, observation: torch.Tensor) -> torch.Tensor:
+        """Logits (discrete) or actions (continuous) for a batch."""
+        return self.module(observation.float())
+
+    def forward(self, observation: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return self._predict(observation, deterministic)
+
+    def _predict(self, observation: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        out = self.decision_values(observation)
+        if isinstance(self.action_space, spaces.Discrete):
+            return out.argmax(dim=1)
+        return out.reshape((-1, *self.action_space.shape))
+
+
+def check_output(policy: ModulePolicy, source: str) -> None:
+    """Run the policy on two sampled observations; one line naming the shape when it is not the contract's.
+
+    :raises QuarlError: for an output of the wrong shape, or a network that fails on the observations.
+    """
+    sample = np.stack([policy.observation_space.sample() for _ in range(2)]).astype(np.float32)
+    expected = (2, *expected_output(policy.action_space))
+    try:
+        with torch.no_grad():
+            out = policy.decision_values(torch.as_tensor(sample))
+    except Exception as error:  # a user's network raises any type
+        raise QuarlError(
+            f"policy {source} fails on a batch of observations of shape {sample.shape}: "
+            f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        ) from error
+    if tuple(out.shape) != expected:
+        what = "logits" if isinstance(policy.action_space, spaces.Discrete) else "actions"
+        raise QuarlError(
+            f"policy {source} returned shape {tuple(out.shape)} for 2 observations: expected {expected} "
+            f"({what} for {policy.action_space})"
+        )
+
+
+# Torch modules handed to the Python API as objects, by weight hash: ``object:{hash}`` refers to one. Forked
+# evaluation workers inherit them.
+_OBJECTS: dict[str, nn.Module] = {}
+OBJECT_PREFIX = "object:"
+
+
+def register_module(key: str, module: nn.Module) -> str:
+    """Keep ``module`` for this process under ``key``; returns the model path an agent refers to it by."""
+    _OBJECTS[key] = module.eval()
+    return OBJECT_PREFIX + key
+
+
+def load_module_function(target: str) -> nn.Module:
+    """Call ``FILE.py:FUNCTION`` (or look up an ``object:`` registered module) and return the ``nn.Module``.
+
+    :raises QuarlError: for a missing file or function, or a function that returns no module.
+    """
+    if target.startswith(OBJECT_PREFIX):
+        return _OBJECTS[target.removeprefix(OBJECT_PREFIX)]
+    path_text, _, name = target.rpartition(":")
+    path = Path(path_text)
+    if not path_text or not name or path.suffix != ".py":
+        raise QuarlError(f"bad --policy-module {target!r}: expected FILE.py:FUNCTION")
+    if not path.is_file():
+        raise QuarlError(f"policy module {str(path)!r} not found: expected FILE.py:FUNCTION")
+    module_name = f"quarl_user_policy_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    user = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = user  # dataclasses and pickling look their module up
+    try:
+        spec.loader.exec_module(user)
+    except Exception as error:  # the user's file raises any type
+        raise QuarlError(f"cannot import policy module {str(path)!r}: {type(error).__name__}: {error}") from error
+    function = getattr(user, name, None)
+    if not callable(function):
+        raise QuarlError(f"policy module {str(path)!r} has no function {name!r}: expected FILE.py:FUNCTION")
+    module = function()
+    if not isinstance(module, nn.Module):
+        raise QuarlError(f"{target} returned {type(module).__name__}: expected a torch.nn.Module")
+    return module.eval()
+
+
+class OnnxLayers(nn.Module):
+    """The ONNX graph's weight initializers as torch layers, so PTQ, statistics and per-layer precisions treat them
+    as any other network's: Gemm/MatMul weights as ``nn.Linear`` (out x in), Conv weights as ``nn.ConvNd``. Never
+    run in torch: :class:`OnnxPolicy` writes them back into the graph."""
+
+    def __init__(self, graph_bytes: bytes) -> None:
+        import onnx
+        from onnx import numpy_helper
+
+        super().__init__()
+        graph = onnx.load_from_string(graph_bytes).graph
+        initializers = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+        self.sources: dict[str, tuple[str, str, bool]] = {}  # layer -> (weight initializer, bias initializer, T)
+        for node in graph.node:
+            weight_name = node.input[1] if len(node.input) > 1 else ""
+            if node.op_type not in ("Gemm", "MatMul", "Conv") or weight_name not in initializers:
+                continue
+            weight = initializers[weight_name]
+            bias_name = node.input[2] if len(node.input) > 2 and node.input[2] in initializers else ""
+            if node.op_type == "Conv":
+                layer = _conv(weight, initializers.get(bias_name))
+                transposed = False
+            elif weight.ndim == 2:
+                trans_b = any(a.name == "transB" and a.i == 1 for a in node.attribute)
+                transposed = node.op_type == "MatMul" or not trans_b  # stored (in, out)
+                matrix = weight.T if transposed else weight
+                bias = initializers.get(bias_name)
+                layer = nn.Linear(matrix.shape[1], matrix.shape[0], bias=bias is not None)
+                with torch.no_grad():
+                    layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(matrix)))
+                    if bias is not None:
+                        layer.bias.copy_(torch.from_numpy(bias.reshape(-1)))
+            else:
+                continue
+            name = f"layer{len(self.sources)}"
+            self.add_module(name, layer)
+            self.sources[name] = (weight_name, bias_name, transposed)
+
+    def initializers(self) -> dict[str, np.ndarray]:
+        """The current weights (quantized or not), keyed by their initializer names, in the graph's layout."""
+        values: dict[str, np.ndarray] = {}
+        for name, (weight_name, bias_name, transposed) in self.sources.items():
+            layer = getattr(self, name)
+            weight = layer.weight.detach().cpu().numpy()
+            values[weight_name] = np.ascontiguousarray(weight.T if transposed else weight)
+            if bias_name and layer.bias is not None:
+                values[bias_name] = layer.bias.detach().cpu().numpy()
+        return values
+
+
+def _conv(weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
+    kinds = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}
+    if weight.ndim not in kinds:
+        raise QuarlError(f"cannot read a Conv weight of shape {weight.shape}: expected 1-3 spatial dimensions")
+    out_channels, in_per_group, *kernel = weight.shape
+    layer = kinds[weight.ndim](in_per_group, out_channels, tuple(kernel), bias=bias is not None)
+    with torch.no_grad():
+        layer.weight.copy_(torch.from_numpy(weight))
+        if bias is not None:
+            layer.bias.copy_(torch.from_numpy(bias))
+    return layer
+
+
+class OnnxPolicy(ModulePolicy):
+    """An fp32 ONNX graph (one float observation input; first output: logits or actions) played on ONNX Runtime.
+
+    PTQ rewrites its weight initializers on the same grid as any torch layer (through :class:`OnnxLayers`); the
+    session is built from the current weights at the first action, so quantize before acting.
+    """
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, graph_bytes: bytes) -> None:
+        super().__init__(observation_space, action_space, OnnxLayers(graph_bytes))
+        self.graph_bytes = graph_bytes
+        self.input_name = graph_input(graph_bytes, "the ONNX graph")
+        self._session = None
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "graph_bytes": self.graph_bytes,
+        }
+
+    def current_graph(self) -> bytes:
+        """The graph with the current (possibly quantized) weights in its initializers."""
+        import onnx
+        from onnx import numpy_helper
+
+        model = onnx.load_from_string(self.graph_bytes)
+        values = self.module.initializers()
+        for index, init in enumerate(model.graph.initializer):
+            if init.name in values:
+                array = values[init.name].astype(numpy_helper.to_array(init).dtype)
+                model.graph.initializer[index].CopyFrom(numpy_helper.from_array(array, init.name))
+        return model.SerializeToString()
+
+    def decision_values(self, observation: torch.Tensor) -> torch.Tensor:
+        if self._session is None:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+            self._session = ort.InferenceSession(self.current_graph(), options, providers=["CPUExecutionProvider"])
+        batch = observation.detach().cpu().numpy().astype(np.float32)
+        return torch.from_numpy(self._session.run(None, {self.input_name: batch})[0])
+
+
+def graph_input(graph_bytes: bytes, source: str) -> str:
+    """The graph's one observation input (inputs that are initializers do not count).
+
+    :raises QuarlError: for a file that is not ONNX, or a graph with several inputs or a non-float input.
+    """
+    import onnx
+
+    try:
+        graph = onnx.load_from_string(graph_bytes).graph
+    except Exception as error:  # protobuf's DecodeError and others
+        raise QuarlError(f"cannot read {source}: {type(error).__name__}; expected an ONNX model file") from error
+    initializers = {init.name for init in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in initializers]
+    if len(inputs) != 1:
+        names = ", ".join(i.name for i in inputs) or "none"
+        raise QuarlError(f"{source} has {len(inputs)} inputs ({names}): expected one observation input")
+    elem_type = inputs[0].type.tensor_type.elem_type
+    if elem_type != ONNX_FLOAT:
+        type_name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
+        raise QuarlError(f"{source} input {inputs[0].name!r} is {type_name}: expected a float (float32) input")
+    return inputs[0].name

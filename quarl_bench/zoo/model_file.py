@@ -1,0 +1,136 @@
+"""A policy file the user brings: an SB3 / sb3-contrib zip anywhere (``--model``), an ONNX graph (``--model
+policy.onnx``) or a torch module (``--policy-module FILE.py:FUNCTION``), on any env id, custom ones included."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import ALGOS, AgentRef
+
+# An SB3 zip's policy class module -> the algorithm that saved it (actor-critic and TD3 policies: see algo_of_zip).
+POLICY_MODULES = {
+    "stable_baselines3.dqn.policies": "dqn",
+    "sb3_contrib.qrdqn.policies": "qrdqn",
+    "stable_baselines3.sac.policies": "sac",
+    "sb3_contrib.tqc.policies": "tqc",
+    "stable_baselines3.td3.policies": "td3",
+    "stable_baselines3.common.policies": "a2c",
+}
+BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
+
+
+def algo_of_zip(data: dict[str, Any], path: Path) -> str:
+    """The algorithm an SB3 zip was saved by, from its saved policy class: PPO and A2C share ActorCriticPolicy
+    (PPO saves ``clip_range``), DDPG is TD3 with ``policy_delay`` 1 and no target noise clip.
+
+    :raises QuarlError: for a zip with no SB3 data, or a policy class no supported algorithm saves.
+    """
+    policy_class = data.get("policy_class")
+    module = policy_class.get("__module__", "") if isinstance(policy_class, dict) else ""
+    algo = POLICY_MODULES.get(module)
+    if algo is None:
+        raise QuarlError(
+            f"cannot tell which algorithm saved {str(path)!r} (policy class module {module or 'missing'!r}): "
+            f"pass --algo, one of {', '.join(ALGOS)}"
+        )
+    if algo == "a2c" and "clip_range" in data:
+        return "ppo"
+    if algo == "td3" and data.get("policy_delay") == 1 and not data.get("target_noise_clip"):
+        return "ddpg"
+    return algo
+
+
+def stats_dir(zip_path: Path) -> Path:
+    """rl-zoo3 saves ``{run}/{name}.zip`` beside ``{run}/{name}/`` (config.yml, vecnormalize.pkl, ...)."""
+    return zip_path.with_suffix("")
+
+
+def files_hash(paths: list[Path], extra: str = "") -> str:
+    """sha256 over each existing file's name and bytes, then ``extra`` (16 hex digits, as the zoo's agents)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        if path.is_file():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    digest.update(extra.encode())
+    return digest.hexdigest()[:16]
+
+
+def model_ref(
+    model: str | Path,
+    env_id: str,
+    algo: str | None = None,
+    vecnormalize: str | Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    env_packages: tuple[str, ...] = (),
+) -> AgentRef:
+    """The agent of a ``--model`` file: an SB3 zip (its algorithm read from it unless ``algo`` is given; the
+    rl-zoo3 folder beside it used as the zoo does) or an ONNX graph. Its identity is the hash of every file that
+    changes how it acts (the same hash as the zoo path gives the same zip), its source the file's path.
+
+    :raises QuarlError: for a missing file, a file that is neither, or a bad ``--algo``/``--vecnormalize``.
+    """
+    from quarl_bench.zoo.agents import saved_data
+
+    path = Path(model).expanduser().resolve()
+    if not path.is_file():
+        raise QuarlError(f"model file {str(model)!r} not found: expected an SB3 .zip or an .onnx file")
+    vec_path = Path(vecnormalize).expanduser().resolve() if vecnormalize else None
+    if vec_path is not None and not vec_path.is_file():
+        raise QuarlError(f"vecnormalize file {str(vecnormalize)!r} not found: expected a VecNormalize .pkl file")
+    kwargs = json.dumps(env_kwargs, sort_keys=True) if env_kwargs else ""
+    extra = kwargs + (f"vecnormalize:{files_hash([vec_path])}" if vec_path else "")
+    if path.suffix.lower() == ".onnx":
+        if algo not in (None, "onnx"):
+            raise QuarlError(f"bad --algo {algo!r} for an ONNX model: expected none (the graph acts by itself)")
+        return AgentRef(
+            "onnx",
+            env_id,
+            env_id,
+            "model",
+            str(path.parent),
+            files_hash([path], extra),
+            str(path),
+            str(vec_path or ""),
+            kwargs,
+            env_packages,
+        )
+    data = saved_data(path)
+    if not data:
+        raise QuarlError(f"{str(model)!r} is not an SB3 model: expected an SB3 .zip (with its 'data' entry) or .onnx")
+    if algo is not None and algo not in ALGOS:
+        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGOS)}")
+    algo = algo or algo_of_zip(data, path)
+    behaviour = [stats_dir(path) / name for name in BEHAVIOUR_FILES if not (vec_path and name == "vecnormalize.pkl")]
+    content = files_hash([path, *behaviour], extra)
+    return AgentRef(
+        algo, env_id, env_id, "model", str(path.parent), content, str(path), str(vec_path or ""), kwargs, env_packages
+    )
+
+
+def module_ref(target: str, env_id: str, env_packages: tuple[str, ...] = ()) -> AgentRef:
+    """The agent of ``--policy-module FILE.py:FUNCTION``: hashed over the file and the weights it builds."""
+    from quarl_bench.zoo.foreign import load_module_function
+
+    module = load_module_function(target)
+    digest = hashlib.sha256(Path(target.rpartition(":")[0]).read_bytes() + target.encode())
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    path = Path(target.rpartition(":")[0]).resolve()
+    return AgentRef(
+        "torch-module",
+        env_id,
+        env_id,
+        "module",
+        str(path.parent),
+        digest.hexdigest()[:16],
+        f"{path}:{target.rpartition(':')[2]}",
+        "",
+        "",
+        env_packages,
+    )
