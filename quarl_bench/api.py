@@ -246,7 +246,7 @@ def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Pat
     """
     from quarl_bench.deploy.artifact_readme import artifact_readme
     from quarl_bench.deploy.backends import build
-    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
+    from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, visited_states
     from quarl_bench.zoo.agents import load_agent
 
@@ -255,7 +255,7 @@ def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Pat
     agent = load_agent(ref)
     env = agent.make_env(1, 0)
     raw, normalizer = split_normalizer(env)
-    module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
+    module = deployable(agent.model.policy, raw.observation_space, normalizer)
     env.close()
     calibration = (
         visited_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET) if spec.calibration_states else None

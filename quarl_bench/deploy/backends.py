@@ -77,8 +77,12 @@ def build(
     """
     import torch
 
-    from quarl_bench.deploy.export import to_onnx
+    from quarl_bench.deploy.export import GraphPolicy, to_onnx
 
+    if isinstance(module, GraphPolicy) and backend in ("torch-fp32", "torchao-int8"):
+        if backend == "torchao-int8":
+            raise QuarlError("backend torchao-int8 needs a torch policy: expected an ort-* backend for an ONNX model")
+        return Artifact(backend, "onnx", module.graph)  # the reference: the user's own fp32 graph
     if backend == "torch-fp32":
         with torch.no_grad():
             traced = torch.jit.trace(module.eval(), torch.as_tensor(sample))

@@ -40,8 +40,6 @@ class DeployablePolicy(nn.Module):
                 "expected a Box observation space"
             )
         self.policy, self.family = policy, policy_family(policy)
-        if type(policy).__name__ == "OnnxPolicy":
-            raise QuarlError("an ONNX policy is deployed as it is: expected a torch policy to export")
         self.image = (
             is_image_space(observation_space, check_channels=False)
             and observation_space.dtype == np.uint8
@@ -120,8 +118,10 @@ def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:
     return env, None
 
 
-def to_onnx(module: DeployablePolicy, sample: np.ndarray) -> bytes:
+def to_onnx(module: DeployablePolicy | GraphPolicy, sample: np.ndarray) -> bytes:
     """ONNX bytes of the module, batch dimension dynamic; input ``obs``, output ``action``."""
+    if isinstance(module, GraphPolicy):
+        return module.graph
     module.eval()
     buffer = io.BytesIO()
     with torch.no_grad():
@@ -144,3 +144,59 @@ def check_equivalence(actions: np.ndarray, expected: np.ndarray, discrete: bool,
     if discrete:
         return float(np.mean(actions.reshape(n, -1) == expected.reshape(n, -1)))
     return float(np.mean(np.all(np.abs(actions.reshape(n, -1) - expected.reshape(n, -1)) <= tolerance, axis=1)))
+
+
+class GraphPolicy:
+    """An ONNX policy's deployable form: its own graph (current weights), input renamed ``obs``, and an ``action``
+    output appended (ArgMax of the logits, or the actions clipped to the bounds). There is no torch module: its
+    ``torch-fp32`` reference is that fp32 graph on ONNX Runtime."""
+
+    image = False
+    normalize = False
+
+    def __init__(self, policy, observation_space: spaces.Space, normalizer: VecNormalize | None = None) -> None:
+        if normalizer is not None and normalizer.norm_obs:
+            raise QuarlError("an ONNX policy gets no --vecnormalize: expected the normalisation inside the graph")
+        self.policy = policy
+        self.discrete = isinstance(policy.action_space, spaces.Discrete)
+        self.graph = acting_graph(policy.current_graph(), policy.input_name, policy.action_space)
+
+    def eval(self) -> GraphPolicy:
+        return self
+
+
+def acting_graph(graph_bytes: bytes, input_name: str, action_space: spaces.Space) -> bytes:
+    """The graph with input ``obs`` and one output ``action``: argmax of the first output (discrete) or the first
+    output clipped to the action bounds (continuous)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load_from_string(graph_bytes)
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["obs" if name == input_name else name for name in node.input]
+    for value in graph.input:
+        if value.name == input_name:
+            value.name = "obs"
+    scores = graph.output[0].name
+    if isinstance(action_space, spaces.Discrete):
+        graph.node.append(helper.make_node("ArgMax", [scores], ["action"], axis=1, keepdims=0))
+        output = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
+    else:
+        for name, bound in (("action_low", action_space.low), ("action_high", action_space.high)):
+            graph.initializer.append(numpy_helper.from_array(np.asarray(bound, np.float32), name))
+        graph.node.append(helper.make_node("Min", [scores, "action_high"], ["action_below_high"]))
+        graph.node.append(helper.make_node("Max", ["action_below_high", "action_low"], ["action"]))
+        output = helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", *action_space.shape])
+    del graph.output[:]
+    graph.output.append(output)
+    return model.SerializeToString()
+
+
+def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None):
+    """What a backend builds its artifact from: a :class:`DeployablePolicy`, or an ONNX policy's :class:`GraphPolicy`."""
+    from quarl_bench.zoo.foreign import OnnxPolicy
+
+    if isinstance(policy, OnnxPolicy):
+        return GraphPolicy(policy, observation_space, normalizer)
+    return DeployablePolicy(policy, observation_space, normalizer).eval()

@@ -61,7 +61,7 @@ def visited_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
 def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Build ``job.spec.backend``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
     from quarl_bench.deploy.backends import build, int8_weight_summary, runner
-    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
+    from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluate import evaluate, torch_thread_count
     from quarl_bench.provenance import agent_provenance
@@ -75,7 +75,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     env = agent.make_env(job.n_envs, job.seed)
     try:
         raw, normalizer = split_normalizer(env)
-        module = DeployablePolicy(policy, raw.observation_space, normalizer).eval()
+        module = deployable(policy, raw.observation_space, normalizer)
         start = time.perf_counter()
         artifact = build(spec.backend, module, sample[:1], calibration, spec.calibration_method or "minmax")
         build_seconds = time.perf_counter() - start
