@@ -8,7 +8,7 @@ nox.options.default_venv_backend = "venv"
 @nox.session
 def tests(session: nox.Session) -> None:
     session.install("torch==2.13.0")  # CPU wheel first; see README
-    session.install("-e", ".[dev]")
+    session.install("-e", ".[dev,all]")
     session.run("pytest", *session.posargs)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from quarl_bench.config import config_dir
 from quarl_bench.deploy import synthetic
 from quarl_bench.deploy.backends import build, runner
 from quarl_bench.deploy.timing import latency, peak_memory_mb
@@ -92,7 +93,7 @@ def main() -> None:
         summary[name] = f"{name}: int8 {speed:.1f}x faster than fp32, {size:.1f}x smaller"
         console.print(f"{summary[name]} (best int8: {best}; {ort_ms / timings[best][0]:.1f}x vs ONNX Runtime fp32)")
     console.print(pd.DataFrame(rows).round(3).to_markdown(index=False))
-    paper = pd.read_csv(Path(__file__).resolve().parents[1] / "zoo_configs" / "paper" / "quarl_table4_deployment.csv")
+    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
     ours = pd.DataFrame(rows)
     console.print(
         "QuaRL Table 4 (RasPi-3b+, fp32 vs int8 weights and activations) next to this machine (x86, 1 thread):"

@@ -9,6 +9,9 @@ import importlib
 from typing import Any
 
 _API = {
+    "AgentQuery": "quarl_bench.api",
+    "evaluate_agent": "quarl_bench.api",
+    "find_agent": "quarl_bench.api",
     "EvalResult": "quarl_bench.types",
     "Job": "quarl_bench.types",
     "QuantSpec": "quarl_bench.types",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.extras import require
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
 
@@ -59,6 +60,8 @@ def sweep(args: argparse.Namespace) -> int:
     cells = with_eval_seeds(select(study.cells, args.algo, args.env, args.bits, args.episodes), args.eval_seeds)
     if not cells:
         raise QuarlError(f"no job in {args.grid} matches the filters: check --algo/--env/--bits")
+    if args.executor == "ray":
+        require("distributed", "--executor ray", ("ray",))
     if args.executor == "ray" and any(cell.method != "ptq" for cell in cells):
         raise QuarlError(f"{cells[0].method} grids run on the local executor: drop --executor ray")
     folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
@@ -251,6 +254,7 @@ ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can
 
 
 def actorq(args: argparse.Namespace) -> int:
+    require("distributed", "ActorQ")
     from quarl_bench.actorq.config import requested_runs
     from quarl_bench.actorq.driver import already_stored, run_actorq, store_run
     from quarl_bench.actorq.metrics import breakdown
@@ -372,6 +376,7 @@ def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
 
 
 def deploy(args: argparse.Namespace) -> int:
+    require("deploy", "deploy", ("onnx", "onnxruntime"))
     from quarl_bench.api import run_deploy
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import deployment_table, result_line
@@ -394,6 +399,7 @@ def deploy(args: argparse.Namespace) -> int:
 
 
 def table4(args: argparse.Namespace) -> int:
+    require("deploy", "table4", ("onnx", "onnxruntime"))
     import pandas as pd
 
     from quarl_bench.config import config_dir
@@ -432,6 +438,7 @@ def table4(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
+    require("deploy", "export", ("onnx", "onnxruntime"))
     from quarl_bench.api import export_artifact
 
     spec = deploy_specs(args, [args.backend])[0]

@@ -1,4 +1,5 @@
-"""Read the data files in ``zoo_configs/`` (env aliases, legacy ids, per-env evaluation settings)."""
+"""Read the data files in ``zoo_configs/`` (env aliases, legacy ids, per-env evaluation settings, grids, the papers'
+numbers): package data, so an installed wheel has them too (the repository's ``zoo_configs`` links to them)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,18 @@ CONFIG_DIR_ENV = "QUARL_CONFIGS"
 
 
 def config_dir() -> Path:
-    """``$QUARL_CONFIGS`` or the repository's ``zoo_configs/`` (the package is installed editable)."""
+    """``$QUARL_CONFIGS`` or the package's ``zoo_configs/``."""
     override = os.environ.get(CONFIG_DIR_ENV)
-    return Path(override) if override else Path(__file__).resolve().parents[1] / "zoo_configs"
+    return Path(override) if override else Path(__file__).resolve().parent / "zoo_configs"
+
+
+def grid_file(name: str | Path) -> Path:
+    """A grid given as a path, or by the name of one shipped in ``zoo_configs`` (``smoke``, ``sweetspot.yaml``)."""
+    path = Path(name)
+    if path.is_file() or path.parent != Path("."):
+        return path
+    shipped = config_dir() / (path.name if path.suffix else f"{path.name}.yaml")
+    return shipped if shipped.is_file() else path
 
 
 @cache

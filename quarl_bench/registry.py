@@ -158,9 +158,10 @@ def load_study(path: str | Path) -> Study:
 
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
+    from quarl_bench.config import grid_file
     from quarl_bench.zoo.envs import resolve_env_id
 
-    path = Path(path)
+    path = grid_file(path)
     if not path.is_file():
         raise QuarlError(f"grid file {str(path)!r} not found: expected a YAML file such as zoo_configs/smoke.yaml")
     with open(path) as handle:

@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 # CPU torch first: a bare or newer torch requirement would pull a multi-GB CUDA build.
 .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0"
-.venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev]"
+.venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,all]"

@@ -97,7 +97,9 @@ def load_actorq_grid(path: str | Path, overrides: dict[str, Any] | None = None) 
 
     :raises QuarlError: for a missing file, an unknown setting, or a bad algo, env or precision.
     """
-    path = Path(path)
+    from quarl_bench.config import grid_file
+
+    path = grid_file(path)
     if not path.is_file():
         raise QuarlError(f"ActorQ grid {str(path)!r} not found: expected a YAML file such as zoo_configs/actorq.yaml")
     with open(path) as handle:

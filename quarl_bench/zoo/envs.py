@@ -31,6 +31,9 @@ def register_env(env_id: str) -> None:
     """Make a ``dmc/`` id known to ``gym.make`` in this process (importing ``zoo.dmc`` costs 0.5 s here, so only
     for those ids; Ray workers making classic-control envs need nothing)."""
     if env_id.startswith(DMC_PREFIX):
+        from quarl_bench.extras import require
+
+        require("mujoco", f"the Control Suite env {env_id}", ("dm_control", "shimmy"))
         import quarl_bench.zoo.dmc  # noqa: F401
 
 
@@ -73,9 +76,12 @@ def resolve_env_id(name: str) -> str:
     env_id = settings["legacy_ids"].get(env_id, env_id)
     register_env_packages()
     if env_id not in gym.registry or env_id.startswith("dm_control/"):  # shimmy's dict observations -> dmc/ flat
-        from quarl_bench.zoo.dmc import dmc_env_id  # registers the Control Suite's tasks
+        import importlib.util
 
-        env_id = dmc_env_id(env_id) or env_id
+        if importlib.util.find_spec("dm_control") is not None:  # the 'mujoco' extra
+            from quarl_bench.zoo.dmc import dmc_env_id  # registers the Control Suite's tasks
+
+            env_id = dmc_env_id(env_id) or env_id
     if env_id not in gym.registry:
         aliases = ", ".join(sorted(settings["aliases"]))
         raise QuarlError(
@@ -128,7 +134,7 @@ def make_eval_env(
 
     register_env_packages()
     register_env(env_id)
-    with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()), native_output_silenced():
+    with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()), native_output_silenced(), missing_extra():
         return create_test_env(
             env_id,
             n_envs=n_envs,
@@ -141,6 +147,18 @@ def make_eval_env(
             # Atari too, see eval_workers)
             vec_env_cls=DummyVecEnv,
         )
+
+
+@contextlib.contextmanager
+def missing_extra() -> Iterator[None]:
+    """gymnasium's ``DependencyNotInstalled`` (MuJoCo envs without mujoco) as one line naming the extra."""
+    try:
+        yield
+    except gym.error.DependencyNotInstalled as error:
+        raise QuarlError(
+            f"this env needs a package that is not installed ({str(error).splitlines()[0]}): "
+            "pip install 'quarl-bench[mujoco]' for MuJoCo envs"
+        ) from error
 
 
 @contextlib.contextmanager

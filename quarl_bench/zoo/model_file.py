@@ -85,6 +85,9 @@ def model_ref(
     kwargs = json.dumps(env_kwargs, sort_keys=True) if env_kwargs else ""
     extra = kwargs + (f"vecnormalize:{files_hash([vec_path])}" if vec_path else "")
     if path.suffix.lower() == ".onnx":
+        from quarl_bench.extras import require
+
+        require("deploy", "--model FILE.onnx", ("onnx", "onnxruntime"))
         if algo not in (None, "onnx"):
             raise QuarlError(f"bad --algo {algo!r} for an ONNX model: expected none (the graph acts by itself)")
         return AgentRef(
