@@ -81,8 +81,9 @@ def test_d4pg_learns_pendulum() -> None:
 
 @pytest.mark.slow
 def test_d4pg_learns_cartpole_balance() -> None:
-    # random actions score about 420 and zero actions about 745; measured here: 968 after 12k steps (1e-3 is unstable)
-    assert d4pg_return("cartpole-balance", 12_000, -150.0, 150.0, episodes=3, learning_rate=3e-4) >= 800
+    # random actions score about 420 and zero actions about 745. Measured with SB3 2.9.2 / numpy 2.4 / mujoco 3.17:
+    # 12k steps gave 427 (3e-4) and 483 (1e-3), 20k steps 999; an earlier stack had 968 after 12k.
+    assert d4pg_return("cartpole-balance", 20_000, -150.0, 150.0, episodes=3, learning_rate=3e-4) >= 800
 
 
 @pytest.mark.slow
