@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from quarl_bench.eval_workers import evaluate_in_workers
-from quarl_bench.evaluate import evaluate
+from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.evaluation.workers import evaluate_in_workers
 from quarl_bench.registry import action_mode
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 from quarl_bench.zoo.envs import default_eval_envs

@@ -21,7 +21,7 @@ from quarl_bench.registry import load_study, select
 ONE_PROCESS_PER_BIT_WIDTH = """
 import sys
 from stable_baselines3.common.evaluation import evaluate_policy
-from quarl_bench.quant.ptq import quantize
+from quarl_bench.quant.quantize import quantize
 from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 agent = load_agent(resolve_agent("ppo", "CartPole-v1", sys.argv[1], use_hub=False))

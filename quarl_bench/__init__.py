@@ -18,10 +18,10 @@ _API = {
     "QuarlError": "quarl_bench.errors",
     "ResultStore": "quarl_bench.store",
     "Variant": "quarl_bench.store",
-    "evaluate": "quarl_bench.evaluate",
+    "evaluate": "quarl_bench.evaluation.evaluate",
     "load_agent": "quarl_bench.zoo.agents",
     "load_results": "quarl_bench.store",
-    "quantize": "quarl_bench.quant.ptq",
+    "quantize": "quarl_bench.quant.quantize",
     "resolve_agent": "quarl_bench.zoo.agents",
 }
 __all__ = sorted(_API)

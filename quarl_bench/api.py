@@ -78,7 +78,7 @@ def find_agent(query: AgentQuery) -> AgentRef:
 
 def acting_layer_names(ref: AgentRef) -> list[str]:
     """The agent's acting layers (what per-layer precisions refer to), in module order."""
-    from quarl_bench.quant.ptq import acting_layer_names as names
+    from quarl_bench.quant.quantize import acting_layer_names as names
     from quarl_bench.zoo.agents import load_agent
 
     return names(load_agent(ref).model.policy)

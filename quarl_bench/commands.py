@@ -587,9 +587,9 @@ def fidelity(args: argparse.Namespace) -> int:
     import hashlib
     from datetime import datetime, timezone
 
-    from quarl_bench.fidelity import side_by_side
+    from quarl_bench.evaluation.fidelity import side_by_side
     from quarl_bench.provenance import agent_provenance, driver_provenance
-    from quarl_bench.quant.ptq import quantize
+    from quarl_bench.quant.quantize import quantize
     from quarl_bench.registry import EvalSettings, build_jobs
     from quarl_bench.report.console import fidelity_table
     from quarl_bench.types import QuantSpec

@@ -339,7 +339,7 @@ class ResultStore:
         return frame
 
     def put_fidelity(self, row: dict[str, Any], replace: bool = False) -> bool:
-        """Write one fidelity row (see :mod:`quarl_bench.fidelity`) atomically; False if it exists."""
+        """Write one fidelity row (see :mod:`quarl_bench.evaluation.fidelity`) atomically; False if it exists."""
         return self._put_side_row("fidelity", FIDELITY_JSON_COLUMNS, row, replace)
 
     def fidelity(self) -> pd.DataFrame:

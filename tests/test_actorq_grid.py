@@ -143,7 +143,7 @@ def test_policy_mismatch_is_bounded_agreement() -> None:
 
 
 def test_speedup_ci_over_seeds_marks_speedups_the_seeds_do_not_support() -> None:
-    from quarl_bench.report.stats import paired_ratio_ci
+    from quarl_bench.report.estimators import paired_ratio_ci
 
     ratio, low, high = paired_ratio_ci([10.0, 12.0, 11.0], [5.0, 6.0, 5.5])
     assert ratio == pytest.approx(2.0) and low == pytest.approx(2.0) and high == pytest.approx(2.0)

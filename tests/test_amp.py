@@ -97,7 +97,7 @@ def test_amp_speed_up_uses_the_named_fp32_run_and_never_guesses() -> None:
 
 
 def test_loss_scale_halves_on_overflow_and_grows_after_a_clean_run() -> None:
-    from quarl_bench.methods.mixed_precision import LossScale
+    from quarl_bench.training.amp_hooks import LossScale
 
     scale = LossScale(growth_interval=3)
     scale.update(found_inf=True)
@@ -112,7 +112,7 @@ def test_mixed_precision_forwards_run_in_bf16_and_gradients_stay_fp32() -> None:
     import torch
     from stable_baselines3 import DQN
 
-    from quarl_bench.methods.mixed_precision import enable_mixed_precision, networks
+    from quarl_bench.training.amp_hooks import enable_mixed_precision, networks
 
     model = DQN("MlpPolicy", gym.make("CartPole-v1"), policy_kwargs={"net_arch": [16]}, device="cpu")
     assert [type(m).__name__ for m in networks(model.policy)] == ["QNetwork", "QNetwork"]  # q_net, q_net_target

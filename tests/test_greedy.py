@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import quarl_bench.evaluate as evaluation
-from quarl_bench.greedy import greedy_function, near_ties
+import quarl_bench.evaluation.evaluate as evaluation
+from quarl_bench.evaluation.greedy import greedy_function, near_ties
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 pytestmark = pytest.mark.slow

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.fidelity import actions_differ
-from quarl_bench.margins import StateReservoir, top2_gap
+from quarl_bench.evaluation.fidelity import actions_differ
+from quarl_bench.evaluation.margins import StateReservoir, top2_gap
 from quarl_bench.methods.mixed import greedy_allocation, one_layer_spec, rank_layers
-from quarl_bench.quant.ptq import acting_bytes, acting_layer_names, quantize
+from quarl_bench.quant.quantize import acting_bytes, acting_layer_names, quantize
 from quarl_bench.store import load_results
 from quarl_bench.types import QuantSpec
 

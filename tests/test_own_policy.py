@@ -270,7 +270,7 @@ def test_acting_layers_come_from_the_policy_object() -> None:
     from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
     from quarl_bench.quant.layers import acting_layers, unquantized_modules
-    from quarl_bench.quant.ptq import quantize, quantize_tensor
+    from quarl_bench.quant.quantize import quantize, quantize_tensor
     from quarl_bench.types import QuantSpec
 
     class Extractor(BaseFeaturesExtractor):

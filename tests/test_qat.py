@@ -8,8 +8,8 @@ import pytest
 import torch
 from stable_baselines3 import DQN, PPO
 
-from quarl_bench.quant.ptq import quantize
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
+from quarl_bench.quant.quantize import quantize
 from quarl_bench.store import load_results
 from quarl_bench.types import QuantSpec
 

@@ -8,7 +8,7 @@ from stable_baselines3 import DDPG, DQN, PPO, SAC
 
 from quarl_bench.quant.affine import fake_quant
 from quarl_bench.quant.layers import acting_layers, selected_tensors
-from quarl_bench.quant.ptq import histogram_kl, quantize, quantize_tensor, weight_profile
+from quarl_bench.quant.quantize import histogram_kl, quantize, quantize_tensor, weight_profile
 from quarl_bench.types import QuantSpec
 
 

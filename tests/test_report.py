@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from quarl_bench.config import config_dir
+from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.plots import sweet_spot
-from quarl_bench.report.stats import bootstrap_ci
 from quarl_bench.store import load_results
 
 

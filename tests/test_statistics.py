@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quarl_bench.report.stats import (
+from quarl_bench.report.estimators import (
     iqm,
     minimum_safe_bits,
     normalized_scores,

@@ -22,7 +22,7 @@ from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl_bench.algos.d4pg import D4PG
-from quarl_bench.evaluate import evaluate
+from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.zoo.envs import register_env
 
 LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG, "d4pg": D4PG}

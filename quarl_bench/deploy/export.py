@@ -65,7 +65,7 @@ class DeployablePolicy(nn.Module):
     def __deepcopy__(self, memo: dict) -> DeployablePolicy:
         """A copy to quantize: the SB3 policy rebuilt by ``clone_policy`` (deepcopy fails on gSDE's non-leaf
         tensors), buffers cloned."""
-        from quarl_bench.quant.ptq import clone_policy
+        from quarl_bench.quant.quantize import clone_policy
 
         twin = copy.copy(self)
         twin._parameters = dict(self._parameters)

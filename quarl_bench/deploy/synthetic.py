@@ -84,7 +84,7 @@ def time_policy(policy: str, backend: str, calls: int, key: str, provenance: dic
     """
     from quarl_bench.deploy.backends import build, runner
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
-    from quarl_bench.evaluate import torch_thread_count
+    from quarl_bench.evaluation.evaluate import torch_thread_count
 
     module, sample = greedy_mlp(TABLE4_POLICIES[policy]), observations()
     artifact = build(backend, module, sample[:1], sample)

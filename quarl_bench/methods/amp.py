@@ -14,8 +14,8 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from quarl_bench.methods.mixed_precision import enable_mixed_precision
 from quarl_bench.provenance import TRAINING_RECORD
+from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.train import train_with_callbacks

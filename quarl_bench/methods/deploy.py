@@ -63,7 +63,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     from quarl_bench.deploy.backends import build, int8_weight_summary, runner
     from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
-    from quarl_bench.evaluate import evaluate, torch_thread_count
+    from quarl_bench.evaluation.evaluate import evaluate, torch_thread_count
     from quarl_bench.provenance import agent_provenance
 
     spec = job.spec

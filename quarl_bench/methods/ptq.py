@@ -9,12 +9,12 @@ from typing import Any
 
 from gymnasium import spaces
 
-from quarl_bench.eval_workers import evaluate_in_workers
-from quarl_bench.evaluate import evaluate
-from quarl_bench.margins import MARGIN_STATES, margin_change
+from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
+from quarl_bench.evaluation.workers import evaluate_in_workers
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
-from quarl_bench.quant.ptq import acting_bytes, quantize, weight_profile
+from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
 from quarl_bench.types import EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
 

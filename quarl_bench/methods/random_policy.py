@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from quarl_bench.evaluate import evaluate
+from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.types import ActionMode, EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
@@ -14,7 +14,7 @@ from quarl_bench.zoo.agents import LoadedAgent
 
 class RandomActions:
     """Acts like an SB3 policy's ``predict``, drawing every env's action from the action space (which
-    :func:`~quarl_bench.evaluate.evaluate` seeds)."""
+    :func:`~quarl_bench.evaluation.evaluate.evaluate` seeds)."""
 
     def __init__(self, action_space) -> None:
         self.action_space = action_space

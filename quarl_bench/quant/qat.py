@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional
 
 from quarl_bench.quant.affine import fake_quant
-from quarl_bench.quant.ptq import acting_layers, quantize_tensor
+from quarl_bench.quant.quantize import acting_layers, quantize_tensor
 from quarl_bench.types import QuantSpec
 
 

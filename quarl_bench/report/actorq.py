@@ -60,7 +60,7 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per setting and precision, over seeds: actor steps/s, time to 95% of each seed's fp32 run (95% of the way
     from its first evaluation to its best), energy per actor step, and speed-ups over fp32 with paired bootstrap
     95% CIs over seeds; ``CI includes 1`` marks a speed-up the seeds do not support."""
-    from quarl_bench.report.stats import paired_ratio_ci
+    from quarl_bench.report.estimators import paired_ratio_ci
 
     rows = []
     for (_setting, env), group in runs.groupby(["setting", "env"]) if len(runs) else []:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from quarl_bench.report.estimators import stratified_bootstrap_ci
 from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
-from quarl_bench.report.stats import stratified_bootstrap_ci
 from quarl_bench.types import file_name, precision_bits
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.report.console import spec_extras
-from quarl_bench.report.stats import (
+from quarl_bench.report.estimators import (
     iqm,
     minimum_safe_bits,
     normalized_scores,

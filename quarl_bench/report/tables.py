@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from quarl_bench.report.stats import bootstrap_ci
+from quarl_bench.report.estimators import bootstrap_ci
 
 TABLE_PRECISIONS = ("fp16", "int8")
 CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells of one algo/env apart

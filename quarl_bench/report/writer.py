@@ -18,7 +18,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     the other tables use the primary variant: the default if the store has it, else the first one found.
     """
     from quarl_bench.report.actorq import write_actorq_report
-    from quarl_bench.report.fidelity import write_fidelity_report
+    from quarl_bench.report.divergence import write_fidelity_report
     from quarl_bench.report.layers import write_layer_report
     from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
     from quarl_bench.report.statistics import write_statistics_report

@@ -2,7 +2,7 @@
 
 Every random draw of an evaluation belongs to one env (its own generator from the seed and the env's index): which
 other envs share its batch or its process cannot change its episodes, so ``--eval-workers`` plays the very episodes
-one process plays (:mod:`quarl_bench.eval_workers`).
+one process plays (:mod:`quarl_bench.evaluation.workers`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
-from quarl_bench.greedy import greedy_function
-from quarl_bench.margins import StateReservoir
+from quarl_bench.evaluation.greedy import greedy_function
+from quarl_bench.evaluation.margins import StateReservoir
 from quarl_bench.types import ActionMode
 from quarl_bench.zoo.quiet import native_output_silenced
 

@@ -5,7 +5,7 @@ Env-bound Atari on 2 cores: one process steps 8 envs (8.9 ms) and then runs the 
 idle; SB3's SubprocVecEnv (a process per env) sends every frame back to one process that still runs the CNN alone,
 and was slower than one process here (0.89x). Forked workers inherit the policy as it is (fake-quantized weights
 included) without pickling it, build only their own envs, and send back episode returns, never
-observations. Draws are per env (:mod:`quarl_bench.evaluate`), so the episodes equal one process's.
+observations. Draws are per env (:mod:`quarl_bench.evaluation.evaluate`), so the episodes equal one process's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
-from quarl_bench.evaluate import Episodes, Finished, discrete_actions, episodes_of, play_envs
+from quarl_bench.evaluation.evaluate import Episodes, Finished, discrete_actions, episodes_of, play_envs
 from quarl_bench.types import ActionMode
 from quarl_bench.zoo.quiet import native_output_silenced
 
@@ -46,7 +46,7 @@ def evaluate_in_workers(
     obs_noise: float = 0.0,
     record_states: int = 0,
 ) -> Episodes:
-    """:func:`~quarl_bench.evaluate.evaluate` over ``n_envs`` envs made by ``make_env``, split over ``workers``
+    """:func:`~quarl_bench.evaluation.evaluate.evaluate` over ``n_envs`` envs made by ``make_env``, split over ``workers``
     forked processes with one torch thread each. The states sample is merged so that it stays uniform over all
     visited states (it is not the sample one process would keep)."""
     shares = env_shares(n_envs, workers)

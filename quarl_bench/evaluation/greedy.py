@@ -28,7 +28,7 @@ from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 from torch import nn
 
-from quarl_bench.margins import top2_gap
+from quarl_bench.evaluation.margins import top2_gap
 
 Greedy = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]] = {

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
-from quarl_bench.evaluate import with_noise
+from quarl_bench.evaluation.evaluate import with_noise
 
 ACTION_RANGE_SHARE = 0.01
 

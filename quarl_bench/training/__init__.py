@@ -1,0 +1,1 @@
+"""What touches a learner: mixed-precision training hooks."""
