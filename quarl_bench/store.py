@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,49 +27,76 @@ SCHEMA_VERSION = 6  # PRAGMA user_version; 0/1: before layers, action modes, qua
 # and the fidelity table
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
-JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,
-    reference_key TEXT NOT NULL,
-    algo TEXT NOT NULL,
-    env_id TEXT NOT NULL,
-    method TEXT NOT NULL,
-    precision TEXT NOT NULL,
-    bits INTEGER NOT NULL,
-    granularity TEXT NOT NULL,
-    symmetric INTEGER NOT NULL,
-    quantize_bias INTEGER NOT NULL,
-    layer_mode TEXT NOT NULL DEFAULT 'paper',
-    backend TEXT NOT NULL DEFAULT '',
-    quantizer_version INTEGER NOT NULL DEFAULT 1,
-    seed INTEGER NOT NULL,
-    episodes INTEGER NOT NULL,
-    n_envs INTEGER NOT NULL,
-    deterministic INTEGER NOT NULL,
-    action_mode TEXT NOT NULL DEFAULT 'deterministic',
-    epsilon REAL NOT NULL DEFAULT 0,
-    agent_hash TEXT NOT NULL,
-    setting TEXT NOT NULL DEFAULT '',
-    layer_bits TEXT NOT NULL DEFAULT '',
-    obs_noise REAL NOT NULL DEFAULT 0,
-    agent_source TEXT,
-    agent_path TEXT,
-    mean_reward REAL NOT NULL,
-    std_reward REAL NOT NULL,
-    min_reward REAL NOT NULL,
-    max_reward REAL NOT NULL,
-    total_steps INTEGER NOT NULL,
-    wall_seconds REAL NOT NULL,
-    episode_rewards TEXT NOT NULL,
-    episode_lengths TEXT NOT NULL,
-    layers TEXT NOT NULL,
-    agreement TEXT NOT NULL,
-    provenance TEXT NOT NULL,
-    weights TEXT NOT NULL DEFAULT '{}',
-    created_at TEXT NOT NULL
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the results table: its SQL definition, whether older stores lack it (then ``ALTER TABLE``
+    adds it with ``definition``'s default), and how a result fills it."""
+
+    name: str
+    definition: str
+    value: Callable[[EvalResult], Any]
+    added: bool = False
+
+
+def _rewards(result: EvalResult) -> tuple[float, ...]:
+    return result.episode_rewards
+
+
+# The results table, declared once: CREATE, ALTER (columns added since the first schema) and row building come
+# from this list.
+COLUMNS = (
+    Column("key", "TEXT PRIMARY KEY", lambda r: r.job.key),
+    Column("reference_key", "TEXT NOT NULL", lambda r: r.job.reference().key),
+    Column("algo", "TEXT NOT NULL", lambda r: r.job.algo),
+    Column("env_id", "TEXT NOT NULL", lambda r: r.job.env_id),
+    Column("method", "TEXT NOT NULL", lambda r: r.job.spec.method),
+    Column("precision", "TEXT NOT NULL", lambda r: r.job.spec.precision),
+    Column("bits", "INTEGER NOT NULL", lambda r: r.job.spec.bits),
+    Column("granularity", "TEXT NOT NULL", lambda r: r.job.spec.granularity),
+    Column("symmetric", "INTEGER NOT NULL", lambda r: int(r.job.spec.symmetric)),
+    Column("quantize_bias", "INTEGER NOT NULL", lambda r: int(r.job.spec.quantize_bias)),
+    Column("layer_mode", "TEXT NOT NULL DEFAULT 'paper'", lambda r: r.job.spec.layers, added=True),
+    Column("backend", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.backend, added=True),
+    Column("quantizer_version", "INTEGER NOT NULL DEFAULT 1", lambda r: QUANTIZER_VERSION, added=True),
+    Column("seed", "INTEGER NOT NULL", lambda r: r.job.seed),
+    Column("episodes", "INTEGER NOT NULL", lambda r: r.job.episodes),
+    Column("n_envs", "INTEGER NOT NULL", lambda r: r.job.n_envs),
+    Column("deterministic", "INTEGER NOT NULL", lambda r: int(r.job.deterministic)),
+    Column("action_mode", "TEXT NOT NULL DEFAULT 'deterministic'", lambda r: r.job.actions.kind, added=True),
+    Column("epsilon", "REAL NOT NULL DEFAULT 0", lambda r: r.job.actions.epsilon, added=True),
+    Column("agent_hash", "TEXT NOT NULL", lambda r: r.job.agent_hash),
+    Column("setting", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.setting, added=True),
+    Column(
+        "layer_bits",
+        "TEXT NOT NULL DEFAULT ''",
+        lambda r: json.dumps(list(r.job.spec.layer_precisions)) if r.job.spec.layer_precisions else "",
+        added=True,
+    ),
+    Column("obs_noise", "REAL NOT NULL DEFAULT 0", lambda r: r.job.obs_noise, added=True),
+    Column("agent_source", "TEXT", lambda r: r.provenance.get("agent_source")),
+    Column("agent_path", "TEXT", lambda r: r.provenance.get("agent_path")),
+    Column("mean_reward", "REAL NOT NULL", lambda r: r.mean_reward),
+    Column("std_reward", "REAL NOT NULL", lambda r: r.std_reward),
+    Column("min_reward", "REAL NOT NULL", lambda r: min(_rewards(r))),
+    Column("max_reward", "REAL NOT NULL", lambda r: max(_rewards(r))),
+    Column("total_steps", "INTEGER NOT NULL", lambda r: sum(r.episode_lengths)),
+    Column("wall_seconds", "REAL NOT NULL", lambda r: r.wall_seconds),
+    Column("episode_rewards", "TEXT NOT NULL", lambda r: json.dumps(list(r.episode_rewards))),
+    Column("episode_lengths", "TEXT NOT NULL", lambda r: json.dumps(list(r.episode_lengths))),
+    Column("layers", "TEXT NOT NULL", lambda r: json.dumps([asdict(layer) for layer in r.layers])),
+    Column("agreement", "TEXT NOT NULL", lambda r: json.dumps(r.action_agreement)),
+    Column("provenance", "TEXT NOT NULL", lambda r: json.dumps(r.provenance)),
+    Column("weights", "TEXT NOT NULL DEFAULT '{}'", lambda r: json.dumps(r.weights), added=True),
+    Column("created_at", "TEXT NOT NULL", lambda r: datetime.now(timezone.utc).isoformat(timespec="microseconds")),
 )
-"""
+JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS results (\n    " + ",\n    ".join(f"{c.name} {c.definition}" for c in COLUMNS) + "\n)"
+)
+ROW_COLUMNS = tuple(column.name for column in COLUMNS)
+
 # Latency/size measurements of synthetic policies (QuaRL Table 4): no agent, no episodes, so not results rows.
 TIMINGS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS timings (
@@ -113,58 +140,6 @@ CREATE TABLE IF NOT EXISTS fidelity (
 )
 """
 FIDELITY_JSON_COLUMNS = ("first_action", "first_obs", "lengths", "provenance")
-# Columns added since the first schema: (name, definition) for ALTER TABLE on older stores.
-ADDED_COLUMNS = (
-    ("weights", "TEXT NOT NULL DEFAULT '{}'"),
-    ("layer_mode", "TEXT NOT NULL DEFAULT 'paper'"),
-    ("quantizer_version", "INTEGER NOT NULL DEFAULT 1"),
-    ("action_mode", "TEXT NOT NULL DEFAULT 'deterministic'"),
-    ("epsilon", "REAL NOT NULL DEFAULT 0"),
-    ("backend", "TEXT NOT NULL DEFAULT ''"),
-    ("setting", "TEXT NOT NULL DEFAULT ''"),
-    ("layer_bits", "TEXT NOT NULL DEFAULT ''"),
-    ("obs_noise", "REAL NOT NULL DEFAULT 0"),
-)
-ROW_COLUMNS = (
-    "key",
-    "reference_key",
-    "algo",
-    "env_id",
-    "method",
-    "precision",
-    "bits",
-    "granularity",
-    "symmetric",
-    "quantize_bias",
-    "layer_mode",
-    "backend",
-    "quantizer_version",
-    "seed",
-    "episodes",
-    "n_envs",
-    "deterministic",
-    "action_mode",
-    "epsilon",
-    "agent_hash",
-    "setting",
-    "layer_bits",
-    "obs_noise",
-    "agent_source",
-    "agent_path",
-    "mean_reward",
-    "std_reward",
-    "min_reward",
-    "max_reward",
-    "total_steps",
-    "wall_seconds",
-    "episode_rewards",
-    "episode_lengths",
-    "layers",
-    "agreement",
-    "provenance",
-    "weights",
-    "created_at",
-)
 # Every row with its reference (fp32) row's reward and E% = (R_fp32 - R_q) / |R_fp32| * 100, from that one row.
 SELECT_ROWS = f"""
 SELECT {", ".join("r." + c for c in ROW_COLUMNS)},
@@ -442,9 +417,9 @@ def check_store_file(path: Path) -> None:
 def _add_missing_columns(db: sqlite3.Connection) -> None:
     """Bring a store made by an older version up to the current schema (new columns only)."""
     have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
-    for name, definition in ADDED_COLUMNS:
-        if name not in have:
-            db.execute(f"ALTER TABLE results ADD COLUMN {name} {definition}")
+    for column in COLUMNS:
+        if column.added and column.name not in have:
+            db.execute(f"ALTER TABLE results ADD COLUMN {column.name} {column.definition}")
 
 
 def load_results(path: str | Path = DEFAULT_STORE) -> pd.DataFrame:
@@ -454,48 +429,8 @@ def load_results(path: str | Path = DEFAULT_STORE) -> pd.DataFrame:
 
 
 def result_row(result: EvalResult) -> dict[str, Any]:
-    job, spec = result.job, result.job.spec
-    rewards = result.episode_rewards
-    return {
-        "key": job.key,
-        "reference_key": job.reference().key,
-        "algo": job.algo,
-        "env_id": job.env_id,
-        "method": spec.method,
-        "precision": spec.precision,
-        "bits": spec.bits,
-        "granularity": spec.granularity,
-        "symmetric": int(spec.symmetric),
-        "quantize_bias": int(spec.quantize_bias),
-        "layer_mode": spec.layers,
-        "backend": spec.backend,
-        "quantizer_version": QUANTIZER_VERSION,
-        "seed": job.seed,
-        "episodes": job.episodes,
-        "n_envs": job.n_envs,
-        "deterministic": int(job.deterministic),
-        "action_mode": job.actions.kind,
-        "epsilon": job.actions.epsilon,
-        "agent_hash": job.agent_hash,
-        "setting": job.setting,
-        "layer_bits": json.dumps(list(spec.layer_precisions)) if spec.layer_precisions else "",
-        "obs_noise": job.obs_noise,
-        "agent_source": result.provenance.get("agent_source"),
-        "agent_path": result.provenance.get("agent_path"),
-        "mean_reward": result.mean_reward,
-        "std_reward": result.std_reward,
-        "min_reward": min(rewards),
-        "max_reward": max(rewards),
-        "total_steps": sum(result.episode_lengths),
-        "wall_seconds": result.wall_seconds,
-        "episode_rewards": json.dumps(list(rewards)),
-        "episode_lengths": json.dumps(list(result.episode_lengths)),
-        "layers": json.dumps([asdict(layer) for layer in result.layers]),
-        "agreement": json.dumps(result.action_agreement),
-        "provenance": json.dumps(result.provenance),
-        "weights": json.dumps(result.weights),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-    }
+    """The row a result is stored as, one value per :data:`COLUMNS` entry."""
+    return {column.name: column.value(result) for column in COLUMNS}
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:
