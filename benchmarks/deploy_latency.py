@@ -47,7 +47,7 @@ def policies(folder: Path):
         agent = load_agent(resolve_agent(algo, env_id, folder, Path("results/agents"), use_hub=False))
         env = agent.make_env(1, 0)
         raw, normalizer = split_normalizer(env)
-        module = DeployablePolicy(agent.model.policy, algo, raw.observation_space, normalizer).eval()
+        module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
         env.close()
         yield f"{algo} {env_id}", module, visited_states(agent, 256, seed=10_000)
 

@@ -209,12 +209,11 @@ def amp(args: argparse.Namespace) -> int:
     env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
     device = training_device(args.device)
     seeds = list(dict.fromkeys(args.seeds))
-    runs = []
+    rows = []
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
         for arch in args.policy_arch:
             for seed in seeds:
-                rows = {}
                 for precision in ("fp32", dtype):
                     config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, seed, device)
                     console.print(f"training {arch} policy in {precision} on {device}, seed {seed} ...")
@@ -228,10 +227,9 @@ def amp(args: argparse.Namespace) -> int:
                         cache=args.cache or DEFAULT_CACHE,
                         driver=driver_provenance(),
                     )
-                    rows[precision] = run_work(work, store)[0]
-                runs.append((arch, seed, rows))
+                    rows.append(run_work(work, store)[0])
     title = f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps on {device}, seeds {seeds}"
-    console.print(amp_table(title, runs))
+    console.print(amp_table(title, rows))
     return 0
 
 

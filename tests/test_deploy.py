@@ -34,7 +34,7 @@ def artifact_and_sb3_actions(folder: Path, algo: str, env_id: str, tmp_path: Pat
     agent = load_agent(resolve_agent(algo, env_id, folder, tmp_path / "cache", use_hub=False))
     env = agent.make_env(1, 0)
     raw, normalizer = split_normalizer(env)
-    module = DeployablePolicy(agent.model.policy, algo, raw.observation_space, normalizer).eval()
+    module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
     env.close()
     observations = visited_states(agent, states, seed=123)
     expected = NormalizedReference(agent.model.policy, normalizer).predict(observations, deterministic=True)[0]

@@ -124,37 +124,26 @@ def rows_table(frame: Any, title: str) -> Table:
     return table
 
 
-def amp_table(title: str, runs: list[tuple[str, int, dict[str, dict[str, Any]]]]) -> Table:
-    """Per policy size and dtype, over seeds: ms per update, speed-up over fp32, final reward (mean ± std of the
-    seeds' means), and whether the mixed-precision mean lies within the fp32 seeds' spread (mean ± std)."""
-    import numpy as np
+def amp_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    """:func:`quarl_bench.report.tables.amp_summary` of the runs' stored rows."""
+    import pandas as pd
 
+    from quarl_bench.report.tables import amp_summary, amp_table
+
+    summary = amp_summary(amp_table(pd.DataFrame(rows)))
     table = Table(title=title)
     for column in ("policy", "dtype", "seeds", "ms / update", "speed-up", "final reward", "within fp32 spread"):
         table.add_column(column, justify="left" if column in ("policy", "dtype") else "right")
-    archs = list(dict.fromkeys(arch for arch, _, _ in runs))
-    for arch in archs:
-        by_dtype: dict[str, list[dict[str, Any]]] = {}
-        for run_arch, _, rows in runs:
-            if run_arch == arch:
-                for dtype, row in rows.items():
-                    by_dtype.setdefault(dtype, []).append(row)
-        ms = {
-            d: float(np.mean([r["provenance"]["training"]["ms_per_update"] for r in rs])) for d, rs in by_dtype.items()
-        }
-        rewards = {d: np.array([r["mean_reward"] for r in rs]) for d, rs in by_dtype.items()}
-        base = rewards["fp32"]
-        for dtype, values in rewards.items():
-            within = "-" if dtype == "fp32" else ("yes" if abs(values.mean() - base.mean()) <= base.std() else "no")
-            table.add_row(
-                arch,
-                dtype,
-                str(len(values)),
-                f"{ms[dtype]:.2f}",
-                f"{ms['fp32'] / ms[dtype]:.2f}x",
-                f"{values.mean():.1f} ± {values.std():.1f}",
-                within,
-            )
+    for _, row in summary.iterrows():
+        table.add_row(
+            row["arch"],
+            row["dtype"],
+            str(row["seeds"]),
+            f"{row['ms_per_update']:.2f}",
+            format_number(row["speed-up"], "{:.2f}x"),
+            f"{row['reward']:.1f} ± {row['reward std']:.1f}",
+            row["within fp32 spread"],
+        )
     return table
 
 
@@ -183,37 +172,30 @@ def progress_bar(total: int) -> Iterator[Any]:
 
 
 def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """Per backend: reward, E% and agreement vs the torch fp32 reference, latency, size, memory, ratios vs fp32."""
-    reference = next(r for r in rows if r["backend"] == "torch-fp32")["provenance"]["deployment"]
-    table = Table(title=f"{title}: {rows[0]['episodes']} episodes, seed {rows[0]['seed']}, batch-1 latency on 1 thread")
-    columns = (
-        "backend",
-        "reward",
-        "E %",
-        "vs fp32 actions",
-        "p50 ms",
-        "p99 ms",
-        "bytes",
-        "peak MB",
-        "speed-up",
-        "size",
-    )
+    """:func:`quarl_bench.report.deployment.deployment_table` of the stored rows: per backend, reward, E% and
+    agreement vs the torch fp32 reference, latency, size, memory, ratios vs fp32."""
+    import pandas as pd
+
+    from quarl_bench.report.deployment import deployment_table as deployment_frame
+
+    frame = deployment_frame(pd.DataFrame(rows), pd.DataFrame())
+    episodes = f"{rows[0]['episodes']} episodes, seed {rows[0]['seed']}" if rows else "no rows"
+    table = Table(title=f"{title}: {episodes}, batch-1 latency on 1 thread")
+    columns = ("backend", "reward", "E %", "agreement", "p50 ms", "p99 ms", "bytes", "peak MB", "speed-up", "size")
     for column in columns:
         table.add_column(column, justify="left" if column == "backend" else "right")
-    for row in rows:
-        deployment = row["provenance"]["deployment"]
-        latency = deployment["latency"]
+    for _, row in frame.iterrows():
         table.add_row(
             row["backend"],
-            f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
-            format_number(row["error_pct"], "{:+.2f}"),
-            agreement_text(row["agreement"]),
-            f"{latency['p50_ms']:.3f}",
-            f"{latency['p99_ms']:.3f}",
-            str(deployment["artifact_bytes"]),
-            format_number(deployment["peak_rss_mb"], "{:.0f}"),
-            f"{reference['latency']['p50_ms'] / latency['p50_ms']:.2f}x",
-            f"{reference['artifact_bytes'] / deployment['artifact_bytes']:.2f}x",
+            f"{row['reward']:.2f} ± {row['std']:.2f}",
+            format_number(row["E %"], "{:+.2f}"),
+            format_number(row["agreement"], "{:.3f}"),
+            f"{row['p50 ms']:.3f}",
+            f"{row['p99 ms']:.3f}",
+            str(row["bytes"]),
+            format_number(row["peak MB"], "{:.0f}"),
+            f"{row['speed-up']:.2f}x",
+            f"{row['size ratio']:.2f}x",
         )
     return table
 

@@ -301,6 +301,31 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
     return frame
 
 
+def amp_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per policy size and dtype of :func:`amp_table`'s runs, over seeds: mean ms per update, mean speed-up, the
+    final reward's mean and std over seeds, and whether the mixed-precision mean lies within the fp32 seeds'
+    spread (mean ± std)."""
+    records = []
+    for arch, group in runs.groupby("arch", sort=False) if len(runs) else []:
+        fp32 = group.loc[group["dtype"] == "fp32", "reward"]
+        for dtype, rows in group.groupby("dtype", sort=False):
+            mean = float(rows["reward"].mean())
+            within = "-" if dtype == "fp32" else ("yes" if abs(mean - fp32.mean()) <= fp32.std(ddof=0) else "no")
+            records.append(
+                {
+                    "arch": arch,
+                    "dtype": dtype,
+                    "seeds": len(rows),
+                    "ms_per_update": float(rows["ms_per_update"].mean()),
+                    "speed-up": float(rows["speed-up"].mean()),
+                    "reward": mean,
+                    "reward std": float(rows["reward"].std(ddof=0)),
+                    "within fp32 spread": within,
+                }
+            )
+    return pd.DataFrame.from_records(records)
+
+
 def fp32_baseline(row: pd.Series, fp32: pd.DataFrame, keys: list[str]) -> pd.Series | None:
     """The fp32 record ``row`` is compared with: itself for fp32, else the one its record names, else the only
     fp32 record of the same configuration; None when that is ambiguous or missing."""
