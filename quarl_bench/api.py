@@ -273,3 +273,190 @@ def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Pat
         partial.write_bytes(data)
         os.replace(partial, path)
     return artifact, readme
+
+
+@dataclass(frozen=True)
+class MixedSearch:
+    """What :func:`search_mixed` found: the allocation (one precision per acting layer), the layers least sensitive
+    first, the fp32 reward on the search seeds and the floor it had to stay above, the allocations tried (with
+    their reward), and the verification rows (the allocation next to uniform PTQ on fresh seeds)."""
+
+    layer_names: list[str]
+    allocation: tuple[str, ...]
+    order: list[int]
+    fp32_reward: float
+    floor: float
+    tried: list[tuple[tuple[str, ...], float]]
+    rows: list[dict[str, Any]]
+
+
+def mixed_ladder(bits: Sequence[str], search_seeds: Sequence[int], verify_seeds: Sequence[int]) -> list[str]:
+    """The candidate precisions below fp32, widest first.
+
+    :raises QuarlError: for no precision below fp32, or verify seeds that overlap the search seeds.
+    """
+    from quarl_bench.types import precision_bits
+
+    ladder = sorted(dict.fromkeys(p for p in bits if p != "fp32"), key=lambda p: -precision_bits(p))
+    if not ladder:
+        raise QuarlError(f"bad --bits {' '.join(bits)}: expected precisions below fp32 such as fp16 8 6 4 2")
+    if set(verify_seeds) & set(search_seeds):
+        raise QuarlError(
+            f"bad --verify-seeds {' '.join(map(str, verify_seeds))}: expected seeds not in "
+            f"--search-seeds ({' '.join(map(str, search_seeds))})"
+        )
+    return ladder
+
+
+def search_mixed(
+    ref: AgentRef,
+    ladder: Sequence[str],
+    tolerance_pct: float,
+    episodes: int,
+    search_seeds: Sequence[int],
+    verify_seeds: Sequence[int],
+    store: Any,
+    n_envs: int | None = None,
+    on_try: Callable[[tuple[str, ...], float, bool], None] | None = None,
+) -> MixedSearch:
+    """Greedy per-layer bit allocation within ``tolerance_pct`` of fp32 on the search seeds (layers ranked by their
+    one-layer sensitivity), verified on fresh seeds next to uniform PTQ; every evaluation stored (method ``mixed``
+    for the allocation).
+
+    :raises QuarlError: for an empty ladder or verify seeds that overlap the search seeds.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.layers import sensitivity_frame
+    from quarl_bench.runner import Work, run_work
+
+    ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
+    store.check()
+    driver = driver_provenance()
+    names = acting_layer_names(ref)
+    search = EvalSettings(episodes, seeds=tuple(search_seeds), n_envs=n_envs)
+
+    def evaluated(specs: list[QuantSpec], settings: EvalSettings) -> list[dict[str, Any]]:
+        return run_work(Work("ptq", ref.algo, ref.env_id, tuple(specs), settings, ref, driver=driver), store)
+
+    rows = evaluated(sensitivity_specs(len(names), ladder), search)
+    fp32 = float(np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]]))
+    floor = fp32 - tolerance_pct / 100 * abs(fp32)
+    sensitivity = sensitivity_frame(pd.DataFrame(rows))
+    errors = {(int(r["layer"]), r["precision"]): float(r["E %"]) for _, r in sensitivity.iterrows()}
+    order = rank_layers(errors, len(names))
+    tried: list[tuple[tuple[str, ...], float]] = []
+
+    def acceptable(allocation: tuple[str, ...]) -> bool:
+        found = [
+            r for r in evaluated([QuantSpec(layer_precisions=allocation)], search) if r["key"] != r["reference_key"]
+        ]
+        mean = float(np.mean([x for r in found for x in r["episode_rewards"]]))
+        tried.append((allocation, mean))
+        if on_try:
+            on_try(allocation, mean, mean >= floor)
+        return mean >= floor
+
+    allocation, _ = greedy_allocation(order, ladder, acceptable, len(names))
+    verify = EvalSettings(episodes, seeds=tuple(verify_seeds), n_envs=n_envs)
+    found = QuantSpec(method="mixed", layer_precisions=allocation)
+    rows = evaluated([found, *(QuantSpec(p) for p in ladder)], verify)
+    return MixedSearch(names, tuple(allocation), order, fp32, floor, tried, rows)
+
+
+def measure_fidelity(
+    ref: AgentRef, specs: Sequence[QuantSpec], settings: Any, threshold: float, store: Any, force: bool = False
+) -> Any:
+    """Play the fp32 and each quantized policy side by side from the same seeds (one episode per env) and store,
+    per episode, the first step whose greedy actions differ and the first whose observations part by more than
+    ``threshold``; returns the stored fidelity rows of these jobs."""
+    from datetime import datetime, timezone
+
+    from quarl_bench.evaluation.fidelity import side_by_side
+    from quarl_bench.provenance import agent_provenance, driver_provenance
+    from quarl_bench.quant.quantize import quantize
+    from quarl_bench.registry import build_jobs
+    from quarl_bench.zoo.agents import load_agent
+
+    store.check()
+    agent, keys = None, []
+    for job in build_jobs(ref, list(specs), settings):
+        key = hashlib.sha256(f"{job.key}:{threshold!r}".encode()).hexdigest()[:24]
+        keys.append(key)
+        if not force and store.has_fidelity(key):
+            continue
+        agent = agent or load_agent(ref)
+        policy, _ = quantize(agent.model.policy, job.spec)
+        reference_env, env = agent.make_env(job.n_envs, job.seed), agent.make_env(job.n_envs, job.seed)
+        try:
+            found = side_by_side(agent.model.policy, policy, reference_env, env, threshold, job.obs_noise, job.seed)
+        finally:
+            reference_env.close()
+            env.close()
+        store.put_fidelity(
+            {
+                "key": key,
+                "job_key": job.key,
+                "algo": ref.algo,
+                "env_id": ref.env_id,
+                "precision": job.spec.precision,
+                "agent_hash": ref.content_hash,
+                "seed": job.seed,
+                "episodes": job.episodes,
+                "threshold": threshold,
+                "obs_noise": job.obs_noise,
+                "first_action": found.first_action,
+                "first_obs": found.first_obs,
+                "lengths": found.lengths,
+                "provenance": driver_provenance() | agent_provenance(ref),
+                "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+            },
+            replace=True,
+        )
+    frame = store.fidelity()
+    return frame[frame["key"].isin(keys)]
+
+
+def time_table4(
+    policies: Sequence[str],
+    backends: Sequence[str],
+    calls: int,
+    store: Any,
+    force: bool = False,
+    on_error: Callable[[str, str, str], None] | None = None,
+) -> Any:
+    """QuaRL Table 4's synthetic policies timed per backend (torch-fp32, the reference, always) on this machine,
+    batch 1 on one thread; a timing already stored for this machine and these versions is reused unless ``force``.
+    Returns the comparison with the paper's figures (:func:`quarl_bench.report.deployment.table4_comparison`)."""
+    import pandas as pd
+
+    from quarl_bench.config import config_dir
+    from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.report.deployment import table4_comparison
+
+    store.check()
+    host, driver = machine(), driver_provenance()
+    keys = []
+    for policy in policies:
+        for backend in dict.fromkeys(["torch-fp32", *backends]):
+            key = timing_key(policy, backend, calls, host, driver["versions"])
+            if store.has_timing(key) and not force:
+                keys.append(key)
+                continue
+            try:
+                row = time_policy(policy, backend, calls, key, driver | {"host": host})
+            except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
+                text = str(error).strip()
+                if on_error:
+                    on_error(policy, backend, f"{type(error).__name__}: {text.splitlines()[0] if text else ''}")
+                continue
+            store.put_timing(row, replace=True)
+            keys.append(key)
+    timings = store.timings()
+    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
+    return table4_comparison(timings[timings["key"].isin(keys)], paper)

@@ -398,39 +398,23 @@ def deploy(args: argparse.Namespace) -> int:
 
 def table4(args: argparse.Namespace) -> int:
     require("deploy", "table4", ("onnx", "onnxruntime"))
-    import pandas as pd
-
-    from quarl_bench.config import config_dir
-    from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.api import time_table4
+    from quarl_bench.deploy.synthetic import machine
     from quarl_bench.report.console import table4_table
-    from quarl_bench.report.deployment import table4_comparison
 
-    host, driver = machine(), driver_provenance()
-    backends = list(dict.fromkeys(["torch-fp32", *args.backend]))
-    console.print(f"Timing QuaRL Table 4 policies {', '.join(args.policy)} on {host} (one thread, batch 1)")
+    console.print(f"Timing QuaRL Table 4 policies {', '.join(args.policy)} on {machine()} (one thread, batch 1)")
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.check()
-        keys = []
-        for policy in args.policy:
-            for backend in backends:  # one that cannot run here says why, the others still run
-                key = timing_key(policy, backend, args.calls, host, driver["versions"])
-                if store.has_timing(key) and not args.force:
-                    keys.append(key)
-                    continue
-                try:
-                    row = time_policy(policy, backend, args.calls, key, driver | {"host": host})
-                except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
-                    console.print(
-                        f"[yellow]policy {policy}: {backend} cannot run here[/]: {type(error).__name__}: "
-                        f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-                    )
-                    continue
-                store.put_timing(row, replace=True)
-                keys.append(key)
-        timings = store.timings()
-    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
-    console.print(table4_table(table4_comparison(timings[timings["key"].isin(keys)], paper)))
+        comparison = time_table4(
+            args.policy,
+            args.backend,
+            args.calls,
+            store,
+            args.force,
+            on_error=lambda policy, backend, why: console.print(
+                f"[yellow]policy {policy}: {backend} cannot run here[/]: {why}"
+            ),
+        )
+    console.print(table4_table(comparison))
     console.print(f"Stored in {store.path}; `quarl-bench report` writes table4.md next to the paper's figures")
     return 0
 
@@ -484,16 +468,11 @@ def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
     return ref
 
 
-def _acting_layers(ref) -> list[str]:
-    from quarl_bench.api import acting_layer_names
-
-    return acting_layer_names(ref)
-
-
 def sensitivity(args: argparse.Namespace) -> int:
     """Each acting layer alone at each precision (others fp32): reward, E%, agreement and decision-margin change."""
     import pandas as pd
 
+    from quarl_bench.api import acting_layer_names
     from quarl_bench.methods.mixed import sensitivity_specs
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
@@ -503,12 +482,23 @@ def sensitivity(args: argparse.Namespace) -> int:
 
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        names = _acting_layers(ref)
+        names = acting_layer_names(ref)
         settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise)
         specs = tuple(sensitivity_specs(len(names), args.bits))
         console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
         rows = run_work(
-            Work("ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance()), store, force=args.force
+            Work(
+                "ptq",
+                ref.algo,
+                ref.env_id,
+                specs,
+                settings,
+                ref,
+                driver=driver_provenance(),
+                eval_workers=args.eval_workers,
+            ),
+            store,
+            force=args.force,
         )
         console.print(sensitivity_table(sensitivity_frame(pd.DataFrame(rows))))
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")
@@ -517,125 +507,53 @@ def sensitivity(args: argparse.Namespace) -> int:
 
 def mixed(args: argparse.Namespace) -> int:
     """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
-    import numpy as np
-    import pandas as pd
-
-    from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
-    from quarl_bench.provenance import driver_provenance
-    from quarl_bench.registry import EvalSettings
+    from quarl_bench.api import mixed_ladder, search_mixed
     from quarl_bench.report.console import mixed_table
-    from quarl_bench.report.layers import sensitivity_frame
-    from quarl_bench.runner import Work, run_work
-    from quarl_bench.types import QuantSpec, precision_bits
 
-    ladder = sorted(dict.fromkeys(p for p in args.bits if p != "fp32"), key=lambda p: -precision_bits(p))
-    if not ladder:
-        raise QuarlError(f"bad --bits {' '.join(args.bits)}: expected precisions below fp32 such as fp16 8 6 4 2")
-    if set(args.verify_seeds) & set(args.search_seeds):
-        raise QuarlError(
-            f"bad --verify-seeds {' '.join(map(str, args.verify_seeds))}: expected seeds not in "
-            f"--search-seeds ({' '.join(map(str, args.search_seeds))})"
-        )
-    driver = driver_provenance()
+    mixed_ladder(args.bits, args.search_seeds, args.verify_seeds)  # bad flags: one line, before the store exists
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        names = _acting_layers(ref)
-        search = EvalSettings(args.episodes, seeds=tuple(args.search_seeds), n_envs=args.n_envs)
 
-        def evaluated(specs: list[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[dict[str, Any]]:
-            return run_work(Work(method, ref.algo, ref.env_id, tuple(specs), settings, ref, driver=driver), store)
+        def tried(allocation: tuple[str, ...], reward: float, ok: bool) -> None:
+            console.print(f"  tried {'/'.join(allocation)}: {reward:.2f} {'ok' if ok else 'below floor'}")
 
-        rows = evaluated(sensitivity_specs(len(names), ladder), search)
-        fp32_mean = float(
-            np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]])
+        found = search_mixed(
+            ref,
+            args.bits,
+            args.tolerance,
+            args.episodes,
+            args.search_seeds,
+            args.verify_seeds,
+            store,
+            args.n_envs,
+            tried,
         )
-        floor = fp32_mean - args.tolerance / 100 * abs(fp32_mean)
-        sensitivity = sensitivity_frame(pd.DataFrame(rows))
-        errors = {(int(r["layer"]), r["precision"]): float(r["E %"]) for _, r in sensitivity.iterrows()}
-        order = rank_layers(errors, len(names))
+        names = found.layer_names
         console.print(
-            f"fp32 {fp32_mean:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
-            f"{floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in order)}"
+            f"fp32 {found.fp32_reward:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
+            f"{found.floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in found.order)}"
         )
-
-        def acceptable(allocation: tuple[str, ...]) -> bool:
-            found = [
-                r for r in evaluated([QuantSpec(layer_precisions=allocation)], search) if r["key"] != r["reference_key"]
-            ]
-            mean = float(np.mean([x for r in found for x in r["episode_rewards"]]))
-            console.print(f"  tried {'/'.join(allocation)}: {mean:.2f} {'ok' if mean >= floor else 'below floor'}")
-            return mean >= floor
-
-        allocation, tried = greedy_allocation(order, ladder, acceptable, len(names))
         console.print(
-            f"Found {'/'.join(allocation)} after {len(tried)} evaluations; verifying on seeds "
+            f"Found {'/'.join(found.allocation)} after {len(found.tried)} evaluations; verified on seeds "
             f"{args.verify_seeds} next to uniform PTQ"
         )
-        verify = EvalSettings(args.episodes, seeds=tuple(args.verify_seeds), n_envs=args.n_envs)
-        found = QuantSpec(method="mixed", layer_precisions=allocation)
-        uniform = [QuantSpec(p) for p in ladder]
-        rows = evaluated([found, *uniform], verify)
-        console.print(mixed_table(rows, names, args.tolerance))
+        console.print(mixed_table(found.rows, names, args.tolerance))
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")
     return 0
 
 
 def fidelity(args: argparse.Namespace) -> int:
     """fp32 and quantized policies side by side from the same seeds: where actions and trajectories part."""
-    import hashlib
-    from datetime import datetime, timezone
-
-    from quarl_bench.evaluation.fidelity import side_by_side
-    from quarl_bench.provenance import agent_provenance, driver_provenance
-    from quarl_bench.quant.quantize import quantize
-    from quarl_bench.registry import EvalSettings, build_jobs
+    from quarl_bench.api import measure_fidelity
+    from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import fidelity_table
     from quarl_bench.types import QuantSpec
-    from quarl_bench.zoo.agents import load_agent
 
+    specs = [QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits]
+    settings = EvalSettings(args.episodes, args.seed, args.episodes, obs_noise=args.obs_noise)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        specs = [
-            QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits
-        ]
-        settings = EvalSettings(args.episodes, args.seed, args.episodes, obs_noise=args.obs_noise)
-        agent, rows = None, []
-        for job in build_jobs(ref, specs, settings):
-            identity = f"{job.key}:{args.threshold!r}"
-            key = hashlib.sha256(identity.encode()).hexdigest()[:24]
-            if args.force or not store.has_fidelity(key):
-                agent = agent or load_agent(ref)
-                policy, _ = quantize(agent.model.policy, job.spec)
-                reference_env, env = agent.make_env(job.n_envs, job.seed), agent.make_env(job.n_envs, job.seed)
-                try:
-                    found = side_by_side(
-                        agent.model.policy, policy, reference_env, env, args.threshold, job.obs_noise, job.seed
-                    )
-                finally:
-                    reference_env.close()
-                    env.close()
-                store.put_fidelity(
-                    {
-                        "key": key,
-                        "job_key": job.key,
-                        "algo": ref.algo,
-                        "env_id": ref.env_id,
-                        "precision": job.spec.precision,
-                        "agent_hash": ref.content_hash,
-                        "seed": job.seed,
-                        "episodes": job.episodes,
-                        "threshold": args.threshold,
-                        "obs_noise": job.obs_noise,
-                        "first_action": found.first_action,
-                        "first_obs": found.first_obs,
-                        "lengths": found.lengths,
-                        "provenance": driver_provenance() | agent_provenance(ref),
-                        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-                    },
-                    replace=True,
-                )
-            rows.append(key)
-        frame = store.fidelity()
-        console.print(fidelity_table(frame[frame["key"].isin(rows)]))
+        frame = measure_fidelity(ref, specs, settings, args.threshold, store, args.force)
+        console.print(fidelity_table(frame))
         console.print(f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*.png)")
     return 0
