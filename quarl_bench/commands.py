@@ -127,17 +127,19 @@ def study_rows(store: ResultStore, cells: list, sources) -> list[dict[str, Any]]
     """
     from quarl_bench.methods.qat import QATConfig
     from quarl_bench.registry import EvalSettings, build_jobs
-    from quarl_bench.zoo.agents import find_in_folder, resolve_agent
+    from quarl_bench.runner import cell_agent
+    from quarl_bench.zoo.agents import find_in_folder
 
-    agents: dict[tuple[str, str], Any] = {}
+    agents: dict[tuple[str, str, str], Any] = {}
 
-    def ptq_agent(algo: str, env_id: str):
-        if (algo, env_id) not in agents:
+    def ptq_agent(cell: GridCell):
+        who = (cell.algo, cell.env_id, cell.model)
+        if who not in agents:
             try:
-                agents[algo, env_id] = resolve_agent(algo, env_id, sources.folder, sources.cache, use_hub=False)
+                agents[who] = cell_agent(cell, sources, use_hub=False)
             except QuarlError:
-                agents[algo, env_id] = None
-        return agents[algo, env_id]
+                agents[who] = None
+        return agents[who]
 
     rows: dict[str, dict[str, Any]] = {}
     for cell in cells:
@@ -146,7 +148,7 @@ def study_rows(store: ResultStore, cells: list, sources) -> list[dict[str, Any]]
             ref = find_in_folder(config.folder(sources.cache), cell.algo, cell.env_id, "qat")
             settings = EvalSettings(cell.episodes, 0)
         else:
-            ref, settings = ptq_agent(cell.algo, cell.env_id), EvalSettings(cell.episodes, cell.seed)
+            ref, settings = ptq_agent(cell), EvalSettings(cell.episodes, cell.seed)
         for job in build_jobs(ref, [cell.spec], settings, cell.method) if ref is not None else []:
             row = rows.get(job.key) or store.get(job.key)
             if row is not None:

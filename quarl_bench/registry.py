@@ -116,6 +116,8 @@ class GridCell:
     episodes: int
     quant_delay: int | None = None  # qat only; None = half the training steps
     n_timesteps: int | None = None  # qat only; None = rl-zoo3's budget
+    model: str = ""  # a policy file (SB3 zip or ONNX) instead of a zoo agent; algo is then "model"
+    env_packages: tuple[str, ...] = ()  # modules imported before the env is made
 
     @property
     def method(self) -> str:
@@ -153,13 +155,14 @@ def _spec_options(block: dict[str, Any], data: dict[str, Any], path: Path) -> li
 
 
 def load_study(path: str | Path) -> Study:
-    """Read a grid file: ``name``, ``episodes``, ``seeds``, ``method`` and ``grid`` blocks of algos x envs x
-    precisions (x granularity, symmetric, quantize_bias, layers where given).
+    """Read a grid file: ``name``, ``episodes``, ``seeds``, ``method`` and ``grid`` blocks of algos (zoo agents) or
+    ``models`` (policy files, with optional ``env_packages``) x envs x precisions (x granularity, symmetric,
+    quantize_bias, layers where given).
 
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
     from quarl_bench.config import grid_file
-    from quarl_bench.zoo.envs import resolve_env_id
+    from quarl_bench.zoo.envs import env_with_packages
 
     path = grid_file(path)
     if not path.is_file():
@@ -173,13 +176,17 @@ def load_study(path: str | Path) -> Study:
         raise QuarlError(f"bad method {method!r} in {path}: expected one of {', '.join(METHODS)}")
     cells: list[GridCell] = []
     for block in data.get("grid", []):
-        for algo in block["algos"]:
+        # a block names zoo agents (algos) or policy files (models: paths relative to the grid file)
+        models = [str((path.parent / str(model)).resolve()) for model in _listed(block.get("models", []))]
+        algos = ["model"] if models else block.get("algos", [])
+        for algo in algos if not models else []:
             if algo not in ALGOS:
                 raise QuarlError(f"bad algo {algo!r} in {path}: expected one of {', '.join(ALGOS)}")
-        envs = [resolve_env_id(str(env)) for env in block["envs"]]
+        packages = tuple(str(p) for p in _listed(block.get("env_packages", [])))
+        envs = [env_with_packages(str(env), packages) for env in block["envs"]]
         options = _spec_options(block, data, path)
-        for algo, env_id, precision, option, seed in itertools.product(
-            block["algos"], envs, block["precisions"], options, seeds
+        for algo, (env_id, env_packages), model, precision, option, seed in itertools.product(
+            algos, envs, models or [""], block["precisions"], options, seeds
         ):
             spec = QuantSpec(precision, method=method, **option)
             cell = GridCell(
@@ -190,6 +197,8 @@ def load_study(path: str | Path) -> Study:
                 int(block.get("episodes", episodes)),
                 block.get("quant_delay", data.get("quant_delay")),
                 block.get("n_timesteps", data.get("n_timesteps")),
+                model,
+                env_packages,
             )
             if cell not in cells:
                 cells.append(cell)

@@ -126,10 +126,9 @@ def plan(
     """
     from quarl_bench.errors import QuarlError
     from quarl_bench.methods.qat import QATConfig
-    from quarl_bench.zoo.agents import resolve_agent
 
     works: list[Work] = []
-    by_agent: dict[tuple[str, str], list[GridCell]] = {}
+    by_agent: dict[tuple[str, str, str, tuple[str, ...]], list[GridCell]] = {}
     for cell in cells:
         if cell.method == "qat":
             config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
@@ -146,22 +145,14 @@ def plan(
                 )
             )
         else:
-            by_agent.setdefault((cell.algo, cell.env_id), []).append(cell)
+            by_agent.setdefault((cell.algo, cell.env_id, cell.model, cell.env_packages), []).append(cell)
     skipped: list[Skipped] = []
     done = 0
-    for (algo, env_id), group in by_agent.items():
+    for (algo, env_id, model, _), group in by_agent.items():
         try:
-            ref = resolve_agent(
-                algo,
-                env_id,
-                sources.folder,
-                sources.cache,
-                sources.use_hub,
-                sources.train_if_missing,
-                trust_remote_code=sources.trust_remote_code,
-            )
+            ref = cell_agent(group[0], sources, sources.use_hub)
         except QuarlError as error:
-            skipped.append(Skipped(algo, env_id, str(error)))
+            skipped.append(Skipped(model or algo, env_id, str(error)))
             continue
         for (seed, episodes), specs in _by_settings(group).items():
             settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
@@ -175,7 +166,7 @@ def plan(
                 works.append(
                     Work(
                         "ptq",
-                        algo,
+                        ref.algo,
                         env_id,
                         tuple(j.spec for j in share if not j.spec.is_identity),
                         settings,
@@ -185,6 +176,27 @@ def plan(
                     )
                 )
     return works, skipped, done
+
+
+def cell_agent(cell: GridCell, sources: AgentSources, use_hub: bool) -> AgentRef:
+    """The agent of a PTQ grid cell: its policy file, or the zoo agent the sources have.
+
+    :raises QuarlError: when there is none.
+    """
+    from quarl_bench.zoo.agents import resolve_agent
+    from quarl_bench.zoo.model_file import model_ref
+
+    if cell.model:
+        return model_ref(cell.model, cell.env_id, env_packages=cell.env_packages)
+    return resolve_agent(
+        cell.algo,
+        cell.env_id,
+        sources.folder,
+        sources.cache,
+        use_hub,
+        sources.train_if_missing,
+        trust_remote_code=sources.trust_remote_code,
+    )
 
 
 def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int], list[QuantSpec]]:

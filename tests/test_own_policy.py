@@ -303,3 +303,20 @@ def test_acting_layers_come_from_the_policy_object() -> None:
     expected = quantize_tensor(model.policy.features_extractor.net[0].weight.detach(), QuantSpec(2), False)
     assert len(stats) == 4 and torch.equal(quantized.features_extractor.net[0].weight.detach(), expected)
     assert torch.equal(quantized.value_net.weight, model.policy.value_net.weight)
+
+
+def test_a_grid_of_policy_files(cli, own: Path, tmp_path: Path) -> None:
+    grid = tmp_path / "own.yaml"
+    grid.write_text(
+        f"name: own\nepisodes: 5\ngrid:\n  - models: [{own / 'corridor_ppo.zip'}, {own / 'corridor.onnx'}]\n"
+        "    envs: [corridor_env:Corridor-v0]\n    precisions: [fp32, 8]\n"
+    )
+    code, out, err = cli("sweep", grid, "--workers", "1", "--store", tmp_path / "grid.sqlite")
+    assert code == 0, err
+    frame = load_results(tmp_path / "grid.sqlite")
+    assert sorted(zip(frame["algo"], frame["precision"], strict=True)) == [
+        ("onnx", "fp32"),
+        ("onnx", "int8"),
+        ("ppo", "fp32"),
+        ("ppo", "int8"),
+    ]
