@@ -320,3 +320,17 @@ def test_a_grid_of_policy_files(cli, own: Path, tmp_path: Path) -> None:
         ("ppo", "fp32"),
         ("ppo", "int8"),
     ]
+
+
+def test_a_missing_extra_is_named_in_one_line() -> None:
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.extras import EXTRAS, require
+
+    with pytest.raises(
+        QuarlError,
+        match=r"^ActorQ needs the 'distributed' extra \(no_such_module is not installed\): "
+        r"pip install 'quarl-bench\[distributed\]'$",
+    ):
+        require("distributed", "ActorQ", ("no_such_module",))
+    require("deploy", "deploy")  # installed here: every module of the extra is found
+    assert set(EXTRAS) == {"distributed", "deploy", "mujoco"}
