@@ -95,7 +95,8 @@ def test_learner_crash_keeps_what_was_measured(tmp_path: Path) -> None:
 
     outcome = run_actorq(config, on_eval=kill_learner_at_second_evaluation)
     assert outcome.error is not None and outcome.error.startswith("learner failed: ")
-    assert len(outcome.curve) >= 2 and outcome.wall_seconds < 120  # the run ended instead of collecting 1M steps
+    # the run ended at the learner's death, not by collecting its 1M-step budget (events, not the clock)
+    assert len(outcome.curve) >= 2 and outcome.curve[-1]["actor_steps"] < config.max_actor_steps
     with ResultStore(tmp_path / "quarl.sqlite") as store:
         row = store_run(config, outcome, store)
     assert row["provenance"]["error"] == outcome.error and len(row["provenance"]["curve"]) == len(outcome.curve)
