@@ -84,22 +84,15 @@ def acting_layer_names(ref: AgentRef) -> list[str]:
     return names(load_agent(ref).model.policy)
 
 
-def unquantized(ref: AgentRef) -> list[str]:
-    """Acting modules with parameters that PTQ leaves in fp32 (``name (Type)``)."""
-    from quarl_bench.quant.layers import unquantized_modules
-    from quarl_bench.zoo.agents import load_agent
-
-    return unquantized_modules(load_agent(ref).model.policy)
-
-
 def _object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) -> AgentRef:
     """An in-memory SB3 model (saved once to ``cache/objects/{hash}.zip``) or torch module (kept in this process)
     as an agent; its identity is the hash of its weights."""
     import torch
     from stable_baselines3.common.base_class import BaseAlgorithm
 
+    from quarl_bench.zoo.agents import saved_data
     from quarl_bench.zoo.foreign import register_module
-    from quarl_bench.zoo.model_file import algo_of_zip, model_ref
+    from quarl_bench.zoo.model_file import algo_of_zip, model_ref, weights_hash
 
     if isinstance(model, BaseAlgorithm):
         state = model.policy.state_dict()
@@ -109,11 +102,7 @@ def _object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path)
         raise QuarlError(
             f"bad model {type(model).__name__}: expected a path (.zip or .onnx), an SB3 model or a torch.nn.Module"
         )
-    digest = hashlib.sha256(type(model).__qualname__.encode())
-    for name, tensor in state.items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().numpy().tobytes())
-    key = digest.hexdigest()[:16]
+    key = weights_hash(state, type(model).__qualname__.encode())
     if isinstance(model, torch.nn.Module):
         return AgentRef(
             "torch-module", env_id, env_id, "object", "", key, register_module(key, model), "", "", packages
@@ -124,8 +113,6 @@ def _object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path)
         partial = path.with_name(f"{key}.partial.zip")
         model.save(partial)
         os.replace(partial, path)
-    from quarl_bench.zoo.agents import saved_data
-
     return model_ref(path, env_id, algo_of_zip(saved_data(path), path), env_packages=packages)
 
 
@@ -173,14 +160,11 @@ def evaluate_agent(
     from quarl_bench.store import ResultStore
     from quarl_bench.zoo.envs import env_with_packages
 
-    if callable(env) and not isinstance(env, str):
-        env_id, packages = _factory_env(env), tuple(env_packages)
-    else:
-        env_id, packages = env_with_packages(str(env), tuple(env_packages))
+    env_name = _factory_env(env) if callable(env) and not isinstance(env, str) else str(env)
     if isinstance(model, str | os.PathLike):
-        query = AgentQuery(env_id, algo, str(model), None, vecnormalize, env_kwargs, packages)
-        ref = find_agent(query)
+        ref = find_agent(AgentQuery(env_name, algo, str(model), None, vecnormalize, env_kwargs, tuple(env_packages)))
     else:
+        env_id, packages = env_with_packages(env_name, tuple(env_packages))
         ref = _object_ref(model, env_id, packages, Path(cache))
     specs = tuple(QuantSpec(p) for p in precisions)
     settings = EvalSettings(episodes, seed, n_envs)

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
             lambda row, reused: console.print(result_line(row, reused)),
         )
         console.print(result_table(rows, f"{ref.algo} / {ref.env_id} ({ref.source})"))
+        print_not_quantized(rows)
         console.print(f"Stored in {store.path}")
     return 0
 
@@ -455,7 +456,7 @@ def agent_query(args: argparse.Namespace):
 
 def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
     """Resolve and describe the agent of a single-agent command."""
-    from quarl_bench.api import find_agent, unquantized
+    from quarl_bench.api import find_agent
 
     if store is not None:
         store.check()
@@ -464,10 +465,15 @@ def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
     console.print(f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({where}, sha256 {ref.content_hash})")
     if ref.saved_env_id != ref.env_id:
         console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
-    left = unquantized(ref)
-    if left:
-        console.print(f"Not quantized (stay fp32): {', '.join(left)}")
     return ref
+
+
+def print_not_quantized(rows: list[dict[str, Any]]) -> None:
+    from quarl_bench.report.console import not_quantized_line
+
+    line = not_quantized_line(rows)
+    if line:
+        console.print(line)
 
 
 def sensitivity(args: argparse.Namespace) -> int:
@@ -503,6 +509,7 @@ def sensitivity(args: argparse.Namespace) -> int:
             force=args.force,
         )
         console.print(sensitivity_table(sensitivity_frame(pd.DataFrame(rows))))
+        print_not_quantized(rows)
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")
     return 0
 
@@ -540,6 +547,7 @@ def mixed(args: argparse.Namespace) -> int:
             f"{args.verify_seeds} next to uniform PTQ"
         )
         console.print(mixed_table(found.rows, names, args.tolerance))
+        print_not_quantized(found.rows)
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")
     return 0
 

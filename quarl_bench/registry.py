@@ -179,9 +179,9 @@ def load_study(path: str | Path) -> Study:
         # a block names zoo agents (algos) or policy files (models: paths relative to the grid file)
         models = [str((path.parent / str(model)).resolve()) for model in _listed(block.get("models", []))]
         algos = ["model"] if models else block.get("algos", [])
-        for algo in algos if not models else []:
-            if algo not in ALGOS:
-                raise QuarlError(f"bad algo {algo!r} in {path}: expected one of {', '.join(ALGOS)}")
+        bad = [algo for algo in algos if algo not in ALGOS] if not models else []
+        if bad:
+            raise QuarlError(f"bad algo {bad[0]!r} in {path}: expected one of {', '.join(ALGOS)}")
         packages = tuple(str(p) for p in _listed(block.get("env_packages", [])))
         envs = [env_with_packages(str(env), packages) for env in block["envs"]]
         options = _spec_options(block, data, path)

@@ -40,10 +40,6 @@ class Column:
     added: bool = False
 
 
-def _rewards(result: EvalResult) -> tuple[float, ...]:
-    return result.episode_rewards
-
-
 # The results table, declared once: CREATE, ALTER (columns added since the first schema) and row building come
 # from this list.
 COLUMNS = (
@@ -79,8 +75,8 @@ COLUMNS = (
     Column("agent_path", "TEXT", lambda r: r.provenance.get("agent_path")),
     Column("mean_reward", "REAL NOT NULL", lambda r: r.mean_reward),
     Column("std_reward", "REAL NOT NULL", lambda r: r.std_reward),
-    Column("min_reward", "REAL NOT NULL", lambda r: min(_rewards(r))),
-    Column("max_reward", "REAL NOT NULL", lambda r: max(_rewards(r))),
+    Column("min_reward", "REAL NOT NULL", lambda r: min(r.episode_rewards)),
+    Column("max_reward", "REAL NOT NULL", lambda r: max(r.episode_rewards)),
     Column("total_steps", "INTEGER NOT NULL", lambda r: sum(r.episode_lengths)),
     Column("wall_seconds", "REAL NOT NULL", lambda r: r.wall_seconds),
     Column("episode_rewards", "TEXT NOT NULL", lambda r: json.dumps(list(r.episode_rewards))),

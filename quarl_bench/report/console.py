@@ -54,6 +54,12 @@ def result_line(row: dict[str, Any], reused: bool) -> str:
     return f"  {spec_text(row):>5}: {row['mean_reward']:.2f} ± {row['std_reward']:.2f} ({how})"
 
 
+def not_quantized_line(rows: list[dict[str, Any]]) -> str:
+    """The acting modules the rows' quantized policies left in fp32 (their stored ``not_quantized``), or ''."""
+    left = dict.fromkeys(name for row in rows for name in row["provenance"].get("not_quantized", []))
+    return f"Not quantized (stay fp32): {', '.join(left)}" if left else ""
+
+
 def result_table(rows: list[dict[str, Any]], title: str) -> Table:
     """One agent's rows; the fp32 reward and E% of each come from its own reference row (joined by the store)."""
     first = rows[0]

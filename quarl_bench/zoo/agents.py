@@ -191,7 +191,8 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
 def probe_spaces(agent: LoadedAgent):
     """The observation and action spaces of the agent's evaluation env, as the policy sees them.
 
-    :raises QuarlError: when the env cannot be built, or ``--vecnormalize`` stats are for another observation size.
+    :raises QuarlError: when the env cannot be built (``--vecnormalize`` stats for another observation size
+        included: SB3's ``VecNormalize.load`` names both shapes).
     """
     try:
         probe = agent.make_env(1, 0)
@@ -201,13 +202,7 @@ def probe_spaces(agent: LoadedAgent):
         where = agent.ref.vecnormalize or agent.stats_path or "its settings"
         raise QuarlError(f"cannot build the {agent.ref.env_id} env from {where}: {one_line(error)}") from error
     observation_space, action_space = probe.observation_space, probe.action_space
-    stats = getattr(probe, "obs_rms", None)
     probe.close()
-    if agent.ref.vecnormalize and stats is not None and tuple(stats.mean.shape) != tuple(observation_space.shape):
-        raise QuarlError(
-            f"vecnormalize file {agent.ref.vecnormalize} normalises observations of shape {tuple(stats.mean.shape)}, "
-            f"but {agent.ref.env_id} gives {tuple(observation_space.shape)}: expected the stats saved with this agent"
-        )
     return observation_space, action_space
 
 

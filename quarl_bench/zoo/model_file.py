@@ -115,25 +115,24 @@ def model_ref(
     )
 
 
+def weights_hash(state: dict[str, Any], prefix: bytes = b"") -> str:
+    """sha256 over ``prefix`` and a state dict's names and tensor bytes (16 hex digits): a policy's identity when
+    no file holds it."""
+    digest = hashlib.sha256(prefix)
+    for name, tensor in state.items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def module_ref(target: str, env_id: str, env_packages: tuple[str, ...] = ()) -> AgentRef:
     """The agent of ``--policy-module FILE.py:FUNCTION``: hashed over the file and the weights it builds."""
     from quarl_bench.zoo.foreign import load_module_function
 
     module = load_module_function(target)
-    digest = hashlib.sha256(Path(target.rpartition(":")[0]).read_bytes() + target.encode())
-    for name, tensor in module.state_dict().items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().numpy().tobytes())
-    path = Path(target.rpartition(":")[0]).resolve()
+    path_text, _, function = target.rpartition(":")
+    path = Path(path_text).resolve()
+    key = weights_hash(module.state_dict(), path.read_bytes() + target.encode())
     return AgentRef(
-        "torch-module",
-        env_id,
-        env_id,
-        "module",
-        str(path.parent),
-        digest.hexdigest()[:16],
-        f"{path}:{target.rpartition(':')[2]}",
-        "",
-        "",
-        env_packages,
+        "torch-module", env_id, env_id, "module", str(path.parent), key, f"{path}:{function}", "", "", env_packages
     )
