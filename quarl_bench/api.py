@@ -188,6 +188,12 @@ def run_ptq(
     from quarl_bench.runner import Work, run_work
 
     store.check()
+    calibrated_rounding = sorted({spec.ptq for spec in specs if spec.ptq != "rtn"})
+    if calibrated_rounding and not acting_layer_names(ref):  # before any row is stored
+        raise QuarlError(
+            f"--ptq {calibrated_rounding[0]}: {ref.env_id}'s policy has no quantizable layer "
+            "(expected Linear or Conv layers)"
+        )
     work = Work(
         "ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance(), eval_workers=eval_workers
     )

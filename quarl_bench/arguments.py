@@ -7,7 +7,18 @@ import argparse
 from pathlib import Path
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, CALIBRATION_METHODS, GRANULARITIES, LAYER_MODES, parse_precision
+from quarl_bench.types import (
+    ACT_CALIBRATION_METHODS,
+    ALGOS,
+    CALIBRATION_METHODS,
+    GRANULARITIES,
+    GROUP_SIZES,
+    LAYER_MODES,
+    PRECISION_HELP,
+    PRUNE_STRUCTURES,
+    PTQ_ROUNDING,
+    parse_precision,
+)
 
 
 def precision_arg(value: str) -> str:
@@ -15,6 +26,36 @@ def precision_arg(value: str) -> str:
         return parse_precision(value)
     except QuarlError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def named_precision(name: str):
+    """A flag type for an activation-like precision: the bad value and the flag's name in one line."""
+
+    def parse(value: str) -> str:
+        try:
+            return parse_precision(value)
+        except QuarlError:
+            raise argparse.ArgumentTypeError(f"bad {name} {value!r}: expected {PRECISION_HELP}") from None
+
+    return parse
+
+
+def group_size(value: str) -> int:
+    if not value.isdigit() or int(value) not in GROUP_SIZES:
+        raise argparse.ArgumentTypeError(
+            f"bad group size {value!r}: expected one of {', '.join(map(str, GROUP_SIZES))}"
+        )
+    return int(value)
+
+
+def prune_share(value: str) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        share = float("nan")
+    if not 0 < share < 1:
+        raise argparse.ArgumentTypeError(f"bad prune share {value!r}: expected a share of the weights in (0, 1)")
+    return share
 
 
 def positive_int(value: str) -> int:
@@ -145,6 +186,57 @@ def add_spec(parser: argparse.ArgumentParser) -> None:
         default="paper",
         help="paper: the acting weights; quarl-code: what the original QuaRL code quantized",
     )
+
+
+def add_recipe(parser: argparse.ArgumentParser) -> None:
+    """PTQ beyond round-to-nearest weights: activations, groups, calibrated rounding, pruning."""
+    for flag, what in (
+        ("--act-bits", "each acting layer's input"),
+        ("--obs-bits", "the observation after normalisation (per feature)"),
+        ("--out-bits", "the output layer's output"),
+    ):
+        parser.add_argument(
+            flag,
+            type=named_precision(flag.removeprefix("--").replace("-", " ")),
+            default=None,
+            metavar="P",
+            help=f"quantize {what} at P (an integer width or a format), calibrated on visited states",
+        )
+    parser.add_argument("--group-size", type=group_size, default=0, help="integer weights: one grid per G inputs")
+    parser.add_argument(
+        "--ptq", choices=PTQ_ROUNDING, default="rtn", help="weight rounding: nearest, GPTQ or learned (AdaRound)"
+    )
+    parser.add_argument(
+        "--prune", type=prune_share, default=0.0, metavar="SHARE", help="zero this share of acting weights first"
+    )
+    parser.add_argument("--prune-structure", choices=PRUNE_STRUCTURES, default="unstructured")
+    parser.add_argument(
+        "--calibration-states",
+        type=positive_int,
+        default=1000,
+        help="visited states (fp32 agent, seeded apart from evaluation) that calibrate ranges and rounding",
+    )
+    parser.add_argument(
+        "--calibration-method",
+        choices=ACT_CALIBRATION_METHODS,
+        default="minmax",
+        help="activation ranges: min-max, 0.01/99.99 percentiles, or the least-MSE shrink (default minmax)",
+    )
+
+
+def recipe_options(args: argparse.Namespace) -> dict[str, object]:
+    """QuantSpec keyword arguments from :func:`add_recipe`'s flags."""
+    return {
+        "act_bits": args.act_bits or "",
+        "obs_bits": args.obs_bits or "",
+        "out_bits": args.out_bits or "",
+        "group_size": args.group_size,
+        "ptq": args.ptq,
+        "prune": args.prune,
+        "prune_structure": args.prune_structure,
+        "calibration_states": args.calibration_states,
+        "calibration_method": args.calibration_method,
+    }
 
 
 def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool = False) -> None:

@@ -14,6 +14,7 @@ from quarl_bench.arguments import (
     add_algo,
     add_calibration,
     add_evaluation,
+    add_recipe,
     add_sources,
     add_spec,
     add_store,
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)",
     )
     add_spec(run)
+    add_recipe(run)
     run.add_argument(
         "--random-baseline",
         action="store_true",

@@ -22,12 +22,15 @@ if TYPE_CHECKING:
 
 def run(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_ptq
+    from quarl_bench.arguments import recipe_options
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import result_line, result_table
     from quarl_bench.types import QuantSpec
 
+    recipe = recipe_options(args)
     specs = tuple(
-        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits
+        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
+        for p in args.bits
     )
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)

@@ -22,9 +22,9 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SCHEMA_VERSION = 6  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 7  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
-# and the fidelity table
+# and the fidelity table; 6: before the recipe column
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -71,6 +71,8 @@ COLUMNS = (
         added=True,
     ),
     Column("obs_noise", "REAL NOT NULL DEFAULT 0", lambda r: r.job.obs_noise, added=True),
+    # activations, groups, calibrated rounding, pruning (QuantSpec.recipe_label): '' for plain weight PTQ
+    Column("recipe", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.recipe_label(), added=True),
     Column("agent_source", "TEXT", lambda r: r.provenance.get("agent_source")),
     Column("agent_path", "TEXT", lambda r: r.provenance.get("agent_path")),
     Column("mean_reward", "REAL NOT NULL", lambda r: r.mean_reward),
@@ -163,6 +165,7 @@ class Variant:
     layers: str = "paper"
     quantizer_version: int = QUANTIZER_VERSION
     obs_noise: float = 0.0
+    recipe: str = ""  # QuantSpec.recipe_label(): activations, groups, calibrated rounding, pruning
 
     def __post_init__(self) -> None:
         spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, "ptq", self.layers)
@@ -183,6 +186,8 @@ class Variant:
             parts.append(f"quantizer v{self.quantizer_version}")
         if self.obs_noise:
             parts.append(f"obs noise {self.obs_noise:g}")
+        if self.recipe:
+            parts.append(self.recipe)
         return ", ".join(parts) or "default"
 
     def slug(self) -> str:
@@ -350,6 +355,8 @@ class ResultStore:
             "(r.precision = 'fp32' OR r.layer_mode = :layers)",
             "r.layer_bits = ''",
             "r.obs_noise = :obs_noise",
+            # the reference is the plain fp32 row; a pruned fp32 row belongs to its recipe's frontier, not here
+            "((r.precision = 'fp32' AND r.recipe = '') OR (r.precision != 'fp32' AND r.recipe = :recipe))",
         ]
         params: dict[str, Any] = asdict(variant)
         params["symmetric"], params["quantize_bias"] = int(variant.symmetric), int(variant.quantize_bias)
@@ -372,6 +379,7 @@ class ResultStore:
             "layer_mode",
             "quantizer_version",
             "obs_noise",
+            "recipe",
         )
         rows = self._connection.execute(
             f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND precision != 'fp32' "
@@ -379,8 +387,8 @@ class ResultStore:
             (method,),
         ).fetchall()
         found = {
-            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise)
-            for seed, episodes, granularity, symmetric, bias, layers, version, noise in rows
+            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise, recipe)
+            for seed, episodes, granularity, symmetric, bias, layers, version, noise, recipe in rows
         }
         return sorted(found, key=lambda v: (not v.is_default, v.label()))
 

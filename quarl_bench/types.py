@@ -24,7 +24,17 @@ BACKEND_PRECISIONS = {
     "ort-int8-static": "int8",
     "torchao-int8": "int8",
 }
-CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (deploy)
+# Number formats beyond integers (quant/formats.py): precisions of their own, for weights and activations alike.
+FORMATS = ("fp8-e4m3", "fp8-e5m2", "mxfp4", "mxfp6", "mxfp8", "nvfp4")
+FORMAT_BITS = {"fp8-e4m3": 8, "fp8-e5m2": 8, "mxfp4": 4, "mxfp6": 6, "mxfp8": 8, "nvfp4": 4}
+# PTQ beyond round-to-nearest weights (quant/recipe.py): how activation ranges are calibrated, how weights round.
+ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse")
+PTQ_ROUNDING = ("rtn", "gptq", "learned-round")
+GROUP_SIZES = (16, 32, 64, 128, 256)
+PRUNE_STRUCTURES = ("unstructured", "neurons")
+# Calibration states come from the fp32 agent playing envs seeded from here on: never an evaluation seed's episodes.
+CALIBRATION_SEED = 1_000_000
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
@@ -38,7 +48,7 @@ ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
 FOREIGN_ALGOS = ("torch-module", "onnx")
 ACTORQ_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # ActorQ learners: DQN for discrete actions, the others continuous
 DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)
-PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS)}"
+PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS + FORMATS)}"
 
 
 def parse_precision(value: str | int) -> str:
@@ -47,7 +57,7 @@ def parse_precision(value: str | int) -> str:
     :raises QuarlError: naming the value and the accepted ones.
     """
     text = str(value).strip().lower()
-    if text in FLOAT_PRECISIONS:
+    if text in FLOAT_PRECISIONS or text in FORMATS:
         return text
     digits = text.removeprefix("int")
     if digits.isdigit() and MIN_BITS <= int(digits) <= MAX_BITS:
@@ -56,7 +66,9 @@ def parse_precision(value: str | int) -> str:
 
 
 def precision_bits(precision: str) -> int:
-    """Bits per weight of a normalised precision (fp16/bf16 -> 16, fp32 -> 32)."""
+    """Bits per weight of a normalised precision (fp16/bf16 -> 16, fp32 -> 32, mxfp4 -> 4; scales not counted)."""
+    if precision in FORMAT_BITS:
+        return FORMAT_BITS[precision]
     if precision == "fp32":
         return 32
     if precision in ("fp16", "bf16"):
@@ -82,6 +94,14 @@ class QuantSpec:
     :param calibration_method: ``ort-int8-static`` only: ``minmax``, ``entropy`` or ``percentile``.
     :param layer_precisions: one precision per acting layer (module order) instead of one for all: per-layer
         sensitivity and mixed-precision allocations. ``precision`` is then the narrowest of them.
+    :param act_bits: PTQ: each acting layer's input fake-quantized at this precision (an integer width or a format),
+        ranges calibrated on ``calibration_states`` visited states with ``calibration_method``; '' = fp32.
+    :param obs_bits: the observation after normalisation (the first acting layer's input), per feature.
+    :param out_bits: the output layer's output (logits, Q-values, actions before squashing).
+    :param group_size: integer weights on one grid per ``group_size`` input values of each output channel.
+    :param ptq: how weights round: ``rtn`` (nearest), ``gptq`` or ``learned-round`` (calibrated on visited states).
+    :param prune: share of acting weights zeroed by magnitude before quantization (0: none).
+    :param prune_structure: ``unstructured`` (single weights) or ``neurons`` (whole output rows, by L2 norm).
 
     Fields that cannot change the result are normalised, so one computation has one key: granularity, symmetric
     and bias for float precisions, and the layer mode for fp32 (nothing is quantized).
@@ -97,9 +117,17 @@ class QuantSpec:
     calibration_states: int = 0
     calibration_method: str = ""
     layer_precisions: tuple[str, ...] = ()
+    act_bits: str = ""
+    obs_bits: str = ""
+    out_bits: str = ""
+    group_size: int = 0
+    ptq: str = "rtn"
+    prune: float = 0.0
+    prune_structure: str = "unstructured"
 
     def __post_init__(self) -> None:
         self._normalise_layer_precisions()
+        self._normalise_recipe()
         if self.method == "deploy":
             if self.backend not in BACKEND_PRECISIONS:
                 raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(BACKEND_PRECISIONS)}")
@@ -117,9 +145,9 @@ class QuantSpec:
                 object.__setattr__(self, "calibration_method", "")
         else:
             object.__setattr__(self, "backend", "")
-            object.__setattr__(self, "calibration_states", 0)
-            object.__setattr__(self, "calibration_method", "")
-        object.__setattr__(self, "precision", parse_precision(self.precision))
+            if not self.calibrated:
+                object.__setattr__(self, "calibration_states", 0)
+                object.__setattr__(self, "calibration_method", "")
         if self.granularity not in GRANULARITIES:
             raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
         if self.method not in METHODS:
@@ -127,6 +155,7 @@ class QuantSpec:
         if self.layers not in LAYER_MODES:
             raise QuarlError(f"bad layers {self.layers!r}: expected one of {', '.join(LAYER_MODES)}")
         if not self.precision.startswith("int"):
+            object.__setattr__(self, "group_size", 0)
             object.__setattr__(self, "granularity", "auto")
             object.__setattr__(self, "symmetric", False)
             object.__setattr__(self, "quantize_bias", False)
@@ -150,6 +179,76 @@ class QuantSpec:
         if len(set(per_layer)) == 1:
             object.__setattr__(self, "layer_precisions", ())
 
+    def _normalise_recipe(self) -> None:
+        """Validate and normalise the PTQ recipe fields (activations, groups, rounding, pruning, calibration)."""
+        object.__setattr__(self, "precision", parse_precision(self.precision))
+        for name in ("act_bits", "obs_bits", "out_bits"):
+            value = getattr(self, name)
+            if value == "":
+                continue
+            try:
+                value = parse_precision(value)
+            except QuarlError:
+                raise QuarlError(f"bad {name.replace('_', ' ')} '{value}': expected {PRECISION_HELP}") from None
+            object.__setattr__(self, name, "" if value == "fp32" else value)
+        if self.group_size and self.group_size not in GROUP_SIZES:
+            raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
+        if self.ptq not in PTQ_ROUNDING:
+            raise QuarlError(f"bad ptq method {self.ptq!r}: expected one of {', '.join(PTQ_ROUNDING)}")
+        if not 0 <= self.prune < 1:
+            raise QuarlError(f"bad prune share {self.prune}: expected a share of the weights in (0, 1)")
+        if self.prune_structure not in PRUNE_STRUCTURES:
+            raise QuarlError(
+                f"bad prune structure {self.prune_structure!r}: expected one of {', '.join(PRUNE_STRUCTURES)}"
+            )
+        if not self.prune:
+            object.__setattr__(self, "prune_structure", "unstructured")
+        if self.precision == "fp32":
+            object.__setattr__(self, "ptq", "rtn")  # nothing is rounded
+        elif self.ptq != "rtn" and not self.precision.startswith("int"):
+            raise QuarlError(
+                f"bad ptq method {self.ptq!r} for {self.precision}: calibrated rounding needs an integer width"
+            )
+        if self.recipe_label() and self.method not in ("ptq",):
+            raise QuarlError(
+                f"activation, group, rounding and pruning options apply to method ptq, not {self.method!r}"
+            )
+        if self.calibrated and self.method != "deploy":
+            if self.calibration_states < 1:
+                raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
+            if not self.activations:
+                object.__setattr__(self, "calibration_method", "")
+            elif self.calibration_method not in ACT_CALIBRATION_METHODS:
+                raise QuarlError(
+                    f"bad calibration method {self.calibration_method!r}: expected one of "
+                    f"{', '.join(ACT_CALIBRATION_METHODS)}"
+                )
+
+    @property
+    def activations(self) -> bool:
+        """Whether any activation, observation or output is quantized."""
+        return bool(self.act_bits or self.obs_bits or self.out_bits)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether PTQ needs visited states: activation ranges or calibrated rounding."""
+        return self.method == "ptq" and (self.activations or self.ptq != "rtn")
+
+    def recipe_label(self) -> str:
+        """The PTQ recipe beyond weight precision and grid options, short (``a8 g32 gptq prune0.5``); '' if none."""
+        parts = [
+            f"{short}{getattr(self, name).removeprefix('int')}" for name, short in RECIPE_SHORT if getattr(self, name)
+        ]
+        parts += [f"g{self.group_size}"] if self.group_size else []
+        parts += [self.ptq] if self.ptq != "rtn" else []
+        if self.prune:
+            parts.append(f"prune{self.prune:g}" + ("-neurons" if self.prune_structure == "neurons" else ""))
+        if self.calibrated and self.activations:
+            parts.append(f"cal-{self.calibration_method}{self.calibration_states}")
+        elif self.calibrated:
+            parts.append(f"cal{self.calibration_states}")
+        return " ".join(parts)
+
     @property
     def bits(self) -> int:
         return precision_bits(self.precision)
@@ -162,7 +261,11 @@ class QuantSpec:
 
     @property
     def is_identity(self) -> bool:
-        return self.precision == "fp32"
+        return self.precision == "fp32" and not self.activations and not self.prune
+
+
+RECIPE_SHORT = (("act_bits", "a"), ("obs_bits", "obs"), ("out_bits", "out"))
+RECIPE_FIELDS = ("act_bits", "obs_bits", "out_bits", "group_size", "ptq", "prune", "prune_structure")
 
 
 @dataclass(frozen=True)
@@ -263,6 +366,12 @@ class Job:
                 del fields[name]
         if not self.spec.layer_precisions:
             del fields["spec"]["layer_precisions"]
+        defaults = QuantSpec()
+        for name in RECIPE_FIELDS:  # added later: absent from the keys of specs that leave them at their defaults
+            if getattr(self.spec, name) == getattr(defaults, name):
+                del fields["spec"][name]
+        if self.spec.calibrated:
+            fields["calibration_seed"] = CALIBRATION_SEED
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         return fields

@@ -90,6 +90,11 @@ def torch_greedy(policy: BasePolicy) -> Callable[[torch.Tensor], torch.Tensor] |
     return None
 
 
+def has_hooks(policy: nn.Module) -> bool:
+    """Whether any module of ``policy`` has forward hooks (simulated activation quantization): only torch runs them."""
+    return any(module._forward_hooks or module._forward_pre_hooks for module in policy.modules())
+
+
 def plain_mlp(policy: BasePolicy) -> list[Layer] | None:
     """The numpy chain from a flat observation to the outputs whose argmax is the action, where there is one."""
     if len(policy.observation_space.shape) != 1:
@@ -113,7 +118,8 @@ def greedy_function(policy: BasePolicy) -> Greedy | None:
     act = torch_greedy(policy)
     if act is None:
         return None
-    shape, device, layers = policy.observation_space.shape, policy.device, plain_mlp(policy)
+    shape, device = policy.observation_space.shape, policy.device
+    layers = None if has_hooks(policy) else plain_mlp(policy)  # quantized activations live in forward hooks
 
     def with_torch(observation: np.ndarray) -> np.ndarray:
         return act(torch.as_tensor(observation, device=device)).cpu().numpy().reshape(-1)

@@ -9,13 +9,15 @@ from typing import Any
 
 from gymnasium import spaces
 
+from quarl_bench.evaluation.calibration import states_hash, visited_states
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
+from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
-from quarl_bench.types import EvalResult, Job
+from quarl_bench.types import CALIBRATION_SEED, EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
 
 
@@ -27,7 +29,12 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
     """
     fp32_policy = agent.model.policy
     fp32_policy.set_training_mode(False)
-    policy, layers = quantize(fp32_policy, job.spec)
+    calibration: dict[str, Any] = {}
+    states = None
+    if job.spec.calibrated:
+        states = visited_states(fp32_policy, agent.make_env, job.spec.calibration_states, job.n_envs)
+        calibration = {"calibration": {"states": len(states), "seed": CALIBRATION_SEED, "hash": states_hash(states)}}
+    policy, layers = quantize(fp32_policy, job.spec, states)
     reference = None if job.spec.is_identity else fp32_policy
     discrete = isinstance(fp32_policy.action_space, spaces.Discrete)  # only these have decision margins
     record_states = MARGIN_STATES if discrete else 0
@@ -67,8 +74,9 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
         wall_seconds=episodes.wall_seconds,
         layers=layers,
         action_agreement=episodes.agreement | margins,
-        provenance=driver | agent_provenance(agent.ref) | not_quantized(fp32_policy, job),
-        weights=weight_profile(fp32_policy) | {"acting_bytes": acting_bytes(fp32_policy, job.spec)},
+        provenance=driver | agent_provenance(agent.ref) | not_quantized(fp32_policy, job) | calibration,
+        weights=weight_profile(fp32_policy)
+        | {"acting_bytes": acting_bytes(policy, job.spec), "nonzero_weights": nonzero_weights(policy)},
     )
 
 

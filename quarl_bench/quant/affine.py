@@ -74,12 +74,21 @@ def to_grid(weight: torch.Tensor, bits: int, scheme: str = "quarl", per_channel:
     return Grid(codes, safe, torch.zeros_like(safe))
 
 
-def fake_quant(weight: torch.Tensor, bits: int, per_channel: bool = False, symmetric: bool = False) -> torch.Tensor:
+def fake_quant(
+    weight: torch.Tensor, bits: int, per_channel: bool = False, symmetric: bool = False, group_size: int = 0
+) -> torch.Tensor:
     """Round ``weight`` to a ``bits``-bit grid (QuaRL's, or ``symmetric``), keeping its dtype.
+
+    ``group_size``: one grid per ``group_size`` consecutive input values of each output channel (the int4
+    weight-only layout of GPTQ and torchao) instead of per tensor or per channel.
 
     The backward pass is the straight-through estimator (gradient 1 everywhere), so QAT can reuse this op.
     A constant-zero tensor (or channel) is returned unchanged.
     """
+    if group_size:
+        groups, pad = as_groups(weight.detach(), group_size)
+        quantized = from_groups(fake_quant(groups, bits, True, symmetric), pad, weight)
+        return weight + (quantized - weight).detach()
     grid = to_grid(weight, bits, "symmetric" if symmetric else "quarl", per_channel)
     step = quant_step(weight, bits, per_channel, symmetric)
     quantized = torch.where(step > 0, grid.dequantize(), weight.detach())
@@ -89,3 +98,32 @@ def fake_quant(weight: torch.Tensor, bits: int, per_channel: bool = False, symme
 def cast_round_trip(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Store in ``dtype`` and compute in the original dtype (fp16/bf16 weight quantization), STE backward."""
     return weight + (weight.detach().to(dtype).to(weight.dtype) - weight).detach()
+
+
+def as_groups(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
+    """Rows of ``group_size`` consecutive input values per output channel (a conv kernel flattened); a short last
+    group is padded by repeating its last value, which leaves its range, so its grid, unchanged."""
+    flat = weight.reshape(weight.shape[0], -1) if weight.dim() > 1 else weight.reshape(1, -1)
+    pad = (-flat.shape[1]) % group_size
+    if pad:
+        flat = torch.cat([flat, flat[:, -1:].expand(-1, pad)], dim=1)
+    return flat.reshape(-1, group_size), pad
+
+
+def from_groups(groups: torch.Tensor, pad: int, like: torch.Tensor) -> torch.Tensor:
+    rows = like.shape[0] if like.dim() > 1 else 1
+    flat = groups.reshape(rows, -1)
+    if pad:
+        flat = flat[:, :-pad]
+    return flat.reshape(like.shape)
+
+
+def activation_grid(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, bits: int) -> torch.Tensor:
+    """``x`` on the asymmetric ``bits``-bit grid of ``[low, high]`` (activations and observations): ``2**bits``
+    levels, zero exact (the zero point is rounded to a code, as integer kernels need), values outside saturate."""
+    low, high = torch.minimum(low, torch.zeros_like(low)), torch.maximum(high, torch.zeros_like(high))
+    step = (high - low) / (2**bits - 1)
+    step = torch.where(step > 0, step, torch.ones_like(step))
+    zero_point = torch.round(-low / step)
+    codes = torch.clamp(torch.round(x / step) + zero_point, 0, 2**bits - 1)
+    return (codes - zero_point) * step

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from stable_baselines3.common.policies import BasePolicy
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.quant.affine import cast_round_trip, fake_quant, quant_step
+from quarl_bench.quant.affine import as_groups, cast_round_trip, fake_quant, quant_step
+from quarl_bench.quant.formats import format_round_trip, format_scale_bits
 from quarl_bench.quant.layers import acting_layers, selected_tensors
-from quarl_bench.types import LayerStats, QuantSpec
+from quarl_bench.quant.prune import prune_acting
+from quarl_bench.types import FORMATS, LayerStats, QuantSpec
 
 _FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 KL_BINS = 256
@@ -17,24 +20,49 @@ PROFILE_BINS = 100
 
 def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> torch.Tensor:
     """The fake-quantized tensor for ``spec`` (the op QAT reuses); identity for fp32."""
-    if spec.is_identity:
+    if spec.precision == "fp32":
         return weight
     if spec.precision in _FLOAT_DTYPES:
         return cast_round_trip(weight, _FLOAT_DTYPES[spec.precision])
-    return fake_quant(weight, spec.bits, per_channel=_per_channel(spec, is_conv), symmetric=spec.symmetric)
+    if spec.precision in FORMATS:
+        return weight + (format_round_trip(weight.detach(), spec.precision) - weight).detach()
+    per_channel = _per_channel(spec, is_conv)
+    return fake_quant(weight, spec.bits, per_channel=per_channel, symmetric=spec.symmetric, group_size=spec.group_size)
 
 
-def quantize(policy: BasePolicy, spec: QuantSpec) -> tuple[BasePolicy, tuple[LayerStats, ...]]:
+def quantize(
+    policy: BasePolicy, spec: QuantSpec, states: np.ndarray | None = None
+) -> tuple[BasePolicy, tuple[LayerStats, ...]]:
     """Return a quantized deep copy of ``policy`` and per-tensor statistics; ``policy`` is left untouched.
 
     Which tensors: ``spec.layers`` (see :mod:`quarl_bench.quant.layers`); with ``spec.layer_precisions``, acting
-    layer ``i`` (and its bias with ``quantize_bias``) at precision ``i``, fp32 layers untouched.
+    layer ``i`` (and its bias with ``quantize_bias``) at precision ``i``, fp32 layers untouched. In order: pruning
+    (fp32 weights), weight rounding (RTN, or GPTQ / learned rounding on ``states``), then activation quantizers
+    calibrated on ``states`` (see :mod:`quarl_bench.quant.activations`).
+
+    :param states: calibration observations (``evaluation/calibration.py``); needed when ``spec.calibrated``.
     """
     quantized = clone_policy(policy)
     stats: list[LayerStats] = []
     if spec.is_identity:
         return quantized, ()
+    if spec.calibrated and (states is None or not len(states)):
+        raise QuarlError(f"{spec.recipe_label()} needs calibration states: none were given")
+    if (spec.calibrated or spec.activations) and hasattr(policy, "graph_bytes"):
+        raise QuarlError(
+            "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
+            "(expected an SB3 zip, a zoo agent or --policy-module)"
+        )
     tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)
+    if spec.ptq != "rtn" and not any(t.kind == "weight" for t in tensors):
+        raise QuarlError(f"--ptq {spec.ptq}: this policy has no quantizable layer (expected Linear or Conv layers)")
+    originals = {id(t): getattr(t.module, t.kind).detach().clone() for t in tensors}
+    if spec.prune:
+        prune_acting(quantized, spec.prune, spec.prune_structure)
+    if spec.ptq != "rtn":
+        from quarl_bench.quant.calibrated import calibrated_weights
+
+        calibrated_weights(quantized, spec, states, lambda is_conv: _per_channel(spec, is_conv))
     layer_index = (
         {id(module): i for i, (_, module) in enumerate(acting_layers(quantized))} if spec.layer_precisions else {}
     )
@@ -46,12 +74,16 @@ def quantize(policy: BasePolicy, spec: QuantSpec) -> tuple[BasePolicy, tuple[Lay
     with torch.no_grad():
         for tensor in tensors:
             layer_spec = spec.for_layer(layer_index[id(tensor.module)]) if spec.layer_precisions else spec
-            if layer_spec.is_identity:
-                continue
             param = getattr(tensor.module, tensor.kind)
-            original = param.detach().clone()
-            param.copy_(quantize_tensor(original, layer_spec, tensor.is_conv))
-            stats.append(layer_stats(tensor.name, original, param.detach(), layer_spec, tensor.is_conv))
+            if not (spec.ptq != "rtn" and tensor.kind == "weight"):  # calibrated rounding already placed weights
+                param.copy_(quantize_tensor(param.detach().clone(), layer_spec, tensor.is_conv))
+            original = originals[id(tensor)]
+            if layer_spec.precision != "fp32" or not torch.equal(original, param):
+                stats.append(layer_stats(tensor.name, original, param.detach(), layer_spec, tensor.is_conv))
+    if spec.activations:
+        from quarl_bench.quant.activations import install
+
+        install(quantized, spec, states)
     return quantized, tuple(stats)
 
 
@@ -62,13 +94,24 @@ def acting_layer_names(policy: BasePolicy) -> list[str]:
 
 def acting_bytes(policy: BasePolicy, spec: QuantSpec) -> int:
     """Bytes of the acting layers stored at ``spec``'s precisions: weights at their bits (rounded up per tensor),
-    biases at 32 bits unless quantized with their layer."""
+    plus the scales of group-wise grids (fp16 scale and zero point per group) and of MX/NVFP4 blocks; biases at 32
+    bits unless quantized with their layer. Pruned: only nonzero weights, plus a 1-bit mask per weight for
+    unstructured sparsity (pruned neurons' rows are simply absent). ``policy``: the pruned one, where pruned."""
     total_bits = 0
     for i, (_, module) in enumerate(acting_layers(policy)):
-        bits = spec.for_layer(i).bits if spec.layer_precisions else spec.bits
-        total_bits += -(-module.weight.numel() * bits // 8) * 8
+        layer_spec = spec.for_layer(i) if spec.layer_precisions else spec
+        weight = module.weight.detach()
+        stored = int(torch.count_nonzero(weight)) if spec.prune else weight.numel()
+        weight_bits = stored * layer_spec.bits
+        if spec.prune and spec.prune_structure == "unstructured":
+            weight_bits += weight.numel()
+        if layer_spec.group_size:
+            weight_bits += len(as_groups(weight, layer_spec.group_size)[0]) * 32
+        if layer_spec.precision in FORMATS:
+            weight_bits += format_scale_bits(layer_spec.precision, weight.numel())
+        total_bits += -(-weight_bits // 8) * 8
         if module.bias is not None:
-            total_bits += module.bias.numel() * (bits if spec.quantize_bias else 32)
+            total_bits += module.bias.numel() * (layer_spec.bits if spec.quantize_bias else 32)
     return total_bits // 8
 
 
@@ -104,7 +147,9 @@ def layer_stats(
 ) -> LayerStats:
     """Weight range, mean grid step, MSE and histogram KL(fp32 || quantized) of one tensor."""
     step = 0.0
-    if spec.precision.startswith("int"):
+    if spec.precision.startswith("int") and spec.group_size:
+        step = float(quant_step(as_groups(original, spec.group_size)[0], spec.bits, True, spec.symmetric).mean())
+    elif spec.precision.startswith("int"):
         step = float(quant_step(original, spec.bits, _per_channel(spec, is_conv), spec.symmetric).mean())
     return LayerStats(
         name=name,

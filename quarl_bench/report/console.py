@@ -43,10 +43,11 @@ def spec_text(row: dict[str, Any]) -> str:
 
 
 def spec_extras(row: dict[str, Any]) -> list[str]:
-    """What sets a row's spec apart from the default: granularity, symmetric, quantize_bias, layer mode."""
+    """What sets a row's spec apart from the default: granularity, symmetric, quantize_bias, layer mode, recipe."""
     extras = [row["granularity"]] if row["granularity"] != "auto" else []
     extras += [name for name in ("symmetric", "quantize_bias") if row[name]]
-    return extras + ([row["layer_mode"]] if row["layer_mode"] != "paper" else [])
+    extras += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
+    return extras + ([row["recipe"]] if row.get("recipe") else [])
 
 
 def result_line(row: dict[str, Any], reused: bool) -> str:

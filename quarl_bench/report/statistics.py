@@ -63,6 +63,7 @@ def uniform_default_ptq(frame: pd.DataFrame) -> pd.DataFrame:
         & (frame["symmetric"] == 0)
         & (frame["quantize_bias"] == 0)
         & (frame["layer_mode"] == "paper")
+        & (frame["recipe"] == "")
     ]
 
 
@@ -92,11 +93,12 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
     rows = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "")] if len(frame) else frame
     records: list[dict[str, Any]] = []
     for cell_values, cell in rows.groupby(list(CELL)):
-        fp32 = _by_seed(cell[cell["precision"] == "fp32"])
+        reference = (cell["precision"] == "fp32") & (cell["recipe"] == "")  # a pruned fp32 row is not the reference
+        fp32 = _by_seed(cell[reference])
         if not fp32:
             continue
         cell_info = dict(zip(CELL, cell_values, strict=True))
-        quantized = cell[cell["precision"] != "fp32"].copy()
+        quantized = cell[~reference].copy()
         quantized["spec"] = [_spec_label(r) for _, r in quantized.iterrows()] if len(quantized) else []
         reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
         point, low, high = stratified_bootstrap_ci(reference)

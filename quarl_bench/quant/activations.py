@@ -1,0 +1,150 @@
+"""Activation, observation and output quantization, simulated: forward hooks on the acting layers that round
+their inputs (or the output layer's output) to a precision, with ranges calibrated on states the fp32 agent visits.
+
+- ``act``: every acting layer's input, one range per tensor (the first layer's input is the observation, unless
+  ``obs`` takes it).
+- ``obs``: the first acting layer's input, the observation after normalisation, one range per feature (each sensor
+  its own range, as an input ADC would have; images share one range).
+- ``out``: the output layer's output: logits, Q-values or the action mean before squashing.
+
+Integer widths use the asymmetric grid of :func:`quant.affine.activation_grid` over the calibrated range; fp8 is
+scaled per tensor by the calibrated ``max |x|``; MX and NVFP4 scale per block at run time, as they are defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from quarl_bench.quant.affine import activation_grid
+from quarl_bench.quant.formats import FP8_DTYPES, format_round_trip
+from quarl_bench.quant.layers import acting_layers
+from quarl_bench.types import FORMATS, QuantSpec
+
+PERCENTILE = 99.99  # the percentile method's upper bound (its lower bound: 100 - PERCENTILE)
+MSE_SHRINKS = np.linspace(1.0, 0.3, 15)  # fractions of the min-max range the mse method tries
+OUTPUT_NAMES = ("action_net", "mu", "log_std")  # SB3's output layers by name; otherwise the last acting layer
+CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class Range:
+    """A calibrated range: ``low``/``high`` of one tensor, or one value per feature (last dimension)."""
+
+    low: torch.Tensor
+    high: torch.Tensor
+
+
+def output_layers(policy: nn.Module) -> list[nn.Module]:
+    """The acting layers whose outputs leave the network: SB3's ``action_net``/``mu``/``log_std`` where they are
+    layers, else the last acting layer."""
+    layers = list(acting_layers(policy))
+    named = [module for name, module in layers if name.rsplit(".", 1)[-1] in OUTPUT_NAMES]
+    return named or [layers[-1][1]]
+
+
+def run_policy(policy: nn.Module, states: np.ndarray) -> None:
+    """Play the acting path on ``states`` (in chunks) for the hooks to see: ``predict`` runs exactly the layers the
+    evaluation runs."""
+    for start in range(0, len(states), CHUNK):
+        policy.predict(states[start : start + CHUNK], deterministic=True)
+
+
+def record_tensors(policy: nn.Module, states: np.ndarray, layers: list[nn.Module], output: bool) -> list[torch.Tensor]:
+    """Each layer's inputs (or outputs) over ``states``, concatenated over chunks."""
+    seen: list[list[torch.Tensor]] = [[] for _ in layers]
+
+    def hook(index: int) -> Callable:
+        def record(_module, inputs, outputs=None) -> None:
+            tensor = outputs if output else inputs[0]
+            seen[index].append(tensor.detach().float().cpu())
+
+        return record
+
+    handles = [
+        layer.register_forward_hook(hook(i)) if output else layer.register_forward_pre_hook(hook(i))
+        for i, layer in enumerate(layers)
+    ]
+    try:
+        with torch.no_grad():
+            run_policy(policy, states)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [torch.cat(chunks) for chunks in seen]
+
+
+def quantize_activation(x: torch.Tensor, precision: str, bounds: Range) -> torch.Tensor:
+    """``x`` at ``precision`` with the calibrated ``bounds`` (unused by MX/NVFP4, whose scales are per block)."""
+    if precision in FP8_DTYPES:
+        return format_round_trip(x, precision, torch.maximum(bounds.low.abs(), bounds.high.abs()).max())
+    if precision in FORMATS:
+        return format_round_trip(x, precision)
+    if precision in ("fp16", "bf16"):
+        return x.to(getattr(torch, "float16" if precision == "fp16" else "bfloat16")).to(x.dtype)
+    return activation_grid(x, bounds.low, bounds.high, int(precision.removeprefix("int")))
+
+
+def calibrate(values: torch.Tensor, precision: str, method: str, per_feature: bool) -> Range:
+    """The range ``method`` (``minmax``, ``percentile`` or ``mse``) picks for ``values`` at ``precision``: one per
+    feature (last dimension of a batch of vectors) with ``per_feature``, else one for the tensor. ``mse`` tries
+    shrinking the min-max range and keeps the fraction with the least squared error of the quantized values."""
+    columns = per_feature and values.dim() == 2
+    flat = values.reshape(-1, values.shape[-1]) if columns else values.reshape(-1, 1)
+    if method == "percentile":
+        bounds = np.percentile(flat.double().numpy(), [100 - PERCENTILE, PERCENTILE], axis=0)
+        low, high = torch.as_tensor(bounds[0]).float(), torch.as_tensor(bounds[1]).float()
+    else:
+        low, high = flat.min(dim=0).values, flat.max(dim=0).values
+    if method == "mse":
+        errors = [
+            float(torch.mean((quantize_activation(flat, precision, Range(low * s, high * s)) - flat) ** 2))
+            for s in MSE_SHRINKS
+        ]
+        shrink = float(MSE_SHRINKS[int(np.argmin(errors))])
+        low, high = low * shrink, high * shrink
+    return Range(low, high) if columns else Range(low[0], high[0])
+
+
+def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]:
+    """Calibrate ``spec``'s activation, observation and output quantizers on ``states`` and hook them into
+    ``policy`` (in place: the quantized copy). Returns what was quantized, ``layer: precision``."""
+    layers = [module for _, module in acting_layers(policy)]
+    names = [name for name, _ in acting_layers(policy)]
+    plan: list[tuple[nn.Module, str, bool, str]] = []  # (layer, precision, per_feature, where)
+    for i, layer in enumerate(layers):
+        if i == 0 and spec.obs_bits:
+            plan.append((layer, spec.obs_bits, True, "input"))
+        elif spec.act_bits:
+            plan.append((layer, spec.act_bits, False, "input"))
+    outputs = output_layers(policy) if spec.out_bits else []
+    inputs = record_tensors(policy, states, [p[0] for p in plan], output=False)
+    produced = record_tensors(policy, states, outputs, output=True)
+    described: list[str] = []
+    for (layer, precision, per_feature, _), values in zip(plan, inputs, strict=True):
+        bounds = calibrate(values, precision, spec.calibration_method, per_feature)
+        layer.register_forward_pre_hook(_input_hook(precision, bounds))
+        described.append(f"{names[layers.index(layer)]} input: {precision}")
+    for layer, values in zip(outputs, produced, strict=True):
+        bounds = calibrate(values, spec.out_bits, spec.calibration_method, False)
+        layer.register_forward_hook(_output_hook(spec.out_bits, bounds))
+        described.append(f"{names[layers.index(layer)]} output: {spec.out_bits}")
+    return described
+
+
+def _input_hook(precision: str, bounds: Range) -> Callable:
+    def quantize_input(_module, inputs):
+        return (quantize_activation(inputs[0], precision, bounds), *inputs[1:])
+
+    return quantize_input
+
+
+def _output_hook(precision: str, bounds: Range) -> Callable:
+    def quantize_output(_module, _inputs, output):
+        return quantize_activation(output, precision, bounds)
+
+    return quantize_output
