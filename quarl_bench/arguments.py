@@ -11,6 +11,7 @@ from quarl_bench.types import (
     ACT_CALIBRATION_METHODS,
     ALGOS,
     CALIBRATION_METHODS,
+    DEFAULT_CALIBRATION_STATES,
     GRANULARITIES,
     GROUP_SIZES,
     LAYER_MODES,
@@ -213,7 +214,7 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--calibration-states",
         type=positive_int,
-        default=1000,
+        default=DEFAULT_CALIBRATION_STATES,
         help="visited states (fp32 agent, seeded apart from evaluation) that calibrate ranges and rounding",
     )
     parser.add_argument(

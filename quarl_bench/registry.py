@@ -28,6 +28,18 @@ from quarl_bench.types import (
 )
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
+# PTQ recipe keys a block may sweep too (QuantSpec validates each value), with their defaults
+RECIPE_DEFAULTS: dict[str, Any] = {
+    "act_bits": "",
+    "obs_bits": "",
+    "out_bits": "",
+    "group_size": 0,
+    "ptq": "rtn",
+    "prune": 0.0,
+    "prune_structure": "unstructured",
+    "calibration_states": 1000,
+    "calibration_method": "minmax",
+}
 
 
 @dataclass(frozen=True)
@@ -151,7 +163,11 @@ def _spec_options(block: dict[str, Any], data: dict[str, Any], path: Path) -> li
     for key in ("symmetric", "quantize_bias"):
         if any(not isinstance(v, bool) for v in values[key]):
             raise QuarlError(f"bad {key} {values[key]!r} in {path}: expected true or false")
-    return [dict(zip(SPEC_KEYS, combo, strict=True)) for combo in itertools.product(*(values[k] for k in SPEC_KEYS))]
+    values |= {key: _listed(block.get(key, data.get(key, default))) for key, default in RECIPE_DEFAULTS.items()}
+    for key in ("act_bits", "obs_bits", "out_bits"):
+        values[key] = ["" if v in ("", None) else str(v) for v in values[key]]
+    keys = (*SPEC_KEYS, *RECIPE_DEFAULTS)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values[k] for k in keys))]
 
 
 def load_study(path: str | Path) -> Study:
@@ -188,7 +204,10 @@ def load_study(path: str | Path) -> Study:
         for algo, (env_id, env_packages), model, precision, option, seed in itertools.product(
             algos, envs, models or [""], block["precisions"], options, seeds
         ):
-            spec = QuantSpec(precision, method=method, **option)
+            try:
+                spec = QuantSpec(precision, method=method, **option)
+            except QuarlError as error:
+                raise QuarlError(f"{error} (in {path})") from None
             cell = GridCell(
                 algo,
                 env_id,

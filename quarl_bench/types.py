@@ -35,6 +35,7 @@ GROUP_SIZES = (16, 32, 64, 128, 256)
 PRUNE_STRUCTURES = ("unstructured", "neurons")
 # Calibration states come from the fp32 agent playing envs seeded from here on: never an evaluation seed's episodes.
 CALIBRATION_SEED = 1_000_000
+DEFAULT_CALIBRATION_STATES = 1000
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
@@ -214,6 +215,10 @@ class QuantSpec:
                 f"activation, group, rounding and pruning options apply to method ptq, not {self.method!r}"
             )
         if self.calibrated and self.method != "deploy":
+            if self.calibration_states == 0:  # not given: the command line's default
+                object.__setattr__(self, "calibration_states", DEFAULT_CALIBRATION_STATES)
+            if self.activations and not self.calibration_method:
+                object.__setattr__(self, "calibration_method", "minmax")
             if self.calibration_states < 1:
                 raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
             if not self.activations:

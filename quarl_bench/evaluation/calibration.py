@@ -11,11 +11,14 @@ from stable_baselines3.common.policies import BasePolicy
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import CALIBRATION_SEED
 
+CALIBRATION_ENVS = 10  # fixed, so a calibration set does not depend on how many envs an evaluation plays
 
-def visited_states(policy: BasePolicy, make_env: Callable, count: int, n_envs: int) -> np.ndarray:
+
+def visited_states(policy: BasePolicy, make_env: Callable, count: int) -> np.ndarray:
     """The first ``count`` observations (as the policy receives them: normalised where the agent normalises) that the
-    deterministic fp32 ``policy`` meets on ``n_envs`` envs seeded ``CALIBRATION_SEED + i``, all envs each step."""
-    env = make_env(n_envs, CALIBRATION_SEED)
+    deterministic fp32 ``policy`` meets on ``CALIBRATION_ENVS`` envs seeded ``CALIBRATION_SEED + i``, all envs each
+    step."""
+    env = make_env(min(CALIBRATION_ENVS, count), CALIBRATION_SEED)
     try:
         observations = env.reset()
         if isinstance(observations, dict):

@@ -32,7 +32,7 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
     calibration: dict[str, Any] = {}
     states = None
     if job.spec.calibrated:
-        states = visited_states(fp32_policy, agent.make_env, job.spec.calibration_states, job.n_envs)
+        states = visited_states(fp32_policy, agent.make_env, job.spec.calibration_states)
         calibration = {"calibration": {"states": len(states), "seed": CALIBRATION_SEED, "hash": states_hash(states)}}
     policy, layers = quantize(fp32_policy, job.spec, states)
     reference = None if job.spec.is_identity else fp32_policy

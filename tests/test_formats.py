@@ -1,0 +1,106 @@
+"""Number formats against hand-written codebooks: every e2m1 and e4m3 value, ties at the edges, saturation, the
+MX shared power-of-two scale and NVFP4's two-level scale."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from quarl_bench.quant.formats import (
+    E2M1,
+    E4M3,
+    E5M2,
+    format_round_trip,
+    fp8_round_trip,
+    mx_round_trip,
+    nvfp4_round_trip,
+    round_minifloat,
+)
+
+E2M1_POSITIVE = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def e4m3_positive() -> list[float]:
+    """Every finite non-negative e4m3fn value, written out: subnormals m/8 * 2^-6, normals (1 + m/8) * 2^e for
+    e = -6..8, without the all-ones pattern (NaN), so 448 is the largest."""
+    subnormals = [m / 8 * 2**-6 for m in range(8)]
+    normals = [(1 + m / 8) * 2**e for e, m in itertools.product(range(-6, 9), range(8)) if not (e == 8 and m == 7)]
+    return sorted(subnormals + normals)
+
+
+def test_e2m1_codebook_is_fixed_and_ties_round_to_even() -> None:
+    values = torch.tensor(E2M1_POSITIVE + [-v for v in E2M1_POSITIVE])
+    assert torch.equal(round_minifloat(values, E2M1), values)
+    # midpoints: the neighbour with the even mantissa wins
+    ties = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+    assert round_minifloat(ties, E2M1).tolist() == [0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+    assert round_minifloat(torch.tensor([-5.0, 6.9, 100.0]), E2M1).tolist() == [-4.0, 6.0, 6.0]  # saturation
+
+
+def test_e4m3_codebook_matches_torch_float8() -> None:
+    codebook = torch.tensor(e4m3_positive())
+    assert len(codebook) == 127 and codebook.max() == 448 and codebook[1] == 2**-9
+    every_byte = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    finite = every_byte[~torch.isnan(every_byte)]
+    assert torch.equal(torch.unique(finite.abs()), codebook)
+    assert torch.equal(round_minifloat(codebook, E4M3), codebook)
+    # between every pair of neighbours: the midpoint (a tie), and points just either side of it
+    low, high = codebook[:-1], codebook[1:]
+    probes = torch.cat([(low + high) / 2, low + (high - low) * 0.49, low + (high - low) * 0.51])
+    probes = torch.cat([probes, -probes])
+    assert torch.equal(round_minifloat(probes, E4M3), probes.to(torch.float8_e4m3fn).float())
+
+
+def test_e5m2_rounding_matches_torch_float8() -> None:
+    values = torch.randn(10_000, generator=torch.Generator().manual_seed(0)) * 1000
+    assert torch.equal(round_minifloat(values, E5M2), values.to(torch.float8_e5m2).float())
+
+
+def test_fp8_scales_per_tensor_and_saturates_at_the_calibrated_range() -> None:
+    weight = torch.tensor([-2.0, 0.1, 1.0, 4.0])
+    scale = 4.0 / 448
+    expected = (weight / scale).to(torch.float8_e4m3fn).float() * scale
+    assert torch.equal(fp8_round_trip(weight, "fp8-e4m3"), expected)
+    assert fp8_round_trip(weight, "fp8-e4m3")[-1] == 4.0  # the maximum maps exactly onto 448
+    # a calibrated range of 1: values beyond it saturate (a plain cast would give NaN)
+    clipped = fp8_round_trip(torch.tensor([5.0, -9.0]), "fp8-e4m3", torch.tensor(1.0))
+    assert clipped.tolist() == [1.0, -1.0]
+
+
+def test_mx_blocks_share_a_power_of_two_scale() -> None:
+    # block 1: max 10 -> shared exponent floor(log2 10) - emax(e2m1)=2 -> 1, scale 2: 10/2 = 5 rounds to 4 -> 8
+    # block 2: max 6 -> scale 1: values on the e2m1 grid stay
+    first = torch.tensor([10.0, 1.0, 0.6] + [0.0] * 29)
+    second = torch.tensor([6.0, -3.0, 0.5, 1.5] + [0.0] * 28)
+    out = mx_round_trip(torch.cat([first, second]).reshape(1, 64), "mxfp4").reshape(-1)
+    assert out[:3].tolist() == [8.0, 1.0, 1.0]  # 1/2 = 0.5 exact; 0.6/2 = 0.3 rounds to 0.5 -> 1
+    assert torch.equal(out[32:36], torch.tensor([6.0, -3.0, 0.5, 1.5]))
+
+
+def test_mx_saturates_the_block_maximum_as_ocp_specifies() -> None:
+    # amax 480 -> shared exponent floor(log2 480) - 8 = 0: 480 lies above e4m3's 448 and clamps there (OCP v1.0), so
+    # on such blocks mxfp8 can lose more than mxfp6 (whose clamp is 7.5 of [4, 8))
+    assert mx_round_trip(torch.tensor([[480.0] + [1.0] * 31]), "mxfp8")[0, 0] == 448.0
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(1))
+    errors = {f: float(torch.mean((mx_round_trip(x, f) - x) ** 2)) for f in ("mxfp8", "mxfp6", "mxfp4")}
+    assert max(errors["mxfp8"], errors["mxfp6"]) < errors["mxfp4"] / 4
+
+
+def test_nvfp4_scales_each_16_values_in_fp8() -> None:
+    x = torch.zeros(1, 32)
+    x[0, :16] = torch.linspace(-3, 3, 16)
+    x[0, 16] = 600.0  # sets the tensor scale: 600 / (448 * 6)
+    out = nvfp4_round_trip(x)
+    global_scale = 600.0 / (448 * 6)
+    block_scale = torch.tensor(3.0 / 6 / global_scale).to(torch.float8_e4m3fn).float() * global_scale
+    expected = round_minifloat(x[0, :16] / block_scale, E2M1) * block_scale
+    assert torch.allclose(out[0, :16], expected)
+    assert out[0, 16] == pytest.approx(600.0, rel=1e-6)  # the block maximum lands on 6 x its scale
+    assert torch.equal(nvfp4_round_trip(torch.zeros(3, 16)), torch.zeros(3, 16))
+
+
+def test_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="bad format 'fp9'"):
+        format_round_trip(torch.ones(2), "fp9")
