@@ -277,12 +277,17 @@ def profile_curves(scores: pd.DataFrame) -> dict[str, np.ndarray]:
     return curves
 
 
-def write_statistics_report(frame: pd.DataFrame, out_dir: Path, tolerance_pct: float = 5.0) -> list[Path]:
+def write_statistics_report(
+    frame: pd.DataFrame, out_dir: Path, tolerance_pct: float = 5.0, statistics: pd.DataFrame | None = None
+) -> list[Path]:
     """``reward_statistics``, ``minimum_safe_bits``, ``normalised_aggregates`` (.md/.csv) and
-    ``performance_profile.png``; nothing for a store without PTQ rows."""
+    ``performance_profile.png``; nothing for a store without PTQ rows.
+
+    :param statistics: ``seeded_statistics(frame, tolerance_pct)`` when the caller has it already.
+    """
     from quarl_bench.report.plots import save_figure
 
-    statistics = seeded_statistics(frame, tolerance_pct)
+    statistics = seeded_statistics(frame, tolerance_pct) if statistics is None else statistics
     if statistics.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     from quarl_bench.report.divergence import write_fidelity_report
     from quarl_bench.report.layers import write_layer_report
     from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
-    from quarl_bench.report.statistics import write_statistics_report
+    from quarl_bench.report.methods import write_methods_report
+    from quarl_bench.report.statistics import seeded_statistics, write_statistics_report
     from quarl_bench.report.tables import (
         paper_reference,
         paper_vs_measured,
@@ -85,7 +86,9 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
         lines.append(table4_table(table4))
         written += write_table4(table4, timings, out_dir)
     everything = store.to_dataframe()
-    written += write_statistics_report(everything, out_dir, tolerance_pct)
+    statistics = seeded_statistics(everything, tolerance_pct)
+    written += write_statistics_report(everything, out_dir, tolerance_pct, statistics)
+    written += write_methods_report(statistics, everything, out_dir, tolerance_pct)
     written += write_layer_report(everything, out_dir)
     written += write_fidelity_report(store.fidelity(), out_dir)
     written += write_actorq_report(everything, out_dir, paper_dir)

@@ -1,0 +1,311 @@
+"""Quantization methods side by side, from the seeded statistics (``statistics.seeded_statistics``):
+
+- ``methods_safe_width``: per agent, the minimum safe weight width of each method (RTN on QuaRL's grid, per channel,
+  per group, GPTQ, learned rounding, the MX ladder, fp8 and NVFP4), by the ``--tolerance`` rule on reward CIs;
+- ``wa_heatmap``: E% over weight x activation widths, and observation-only widths, per agent;
+- ``compression_frontier``: acting-network bytes against reward (IQM, 95% CI) for every method and pruning level,
+  with each agent's Pareto front.
+
+Every cell names the rows it came from (the statistics' ``rows`` keys).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.report.estimators import minimum_safe_bits
+from quarl_bench.types import precision_bits
+
+AGENT = ["algo", "env", "agent"]
+ACTIVATION_TOKEN = re.compile(r"^(a|obs|out)(\d|fp|bf|mx|nv)")  # a8, obs6, out8, afp8-e4m3, ...
+INTEGER_INPUT = re.compile(r"^(a|obs|out)(\d+)$")
+CALIBRATION_TOKEN = re.compile(r"^cal(-\w+)?\d+$")
+WIDEST = 8  # the methods grid's widest integer width: "> 8" means even that missed the tolerance
+
+
+def method_of(spec: str, precision: str) -> str | None:
+    """The weight method a statistics row measures, or None for rows that quantize more than weights (activations,
+    pruning: the heatmap's and the frontier's). ``cal…`` tokens (the calibration set) are not part of the name."""
+    tokens = [t for t in spec.split() if not CALIBRATION_TOKEN.match(t)]
+    if any(ACTIVATION_TOKEN.match(t) or t.startswith("prune") for t in tokens):
+        return None
+    if precision.startswith("mx"):
+        return "MX (mxfp8/6/4)" if tokens == ["default"] else None
+    if not precision.startswith("int"):
+        return precision if tokens == ["default"] and precision != "fp32" else None
+    rounding = "GPTQ" if "gptq" in tokens else "learned rounding" if "learned-round" in tokens else "RTN"
+    rest = [t for t in tokens if t not in ("gptq", "learned-round", "default")]
+    groups = [t for t in rest if re.match(r"^g\d+$", t)]
+    rest = [t for t in rest if t not in groups]
+    grid = groups[0].replace("g", "group ") if groups else ("per-channel" if "per-channel" in rest else "")
+    rest = [t for t in rest if t != "per-channel"]
+    return " ".join([rounding, *([grid] if grid else []), *rest])
+
+
+def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
+    rows = statistics[statistics["precision"] != "fp32"].copy() if len(statistics) else statistics
+    if rows.empty:
+        return rows
+    rows["method"] = [method_of(s, p) for s, p in zip(rows["spec"], rows["precision"], strict=True)]
+    return rows
+
+
+def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float) -> pd.DataFrame:
+    """Per agent (rows) and method (columns): the minimum safe weight width, ``> W`` when even the widest measured
+    width ``W`` misses the tolerance; with each method's evidence (width: CI low) in a companion column."""
+    rows = _acting_rows(statistics)
+    if rows.empty:
+        return pd.DataFrame()
+    rows = rows[rows["method"].notna()]
+    records: dict[tuple, dict[str, Any]] = {}
+    for (algo, env, agent, method), group in rows.groupby([*AGENT, "method"]):
+        fp32_mean = float(group["fp32 mean"].iloc[0])
+        lower = {int(r["bits"]): float(r["reward CI low"]) for _, r in group.iterrows()}
+        safe = minimum_safe_bits(lower, fp32_mean, tolerance_pct)
+        record = records.setdefault((algo, env, agent), {"algo": algo, "env": env, "agent": agent, "fp32": fp32_mean})
+        record[method] = safe if safe is not None else f"> {max(lower)}"
+        record[f"{method} rows"] = " ".join(quantized_keys(group["rows"]))
+    return pd.DataFrame.from_records(list(records.values()))
+
+
+def quantized_keys(rows: pd.Series) -> list[str]:
+    """The quantized rows' keys of statistics rows (their ``rows``: quantized keys, then the fp32 keys, per seed)."""
+    keys = []
+    for text in rows:
+        parts = text.split()
+        keys += parts[: len(parts) // 2]
+    return keys
+
+
+def width_number(value: Any) -> float:
+    """A safe width as a number for medians: ``> W`` counts as W + 1 (the next width up, an optimistic bound)."""
+    if isinstance(value, str) and value.startswith(">"):
+        return float(value[1:]) + 1
+    return float(value) if value == value and value is not None else math.nan
+
+
+def method_medians(table: pd.DataFrame) -> pd.DataFrame:
+    """Per method: agents measured and the median minimum safe width (``> W`` as W + 1)."""
+    methods = [c for c in table.columns if c not in ("algo", "env", "agent", "fp32") and not c.endswith(" rows")]
+    records = []
+    for method in methods:
+        values = [width_number(v) for v in table[method] if not (isinstance(v, float) and math.isnan(v))]
+        records.append({"method": method, "agents": len(values), "median safe width": np.median(values)})
+    return pd.DataFrame.from_records(records).sort_values("median safe width")
+
+
+def paired_gain(table: pd.DataFrame, calibrated: str, baseline: str = "RTN") -> dict[str, Any]:
+    """Over agents measured with both: the median of (baseline width - calibrated width), and the medians."""
+    if calibrated not in table or baseline not in table:
+        return {}
+    both = table[table[calibrated].notna() & table[baseline].notna()]
+    if both.empty:
+        return {}
+    base = both[baseline].map(width_number)
+    cal = both[calibrated].map(width_number)
+    return {
+        "method": calibrated,
+        "agents": len(both),
+        f"median {baseline}": float(np.median(base)),
+        f"median {calibrated}": float(np.median(cal)),
+        "median gain (bits)": float(np.median(base - cal)),
+        "agents gaining >= 2 bits": int(((base - cal) >= 2).sum()),
+    }
+
+
+def heatmap_table(statistics: pd.DataFrame) -> pd.DataFrame:
+    """Per agent, weight width x activation width (each acting layer's input, ``A``) or observation width
+    (``obs``): E% of the mean reward (100 x (fp32 - mean) / |fp32|), from rows with nothing else changed."""
+    if statistics.empty:
+        return pd.DataFrame()
+    records = []
+    for _, row in statistics.iterrows():
+        tokens = [t for t in row["spec"].split() if not CALIBRATION_TOKEN.match(t)]
+        inputs = [INTEGER_INPUT.match(t) for t in tokens]
+        if tokens == ["default"] and row["precision"].startswith("int"):
+            kind, width = "A", 32  # weights only: the column of fp32 inputs
+        elif len(tokens) == 1 and inputs[0] and inputs[0].group(1) != "out":
+            kind, width = ("A" if inputs[0].group(1) == "a" else "obs"), int(inputs[0].group(2))
+        else:
+            continue  # the reference, formats, other options (groups, rounding, pruning), or several inputs at once
+        if row["precision"] != "fp32" and not row["precision"].startswith("int"):
+            continue
+        fp32 = float(row["fp32 mean"])
+        records.append(
+            {
+                "algo": row["algo"],
+                "env": row["env"],
+                "agent": row["agent"],
+                "W": precision_bits(row["precision"]),
+                "input": kind,
+                "bits": width,
+                "E%": 100 * -float(row["mean - fp32"]) / abs(fp32) if fp32 else math.nan,
+                "rows": row["rows"],
+            }
+        )
+    return pd.DataFrame.from_records(records)
+
+
+def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """Every quantized or pruned row's acting bytes next to its IQM and CI; ``pareto``: no other point of the agent is
+    at most as large and scores higher."""
+    if statistics.empty:
+        return pd.DataFrame()
+    bytes_of = {row["key"]: row["weights"].get("acting_bytes") for _, row in frame.iterrows()}
+    nonzero_of = {row["key"]: row["weights"].get("nonzero_weights") for _, row in frame.iterrows()}
+    records = []
+    for _, row in statistics.iterrows():
+        key = row["rows"].split()[0]
+        if bytes_of.get(key) is None:
+            continue
+        records.append(
+            {
+                "algo": row["algo"],
+                "env": row["env"],
+                "agent": row["agent"],
+                "precision": row["precision"],
+                "spec": row["spec"],
+                "acting bytes": int(bytes_of[key]),
+                "nonzero weights": nonzero_of.get(key),
+                "IQM": row["IQM"],
+                "IQM low": row["IQM low"],
+                "IQM high": row["IQM high"],
+                "row": key,
+            }
+        )
+    table = pd.DataFrame.from_records(records)
+    if table.empty:
+        return table
+    table["pareto"] = False
+    for _, group in table.groupby(AGENT):
+        for index, point in group.iterrows():
+            beaten = group[(group["acting bytes"] <= point["acting bytes"]) & (group["IQM"] > point["IQM"])]
+            table.loc[index, "pareto"] = beaten.empty
+    return table.sort_values([*AGENT, "acting bytes"])
+
+
+def write_methods_report(statistics: pd.DataFrame, frame: pd.DataFrame, out_dir: Path, tolerance_pct: float) -> list:
+    """The three tables (.md/.csv) and their figures; nothing for a store without such rows."""
+    from quarl_bench.report.tables import write_table
+
+    written: list[Path] = []
+    safe = safe_width_table(statistics, tolerance_pct)
+    if not safe.empty and len(safe.columns) > 4:
+        shown = safe[[c for c in safe.columns if not c.endswith(" rows")]]
+        written += write_table(safe, out_dir, "methods_safe_width")
+        gains = [paired_gain(safe, m) for m in ("GPTQ", "learned rounding", "RTN per-channel", "RTN group 32")]
+        summary = pd.DataFrame.from_records([g for g in gains if g])
+        md = out_dir / "methods_safe_width.md"
+        md.write_text(
+            f"Minimum safe weight width per method: the smallest width whose reward CI lower bound, and every wider "
+            f"one's, stays within {tolerance_pct:g}% of fp32 ('> W': even W misses). Rows: methods_safe_width.csv.\n\n"
+            + shown.round(2).to_markdown(index=False)
+            + "\n\nMedians over agents ('> W' counted as W + 1):\n\n"
+            + method_medians(safe).round(2).to_markdown(index=False)
+            + (
+                "\n\nAgainst RTN, paired by agent:\n\n" + summary.round(2).to_markdown(index=False)
+                if len(summary)
+                else ""
+            )
+            + "\n"
+        )
+    heat = heatmap_table(statistics)
+    if not heat.empty and (heat["bits"] != 32).any():
+        written += write_table(heat, out_dir, "wa_heatmap")
+        written += _heatmap_figure(heat, out_dir)
+    frontier = frontier_table(statistics, frame)
+    if not frontier.empty and frontier["spec"].nunique() > 1:
+        written += write_table(frontier, out_dir, "compression_frontier")
+        written += _frontier_figure(frontier, out_dir)
+    return written
+
+
+def _grid(count: int) -> tuple[int, int]:
+    columns = min(4, count)
+    return math.ceil(count / columns), columns
+
+
+def _heatmap_figure(heat: pd.DataFrame, out_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from quarl_bench.report.plots import save_figure
+
+    agents = list(heat.groupby(AGENT))
+    rows, columns = _grid(len(agents))
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.6 * rows), squeeze=False)
+    for ax, ((algo, env, _), group) in zip(axes.flat, agents, strict=False):
+        paired = set(group.loc[group["bits"] != 32, "W"]) | {32}  # weight widths measured with quantized inputs
+        group = group[group["W"].isin(paired)]
+        group = group.assign(
+            column=[f"{k} {b}" if b != 32 else "fp32" for k, b in zip(group["input"], group["bits"], strict=True)]
+        )
+        order = sorted(
+            set(group["column"]),
+            key=lambda c: (c != "fp32", c.startswith("obs"), -int(c.split()[-1]) if c != "fp32" else 0),
+        )
+        pivot = group.pivot_table(index="W", columns="column", values="E%").reindex(columns=order)
+        pivot = pivot.sort_index(ascending=False)
+        pivot.index = ["fp32" if w == 32 else f"W{w}" for w in pivot.index]
+        sns.heatmap(pivot, ax=ax, annot=True, fmt=".0f", cmap="RdYlGn_r", vmin=-10, vmax=100, cbar=False)
+        ax.set_title(f"{algo} {env}", fontsize=9)
+        ax.set_xlabel("input quantized")
+        ax.set_ylabel("weights")
+    for ax in list(axes.flat)[len(agents) :]:
+        ax.axis("off")
+    fig.suptitle("E% by weight width x activation width (A: every layer's input; obs: observations only)")
+    fig.tight_layout()
+    return save_figure(fig, out_dir / "wa_heatmap", 110)
+
+
+def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    from quarl_bench.report.plots import save_figure
+
+    agents = list(frontier.groupby(AGENT))
+    rows, columns = _grid(len(agents))
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for ax, ((algo, env, _), group) in zip(axes.flat, agents, strict=False):
+        families = group["spec"].map(_family)
+        for family, points in group.groupby(families):
+            ax.errorbar(
+                points["acting bytes"],
+                points["IQM"],
+                yerr=[points["IQM"] - points["IQM low"], points["IQM high"] - points["IQM"]],
+                fmt="o",
+                markersize=3,
+                label=family,
+                alpha=0.8,
+            )
+        front = group[group["pareto"]].sort_values("acting bytes")
+        ax.plot(front["acting bytes"], front["IQM"], color="black", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_title(f"{algo} {env}", fontsize=9)
+        ax.set_xlabel("acting-network bytes")
+        ax.set_ylabel("IQM reward")
+    for ax in list(axes.flat)[len(agents) :]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.suptitle("Compression frontier: bytes against reward (95% CI), black: Pareto front")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return save_figure(fig, out_dir / "compression_frontier", 110)
+
+
+def _family(spec: str) -> str:
+    """A plot legend's group for a spec label."""
+    for token, family in (("prune", "pruned"), ("gptq", "GPTQ"), ("learned-round", "learned rounding")):
+        if token in spec:
+            return family
+    if re.search(r"\b(a|obs|out)\d", spec):
+        return "activations"
+    if re.search(r"\bg\d+", spec):
+        return "group-wise"
+    return "RTN / formats" if spec == "default" else "RTN " + spec
