@@ -61,9 +61,7 @@ def _pooled(strata: Strata) -> np.ndarray:
 def _resamples(strata: Strata, rng: np.random.Generator) -> np.ndarray:
     """``N_RESAMPLES`` stratified bootstrap samples, one per row: each stratum resampled with replacement to its own
     size (all at once: a Python loop over resamples made a report of 400 rows take minutes)."""
-    return np.concatenate(
-        [rng.choice(np.asarray(s, dtype=float), size=(N_RESAMPLES, len(s))) for s in strata], axis=1
-    )
+    return np.concatenate([rng.choice(np.asarray(s, dtype=float), size=(N_RESAMPLES, len(s))) for s in strata], axis=1)
 
 
 def stratified_bootstrap_ci(

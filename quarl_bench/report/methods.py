@@ -153,7 +153,7 @@ def heatmap_table(statistics: pd.DataFrame) -> pd.DataFrame:
 
 
 def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
-    """Every quantized or pruned row's acting bytes next to its IQM and CI; ``pareto``: no other point of the agent is
+    """Every weight-quantized or pruned row's acting bytes next to its IQM and CI; ``pareto``: no other point of the agent is
     at most as large and scores higher."""
     if statistics.empty:
         return pd.DataFrame()
@@ -162,8 +162,8 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
     records = []
     for _, row in statistics.iterrows():
         key = row["rows"].split()[0]
-        if bytes_of.get(key) is None:
-            continue
+        if bytes_of.get(key) is None or any(ACTIVATION_TOKEN.match(t) for t in row["spec"].split()):
+            continue  # quantized inputs change no stored byte: the heatmap shows them
         records.append(
             {
                 "algo": row["algo"],
@@ -266,6 +266,7 @@ def _heatmap_figure(heat: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     from quarl_bench.report.plots import save_figure
 
@@ -275,28 +276,45 @@ def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax, ((algo, env, _), group) in zip(axes.flat, agents, strict=False):
         families = group["spec"].map(_family)
         for family, points in group.groupby(families):
+            color = FAMILY_COLORS.get(family, "grey")
             ax.errorbar(
                 points["acting bytes"],
                 points["IQM"],
                 yerr=[points["IQM"] - points["IQM low"], points["IQM high"] - points["IQM"]],
                 fmt="o",
                 markersize=3,
+                color=color,
                 label=family,
                 alpha=0.8,
             )
         front = group[group["pareto"]].sort_values("acting bytes")
         ax.plot(front["acting bytes"], front["IQM"], color="black", linewidth=1)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{algo} {env}", fontsize=9)
         ax.set_xlabel("acting-network bytes")
         ax.set_ylabel("IQM reward")
     for ax in list(axes.flat)[len(agents) :]:
         ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+    legend = {}
+    for ax in axes.flat:
+        legend |= dict(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    labels = sorted(legend, key=lambda f: list(FAMILY_COLORS).index(f) if f in FAMILY_COLORS else 99)
+    handles = [legend[label] for label in labels]
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
     fig.suptitle("Compression frontier: bytes against reward (95% CI), black: Pareto front")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.1 if rows == 1 else 0.04, 1, 1))
     return save_figure(fig, out_dir / "compression_frontier", 110)
+
+
+FAMILY_COLORS = {
+    "RTN / formats": "tab:orange",
+    "RTN per-channel": "tab:green",
+    "group-wise": "tab:red",
+    "GPTQ": "tab:blue",
+    "learned rounding": "tab:purple",
+    "pruned": "tab:brown",
+}
 
 
 def _family(spec: str) -> str:
