@@ -188,6 +188,11 @@ def run_ptq(
     from quarl_bench.runner import Work, run_work
 
     store.check()
+    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
+        raise QuarlError(
+            "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
+            "(expected an SB3 zip, a zoo agent or --policy-module)"
+        )
     calibrated_rounding = sorted({spec.ptq for spec in specs if spec.ptq != "rtn"})
     if calibrated_rounding and not acting_layer_names(ref):  # before any row is stored
         raise QuarlError(

@@ -334,3 +334,14 @@ def test_a_missing_extra_is_named_in_one_line() -> None:
         require("distributed", "ActorQ", ("no_such_module",))
     require("deploy", "deploy")  # installed here: every module of the extra is found
     assert set(EXTRAS) == {"distributed", "deploy", "mujoco"}
+
+
+def test_onnx_policies_take_weight_formats_but_not_activation_quantizers(cli, own: Path, tmp_path: Path) -> None:
+    agent = ("--model", own / "corridor.onnx", "--env", "corridor_env:Corridor-v0", "-n", "5")
+    code, _, err = cli("run", *agent, "--bits", "nvfp4", "fp8-e4m3", "--store", tmp_path / "f.sqlite")
+    assert code == 0, err
+    assert set(load_results(tmp_path / "f.sqlite")["precision"]) == {"fp32", "nvfp4", "fp8-e4m3"}
+    store = tmp_path / "a.sqlite"
+    code, _, err = cli("run", *agent, "--bits", "8", "--act-bits", "8", "--store", store)
+    assert code == 2 and "ONNX policy runs its own graph" in err and len(err.strip().splitlines()) == 1
+    assert not store.exists() or load_results(store).empty
