@@ -28,10 +28,10 @@ MLP_AGENTS = [
     ("qrdqn", "LunarLander-v3"),
     ("ppo", "LunarLander-v3"),
     ("sac", "Pendulum-v1"),
-    ("td3", "Pendulum-v1"),
+    ("ddpg", "Pendulum-v1"),
     ("tqc", "MountainCarContinuous-v0"),
     ("ddpg", "LunarLanderContinuous-v3"),
-    ("sac", "HalfCheetahBulletEnv-v0"),
+    ("sac", "HalfCheetah-v4"),
     ("ppo", "BipedalWalker-v3"),
 ]
 SPECS = {

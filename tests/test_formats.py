@@ -104,3 +104,13 @@ def test_nvfp4_scales_each_16_values_in_fp8() -> None:
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="bad format 'fp9'"):
         format_round_trip(torch.ones(2), "fp9")
+
+
+def test_every_format_the_cli_accepts_has_a_quantizer() -> None:
+    from quarl_bench.types import FORMAT_BITS, FORMATS, parse_precision
+
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(2))
+    for name in FORMATS:
+        assert parse_precision(name.upper()) == name and name in FORMAT_BITS
+        out = format_round_trip(x, name)
+        assert out.shape == x.shape and 0 < float(torch.mean((out - x) ** 2)) < 0.05

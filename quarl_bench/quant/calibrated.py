@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from quarl_bench.errors import QuarlError
 from quarl_bench.quant.activations import record_tensors
 from quarl_bench.quant.affine import as_groups, from_groups, quant_step
 from quarl_bench.quant.layers import acting_layers
@@ -120,6 +121,11 @@ def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray, p
     """
     names = []
     for index, (name, layer) in enumerate(acting_layers(policy)):
+        if not isinstance(layer, nn.Linear) and not (isinstance(layer, nn.Conv2d) and layer.groups == 1):
+            raise QuarlError(
+                f"--ptq {spec.ptq}: layer {name} ({type(layer).__name__}) is not supported: expected "
+                "Linear or ungrouped Conv2d layers"
+            )
         [inputs] = record_tensors(policy, states, [layer], output=False)
         columns = layer_inputs(layer, inputs)
         weight = layer.weight.detach().reshape(layer.weight.shape[0], -1).float()

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from quarl_bench.types import FORMATS
+
 
 @dataclass(frozen=True)
 class Minifloat:
@@ -52,9 +54,6 @@ E5M2 = Minifloat(5, 2, 57344.0)
 FP8_DTYPES = {"fp8-e4m3": (torch.float8_e4m3fn, E4M3), "fp8-e5m2": (torch.float8_e5m2, E5M2)}
 MX_ELEMENTS = {"mxfp4": E2M1, "mxfp6": E2M3, "mxfp8": E4M3}
 MX_BLOCK, NV_BLOCK = 32, 16
-FORMATS = (*FP8_DTYPES, *MX_ELEMENTS, "nvfp4")
-# Bits per element, and the scale bits each block (or tensor) adds, for the acting-network size.
-FORMAT_BITS = {"fp8-e4m3": 8, "fp8-e5m2": 8, "mxfp4": 4, "mxfp6": 6, "mxfp8": 8, "nvfp4": 4}
 
 
 def round_minifloat(x: torch.Tensor, fmt: Minifloat) -> torch.Tensor:
