@@ -36,6 +36,14 @@ PRUNE_STRUCTURES = ("unstructured", "neurons")
 # Calibration states come from the fp32 agent playing envs seeded from here on: never an evaluation seed's episodes.
 CALIBRATION_SEED = 1_000_000
 DEFAULT_CALIBRATION_STATES = 1000
+CALIBRATION_SAMPLING = "uniform over whole episodes"  # how the states are drawn (evaluation/calibration.py)
+# Calibrated rounding's settings (quant/calibrated.py), part of a calibrated job's key. GPTQ damps with 10% of the
+# Hessian's mean diagonal, not LLM GPTQ's 1%: RL calibration states are few and alike (a deterministic policy's
+# trajectories), and weaker damping moved weights along directions the policy's own episodes then reached.
+PTQ_SETTINGS: dict[str, dict[str, float]] = {
+    "gptq": {"damping": 0.1},
+    "learned-round": {"steps": 1000, "lr": 0.01, "regulariser": 0.01, "batch": 256},
+}
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
@@ -376,7 +384,9 @@ class Job:
             if getattr(self.spec, name) == getattr(defaults, name):
                 del fields["spec"][name]
         if self.spec.calibrated:
-            fields["calibration_seed"] = CALIBRATION_SEED
+            fields["calibration"] = {"seed": CALIBRATION_SEED, "sampling": CALIBRATION_SAMPLING}
+            if self.spec.ptq != "rtn":
+                fields["calibration"]["rounding"] = PTQ_SETTINGS[self.spec.ptq]
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         return fields

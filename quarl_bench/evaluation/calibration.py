@@ -12,25 +12,31 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import CALIBRATION_SEED
 
 CALIBRATION_ENVS = 10  # fixed, so a calibration set does not depend on how many envs an evaluation plays
+MAX_STEPS_PER_STATE = 20  # at most 20 x count observations are collected before sampling
 
 
 def visited_states(policy: BasePolicy, make_env: Callable, count: int) -> np.ndarray:
-    """The first ``count`` observations (as the policy receives them: normalised where the agent normalises) that the
-    deterministic fp32 ``policy`` meets on ``CALIBRATION_ENVS`` envs seeded ``CALIBRATION_SEED + i``, all envs each
-    step."""
-    env = make_env(min(CALIBRATION_ENVS, count), CALIBRATION_SEED)
+    """``count`` observations (as the policy receives them: normalised where the agent normalises) drawn uniformly
+    (seeded) from those the deterministic fp32 ``policy`` meets on ``CALIBRATION_ENVS`` envs seeded
+    ``CALIBRATION_SEED + i``, played until every env has ended an episode (or ``MAX_STEPS_PER_STATE x count``
+    observations): whole episodes, so landings and late-episode states are in the set, not only starts."""
+    n_envs = min(CALIBRATION_ENVS, count)
+    env = make_env(n_envs, CALIBRATION_SEED)
     try:
         observations = env.reset()
         if isinstance(observations, dict):
             raise QuarlError("calibration states: dict observations are not supported; expected a Box observation")
-        states = []
-        while sum(len(batch) for batch in states) < count:
+        states, ended = [], np.zeros(n_envs, dtype=bool)
+        while (not ended.all() or len(states) * n_envs < count) and len(states) * n_envs < MAX_STEPS_PER_STATE * count:
             states.append(np.asarray(observations).copy())
             actions, _ = policy.predict(observations, deterministic=True)
-            observations, _, _, _ = env.step(actions)
+            observations, _, dones, _ = env.step(actions)
+            ended |= np.asarray(dones, dtype=bool)
     finally:
         env.close()
-    return np.concatenate(states)[:count]
+    visited = np.concatenate(states)
+    chosen = np.random.default_rng(CALIBRATION_SEED).choice(len(visited), size=min(count, len(visited)), replace=False)
+    return visited[np.sort(chosen)]
 
 
 def states_hash(states: np.ndarray) -> str:

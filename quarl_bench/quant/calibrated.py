@@ -21,10 +21,9 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.activations import record_tensors
 from quarl_bench.quant.affine import as_groups, from_groups, quant_step
 from quarl_bench.quant.layers import acting_layers
-from quarl_bench.types import QuantSpec
+from quarl_bench.types import PTQ_SETTINGS, QuantSpec
 
-DAMPING = 0.01  # GPTQ's dampening: this share of the Hessian's mean diagonal added to it
-ADAROUND_STEPS, ADAROUND_LR, ADAROUND_REG = 1000, 1e-2, 0.01
+GPTQ, ADAROUND = PTQ_SETTINGS["gptq"], PTQ_SETTINGS["learned-round"]
 ZETA, GAMMA = 1.1, -0.1  # AdaRound's rectified sigmoid stretch
 MAX_ROWS = 32_768  # input rows per layer (a convolution has one per output position): a seeded sample beyond this
 
@@ -69,10 +68,11 @@ def gptq(weight: torch.Tensor, inputs: torch.Tensor, grid: tuple[torch.Tensor, .
     w = weight.double().clone()
     x = inputs.double()
     hessian = 2 * x.T @ x / len(x)
+    # inputs never active on the calibration states: kept (LLM GPTQ zeroes their weights), because the policy's own
+    # trajectories may reach states where they are; with a unit diagonal they round to nearest, untouched
     dead = torch.diag(hessian) == 0
     hessian[dead, dead] = 1
-    w[:, dead] = 0
-    hessian += DAMPING * torch.mean(torch.diag(hessian)) * torch.eye(len(hessian), dtype=hessian.dtype)
+    hessian += GPTQ["damping"] * torch.mean(torch.diag(hessian)) * torch.eye(len(hessian), dtype=hessian.dtype)
     inverse = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(hessian)), upper=True)
     quantized = torch.zeros_like(w)
     step, lo, hi = step.double(), lo.double(), hi.double()
@@ -96,17 +96,18 @@ def learned_round(
     # start at the RTN choice's soft value: h(v) = rest
     v = (-torch.log((ZETA - GAMMA) / (rest.clamp(0.01, 0.99) - GAMMA) - 1)).clone().requires_grad_(True)
     target = inputs @ weight.T
-    optimizer = torch.optim.Adam([v], lr=ADAROUND_LR)
+    optimizer = torch.optim.Adam([v], lr=ADAROUND["lr"])
+    steps = int(ADAROUND["steps"])
     generator = torch.Generator().manual_seed(seed)
-    for iteration in range(ADAROUND_STEPS):
-        rows = torch.randint(len(inputs), (min(len(inputs), 256),), generator=generator)
+    for iteration in range(steps):
+        rows = torch.randint(len(inputs), (min(len(inputs), int(ADAROUND["batch"])),), generator=generator)
         soft = torch.clamp(torch.sigmoid(v) * (ZETA - GAMMA) + GAMMA, 0, 1)
         w_soft = torch.clamp(floor + soft, lo, hi) * step
         error = torch.mean((inputs[rows] @ w_soft.T - target[rows]) ** 2)
-        beta = 20 + (2 - 20) * iteration / ADAROUND_STEPS
-        regulariser = torch.sum(1 - torch.abs(2 * soft - 1) ** beta) if iteration > ADAROUND_STEPS // 5 else 0.0
+        beta = 20 + (2 - 20) * iteration / steps
+        regulariser = torch.sum(1 - torch.abs(2 * soft - 1) ** beta) if iteration > steps // 5 else 0.0
         optimizer.zero_grad()
-        (error + ADAROUND_REG * regulariser).backward()
+        (error + ADAROUND["regulariser"] * regulariser).backward()
         optimizer.step()
     with torch.no_grad():
         hard = (torch.sigmoid(v) * (ZETA - GAMMA) + GAMMA >= 0.5).to(weight.dtype)

@@ -56,9 +56,17 @@ def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float) -> pd.DataFrame:
-    """Per agent (rows) and method (columns): the minimum safe weight width, ``> W`` when even the widest measured
-    width ``W`` misses the tolerance; with each method's evidence (width: CI low) in a companion column."""
+RULES = {
+    "ci": "the reward CI lower bound (fp32 mean + the paired difference's lower bound)",
+    "mean": "the mean reward (QuaRL's sweet-spot criterion, no interval)",
+}
+
+
+def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str = "ci") -> pd.DataFrame:
+    """Per agent (rows) and method (columns): the minimum safe weight width by ``rule`` (see ``RULES``): the smallest
+    width whose value, and every wider one's, stays within the tolerance of fp32; ``> W`` when even the widest
+    measured width ``W`` misses. A format measured at one width only (fp8, NVFP4) shows ``ok`` or ``misses``.
+    ``{method} rows``: the keys of the rows behind each cell."""
     rows = _acting_rows(statistics)
     if rows.empty:
         return pd.DataFrame()
@@ -66,10 +74,14 @@ def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float) -> pd.DataF
     records: dict[tuple, dict[str, Any]] = {}
     for (algo, env, agent, method), group in rows.groupby([*AGENT, "method"]):
         fp32_mean = float(group["fp32 mean"].iloc[0])
-        lower = {int(r["bits"]): float(r["reward CI low"]) for _, r in group.iterrows()}
+        value = group["reward CI low"] if rule == "ci" else group["fp32 mean"] + group["mean - fp32"]
+        lower = {int(b): float(v) for b, v in zip(group["bits"], value, strict=True)}
         safe = minimum_safe_bits(lower, fp32_mean, tolerance_pct)
         record = records.setdefault((algo, env, agent), {"algo": algo, "env": env, "agent": agent, "fp32": fp32_mean})
-        record[method] = safe if safe is not None else f"> {max(lower)}"
+        if len(lower) == 1 and not method.startswith(("RTN", "GPTQ", "learned")):
+            record[method] = "ok" if safe is not None else "misses"
+        else:
+            record[method] = safe if safe is not None else f"> {max(lower)}"
         record[f"{method} rows"] = " ".join(quantized_keys(group["rows"]))
     return pd.DataFrame.from_records(list(records.values()))
 
@@ -91,13 +103,18 @@ def width_number(value: Any) -> float:
 
 
 def method_medians(table: pd.DataFrame) -> pd.DataFrame:
-    """Per method: agents measured and the median minimum safe width (``> W`` as W + 1)."""
+    """Per method measured over a ladder of widths: agents measured and the median minimum safe width (``> W`` as
+    W + 1); per single-width format: the agents where it holds."""
     methods = [c for c in table.columns if c not in ("algo", "env", "agent", "fp32") and not c.endswith(" rows")]
     records = []
     for method in methods:
-        values = [width_number(v) for v in table[method] if not (isinstance(v, float) and math.isnan(v))]
-        records.append({"method": method, "agents": len(values), "median safe width": np.median(values)})
-    return pd.DataFrame.from_records(records).sort_values("median safe width")
+        measured = [v for v in table[method] if not (isinstance(v, float) and math.isnan(v))]
+        if measured and all(v in ("ok", "misses") for v in measured):
+            records.append({"method": method, "agents": len(measured), "holds on": sum(v == "ok" for v in measured)})
+        else:
+            values = [width_number(v) for v in measured]
+            records.append({"method": method, "agents": len(values), "median safe width": np.median(values)})
+    return pd.DataFrame.from_records(records).sort_values("median safe width", na_position="last")
 
 
 def paired_gain(table: pd.DataFrame, calibrated: str, baseline: str = "RTN") -> dict[str, Any]:
@@ -113,9 +130,10 @@ def paired_gain(table: pd.DataFrame, calibrated: str, baseline: str = "RTN") -> 
         "method": calibrated,
         "agents": len(both),
         f"median {baseline}": float(np.median(base)),
-        f"median {calibrated}": float(np.median(cal)),
+        "median method": float(np.median(cal)),
         "median gain (bits)": float(np.median(base - cal)),
         "agents gaining >= 2 bits": int(((base - cal) >= 2).sum()),
+        "agents losing": int(((base - cal) < 0).sum()),
     }
 
 
@@ -195,16 +213,19 @@ def write_methods_report(statistics: pd.DataFrame, frame: pd.DataFrame, out_dir:
     from quarl_bench.report.tables import write_table
 
     written: list[Path] = []
-    safe = safe_width_table(statistics, tolerance_pct)
-    if not safe.empty and len(safe.columns) > 4:
+    sections = []
+    for rule, stem in (("ci", "methods_safe_width"), ("mean", "methods_safe_width_mean")):
+        safe = safe_width_table(statistics, tolerance_pct, rule)
+        if safe.empty or len(safe.columns) <= 4:
+            continue
+        written += write_table(safe, out_dir, stem)
         shown = safe[[c for c in safe.columns if not c.endswith(" rows")]]
-        written += write_table(safe, out_dir, "methods_safe_width")
         gains = [paired_gain(safe, m) for m in ("GPTQ", "learned rounding", "RTN per-channel", "RTN group 32")]
         summary = pd.DataFrame.from_records([g for g in gains if g])
-        md = out_dir / "methods_safe_width.md"
-        md.write_text(
-            f"Minimum safe weight width per method: the smallest width whose reward CI lower bound, and every wider "
-            f"one's, stays within {tolerance_pct:g}% of fp32 ('> W': even W misses). Rows: methods_safe_width.csv.\n\n"
+        sections.append(
+            f"## By {RULES[rule]}\n\nThe smallest weight width whose value, and every wider one's, stays within "
+            f"{tolerance_pct:g}% of fp32 ('> W': even W misses; one-width formats: ok or misses). Rows behind each "
+            f"cell: {stem}.csv.\n\n"
             + shown.round(2).to_markdown(index=False)
             + "\n\nMedians over agents ('> W' counted as W + 1):\n\n"
             + method_medians(safe).round(2).to_markdown(index=False)
@@ -213,7 +234,10 @@ def write_methods_report(statistics: pd.DataFrame, frame: pd.DataFrame, out_dir:
                 if len(summary)
                 else ""
             )
-            + "\n"
+        )
+    if sections:
+        (out_dir / "methods_safe_width.md").write_text(
+            "# Minimum safe weight width per method\n\n" + "\n\n".join(sections) + "\n"
         )
     heat = heatmap_table(statistics)
     if not heat.empty and (heat["bits"] != 32).any():
