@@ -284,7 +284,7 @@ def _heatmap_figure(heat: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax in list(axes.flat)[len(agents) :]:
         ax.axis("off")
     fig.suptitle("E% by weight width x activation width (A: every layer's input; obs: observations only)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (2.6 * rows)))
     return save_figure(fig, out_dir / "wa_heatmap", 110)
 
 
@@ -327,7 +327,7 @@ def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
     handles = [legend[label] for label in labels]
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
     fig.suptitle("Compression frontier: bytes against reward (95% CI), black: Pareto front")
-    fig.tight_layout(rect=(0, 0.1 if rows == 1 else 0.04, 1, 1))
+    fig.tight_layout(rect=(0, 0.1 if rows == 1 else 0.04, 1, 1 - 0.35 / (3.2 * rows)))
     return save_figure(fig, out_dir / "compression_frontier", 110)
 
 
