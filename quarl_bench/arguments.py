@@ -49,11 +49,16 @@ def group_size(value: str) -> int:
     return int(value)
 
 
-def prune_share(value: str) -> float:
+def _number(value: str) -> float:
+    """``value`` as a float; NaN (which every range check refuses) when it is not a number."""
     try:
-        share = float(value)
+        return float(value)
     except ValueError:
-        share = float("nan")
+        return float("nan")
+
+
+def prune_share(value: str) -> float:
+    share = _number(value)
     if not 0 < share < 1:
         raise argparse.ArgumentTypeError(f"bad prune share {value!r}: expected a share of the weights in (0, 1)")
     return share
@@ -66,10 +71,7 @@ def positive_int(value: str) -> int:
 
 
 def non_negative_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
+    number = _number(value)
     if not number >= 0 or number == float("inf"):
         raise argparse.ArgumentTypeError(f"bad value {value!r}: expected a number >= 0")
     return number
