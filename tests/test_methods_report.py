@@ -100,3 +100,10 @@ def test_heatmap_cells_and_pareto_front() -> None:
     front = frontier_table(stats, frame).set_index("row")
     assert front["pareto"].to_dict() == {"qadefaultint4": True, "qaprune0.5int8": True, "qadefaultint8": True}
     assert front.loc["qaprune0.5int8", "nonzero weights"] == 400
+
+
+def test_a_ladder_method_measured_at_one_width_stays_a_width() -> None:
+    rows = [stats_row("a", "default", "mxfp4", 99), stats_row("a", "default", "int4", 99)]
+    rows.append({**stats_row("a", "default", "int8", 99), "precision": "nvfp4", "bits": 4})
+    table = safe_width_table(pd.DataFrame(rows), tolerance_pct=5).set_index("agent")
+    assert table.loc["a", "MX (mxfp8/6/4)"] == 4 and table.loc["a", "nvfp4"] == "ok" and table.loc["a", "RTN"] == 4

@@ -78,7 +78,7 @@ def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str =
         lower = {int(b): float(v) for b, v in zip(group["bits"], value, strict=True)}
         safe = minimum_safe_bits(lower, fp32_mean, tolerance_pct)
         record = records.setdefault((algo, env, agent), {"algo": algo, "env": env, "agent": agent, "fp32": fp32_mean})
-        if len(lower) == 1 and not method.startswith(("RTN", "GPTQ", "learned")):
+        if set(group["precision"]) == {method}:  # a format measured at its one width (fp8, NVFP4)
             record[method] = "ok" if safe is not None else "misses"
         else:
             record[method] = safe if safe is not None else f"> {max(lower)}"
@@ -99,7 +99,10 @@ def width_number(value: Any) -> float:
     """A safe width as a number for medians: ``> W`` counts as W + 1 (the next width up, an optimistic bound)."""
     if isinstance(value, str) and value.startswith(">"):
         return float(value[1:]) + 1
-    return float(value) if value == value and value is not None else math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan  # not measured, or a one-width format's ok / misses
 
 
 def method_medians(table: pd.DataFrame) -> pd.DataFrame:
@@ -112,7 +115,7 @@ def method_medians(table: pd.DataFrame) -> pd.DataFrame:
         if measured and all(v in ("ok", "misses") for v in measured):
             records.append({"method": method, "agents": len(measured), "holds on": sum(v == "ok" for v in measured)})
         else:
-            values = [width_number(v) for v in measured]
+            values = [w for w in map(width_number, measured) if not math.isnan(w)]
             records.append({"method": method, "agents": len(values), "median safe width": np.median(values)})
     return pd.DataFrame.from_records(records).sort_values("median safe width", na_position="last")
 
