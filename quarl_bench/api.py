@@ -185,14 +185,12 @@ def run_ptq(
 ) -> list[dict[str, Any]]:
     """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
     from quarl_bench.provenance import driver_provenance
+    from quarl_bench.quant.quantize import ONNX_REFUSAL
     from quarl_bench.runner import Work, run_work
 
     store.check()
-    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
-        raise QuarlError(
-            "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
-            "(expected an SB3 zip, a zoo agent or --policy-module)"
-        )
+    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):  # before any row is stored
+        raise QuarlError(ONNX_REFUSAL)
     calibrated_rounding = sorted({spec.ptq for spec in specs if spec.ptq != "rtn"})
     if calibrated_rounding and not acting_layer_names(ref):  # before any row is stored
         raise QuarlError(

@@ -21,6 +21,7 @@ from quarl_bench.types import (
     GRANULARITIES,
     LAYER_MODES,
     METHODS,
+    RECIPE_FIELDS,
     ActionMode,
     AgentRef,
     Job,
@@ -28,17 +29,10 @@ from quarl_bench.types import (
 )
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
-# PTQ recipe keys a block may sweep too (QuantSpec validates each value), with their defaults
+# PTQ recipe keys a block may sweep too, with QuantSpec's defaults (it validates each value and fills in the
+# calibration defaults where a recipe needs them)
 RECIPE_DEFAULTS: dict[str, Any] = {
-    "act_bits": "",
-    "obs_bits": "",
-    "out_bits": "",
-    "group_size": 0,
-    "ptq": "rtn",
-    "prune": 0.0,
-    "prune_structure": "unstructured",
-    "calibration_states": 1000,
-    "calibration_method": "minmax",
+    name: getattr(QuantSpec(), name) for name in (*RECIPE_FIELDS, "calibration_states", "calibration_method")
 }
 
 

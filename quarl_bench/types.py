@@ -28,7 +28,7 @@ CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (
 # Number formats beyond integers (quant/formats.py): precisions of their own, for weights and activations alike.
 FORMATS = ("fp8-e4m3", "fp8-e5m2", "mxfp4", "mxfp6", "mxfp8", "nvfp4")
 FORMAT_BITS = {"fp8-e4m3": 8, "fp8-e5m2": 8, "mxfp4": 4, "mxfp6": 6, "mxfp8": 8, "nvfp4": 4}
-# PTQ beyond round-to-nearest weights (quant/recipe.py): how activation ranges are calibrated, how weights round.
+# PTQ beyond round-to-nearest weights (quant/activations.py, quant/calibrated.py, quant/prune.py).
 ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse")
 PTQ_ROUNDING = ("rtn", "gptq", "learned-round")
 GROUP_SIZES = (16, 32, 64, 128, 256)

@@ -52,7 +52,7 @@ def test_calibrated_rounding_stays_on_the_rtn_grid_and_lowers_the_layer_error() 
     spec = QuantSpec("int3")
     grid = grid_of(weight, spec, per_channel=False)
     rtn = fake_quant(weight, 3)
-    rounded = {"gptq": gptq(weight, inputs, grid), "learned": learned_round(weight, None, inputs, grid, seed=0)}
+    rounded = {"gptq": gptq(weight, inputs, grid), "learned": learned_round(weight, inputs, grid, seed=0)}
     for name, quantized in rounded.items():
         codes = quantized / grid[0]
         assert torch.allclose(codes, torch.round(codes), atol=1e-4)  # on the grid

@@ -86,7 +86,7 @@ def gptq(weight: torch.Tensor, inputs: torch.Tensor, grid: tuple[torch.Tensor, .
 
 
 def learned_round(
-    weight: torch.Tensor, bias: torch.Tensor | None, inputs: torch.Tensor, grid: tuple[torch.Tensor, ...], seed: int
+    weight: torch.Tensor, inputs: torch.Tensor, grid: tuple[torch.Tensor, ...], seed: int
 ) -> torch.Tensor:
     """AdaRound on one 2-D weight: each weight rounds down or up on its grid, chosen by minimising the layer's
     output error on ``inputs`` plus a regulariser that drives the soft choice to 0 or 1 (annealed)."""
@@ -134,7 +134,7 @@ def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray, p
         if spec.ptq == "gptq":
             quantized = gptq(weight, columns, grid)
         else:
-            quantized = learned_round(weight, layer.bias, columns, grid, seed=index)
+            quantized = learned_round(weight, columns, grid, seed=index)
         with torch.no_grad():
             layer.weight.copy_(quantized.reshape(layer.weight.shape))
         names.append(name)

@@ -47,7 +47,6 @@ class Minifloat:
 
 E2M1 = Minifloat(2, 1, 6.0)
 E2M3 = Minifloat(2, 3, 7.5)
-E3M2 = Minifloat(3, 2, 28.0)
 E4M3 = Minifloat(4, 3, 448.0)  # the "fn" variant: no inf, 448 is the largest finite value
 E5M2 = Minifloat(5, 2, 57344.0)
 

@@ -14,6 +14,11 @@ from quarl_bench.quant.prune import prune_acting
 from quarl_bench.types import FORMATS, LayerStats, QuantSpec
 
 _FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# calibrated rounding and activation hooks need torch layers that really run
+ONNX_REFUSAL = (
+    "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
+    "(expected an SB3 zip, a zoo agent or --policy-module)"
+)
 KL_BINS = 256
 PROFILE_BINS = 100
 
@@ -49,10 +54,7 @@ def quantize(
     if spec.calibrated and (states is None or not len(states)):
         raise QuarlError(f"{spec.recipe_label()} needs calibration states: none were given")
     if (spec.calibrated or spec.activations) and hasattr(policy, "graph_bytes"):
-        raise QuarlError(
-            "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
-            "(expected an SB3 zip, a zoo agent or --policy-module)"
-        )
+        raise QuarlError(ONNX_REFUSAL)
     tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)
     if spec.ptq != "rtn" and not any(t.kind == "weight" for t in tensors):
         raise QuarlError(f"--ptq {spec.ptq}: this policy has no quantizable layer (expected Linear or Conv layers)")

@@ -26,7 +26,6 @@ AGENT = ["algo", "env", "agent"]
 ACTIVATION_TOKEN = re.compile(r"^(a|obs|out)(\d|fp|bf|mx|nv)")  # a8, obs6, out8, afp8-e4m3, ...
 INTEGER_INPUT = re.compile(r"^(a|obs|out)(\d+)$")
 CALIBRATION_TOKEN = re.compile(r"^cal(-\w+)?\d+$")
-WIDEST = 8  # the methods grid's widest integer width: "> 8" means even that missed the tolerance
 
 
 def method_of(spec: str, precision: str) -> str | None:
