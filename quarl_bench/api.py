@@ -453,3 +453,36 @@ def time_table4(
     timings = store.timings()
     paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
     return table4_comparison(timings[timings["key"].isin(keys)], paper)
+
+
+def run_rollouts(
+    configs: Sequence[Any],
+    store: Any,
+    executor: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    force: bool = False,
+    cache: Path | None = None,
+    on_done: Callable[[Any, list[dict[str, Any]] | None, BaseException | None], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Train and store every quantized-rollout run (``methods.rollout.RolloutConfig``) the store lacks (all with
+    ``force``), on local processes or a Ray cluster; the stored rows of all of them, in order."""
+    from quarl_bench.executors import InlineExecutor, PoolExecutor, RayExecutor, run_all
+    from quarl_bench.methods.rollout import RolloutWork, job_for, rollout_remotely, run_rollout_in_worker
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    store.check()
+    driver = driver_provenance()
+    pending = [c for c in configs if force or not store.has(job_for(c).key)]
+    works = [RolloutWork(c, cache or DEFAULT_CACHE, driver, force) for c in pending]
+    if works:
+        if executor == "ray":
+            runner = RayExecutor(store, address, force=True, entry=rollout_remotely)
+        elif min(workers, len(works)) == 1:
+            runner = InlineExecutor(store.path, force, entry=run_rollout_in_worker)
+        else:
+            runner = PoolExecutor(store.path, min(workers, len(works)), force, entry=run_rollout_in_worker)
+        run_all(runner, works, on_done)
+    rows = [store.get(job_for(c).key) for c in configs]
+    return [row for row in rows if row is not None]

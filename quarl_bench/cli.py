@@ -21,12 +21,20 @@ from quarl_bench.arguments import (
     non_negative_float,
     positive_int,
     precision_arg,
+    ratio_cap,
     tolerance,
     widths,
 )
 from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ACTORQ_ALGOS, ALGOS, BACKEND_PRECISIONS, PRECISION_HELP
+from quarl_bench.types import (
+    ACTORQ_ALGOS,
+    ALGOS,
+    BACKEND_PRECISIONS,
+    PRECISION_HELP,
+    ROLLOUT_BACKENDS,
+    ROLLOUT_CORRECTIONS,
+)
 
 BACKENDS = tuple(BACKEND_PRECISIONS)
 
@@ -245,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     add_store(actorq)
 
+    add_rollout(commands)
+
     deploy = commands.add_parser("deploy", help="build real fp16/int8 artifacts of an agent, play, time and weigh them")
     add_agent(deploy, hub=False)
     deploy.add_argument(
@@ -314,6 +324,55 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("--csv", type=Path, default=None, help="write the rows to this CSV file")
     results.add_argument("--parquet", type=Path, default=None, help="write the rows to this Parquet file")
     return parser
+
+
+def add_rollout(commands) -> None:
+    rollout = commands.add_parser(
+        "rollout",
+        help="train PPO/A2C on rollouts played by a quantized policy copy; mismatch and final reward",
+        description="Every precision x correction x seed of the flags, each after its fp32-rollout reference run "
+        "(or the runs of --grid, filtered by the flags). rl-zoo3's hyperparameters; the behaviour policy is "
+        "re-quantized after every update; the trained fp32 policy is evaluated at the end.",
+    )
+    rollout.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/rollout.yaml")
+    rollout.add_argument("--algo", default=None, type=str.lower, choices=ALGOS, help="ppo (default) or a2c")
+    rollout.add_argument("--env", default=None, help="env id or alias")
+    rollout.add_argument(
+        "--rollout-precision",
+        nargs="+",
+        type=precision_arg,
+        default=None,
+        metavar="P",
+        help=f"behaviour policy precision(s): {PRECISION_HELP} (default int8)",
+    )
+    rollout.add_argument(
+        "--correction",
+        nargs="+",
+        choices=ROLLOUT_CORRECTIONS,
+        default=None,
+        help="none (naive: PPO's ratio against the quantized policy), tis (x min(pi/pi_q, C)), "
+        "mis (drop samples outside [1/C, C]); default none",
+    )
+    rollout.add_argument("--cap", type=ratio_cap, default=None, help="the ratio cap C (default 2.0)")
+    rollout.add_argument("--seeds", "--seed", type=int, nargs="+", default=None, help="training seeds (default 0)")
+    rollout.add_argument(
+        "-n", "--n-timesteps", type=positive_int, default=None, help="training steps (default rl-zoo3's)"
+    )
+    rollout.add_argument(
+        "--rollout-backend",
+        choices=ROLLOUT_BACKENDS,
+        default=None,
+        help="torch: weights on the PTQ grid (default); onnxruntime: int8 kernels (int8 only)",
+    )
+    rollout.add_argument(
+        "--episodes", type=positive_int, default=None, help="evaluation episodes of each trained policy (default 100)"
+    )
+    rollout.add_argument("--workers", type=positive_int, default=None, help="parallel runs (default: the cores)")
+    rollout.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or Ray")
+    rollout.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+    rollout.add_argument("--cache", type=Path, default=None, help="trained agents (default results/agents)")
+    add_store(rollout)
+    rollout.add_argument("--force", action="store_true", help="train again runs the store already has")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

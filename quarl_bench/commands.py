@@ -315,6 +315,58 @@ def actorq(args: argparse.Namespace) -> int:
     return 0
 
 
+def rollout(args: argparse.Namespace) -> int:
+    from quarl_bench.api import run_rollouts
+    from quarl_bench.executors import default_workers
+    from quarl_bench.methods.rollout import requested_rollouts
+    from quarl_bench.report.console import rollout_line, rollout_summary
+
+    overrides = {
+        name: value
+        for name, value in (
+            ("cap", args.cap),
+            ("n_timesteps", args.n_timesteps),
+            ("backend", args.rollout_backend),
+            ("episodes", args.episodes),
+        )
+        if value is not None
+    }
+    configs = requested_rollouts(
+        args.grid, overrides, args.algo, args.env, args.rollout_precision, args.correction, args.seeds
+    )
+    if args.executor == "ray":
+        require("distributed", "--executor ray", ("ray",))
+    failures: list[str] = []
+
+    def on_done(work, rows, error) -> None:
+        if error is not None:
+            failures.append(f"{work.config.algo}/{work.config.env_id} {work.config.precision} {work.config.label()} "
+                            f"seed {work.config.seed}: {error}")
+            console.print(f"[red]failed[/] {failures[-1]}")
+        for row in rows or []:
+            console.print(rollout_line(row))
+
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        console.print(
+            f"Quantized rollouts: {len(configs)} runs (fp32 references included); "
+            f"executor {args.executor}, {args.workers or default_workers()} worker(s)"
+        )
+        rows = run_rollouts(
+            configs,
+            store,
+            args.executor,
+            args.workers or default_workers(),
+            args.address,
+            args.force,
+            args.cache,
+            on_done,
+        )
+        if rows:
+            console.print(rollout_summary(rows))
+        console.print(f"Stored in {store.path}")
+    return 1 if failures else 0
+
+
 def existing_store(path: Path | None) -> Path:
     """The store a reading command opens; it must exist (reading never creates one)."""
     path = path or DEFAULT_STORE

@@ -76,12 +76,19 @@ def run_in_worker(work: Work, store_path: str, force: bool) -> list[dict[str, An
         return run_work(work, store, force=force)
 
 
-class InlineExecutor:
-    """Runs each work in this process, one after another (``--workers 1``)."""
+LocalEntry = Callable[[Any, str, bool], list[dict[str, Any]]]  # (work, store path, force) -> stored rows
+RemoteEntry = Callable[[Any], list[EvalResult]]  # work -> results for the driver to store
 
-    def __init__(self, store_path: Path, force: bool = False) -> None:
-        self.store_path, self.force = store_path, force
-        self.queue: list[Work] = []
+
+class InlineExecutor:
+    """Runs each work in this process, one after another (``--workers 1``).
+
+    :param entry: what runs one work and stores its rows (default: a sweep's evaluations).
+    """
+
+    def __init__(self, store_path: Path, force: bool = False, entry: LocalEntry = run_in_worker) -> None:
+        self.store_path, self.force, self.entry = store_path, force, entry
+        self.queue: list[Any] = []
 
     def submit(self, work: Work) -> None:
         self.queue.append(work)
@@ -92,7 +99,7 @@ class InlineExecutor:
     def finished(self, timeout: float) -> Iterator[Finished]:
         work = self.queue.pop(0)
         try:
-            rows = run_in_worker(work, str(self.store_path), self.force)
+            rows = self.entry(work, str(self.store_path), self.force)
         except Exception as error:  # reported per work, the sweep goes on
             yield work, None, error
         else:
@@ -105,13 +112,13 @@ class InlineExecutor:
 class PoolExecutor:
     """A local process pool (spawned: no fork of a process that already holds torch threads)."""
 
-    def __init__(self, store_path: Path, workers: int, force: bool = False) -> None:
-        self.store_path, self.force = store_path, force
+    def __init__(self, store_path: Path, workers: int, force: bool = False, entry: LocalEntry = run_in_worker) -> None:
+        self.store_path, self.force, self.entry = store_path, force, entry
         self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
         self.running: dict[Future, Work] = {}
 
     def submit(self, work: Work) -> None:
-        self.running[self.pool.submit(run_in_worker, work, str(self.store_path), self.force)] = work
+        self.running[self.pool.submit(self.entry, work, str(self.store_path), self.force)] = work
 
     def busy(self) -> bool:
         return bool(self.running)
@@ -136,19 +143,21 @@ def evaluate_remotely(work: Work) -> list[EvalResult]:
 class RayExecutor:
     """A Ray cluster (a local one when ``address`` is None); the driver stores every result."""
 
-    def __init__(self, store: ResultStore, address: str | None, force: bool = False) -> None:
+    def __init__(
+        self, store: ResultStore, address: str | None, force: bool = False, entry: RemoteEntry = evaluate_remotely
+    ) -> None:
         import ray
 
         from quarl_bench.ray_cluster import connect
 
-        self.store, self.force, self.ray = store, force, ray
+        self.store, self.force, self.ray, self.entry = store, force, ray, entry
         connect(address)
-        self.remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_remotely)
+        self.remote = ray.remote(num_cpus=1, max_retries=1)(entry)
         self.pending: dict[Any, Work] = {}
 
     def submit(self, work: Work) -> None:
         """``work.skip`` already holds every stored job (``runner.plan`` deals only pending ones to works)."""
-        if work.training is not None:
+        if self.entry is evaluate_remotely and work.training is not None:
             raise QuarlError(f"{work.method} grids run on the local executor: drop --executor ray")
         self.pending[self.remote.remote(work)] = work
 

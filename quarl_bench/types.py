@@ -12,7 +12,11 @@ from quarl_bench.errors import QuarlError
 FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
-METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random")
+ON_POLICY_ALGOS = ("ppo", "a2c")  # what quantized rollouts train
+ROLLOUT_CORRECTIONS = ("none", "tis", "mis")  # naive, truncated / masked importance sampling (training/quantized_rollouts.py)
+ROLLOUT_BACKENDS = ("torch", "onnxruntime")  # how the behaviour policy acts (training/behaviour.py)
+ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
+METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random", "rollout")
 # mixed: a per-layer bit allocation found by ``quarl-bench mixed``; random: the uniform-random policy, the 0 of
 # normalised scores (its row stands for the env, not a quantization)
 # Deployment backends (deploy/backends.py) and the precision each runs at.
@@ -401,7 +405,10 @@ class Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
         backend = "torch-fp32" if self.spec.method == "deploy" else ""
         method = "ptq" if self.spec.method == "mixed" else self.spec.method
-        return replace(self, spec=QuantSpec("fp32", method=method, backend=backend))
+        setting = self.setting
+        if method == "rollout":  # the fp32-rollout run of the same study and seed: "{study}/{correction}"
+            setting = f"{setting.split('/')[0]}/{ROLLOUT_REFERENCE}"
+        return replace(self, spec=QuantSpec("fp32", method=method, backend=backend), setting=setting)
 
     @property
     def deterministic(self) -> bool:

@@ -41,8 +41,9 @@ def quantize_symmetric(weight: np.ndarray) -> tuple[np.ndarray, np.float32]:
     return grid.codes.numpy().astype(np.int8), np.float32(grid.step)
 
 
-def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool) -> bytes:
-    """Serialized ONNX model of the acting MLP (``acting_network``'s state-dict layout) with int8 weights."""
+def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool, activation: str = "Relu") -> bytes:
+    """Serialized ONNX model of the acting MLP (``acting_network``'s state-dict layout) with int8 weights;
+    ``activation``: the ONNX op between layers (``Relu``, or ``Tanh`` for SB3's PPO/A2C default)."""
     layer_ids = sorted({int(key.split(".")[0]) for key in state})
     nodes, initializers = [], []
     current = "obs"
@@ -69,7 +70,7 @@ def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool) -> bytes:
         ]
         current = f"{name}_out"
         if position < len(layer_ids) - 1:
-            nodes.append(helper.make_node("Relu", [current], [f"{name}_relu"]))
+            nodes.append(helper.make_node(activation, [current], [f"{name}_relu"]))
             current = f"{name}_relu"
     if squash:
         nodes.append(helper.make_node("Tanh", [current], ["squashed"]))

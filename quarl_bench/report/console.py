@@ -336,3 +336,45 @@ def fidelity_table(frame) -> Table:
             f"{row['obs_noise']:g}",
         )
     return table
+
+
+def rollout_line(row: dict[str, Any]) -> str:
+    """One finished quantized-rollout run: its setting, the trained policy's reward, its mismatch at the end."""
+    training = row["provenance"].get("training") or {}
+    curve = training.get("curve") or [{}]
+    last = curve[-1]
+    label = row["setting"].split("/", 1)[-1]
+    mismatch = (
+        f", last update: KL {last['kl']:.2e}, ratio max {last['ratio_max']:.3f}, agreement {last['agreement']:.3f}"
+        if "kl" in last
+        else ""
+    )
+    seconds = sum((training.get("seconds") or {}).values())
+    return (
+        f"  {row['algo']}/{row['env_id']} {row['precision']} {label} seed {row['seed']}: "
+        f"{row['mean_reward']:.1f} ± {row['std_reward']:.1f} over {row['episodes']} episodes "
+        f"({training.get('training_steps', '?')} steps, {seconds:.0f} s{mismatch})"
+    )
+
+
+def rollout_summary(rows: list[dict[str, Any]]) -> Table:
+    """The rollout table (``report/rollout.py``) of these rows."""
+    import pandas as pd
+
+    from quarl_bench.report.rollout import rollout_runs, rollout_table
+
+    table = rollout_table(rollout_runs(pd.DataFrame(rows)))
+    shown = ["env", "rollout precision", "correction", "seeds", "final reward IQM", "vs fp32 rollouts", "paired CI"]
+    shown += ["steps to threshold (median)", "kl", "share_masked", "agreement"]
+    result = Table(title="Quantized rollouts: the trained fp32 policy's reward over seeds, vs fp32 rollouts (paired)")
+    for column in shown:
+        result.add_column(column)
+    for _, row in table.iterrows():
+        result.add_row(*[_cell(row[c]) for c in shown])
+    return result
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return format_number(value, "{:.3g}" if value and abs(value) < 0.01 else "{:.2f}")
+    return "" if value is None else str(value)

@@ -77,13 +77,18 @@ def train_with_callbacks(
     extra_args: dict[str, Any] | None = None,
     hyperparams: dict[str, Any] | None = None,
     device: str = "cpu",
+    algo_class: type[BaseAlgorithm] | None = None,
 ) -> Path:
     """Train in-process with rl-zoo3's ExperimentManager (its hyperparameters, envs and saving), after
     ``prepare(model, n_timesteps)`` has changed the fresh model and returned callbacks to add. Returns the run folder.
     ``hyperparams`` override rl-zoo3's (same format as its YAML, e.g. ``{"policy_kwargs": "dict(net_arch=[64])"}``).
+    ``algo_class``: a subclass of the algo's SB3 class that rl-zoo3 builds instead (same constructor).
 
     :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair.
     """
+    from unittest import mock
+
+    from rl_zoo3 import exp_manager
     from rl_zoo3.exp_manager import ExperimentManager
 
     from quarl_bench.config import hyperparams_file
@@ -108,7 +113,8 @@ def train_with_callbacks(
     )
     with contextlib.redirect_stdout(io.StringIO()):
         try:
-            setup = manager.setup_experiment()
+            with mock.patch.dict(exp_manager.ALGOS, {algo: algo_class} if algo_class else {}):
+                setup = manager.setup_experiment()
         except (KeyError, ValueError) as error:
             raise QuarlError(f"rl-zoo3 has no {algo} hyperparameters for {env_id}: {error}") from error
         assert setup is not None

@@ -1,0 +1,174 @@
+"""Quantized-rollout outputs: final reward per rollout precision and correction against fp32 rollouts (paired by
+training seed), time to threshold, mismatch and entropy; learning and mismatch curves with seed CIs per study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from quarl_bench.report.estimators import bootstrap_ci, iqm, stratified_bootstrap_ci  # noqa: E402
+from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
+from quarl_bench.report.tables import write_table  # noqa: E402
+from quarl_bench.types import ROLLOUT_REFERENCE  # noqa: E402
+
+MISMATCH = ("kl", "kl_k3", "ratio_max", "share_capped", "share_masked", "agreement", "entropy_fp32", "entropy_behaviour")
+
+
+def rollout_runs(results: pd.DataFrame) -> pd.DataFrame:
+    """One record per ``rollout`` row: its study, precision, correction label, seed, final reward and curve."""
+    if results.empty or "method" not in results:
+        return pd.DataFrame()
+    rows = results[results["method"] == "rollout"]
+    records = []
+    for _, row in rows.iterrows():
+        training = row["provenance"].get("training") or {}
+        study, label = row["setting"].split("/", 1)
+        records.append(
+            {
+                "study": study,
+                "env": row["env_id"],
+                "algo": row["algo"],
+                "precision": row["precision"],
+                "correction": label,
+                "seed": int(row["seed"]),
+                "final_reward": float(row["mean_reward"]),
+                "curve": training.get("curve", []),
+                "threshold": training.get("threshold"),
+                "training_steps": training.get("training_steps"),
+                "seconds": training.get("seconds", {}),
+                "row": row["key"],
+            }
+        )
+    return pd.DataFrame.from_records(records)
+
+
+def steps_to_threshold(curve: list[dict[str, Any]], threshold: float | None) -> float | None:
+    """Env steps until the training reward (mean of the last 100 episodes) first reaches ``threshold``; None if
+    never (or no threshold)."""
+    if threshold is None:
+        return None
+    for point in curve:
+        if point.get("reward") is not None and point["reward"] >= threshold:
+            return float(point["timesteps"])
+    return None
+
+
+def _mean_over_updates(curves: pd.Series, name: str) -> float:
+    values = [point[name] for curve in curves for point in curve if point.get(name) is not None]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def rollout_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per study, rollout precision and correction, over training seeds: IQM of the final fp32-policy reward with its
+    bootstrap CI; the mean paired difference with fp32 rollouts of the same seed and its CI (``CI excludes 0``: the
+    seeds support an effect); steps to the reward threshold; mismatch and entropies averaged over all updates."""
+    records = []
+    for (study, env, algo), group in runs.groupby(["study", "env", "algo"], sort=False) if len(runs) else []:
+        reference = group[(group["precision"] == "fp32") & (group["correction"] == ROLLOUT_REFERENCE)]
+        base = dict(zip(reference["seed"], reference["final_reward"], strict=True))
+        for (precision, correction), runs_at in group.groupby(["precision", "correction"], sort=False):
+            finals = runs_at["final_reward"].to_numpy()
+            point, low, high = stratified_bootstrap_ci([finals], iqm)
+            paired = [r - base[s] for s, r in zip(runs_at["seed"], finals, strict=True) if s in base]
+            difference = float(np.mean(paired)) if paired else float("nan")
+            diff_low, diff_high = bootstrap_ci(paired) if len(paired) > 1 else (float("nan"), float("nan"))
+            is_reference = precision == "fp32" and correction == ROLLOUT_REFERENCE
+            steps = [steps_to_threshold(c, t) for c, t in zip(runs_at["curve"], runs_at["threshold"], strict=True)]
+            reached = [s for s in steps if s is not None]
+            records.append(
+                {
+                    "env": env,
+                    "algo": algo,
+                    "rollout precision": precision,
+                    "correction": correction,
+                    "seeds": len(runs_at),
+                    "final reward IQM": point,
+                    "IQM CI": f"[{low:.1f}, {high:.1f}]",
+                    "vs fp32 rollouts": None if is_reference else difference,
+                    "paired CI": None if is_reference or np.isnan(diff_low) else f"[{diff_low:.1f}, {diff_high:.1f}]",
+                    "CI excludes 0": None
+                    if is_reference or np.isnan(diff_low)
+                    else bool(diff_low > 0 or diff_high < 0),
+                    "threshold": runs_at["threshold"].iloc[0],
+                    "steps to threshold (median)": float(np.median(reached)) if reached else None,
+                    "seeds reaching": f"{len(reached)}/{len(steps)}",
+                    **{name: _mean_over_updates(runs_at["curve"], name) for name in MISMATCH},
+                    "study": study,
+                    "rows": ", ".join(runs_at["row"]),
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def curve_frame(runs: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``name`` per update, one column per seed, indexed by env steps (the runs of a study update at the same
+    steps)."""
+    columns = {}
+    for _, run in runs.iterrows():
+        points = [(p["timesteps"], p.get(name)) for p in run["curve"]]
+        columns[run["seed"]] = pd.Series(
+            [np.nan if v is None else v for _, v in points], index=[t for t, _ in points], dtype=float
+        )
+    return pd.DataFrame(columns).sort_index()
+
+
+def _band(ax: plt.Axes, frame: pd.DataFrame, label: str, log: bool = False) -> None:
+    """Mean over seeds with a normal-approximation 95% CI band (none for one seed)."""
+    mean = frame.mean(axis=1)
+    line = ax.plot(frame.index, mean, label=label)[0]
+    if frame.shape[1] > 1:
+        half = 1.96 * frame.std(axis=1) / np.sqrt(frame.count(axis=1))
+        low = (mean - half).clip(lower=1e-12) if log else mean - half
+        ax.fill_between(frame.index, low, mean + half, color=line.get_color(), alpha=0.2)
+
+
+PANELS = (
+    ("reward", "training reward (last 100 episodes)", False),
+    ("kl", "KL(π_q ‖ π) per state", True),
+    ("share_masked", "share of ratios outside [1/C, C]", False),
+    ("entropy_behaviour", "entropy of the behaviour policy", False),
+)
+
+
+def write_rollout_figures(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """One figure per study: the panels of :data:`PANELS` against env steps, one line per precision and correction."""
+    paths: list[Path] = []
+    for (study, env, algo), group in runs.groupby(["study", "env", "algo"], sort=False):
+        fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4))
+        for (precision, correction), runs_at in group.groupby(["precision", "correction"], sort=False):
+            label = f"{precision} {correction} ({len(runs_at)} seeds)"
+            for ax, (name, _, log) in zip(axes, PANELS, strict=True):
+                frame = curve_frame(runs_at, name)
+                if name == "kl" and precision == "fp32":
+                    continue  # zero up to rounding: nothing to draw on a log axis
+                _band(ax, frame, label, log)
+        for ax, (name, title, log) in zip(axes, PANELS, strict=True):
+            ax.set_xlabel("env steps")
+            ax.set_title(title)
+            if log:
+                ax.set_yscale("log")
+        threshold = group["threshold"].iloc[0]
+        if threshold is not None:
+            axes[0].axhline(threshold, color="grey", linestyle=":", label=f"threshold {threshold:g}")
+        axes[0].legend(fontsize="small")
+        fig.suptitle(f"{algo} {env}: quantized rollouts (mean over seeds, 95% CI)")
+        fig.tight_layout()
+        paths += save_figure(fig, out_dir / f"rollout_{file_label(env)}_{study}", dpi=110)
+    return paths
+
+
+def write_rollout_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """``rollout_final.{md,csv}`` and one curve figure per study; nothing when the store has no rollout rows."""
+    runs = rollout_runs(results)
+    if runs.empty:
+        return []
+    return write_table(rollout_table(runs), out_dir, "rollout_final", decimals=4) + write_rollout_figures(
+        runs, out_dir
+    )
