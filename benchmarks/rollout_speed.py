@@ -1,10 +1,11 @@
 """Rollout speed of a wide PPO policy (2048x3, ActorQ's width): SB3's fp32 rollouts against quantized rollouts whose
 behaviour policy runs on ONNX Runtime's int8 kernels, side by side in one run, one thread each.
 
-Each measurement fills PPO's whole rollout buffer (8 CartPole envs x 128 steps): acting, env steps, values and
-log-probabilities. SB3 runs actor and critic at every step; quantized rollouts run the int8 actor per step and the fp32
-learner's critic and log-probabilities once over the buffer (``training/quantized_rollouts.py``). Re-quantizing after
-an update is timed apart.
+Each measurement fills PPO's whole rollout buffer (8 CartPole envs x 128 steps). Acting steps/s: env steps, the
+behaviour policy's forward and sampling, as an actor sees them; the last line compares the int8 actor with the fp32
+actor of the same pipeline. Buffer steps/s adds what the learner needs before an update: SB3 runs actor and critic at
+every step; quantized rollouts run the actor per step and the fp32 critic and log-probabilities once over the buffer
+(``training/quantized_rollouts.py``), compared with SB3's own fp32 PPO. Re-quantizing after an update is timed apart.
 
 Run: python benchmarks/rollout_speed.py [--arch 2048,2048,2048] [--n-envs 8] [--n-steps 128] [--repeats 3]
 """
@@ -23,30 +24,18 @@ from quarl_bench.zoo.quiet import silence_library_warnings
 
 
 def build(algo_class: type, arch: list[int], n_envs: int, n_steps: int) -> PPO:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
     return algo_class(
         "MlpPolicy",
-        "CartPole-v1",
-        n_steps=n_steps,
-        batch_size=n_steps * n_envs,
-        n_envs=n_envs,
-        policy_kwargs={"net_arch": arch},
-        seed=0,
-        device="cpu",
-    ) if False else algo_class(  # SB3 takes n_envs through make_vec_env, not the constructor
-        "MlpPolicy",
-        make_env(n_envs),
+        env,
         n_steps=n_steps,
         batch_size=n_steps * n_envs,
         policy_kwargs={"net_arch": arch},
         seed=0,
         device="cpu",
     )
-
-
-def make_env(n_envs: int):
-    from stable_baselines3.common.env_util import make_vec_env
-
-    return make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
 
 
 def rollout_seconds(model: PPO, repeats: int) -> tuple[float, float]:
@@ -90,13 +79,17 @@ def main() -> None:
         name = f"quantized rollouts, {precision} actor ({backend})"
         results[name] = (total, acting)
         print(f"{name}: re-quantizing after an update takes {requantize * 1000:.0f} ms")
-    print(f"\n{steps} steps per rollout (CartPole-v1, {args.n_envs} envs), policy {label}, one thread, "
-          f"median of {args.repeats}")
-    print(f"{'':46s} {'rollout steps/s':>16s} {'acting steps/s':>15s} {'vs SB3 fp32':>12s}")
+    print(
+        f"\n{steps} steps per rollout (CartPole-v1, {args.n_envs} envs), policy {label}, one thread, "
+        f"median of {args.repeats}"
+    )
+    fp32_acting = results["quantized rollouts, fp32 actor (torch)"][1]
+    print(f"{'':46s} {'acting steps/s':>15s} {'vs fp32 actor':>14s} {'buffer steps/s':>15s} {'vs SB3 fp32':>12s}")
     for name, (total, acting) in results.items():
-        print(f"{name:46s} {steps / total:16.0f} {steps / acting:15.0f} {sb3_total / total:11.2f}x")
-    int8_total, _ = results["quantized rollouts, int8 actor (onnxruntime)"]
-    print(f"int8 rollouts: {sb3_total / int8_total:.1f}x fp32 steps/s ({label})")
+        versus = "" if name.startswith("SB3") else f"{fp32_acting / acting:.2f}x"
+        print(f"{name:46s} {steps / acting:15.0f} {versus:>14s} {steps / total:15.0f} {sb3_total / total:11.2f}x")
+    _, int8_acting = results["quantized rollouts, int8 actor (onnxruntime)"]
+    print(f"int8 rollouts: {fp32_acting / int8_acting:.1f}x fp32 steps/s ({label})")
 
 
 if __name__ == "__main__":

@@ -340,8 +340,10 @@ def rollout(args: argparse.Namespace) -> int:
 
     def on_done(work, rows, error) -> None:
         if error is not None:
-            failures.append(f"{work.config.algo}/{work.config.env_id} {work.config.precision} {work.config.label()} "
-                            f"seed {work.config.seed}: {error}")
+            failures.append(
+                f"{work.config.algo}/{work.config.env_id} {work.config.precision} {work.config.label()} "
+                f"seed {work.config.seed}: {error}"
+            )
             console.print(f"[red]failed[/] {failures[-1]}")
         for row in rows or []:
             console.print(rollout_line(row))

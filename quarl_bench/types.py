@@ -13,7 +13,11 @@ FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
 MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ON_POLICY_ALGOS = ("ppo", "a2c")  # what quantized rollouts train
-ROLLOUT_CORRECTIONS = ("none", "tis", "mis")  # naive, truncated / masked importance sampling (training/quantized_rollouts.py)
+ROLLOUT_CORRECTIONS = (
+    "none",
+    "tis",
+    "mis",
+)  # naive, truncated / masked importance sampling (training/quantized_rollouts.py)
 ROLLOUT_BACKENDS = ("torch", "onnxruntime")  # how the behaviour policy acts (training/behaviour.py)
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
 METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random", "rollout")

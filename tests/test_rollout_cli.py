@@ -42,7 +42,12 @@ def test_runs_store_rows_with_curves_and_resume(cli, tmp_path: Path) -> None:
     with ResultStore(store) as opened:
         rows = opened.to_dataframe()
     assert len(rows) == 4 and set(rows["method"]) == {"rollout"}
-    assert sorted(zip(rows["precision"], rows["seed"])) == [("fp32", 0), ("fp32", 1), ("int2", 0), ("int2", 1)]
+    assert sorted(zip(rows["precision"], rows["seed"], strict=True)) == [
+        ("fp32", 0),
+        ("fp32", 1),
+        ("int2", 0),
+        ("int2", 1),
+    ]
     for _, row in rows[rows["precision"] == "int2"].iterrows():
         reference = rows[(rows["precision"] == "fp32") & (rows["seed"] == row["seed"])].iloc[0]
         assert row["reference_key"] == reference["key"]  # paired with fp32 rollouts of the same seed
@@ -61,7 +66,7 @@ def test_runs_store_rows_with_curves_and_resume(cli, tmp_path: Path) -> None:
     report = tmp_path / "report"
     assert cli("report", "--store", store, "--out", report)[0] == 0
     table = pd.read_csv(report / "rollout_final.csv")
-    assert list(zip(table["rollout precision"], table["correction"], table["seeds"])) == [
+    assert list(zip(table["rollout precision"], table["correction"], table["seeds"], strict=True)) == [
         ("fp32", "none", 2),
         ("int2", "tis-c2", 2),
     ]

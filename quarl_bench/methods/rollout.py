@@ -69,7 +69,9 @@ class RolloutConfig:
         if self.backend not in ROLLOUT_BACKENDS:
             raise QuarlError(f"bad rollout backend {self.backend!r}: expected one of {', '.join(ROLLOUT_BACKENDS)}")
         if self.backend == "onnxruntime" and self.precision != "int8":
-            raise QuarlError(f"bad rollout precision {self.precision!r} for --rollout-backend onnxruntime: expected int8")
+            raise QuarlError(
+                f"bad rollout precision {self.precision!r} for --rollout-backend onnxruntime: expected int8"
+            )
         if self.backend == "onnxruntime" and zoo_entry(self.algo, self.env_id).get("use_sde"):
             raise QuarlError(
                 f"--rollout-backend onnxruntime: rl-zoo3's {self.algo} on {self.env_id} explores with gSDE, which needs "

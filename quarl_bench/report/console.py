@@ -365,7 +365,7 @@ def rollout_summary(rows: list[dict[str, Any]]) -> Table:
 
     table = rollout_table(rollout_runs(pd.DataFrame(rows)))
     shown = ["env", "rollout precision", "correction", "seeds", "final reward IQM", "vs fp32 rollouts", "paired CI"]
-    shown += ["steps to threshold (median)", "kl", "share_masked", "agreement"]
+    shown += ["steps to threshold (median)", "KL(π_q‖π)", "share outside [1/C, C]", "entropy π_q - π"]
     result = Table(title="Quantized rollouts: the trained fp32 policy's reward over seeds, vs fp32 rollouts (paired)")
     for column in shown:
         result.add_column(column)

@@ -15,10 +15,19 @@ import pandas as pd  # noqa: E402
 
 from quarl_bench.report.estimators import bootstrap_ci, iqm, stratified_bootstrap_ci  # noqa: E402
 from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
-from quarl_bench.report.tables import write_table  # noqa: E402
 from quarl_bench.types import ROLLOUT_REFERENCE  # noqa: E402
 
-MISMATCH = ("kl", "kl_k3", "ratio_max", "share_capped", "share_masked", "agreement", "entropy_fp32", "entropy_behaviour")
+# per-update diagnostics (training/mismatch.py) -> the table's column: their mean over all updates of all seeds
+MISMATCH = {
+    "kl": "KL(π_q‖π)",
+    "kl_k3": "KL k3",
+    "ratio_max": "max π/π_q",
+    "share_capped": "share > C",
+    "share_masked": "share outside [1/C, C]",
+    "agreement": "greedy agreement",
+    "entropy_fp32": "entropy π",
+    "entropy_gap": "entropy π_q - π",
+}
 
 
 def rollout_runs(results: pd.DataFrame) -> pd.DataFrame:
@@ -61,6 +70,8 @@ def steps_to_threshold(curve: list[dict[str, Any]], threshold: float | None) -> 
 
 
 def _mean_over_updates(curves: pd.Series, name: str) -> float:
+    if name == "entropy_gap":
+        return _mean_over_updates(curves, "entropy_behaviour") - _mean_over_updates(curves, "entropy_fp32")
     values = [point[name] for curve in curves for point in curve if point.get(name) is not None]
     return float(np.mean(values)) if values else float("nan")
 
@@ -97,9 +108,9 @@ def rollout_table(runs: pd.DataFrame) -> pd.DataFrame:
                     if is_reference or np.isnan(diff_low)
                     else bool(diff_low > 0 or diff_high < 0),
                     "threshold": runs_at["threshold"].iloc[0],
-                    "steps to threshold (median)": float(np.median(reached)) if reached else None,
+                    "steps to threshold (median)": int(np.median(reached)) if reached else None,
                     "seeds reaching": f"{len(reached)}/{len(steps)}",
-                    **{name: _mean_over_updates(runs_at["curve"], name) for name in MISMATCH},
+                    **{column: _mean_over_updates(runs_at["curve"], name) for name, column in MISMATCH.items()},
                     "study": study,
                     "rows": ", ".join(runs_at["row"]),
                 }
@@ -107,58 +118,67 @@ def rollout_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+CURVE_BINS = 40  # a study's updates averaged into this many bins of env steps: hundreds of updates are unreadable
+
+
 def curve_frame(runs: pd.DataFrame, name: str) -> pd.DataFrame:
-    """``name`` per update, one column per seed, indexed by env steps (the runs of a study update at the same
-    steps)."""
+    """``name`` per update, one column per seed, averaged into :data:`CURVE_BINS` bins of env steps (indexed by
+    each bin's last step; the runs of a study update at the same steps)."""
     columns = {}
     for _, run in runs.iterrows():
         points = [(p["timesteps"], p.get(name)) for p in run["curve"]]
         columns[run["seed"]] = pd.Series(
             [np.nan if v is None else v for _, v in points], index=[t for t, _ in points], dtype=float
         )
-    return pd.DataFrame(columns).sort_index()
+    frame = pd.DataFrame(columns).sort_index()
+    bins = np.arange(len(frame)) * CURVE_BINS // max(len(frame), 1)
+    binned = frame.groupby(bins).mean()
+    binned.index = frame.index.to_series().groupby(bins).max().to_numpy()
+    return binned
 
 
-def _band(ax: plt.Axes, frame: pd.DataFrame, label: str, log: bool = False) -> None:
-    """Mean over seeds with a normal-approximation 95% CI band (none for one seed)."""
+def _band(ax: plt.Axes, frame: pd.DataFrame, label: str, style: dict[str, Any], log: bool = False) -> None:
+    """Mean over seeds with a normal-approximation 95% CI band (none for one seed; on a log axis the mean only)."""
     mean = frame.mean(axis=1)
-    line = ax.plot(frame.index, mean, label=label)[0]
-    if frame.shape[1] > 1:
+    ax.plot(frame.index, mean, label=label, **style)
+    if frame.shape[1] > 1 and not log:
         half = 1.96 * frame.std(axis=1) / np.sqrt(frame.count(axis=1))
-        low = (mean - half).clip(lower=1e-12) if log else mean - half
-        ax.fill_between(frame.index, low, mean + half, color=line.get_color(), alpha=0.2)
+        ax.fill_between(frame.index, mean - half, mean + half, color=style["color"], alpha=0.12)
 
 
 PANELS = (
     ("reward", "training reward (last 100 episodes)", False),
     ("kl", "KL(π_q ‖ π) per state", True),
-    ("share_masked", "share of ratios outside [1/C, C]", False),
+    ("share_masked", "share of ratios π/π_q outside [1/C, C]", False),
     ("entropy_behaviour", "entropy of the behaviour policy", False),
 )
+LINESTYLES = {"none": "-", "tis": "--", "mis": ":"}
 
 
 def write_rollout_figures(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One figure per study: the panels of :data:`PANELS` against env steps, one line per precision and correction."""
+    """One figure per study: the panels of :data:`PANELS` against env steps; colour: rollout precision, line style:
+    correction (solid none, dashed tis, dotted mis)."""
     paths: list[Path] = []
     for (study, env, algo), group in runs.groupby(["study", "env", "algo"], sort=False):
-        fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4))
+        fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4.2))
+        colours = {p: f"C{i}" for i, p in enumerate(dict.fromkeys(group["precision"]))}
         for (precision, correction), runs_at in group.groupby(["precision", "correction"], sort=False):
+            style = {"color": colours[precision], "linestyle": LINESTYLES[correction.split("-")[0]]}
             label = f"{precision} {correction} ({len(runs_at)} seeds)"
             for ax, (name, _, log) in zip(axes, PANELS, strict=True):
-                frame = curve_frame(runs_at, name)
                 if name == "kl" and precision == "fp32":
                     continue  # zero up to rounding: nothing to draw on a log axis
-                _band(ax, frame, label, log)
-        for ax, (name, title, log) in zip(axes, PANELS, strict=True):
+                _band(ax, curve_frame(runs_at, name), label, style, log)
+        for ax, (_, title, log) in zip(axes, PANELS, strict=True):
             ax.set_xlabel("env steps")
-            ax.set_title(title)
+            ax.set_title(title, fontsize="medium")
             if log:
                 ax.set_yscale("log")
         threshold = group["threshold"].iloc[0]
         if threshold is not None:
             axes[0].axhline(threshold, color="grey", linestyle=":", label=f"threshold {threshold:g}")
-        axes[0].legend(fontsize="small")
-        fig.suptitle(f"{algo} {env}: quantized rollouts (mean over seeds, 95% CI)")
+        axes[0].legend(fontsize="x-small", ncol=2)
+        fig.suptitle(f"{algo} {env}: quantized rollouts (mean over seeds in {CURVE_BINS} bins, 95% CI)")
         fig.tight_layout()
         paths += save_figure(fig, out_dir / f"rollout_{file_label(env)}_{study}", dpi=110)
     return paths
@@ -169,6 +189,9 @@ def write_rollout_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
     runs = rollout_runs(results)
     if runs.empty:
         return []
-    return write_table(rollout_table(runs), out_dir, "rollout_final", decimals=4) + write_rollout_figures(
-        runs, out_dir
-    )
+    table = rollout_table(runs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, md = out_dir / "rollout_final.csv", out_dir / "rollout_final.md"
+    table.to_csv(csv, index=False)
+    md.write_text(table.to_markdown(index=False, floatfmt=".4g") + "\n")  # KL spans 1e-8 to 1: no fixed decimals
+    return [csv, md, *write_rollout_figures(runs, out_dir)]

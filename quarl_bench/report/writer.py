@@ -21,8 +21,8 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     from quarl_bench.report.divergence import write_fidelity_report
     from quarl_bench.report.layers import write_layer_report
     from quarl_bench.report.methods import write_methods_report
-    from quarl_bench.report.rollout import write_rollout_report
     from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
+    from quarl_bench.report.rollout import write_rollout_report
     from quarl_bench.report.statistics import seeded_statistics, write_statistics_report
     from quarl_bench.report.tables import (
         paper_reference,

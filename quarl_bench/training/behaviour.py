@@ -21,6 +21,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.layers import selected_tensors
 from quarl_bench.quant.quantize import clone_policy, quantize_tensor
 from quarl_bench.types import ROLLOUT_BACKENDS, QuantSpec
+
 ONNX_ACTIVATIONS = {nn.ReLU: "Relu", nn.Tanh: "Tanh"}
 
 

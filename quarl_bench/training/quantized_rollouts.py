@@ -30,6 +30,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.training.behaviour import BehaviourPolicy
 from quarl_bench.training.mismatch import concat_distributions, correction_weights, mismatch_stats
 from quarl_bench.types import ROLLOUT_CORRECTIONS
+
 LEARNER_CHUNK = 4096  # states per batched fp32 forward when the learner re-reads a rollout
 
 
@@ -89,7 +90,13 @@ class QuantizedRollouts:
             n_envs=self.n_envs,
         )
         self.rollout_log = []
-        self._clock = {"rollout": 0.0, "learner_pass": 0.0, "train": 0.0, "requantize": 0.0, "start": time.perf_counter()}
+        self._clock = {
+            "rollout": 0.0,
+            "learner_pass": 0.0,
+            "train": 0.0,
+            "requantize": 0.0,
+            "start": time.perf_counter(),
+        }
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "behaviour", "rollout_log", "_clock"]  # type: ignore[misc]
@@ -226,7 +233,7 @@ class RolloutPPO(QuantizedRollouts, PPO):
         continue_training = True
         loss = th.zeros(())
         approx_kl_divs: list[Any] = []
-        for epoch in range(self.n_epochs):
+        for _ in range(self.n_epochs):
             approx_kl_divs = []
             for rollout_data in self.rollout_buffer.get(self.batch_size):
                 actions = rollout_data.actions
@@ -314,4 +321,3 @@ class RolloutA2C(QuantizedRollouts, A2C):
 
 
 ROLLOUT_ALGOS: dict[str, type] = {"ppo": RolloutPPO, "a2c": RolloutA2C}
-
