@@ -22,6 +22,8 @@ _API = {
     "load_agent": "quarl_bench.zoo.agents",
     "load_results": "quarl_bench.store",
     "quantize": "quarl_bench.quant.quantize",
+    "RolloutConfig": "quarl_bench.methods.rollout",
+    "run_rollouts": "quarl_bench.api",
     "resolve_agent": "quarl_bench.zoo.agents",
 }
 __all__ = sorted(_API)

@@ -92,6 +92,7 @@ def test_naive_and_corrected_losses_take_different_old_log_probs() -> None:
         with torch.no_grad():
             log_p = model.policy.get_distribution(observations).log_prob(actions).numpy()
             log_q = model.behaviour.copy.get_distribution(observations).log_prob(actions).numpy()
+        np.testing.assert_allclose(buffer.behaviour_log_probs.reshape(-1), log_q, atol=1e-5)
         logs[correction] = (buffer.log_probs.reshape(-1), log_p, log_q)
     stored, log_p, log_q = logs["none"]
     np.testing.assert_allclose(stored, log_q, atol=1e-5)

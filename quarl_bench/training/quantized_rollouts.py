@@ -45,11 +45,13 @@ class WeightedSamples(NamedTuple):
 
 
 class WeightedRolloutBuffer(RolloutBuffer):
-    """SB3's rollout buffer plus one policy-gradient weight per sample, shuffled with the others."""
+    """SB3's rollout buffer plus one policy-gradient weight per sample, shuffled with the others, and the behaviour
+    policy's log-probabilities (``log_probs`` holds the ones PPO's ratio is taken against)."""
 
     def reset(self) -> None:
         super().reset()
         self.weights = np.ones((self.buffer_size, self.n_envs), dtype=np.float32)
+        self.behaviour_log_probs = np.zeros((self.buffer_size, self.n_envs), dtype=np.float32)
 
     def get(self, batch_size: int | None = None):  # type: ignore[override]
         if not self.generator_ready:
@@ -177,6 +179,7 @@ class QuantizedRollouts:
         log_p_all = th.cat(log_p)
         log_q_all = th.as_tensor(buffer.log_probs.reshape(-1), device=self.device)
         buffer.values = th.cat(values).cpu().numpy().reshape(n_steps, n_envs)
+        buffer.behaviour_log_probs = buffer.log_probs.copy()
         if self.correction != "none":  # PPO's ratio against the fp32 policy that the behaviour copy stood in for
             buffer.log_probs = log_p_all.cpu().numpy().reshape(n_steps, n_envs)
         weights = correction_weights(log_p_all, log_q_all, self.correction, self.cap)
