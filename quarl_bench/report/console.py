@@ -124,11 +124,19 @@ def rows_table(frame: Any, title: str) -> Table:
     """``quarl-bench results``: the listed columns of a DataFrame of rows."""
     columns = ("algo", "env_id", "method", "precision", "mean_reward", "std_reward", "error_pct", "episodes", "seed")
     table = Table(title=title)
-    for column in columns:
+    for column in (*columns[:4], "recipe", *columns[4:]):
         table.add_column(column)
     for _, row in frame.iterrows():
-        table.add_row(*[format_number(row[c], "{:.2f}") if isinstance(row[c], float) else str(row[c]) for c in columns])
+        cells = [format_number(row[c], "{:.2f}") if isinstance(row[c], float) else str(row[c]) for c in columns]
+        table.add_row(*cells[:4], recipe_text(row), *cells[4:])
     return table
+
+
+def recipe_text(row: Any) -> str:
+    """What else made the row besides its precision: the PTQ recipe, or a rollout run's correction (``tis-c2``)."""
+    if row.get("method") == "rollout":
+        return str(row.get("setting", "")).split("/", 1)[-1]
+    return str(row.get("recipe") or "")
 
 
 def amp_table(title: str, rows: list[dict[str, Any]]) -> Table:
