@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help="candidate precisions per layer (default fp16 8 6 4 2)",
     )
-    mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="% of the fp32 reward it may lose (default 5)")
+    mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="%% of the fp32 reward it may lose (default 5)")
     mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
     mixed.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
@@ -307,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tolerance",
         type=tolerance,
         default=5.0,
-        help="minimum safe bit width: % of the fp32 reward the CI lower bound may lose (default 5)",
+        help="minimum safe bit width: %% of the fp32 reward the CI lower bound may lose (default 5)",
     )
 
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
