@@ -309,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="minimum safe bit width: %% of the fp32 reward the CI lower bound may lose (default 5)",
     )
+    report.add_argument(
+        "--html", action="store_true", help="also write report.html: one self-contained page, figures embedded"
+    )
 
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.add_argument("--algo", required=True, choices=ALGOS)

@@ -381,8 +381,17 @@ def report(args: argparse.Namespace) -> int:
     from quarl_bench.report.writer import write_report
 
     with ResultStore(existing_store(args.store)) as store:
+        if args.html and store.to_dataframe().empty and store.timings().empty:
+            raise QuarlError(
+                f"--html: the store {str(store.path)!r} holds no rows: nothing to report "
+                "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
+            )
         for line in write_report(store, args.out, args.paper, args.tolerance):
             console.print(line)
+        if args.html:
+            from quarl_bench.report.html import write_html_report
+
+            console.print(f"wrote {write_html_report(store, args.out)}")
     return 0
 
 
