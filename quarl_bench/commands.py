@@ -318,7 +318,7 @@ def actorq(args: argparse.Namespace) -> int:
 def rollout(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_rollouts
     from quarl_bench.executors import default_workers
-    from quarl_bench.methods.rollout import requested_rollouts
+    from quarl_bench.methods.rollout import job_for, requested_rollouts
     from quarl_bench.report.console import rollout_line, rollout_summary
 
     overrides = {
@@ -336,6 +336,8 @@ def rollout(args: argparse.Namespace) -> int:
     )
     if args.executor == "ray":
         require("distributed", "--executor ray", ("ray",))
+    if any(config.backend == "onnxruntime" for config in configs):
+        require("deploy", "--rollout-backend onnxruntime", ("onnx", "onnxruntime"))
     failures: list[str] = []
 
     def on_done(work, rows, error) -> None:
@@ -349,8 +351,9 @@ def rollout(args: argparse.Namespace) -> int:
             console.print(rollout_line(row))
 
     with ResultStore(args.store or DEFAULT_STORE) as store:
+        stored = 0 if args.force else sum(store.has(job_for(config).key) for config in configs)
         console.print(
-            f"Quantized rollouts: {len(configs)} runs (fp32 references included); "
+            f"Quantized rollouts: {len(configs)} runs (fp32 references included), {stored} already stored; "
             f"executor {args.executor}, {args.workers or default_workers()} worker(s)"
         )
         rows = run_rollouts(

@@ -108,6 +108,7 @@ class RolloutWork:
     cache: Path = Path("results/agents")
     driver: dict[str, Any] = field(default_factory=dict)
     force: bool = False
+    method = "rollout"  # what the executors' progress lines name
 
     @property
     def algo(self) -> str:
@@ -116,8 +117,6 @@ class RolloutWork:
     @property
     def env_id(self) -> str:
         return self.config.env_id
-
-    method = "rollout"
 
 
 def job_for(config: RolloutConfig) -> Job:
