@@ -66,7 +66,8 @@ def variant_rows(selected: pd.DataFrame) -> pd.DataFrame:
                 "95% CI": f"[{low:.1f}, {high:.1f}]",
                 "fp32 reward": row.get("fp32_reward"),
                 "E %": row["error_pct"],
-                "action agreement": row["agreement"].get("action_agreement"),
+                "action agreement": row["agreement"].get("action_agreement"),  # discrete actions
+                "action rel. error": row["agreement"].get("action_rel_error"),  # continuous actions
                 "episodes": row["episodes"],
                 "_key": row["key"],
                 "_command": provenance.get("command", ""),
