@@ -81,7 +81,9 @@ def test_runs_store_rows_with_curves_and_resume(cli, tmp_path: Path) -> None:
 def test_study_file_pairs_every_run_with_its_reference() -> None:
     runs = load_rollout_grid(config_dir() / "rollout.yaml")
     cartpole = [r for r in runs if r.env_id == "CartPole-v1"]
-    assert len(cartpole) == 5 * (1 + 3 + 3 * 3)  # seeds x (fp32, three float formats, int8/4/3 x three corrections)
+    # seeds x (fp32, three float formats, int8/4/3 x three corrections, ONNX Runtime int8 naive and tis)
+    assert len(cartpole) == 5 * (1 + 3 + 3 * 3 + 2)
+    assert {c.label() for c in cartpole if c.backend == "onnxruntime"} == {"none-ort", "tis-c2-ort"}
     for i, run in enumerate(runs):
         assert run.reference() in runs[: i + 1]
     envs = {r.env_id for r in runs}
