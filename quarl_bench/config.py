@@ -47,6 +47,19 @@ def alias_env_id(name: str) -> str:
     return settings["legacy_ids"].get(env_id, env_id)
 
 
+def zoo_hyperparameters(algo: str, env_id: str) -> dict[str, Any]:
+    """The raw hyperparameter entry for algo/env, as its YAML writes it: ``zoo_configs/hyperparams/{algo}.yml`` where
+    it has the env (for D4PG, which rl-zoo3 lacks, its ``default`` otherwise), else rl-zoo3's, else {} (SB3's)."""
+    import rl_zoo3
+
+    if algo == "d4pg":
+        path = config_dir() / "hyperparams" / "d4pg.yml"
+    else:
+        path = hyperparams_file(algo, env_id) or Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+    table = yaml.safe_load(path.read_text()) or {}
+    return dict(table.get(env_id, table.get("default", {}) if algo == "d4pg" else {}) or {})
+
+
 def hyperparams_file(algo: str, env_id: str) -> Path | None:
     """``zoo_configs/hyperparams/{algo}.yml`` when it has settings for ``env_id`` (envs rl-zoo3 has none for, such
     as the Control Suite's), else None: rl-zoo3's own table applies."""

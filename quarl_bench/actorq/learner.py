@@ -7,14 +7,12 @@ import os
 import queue
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import ray
 import torch
-import yaml
 from stable_baselines3 import DDPG, DQN, TD3
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.monitor import Monitor
@@ -46,19 +44,11 @@ DISTRIBUTION = {"n_atoms": int, "v_min": float, "v_max": float}
 
 
 def zoo_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
-    """The hyperparameters for algo/env that a learner fed by actors uses: ``zoo_configs/hyperparams/{algo}.yml``
-    where it has the env (or, for D4PG, which rl-zoo3 lacks, its ``default``), else rl-zoo3's, else {} (SB3's)."""
-    import rl_zoo3
+    """The hyperparameters for algo/env that a learner fed by actors uses, from
+    :func:`quarl_bench.config.zoo_hyperparameters`."""
+    from quarl_bench.config import zoo_hyperparameters
 
-    from quarl_bench.config import config_dir, hyperparams_file
-
-    if algo == "d4pg":
-        path = config_dir() / "hyperparams" / "d4pg.yml"
-    else:
-        path = hyperparams_file(algo, env_id) or Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
-    with open(path) as handle:
-        table = yaml.safe_load(handle)
-    entry = table.get(env_id, table.get("default", {}) if algo == "d4pg" else {})  # rl-zoo3's own default: SB3's
+    entry = zoo_hyperparameters(algo, env_id)
     params = {}
     for key, value in entry.items():
         if key in KEPT:

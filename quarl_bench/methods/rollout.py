@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from quarl_bench.config import zoo_hyperparameters
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
     ALGOS,
@@ -72,7 +73,7 @@ class RolloutConfig:
             raise QuarlError(
                 f"bad rollout precision {self.precision!r} for --rollout-backend onnxruntime: expected int8"
             )
-        if self.backend == "onnxruntime" and zoo_entry(self.algo, self.env_id).get("use_sde"):
+        if self.backend == "onnxruntime" and zoo_hyperparameters(self.algo, self.env_id).get("use_sde"):
             raise QuarlError(
                 f"--rollout-backend onnxruntime: rl-zoo3's {self.algo} on {self.env_id} explores with gSDE, which needs "
                 "the actor's latent features (expected --rollout-backend torch)"
@@ -136,17 +137,6 @@ def job_for(config: RolloutConfig) -> Job:
         n_envs,
         setting=f"{config.study()}/{config.label()}",
     )
-
-
-def zoo_entry(algo: str, env_id: str) -> dict[str, Any]:
-    """rl-zoo3's hyperparameters for algo/env as written in its YAML (ours where we have the env), or {}."""
-    import rl_zoo3
-    import yaml
-
-    from quarl_bench.config import hyperparams_file
-
-    path = hyperparams_file(algo, env_id) or Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
-    return dict((yaml.safe_load(path.read_text()) or {}).get(env_id) or {})
 
 
 def reward_threshold(env_id: str) -> float | None:

@@ -106,8 +106,8 @@ def figure_html(path: Path) -> str:
     return f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></figure>'
 
 
-def write_html_report(store: ResultStore, out_dir: Path) -> Path:
-    """``report.html`` in ``out_dir``, from the store and the report files already written there."""
+def write_html_report(store: ResultStore, out_dir: Path, rows: int) -> Path:
+    """``report.html`` in ``out_dir``, from the store (``rows`` of them) and the report files already written there."""
     variants = store.variants("ptq") or [Variant()]
     options, blocks = [], []
     for i, variant in enumerate(variants):
@@ -121,7 +121,7 @@ def write_html_report(store: ResultStore, out_dir: Path) -> Path:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>quarl-bench report: {html.escape(store.path.name)}</title><style>{STYLE}</style></head><body>",
         "<h1>quarl-bench report</h1>",
-        f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {len(store.to_dataframe())} rows; "
+        f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {rows} rows; "
         f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Hover a line for the stored row it shows.</p>",
     ]
     if blocks:
