@@ -29,7 +29,7 @@ def main() -> None:
         write_report(store, args.out, config_dir() / "paper")
         files = time.perf_counter() - start
         start = time.perf_counter()
-        page = write_html_report(store, args.out, rows)
+        page = write_html_report(store, args.out)
         html = time.perf_counter() - start
     print(f"{rows} rows: report files {files:.1f} s, report.html {html:.1f} s ({page.stat().st_size / 1e6:.1f} MB)")
     print(f"report --html: {files + html:.1f} s for {rows} rows")

@@ -384,8 +384,7 @@ def report(args: argparse.Namespace) -> int:
     from quarl_bench.report.writer import write_report
 
     with ResultStore(existing_store(args.store)) as store:
-        rows = len(store.to_dataframe())
-        if args.html and not rows and store.timings().empty:
+        if args.html and store.to_dataframe().empty and store.timings().empty:
             raise QuarlError(
                 f"--html: the store {str(store.path)!r} holds no rows: nothing to report "
                 "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
@@ -395,7 +394,7 @@ def report(args: argparse.Namespace) -> int:
         if args.html:
             from quarl_bench.report.html import write_html_report
 
-            console.print(f"wrote {write_html_report(store, args.out, rows)}")
+            console.print(f"wrote {write_html_report(store, args.out)}")
     return 0
 
 

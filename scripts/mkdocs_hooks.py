@@ -22,7 +22,7 @@ def reference_markdown() -> str:
     lines = [
         "# Command reference",
         "",
-        "Generated from `quarl_bench/cli.py` when the docs are built. Bad values exit with code 2 and one line.",
+        "Generated from the argparse parser (`quarl_bench/parsers/`) when the docs are built. Bad values exit with code 2 and one line.",
         "",
         "```text",
         parser.format_help().rstrip(),

@@ -75,6 +75,12 @@ def test_page_renders_the_stores_numbers_and_switches_variants(cli, two_variant_
             assert row["key"] not in text
     tooltip = visible()[0].find_element("css selector", "tr[title]").get_attribute("title")
     assert tooltip.startswith("row ") and "commit" in tooltip
+    safe_bits = browser.find_element("xpath", "//h2[text()='Minimum safe bits']/following-sibling::table[1]")
+    cell_rows = safe_bits.find_element("css selector", "td[title]").get_attribute("title").splitlines()
+    assert sorted(line.split()[1] for line in cell_rows) == sorted(rows["key"])  # both seeds' fp32/int8/int3 rows
+    figures = browser.find_elements("css selector", "figure img")
+    assert figures and all(f.get_attribute("src").startswith("data:image/svg+xml;base64,") for f in figures)
+    assert all(browser.execute_script("return arguments[0].naturalWidth", f) > 100 for f in figures)
     assert [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == []
     headings = [h.text for h in browser.find_elements("tag name", "h2")]
     assert "Reward and E% per variant" in headings and "ActorQ" not in headings and "Deployment" not in headings

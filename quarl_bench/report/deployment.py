@@ -69,7 +69,7 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
 
 
 def write_deployment_report(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``deployment.{md,csv}`` and one ``deployment_{algo}_{env}.{png,pdf}`` (p50 latency vs reward) per agent."""
+    """``deployment.{md,csv}`` and one ``deployment_{algo}_{env}.{png,pdf,svg}`` (p50 latency vs reward) per agent."""
     paths = write_table(table, out_dir, "deployment")
     for (algo, env, agent), group in table.groupby(["algo", "env", "agent"]) if len(table) else []:
         fig, ax = plt.subplots(figsize=(6, 4))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -28,6 +29,9 @@ SECTIONS = (
     ("Quantized rollouts", "rollout_final", ("rollout_",)),
     ("Paper vs measured", "paper_vs_measured", ()),
 )
+ROW_KEY = re.compile(r"\b[0-9a-f]{24}\b")
+ROW_COLUMNS = ("rows", "row", "row key", "row keys")  # name the stored rows behind the whole line
+CELL_ROWS_SUFFIX = " rows"  # "X rows" names the stored rows behind column X's cell
 SCRIPT = """
 const select = document.getElementById('variant');
 function show() {
@@ -95,19 +99,63 @@ def rows_html(rows: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def table_html(path: Path) -> str:
-    """A report table (its CSV) as HTML."""
+def row_origins(store: ResultStore, results: pd.DataFrame) -> dict[str, str]:
+    """Stored row key -> "row KEY · command · commit", for result and timing rows."""
+    origins = {}
+    for frame in (results, store.timings()):
+        for key, provenance in zip(frame.get("key", []), frame.get("provenance", []), strict=True):
+            origins[key] = f"row {key} · {provenance.get('command', '')} · commit {provenance.get('git_commit', '')}"
+    return origins
+
+
+def _origin_title(text: object, origins: dict[str, str]) -> str:
+    keys = ROW_KEY.findall(str(text)) if isinstance(text, str) else []
+    return "\n".join(origins.get(key, f"row {key}") for key in keys)
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "–"
+    return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
+
+
+def table_html(path: Path, origins: dict[str, str]) -> str:
+    """A report table (its CSV) as HTML; every cell backed by stored rows names them (key, command, commit) in its
+    tooltip: the line's ``rows``/``row key`` column, or for column X the keys in column "X rows"."""
     frame = pd.read_csv(path)
-    return frame.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0, escape=True)
+    cell_rows = {c[: -len(CELL_ROWS_SUFFIX)]: c for c in frame.columns if c.endswith(CELL_ROWS_SUFFIX)}
+    line_rows = [c for c in frame.columns if c in ROW_COLUMNS]
+    shown = [c for c in frame.columns if c not in cell_rows.values()]
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown)
+    body = []
+    for _, line in frame.iterrows():
+        line_title = "\n".join(t for c in line_rows if (t := _origin_title(line[c], origins)))
+        cells = []
+        for column in shown:
+            title = _origin_title(line[cell_rows[column]], origins) if column in cell_rows else line_title
+            attribute = f' title="{html.escape(title)}"' if title else ""
+            cells.append(f"<td{attribute}>{_cell(line[column])}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def figure_html(path: Path) -> str:
+    """A figure as an embedded image: its SVG where the report wrote one, else its PNG."""
+    mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></figure>'
+    return f'<figure><img alt="{html.escape(path.stem)}" src="data:{mime};base64,{data}"></figure>'
 
 
-def write_html_report(store: ResultStore, out_dir: Path, rows: int) -> Path:
-    """``report.html`` in ``out_dir``, from the store (``rows`` of them) and the report files already written there."""
+def section_figures(out_dir: Path, prefixes: tuple[str, ...]) -> list[Path]:
+    """The report's figures of a section, one file per figure, SVG preferred."""
+    stems = sorted({p.with_suffix("") for prefix in prefixes for p in out_dir.glob(f"{prefix}*.png")})
+    return [svg if (svg := stem.with_suffix(".svg")).is_file() else stem.with_suffix(".png") for stem in stems]
+
+
+def write_html_report(store: ResultStore, out_dir: Path) -> Path:
+    """``report.html`` in ``out_dir``, from the store and the report files already written there."""
+    results = store.to_dataframe()
+    origins = row_origins(store, results)
     variants = store.variants("ptq") or [Variant()]
     options, blocks = [], []
     for i, variant in enumerate(variants):
@@ -121,7 +169,7 @@ def write_html_report(store: ResultStore, out_dir: Path, rows: int) -> Path:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>quarl-bench report: {html.escape(store.path.name)}</title><style>{STYLE}</style></head><body>",
         "<h1>quarl-bench report</h1>",
-        f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {rows} rows; "
+        f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {len(results)} rows; "
         f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Hover a line for the stored row it shows.</p>",
     ]
     if blocks:
@@ -133,12 +181,12 @@ def write_html_report(store: ResultStore, out_dir: Path, rows: int) -> Path:
         ]
     for title, stem, prefixes in SECTIONS:
         table = out_dir / f"{stem}.csv" if stem else None
-        figures = sorted(p for prefix in prefixes for p in out_dir.glob(f"{prefix}*.png"))
+        figures = section_figures(out_dir, prefixes)
         if not (table is not None and table.is_file()) and not figures:
             continue
         parts.append(f"<h2>{html.escape(title)}</h2>")
         if table is not None and table.is_file():
-            parts.append(table_html(table))
+            parts.append(table_html(table, origins))
         parts += [figure_html(figure) for figure in figures]
     if blocks:
         parts.append(f"<script>{SCRIPT}</script>")

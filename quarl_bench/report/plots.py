@@ -15,8 +15,8 @@ WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
 
 
 def save_figure(fig: plt.Figure, stem: Path, dpi: int) -> list[Path]:
-    """Write ``stem.png`` and ``stem.pdf`` and close the figure."""
-    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "pdf")]
+    """Write ``stem.png``, ``stem.pdf`` and ``stem.svg`` (the one ``report.html`` embeds) and close the figure."""
+    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "pdf", "svg")]
     for path in paths:
         fig.savefig(path, dpi=dpi)
     plt.close(fig)

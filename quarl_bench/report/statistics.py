@@ -203,6 +203,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
                 "floor": floor,
                 "minimum safe bits": safe if safe is not None else "none measured",
                 "CI low per bits": evidence,
+                "rows": " ".join(dict.fromkeys(key for keys in group["rows"] for key in keys.split())),
             }
         )
     return pd.DataFrame.from_records(records)

@@ -1,0 +1,64 @@
+"""Commands that build, time and weigh real low-precision artifacts: deploy, export, table4."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quarl_bench.arguments import (
+    add_agent,
+    add_calibration,
+    add_evaluation,
+    add_store,
+    positive_int,
+)
+from quarl_bench.parsers import Subcommands
+from quarl_bench.types import (
+    BACKEND_PRECISIONS,
+)
+
+BACKENDS = tuple(BACKEND_PRECISIONS)
+
+
+def add_deploy(commands: Subcommands) -> None:
+    deploy = commands.add_parser("deploy", help="build real fp16/int8 artifacts of an agent, play, time and weigh them")
+    add_agent(deploy, hub=False)
+    deploy.add_argument(
+        "--backend",
+        nargs="+",
+        choices=BACKENDS,
+        metavar="B",
+        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static"],
+        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)",
+    )
+    add_calibration(deploy)
+    add_evaluation(deploy, "backend")
+
+
+def add_export(commands: Subcommands) -> None:
+    export = commands.add_parser("export", help="write one backend's artifact of an agent, with a README next to it")
+    add_agent(export, hub=False)
+    export.add_argument("--backend", required=True, choices=BACKENDS, metavar="B", help=f"one of {', '.join(BACKENDS)}")
+    add_calibration(export)
+    export.add_argument("--out", type=Path, required=True, help="artifact file to write, e.g. policy.onnx")
+
+
+def add_table4(commands: Subcommands) -> None:
+    table4 = commands.add_parser("table4", help="QuaRL Table 4: time synthetic policies I-III per backend, store it")
+    table4.add_argument(
+        "--policy",
+        nargs="+",
+        choices=("I", "II", "III"),
+        default=["I", "II", "III"],
+        help="which of QuaRL's Table 4 policies (default all three)",
+    )
+    table4.add_argument(
+        "--backend",
+        nargs="+",
+        choices=BACKENDS,
+        metavar="B",
+        default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static", "torchao-int8"],
+        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)",
+    )
+    table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default 1000)")
+    add_store(table4)
+    table4.add_argument("--force", action="store_true", help="time again what the store already has")

@@ -1,0 +1,148 @@
+"""Commands that quantize an agent and evaluate it: run, sensitivity, mixed, fidelity, sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quarl_bench.arguments import (
+    add_agent,
+    add_evaluation,
+    add_recipe,
+    add_sources,
+    add_spec,
+    add_store,
+    non_negative_float,
+    positive_int,
+    precision_arg,
+    tolerance,
+)
+from quarl_bench.parsers import Subcommands
+from quarl_bench.types import (
+    PRECISION_HELP,
+)
+
+
+def add_run(commands: Subcommands) -> None:
+    run = commands.add_parser("run", help="post-training quantize an agent and evaluate it against fp32")
+    add_agent(run)
+    run.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["int8"],
+        metavar="P",
+        help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)",
+    )
+    add_spec(run)
+    add_recipe(run)
+    run.add_argument(
+        "--random-baseline",
+        action="store_true",
+        help="also evaluate a uniform-random policy (the 0 of the report's normalised scores)",
+    )
+    add_evaluation(run, "precision", statistics=True)
+
+
+def add_sensitivity(commands: Subcommands) -> None:
+    sensitivity = commands.add_parser(
+        "sensitivity", help="quantize one acting layer at a time: which layers break a policy"
+    )
+    add_agent(sensitivity)
+    sensitivity.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["int8", "int6", "int4", "int2"],
+        metavar="P",
+        help="precisions each layer is tried at (default 8 6 4 2)",
+    )
+    add_evaluation(sensitivity, "layer and precision", statistics=True)
+
+
+def add_mixed(commands: Subcommands) -> None:
+    mixed = commands.add_parser("mixed", help="search a per-layer bit allocation within a reward tolerance")
+    add_agent(mixed)
+    mixed.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["fp16", "int8", "int6", "int4", "int2"],
+        metavar="P",
+        help="candidate precisions per layer (default fp16 8 6 4 2)",
+    )
+    mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="%% of the fp32 reward it may lose (default 5)")
+    mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
+    mixed.add_argument(
+        "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
+    )
+    mixed.add_argument("--search-seeds", type=int, nargs="+", default=[0], help="seeds the search evaluates on")
+    mixed.add_argument(
+        "--verify-seeds",
+        type=int,
+        nargs="+",
+        default=[100, 101, 102],
+        help="fresh seeds the found allocation is verified on (default 100 101 102)",
+    )
+    mixed.add_argument("--seed", type=int, default=0, help="training seed if --train-if-missing trains the agent")
+    add_store(mixed)
+
+
+def add_fidelity(commands: Subcommands) -> None:
+    fidelity = commands.add_parser("fidelity", help="fp32 and quantized policies side by side: where trajectories part")
+    add_agent(fidelity)
+    fidelity.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["fp16", "int8", "int4", "int2"],
+        metavar="P",
+        help="precisions compared with fp32 (32: fp32 against itself)",
+    )
+    add_spec(fidelity)
+    fidelity.add_argument(
+        "--threshold",
+        type=non_negative_float,
+        default=0.1,
+        help="observations part when max |fp32 - quantized| exceeds this (default 0.1)",
+    )
+    fidelity.add_argument("-n", "--episodes", type=positive_int, default=20, help="episodes (one per env, default 20)")
+    fidelity.add_argument("--seed", type=int, default=0, help="env i gets seed + i in both runs")
+    fidelity.add_argument(
+        "--obs-noise",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SIGMA",
+        help="the same Gaussian noise draws on both runs' observations (default 0)",
+    )
+    add_store(fidelity)
+    fidelity.add_argument("--force", action="store_true", help="measure again what the store has")
+
+
+def add_sweep(commands: Subcommands) -> None:
+    sweep = commands.add_parser("sweep", help="run a YAML job grid (zoo_configs/*.yaml), resuming where it stopped")
+    sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
+    sweep.add_argument("--algo", nargs="+", type=str.lower, default=None, help="only these algos")
+    sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")
+    sweep.add_argument("--bits", nargs="+", type=precision_arg, default=None, metavar="P", help="only these precisions")
+    sweep.add_argument("-n", "--episodes", type=positive_int, default=None, help="override the grid's episodes")
+    sweep.add_argument(
+        "--eval-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="evaluation seeds for every PTQ cell (override the grid's seeds; paired like run's)",
+    )
+    sweep.add_argument(
+        "--random-baseline",
+        action="store_true",
+        help="also evaluate the uniform-random policy once per agent and seed (the 0 of the "
+        "report's normalised-score aggregates)",
+    )
+    add_sources(sweep)
+    sweep.add_argument("--hub", action="store_true", help="also try the Hugging Face hub for missing agents")
+    sweep.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: the cores)")
+    sweep.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or a Ray cluster")
+    sweep.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+    add_store(sweep)
+    sweep.add_argument("--force", action="store_true", help="re-run jobs already in the store")

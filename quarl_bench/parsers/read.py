@@ -1,0 +1,42 @@
+"""Commands that read the store: report, results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quarl_bench.arguments import (
+    add_store,
+    tolerance,
+)
+from quarl_bench.config import config_dir
+from quarl_bench.parsers import Subcommands
+
+
+def add_report(commands: Subcommands) -> None:
+    report = commands.add_parser("report", help="write the paper's tables and figures from the store")
+    add_store(report)
+    report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    report.add_argument(
+        "--paper",
+        type=Path,
+        default=config_dir() / "paper",
+        help="folder of the papers' published numbers (default zoo_configs/paper)",
+    )
+    report.add_argument(
+        "--tolerance",
+        type=tolerance,
+        default=5.0,
+        help="minimum safe bit width: %% of the fp32 reward the CI lower bound may lose (default 5)",
+    )
+    report.add_argument(
+        "--html", action="store_true", help="also write report.html: one self-contained page, figures embedded"
+    )
+
+
+def add_results(commands: Subcommands) -> None:
+    results = commands.add_parser("results", help="print the results store; export it")
+    add_store(results)
+    results.add_argument("--algo", default=None)
+    results.add_argument("--env", default=None)
+    results.add_argument("--csv", type=Path, default=None, help="write the rows to this CSV file")
+    results.add_argument("--parquet", type=Path, default=None, help="write the rows to this Parquet file")

@@ -1,0 +1,172 @@
+"""Commands that train: qat, amp, actorq, rollout, train."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quarl_bench.arguments import (
+    add_algo,
+    add_store,
+    positive_int,
+    precision_arg,
+    ratio_cap,
+    widths,
+)
+from quarl_bench.parsers import Subcommands
+from quarl_bench.types import (
+    ACTORQ_ALGOS,
+    ALGOS,
+    PRECISION_HELP,
+    ROLLOUT_BACKENDS,
+    ROLLOUT_CORRECTIONS,
+)
+
+
+def add_qat(commands: Subcommands) -> None:
+    qat = commands.add_parser("qat", help="quantization-aware training with rl-zoo3 hyperparameters, then evaluation")
+    add_algo(qat, required=True)
+    qat.add_argument("--env", required=True, help="env id or alias")
+    qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="2-8 or 16 (or fp16, bf16)")
+    qat.add_argument("--quant-delay", type=positive_int, default=None, help="steps before quantization (default: half)")
+    qat.add_argument("-n", "--n-timesteps", type=positive_int, default=None, help="training steps (default: rl-zoo3's)")
+    qat.add_argument("--seed", type=int, default=0, help="training seed")
+    qat.add_argument("--quantize-activations", action="store_true", help="also fake-quantize layer outputs")
+    qat.add_argument("--episodes", type=positive_int, default=100, help="evaluation episodes (default 100)")
+    qat.add_argument("--eval-seed", type=int, default=0, help="evaluation seed")
+    qat.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    add_store(qat)
+
+
+def add_amp(commands: Subcommands) -> None:
+    amp = commands.add_parser("amp", help="mixed-precision training timing: fp32 vs autocast for three policy sizes")
+    add_algo(amp, default="dqn")
+    amp.add_argument("--env", default="CartPole-v1", help="env id or alias (default CartPole-v1)")
+    amp.add_argument(
+        "--policy-arch", nargs="+", choices=("small", "medium", "large"), default=["small", "medium", "large"]
+    )
+    amp.add_argument(
+        "--dtype", default=None, choices=("bf16", "fp16"), help="autocast type (default: bf16 on CPU, fp16 on GPU)"
+    )
+    amp.add_argument("-n", "--n-timesteps", type=positive_int, default=20_000, help="training steps per run")
+    amp.add_argument("--seeds", "--seed", type=int, nargs="+", default=[0], help="training seeds (default 0)")
+    amp.add_argument(
+        "--device",
+        default=None,
+        choices=("cpu", "cuda"),
+        help="where both trainings run (default: cuda when there is a GPU)",
+    )
+    amp.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes of each trained agent")
+    amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    add_store(amp)
+
+
+def add_actorq(commands: Subcommands) -> None:
+    actorq = commands.add_parser(
+        "actorq",
+        help="ActorQ: fp32 learner, quantized actors on Ray; speed and reward",
+        description="One run from the flags, or every run of --grid (flags given override its settings). "
+        "Defaults: dqn, CartPole-v1, int8 actors, 2 actors, 2048,2048,2048.",
+    )
+    actorq.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/actorq.yaml")
+    actorq.add_argument(
+        "--algo",
+        default=None,
+        choices=ACTORQ_ALGOS,
+        help="learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous)",
+    )
+    actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
+    actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))
+    actorq.add_argument(
+        "--int8-backend",
+        default=None,
+        choices=("onnxruntime", "torch"),
+        help="int8 actor kernels (default onnxruntime: the faster one here)",
+    )
+    actorq.add_argument("--comm-bits", type=int, default=None, help="bits per broadcast weight: 32, 16 or 2-8")
+    actorq.add_argument("--n-actors", type=positive_int, default=None)
+    actorq.add_argument(
+        "--policy-arch", type=widths, default=None, help="hidden widths, comma-separated (default 2048,2048,2048)"
+    )
+    actorq.add_argument("--pull-period", type=positive_int, default=None, help="actor steps between weight pulls")
+    actorq.add_argument("--samples-per-insert", type=float, default=None, help="upper bound on learner replay ratio")
+    actorq.add_argument("--batch-size", type=positive_int, default=None)
+    actorq.add_argument("--learning-starts", type=int, default=None, help="transitions before training (rl-zoo3's)")
+    actorq.add_argument("--max-actor-steps", type=positive_int, default=None, help="per actor (default 50000)")
+    actorq.add_argument("--target-reward", type=float, default=None, help="stop once the learner reaches it")
+    actorq.add_argument("--max-seconds", type=float, default=None, help="stop after this much wall-clock time")
+    actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
+    actorq.add_argument("--eval-episodes", type=positive_int, default=None, help="episodes per evaluation (default 10)")
+    actorq.add_argument(
+        "--seeds",
+        "--seed",
+        type=int,
+        nargs="+",
+        default=None,
+        help="one run per seed for each precision (the speed-up table's CIs are over seeds)",
+    )
+    actorq.add_argument(
+        "--learner-device",
+        default=None,
+        choices=("cpu", "cuda"),
+        help="where the learner trains (default: cuda when there is a GPU); actors stay on CPU cores",
+    )
+    actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
+    add_store(actorq)
+
+
+def add_rollout(commands: Subcommands) -> None:
+    rollout = commands.add_parser(
+        "rollout",
+        help="train PPO/A2C on rollouts played by a quantized policy copy; mismatch and final reward",
+        description="Every precision x correction x seed of the flags, each after its fp32-rollout reference run "
+        "(or the runs of --grid, filtered by the flags). rl-zoo3's hyperparameters; the behaviour policy is "
+        "re-quantized after every update; the trained fp32 policy is evaluated at the end.",
+    )
+    rollout.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/rollout.yaml")
+    rollout.add_argument("--algo", default=None, type=str.lower, choices=ALGOS, help="ppo (default) or a2c")
+    rollout.add_argument("--env", default=None, help="env id or alias")
+    rollout.add_argument(
+        "--rollout-precision",
+        nargs="+",
+        type=precision_arg,
+        default=None,
+        metavar="P",
+        help=f"behaviour policy precision(s): {PRECISION_HELP} (default int8)",
+    )
+    rollout.add_argument(
+        "--correction",
+        nargs="+",
+        choices=ROLLOUT_CORRECTIONS,
+        default=None,
+        help="none (naive: PPO's ratio against the quantized policy), tis (x min(pi/pi_q, C)), "
+        "mis (drop samples outside [1/C, C]); default none",
+    )
+    rollout.add_argument("--cap", type=ratio_cap, default=None, help="the ratio cap C (default 2.0)")
+    rollout.add_argument("--seeds", "--seed", type=int, nargs="+", default=None, help="training seeds (default 0)")
+    rollout.add_argument(
+        "-n", "--n-timesteps", type=positive_int, default=None, help="training steps (default rl-zoo3's)"
+    )
+    rollout.add_argument(
+        "--rollout-backend",
+        choices=ROLLOUT_BACKENDS,
+        default=None,
+        help="torch: weights on the PTQ grid (default); onnxruntime: int8 kernels (int8 only)",
+    )
+    rollout.add_argument(
+        "--episodes", type=positive_int, default=None, help="evaluation episodes of each trained policy (default 100)"
+    )
+    rollout.add_argument("--workers", type=positive_int, default=None, help="parallel runs (default: the cores)")
+    rollout.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or Ray")
+    rollout.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+    rollout.add_argument("--cache", type=Path, default=None, help="trained agents (default results/agents)")
+    add_store(rollout)
+    rollout.add_argument("--force", action="store_true", help="train again runs the store already has")
+
+
+def add_train(commands: Subcommands) -> None:
+    train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
+    train.add_argument("--algo", required=True, choices=ALGOS)
+    train.add_argument("--env", required=True)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--n-timesteps", type=positive_int, default=None, help="override rl-zoo3's budget")
+    train.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
