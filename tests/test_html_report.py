@@ -3,6 +3,7 @@ its tables hold the store's numbers, the variant selector switches tables, the c
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -76,8 +77,9 @@ def test_page_renders_the_stores_numbers_and_switches_variants(cli, two_variant_
     tooltip = visible()[0].find_element("css selector", "tr[title]").get_attribute("title")
     assert tooltip.startswith("row ") and "commit" in tooltip
     safe_bits = browser.find_element("xpath", "//h2[text()='Minimum safe bits']/following-sibling::table[1]")
-    cell_rows = safe_bits.find_element("css selector", "td[title]").get_attribute("title").splitlines()
-    assert sorted(line.split()[1] for line in cell_rows) == sorted(rows["key"])  # both seeds' fp32/int8/int3 rows
+    behind = safe_bits.find_element("css selector", "tbody tr").get_attribute("title")  # every cell of the line
+    assert sorted(re.findall(r"\b[0-9a-f]{24}\b", behind)) == sorted(rows["key"])  # both seeds' fp32/int8/int3 rows
+    assert "commit" in behind
     figures = browser.find_elements("css selector", "figure img")
     assert figures and all(f.get_attribute("src").startswith("data:image/svg+xml;base64,") for f in figures)
     assert all(browser.execute_script("return arguments[0].naturalWidth", f) > 100 for f in figures)

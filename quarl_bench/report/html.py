@@ -47,7 +47,7 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; }
-td:first-child, td:nth-child(2), td:nth-child(3) { text-align: left; }
+td:first-child, td:nth-child(2), td:nth-child(3), th:first-child, th:nth-child(2), th:nth-child(3) { text-align: left; }
 tr[title] { cursor: help; }
 img { max-width: min(100%, 1100px); border: 1px solid #eee; margin: 0.5em 0; }
 .note { color: #666; font-size: 0.9em; }
@@ -99,18 +99,23 @@ def rows_html(rows: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def row_origins(store: ResultStore, results: pd.DataFrame) -> dict[str, str]:
-    """Stored row key -> "row KEY · command · commit", for result and timing rows."""
+def row_origins(store: ResultStore, results: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """Stored row key -> (command, commit) that wrote it, for result and timing rows."""
     origins = {}
     for frame in (results, store.timings()):
         for key, provenance in zip(frame.get("key", []), frame.get("provenance", []), strict=True):
-            origins[key] = f"row {key} · {provenance.get('command', '')} · commit {provenance.get('git_commit', '')}"
+            origins[key] = (provenance.get("command", ""), provenance.get("git_commit", ""))
     return origins
 
 
-def _origin_title(text: object, origins: dict[str, str]) -> str:
-    keys = ROW_KEY.findall(str(text)) if isinstance(text, str) else []
-    return "\n".join(origins.get(key, f"row {key}") for key in keys)
+def origin_title(text: object, origins: dict[str, tuple[str, str]]) -> str:
+    """The stored rows named in ``text``, grouped by the command and commit that wrote them (a table's rows often
+    share both, and a tooltip per cell must stay short)."""
+    keys = ROW_KEY.findall(text) if isinstance(text, str) else []
+    groups: dict[tuple[str, str], list[str]] = {}
+    for key in dict.fromkeys(keys):
+        groups.setdefault(origins.get(key, ("?", "?")), []).append(key)
+    return "\n".join(f"rows {' '.join(k)} · {command} · commit {commit}" for (command, commit), k in groups.items())
 
 
 def _cell(value: object) -> str:
@@ -119,9 +124,19 @@ def _cell(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
 
 
-def table_html(path: Path, origins: dict[str, str]) -> str:
-    """A report table (its CSV) as HTML; every cell backed by stored rows names them (key, command, commit) in its
-    tooltip: the line's ``rows``/``row key`` column, or for column X the keys in column "X rows"."""
+def _keys_cell(text: object) -> str:
+    """A line's row keys, short: one key as itself, several as their count (the tooltip lists them)."""
+    keys = ROW_KEY.findall(text) if isinstance(text, str) else []
+    return f"<code>{keys[0]}</code>" if len(keys) == 1 else f"{len(keys)} rows" if keys else _cell(text)
+
+
+def _title(text: str) -> str:
+    return f' title="{html.escape(text)}"' if text else ""
+
+
+def table_html(path: Path, origins: dict[str, tuple[str, str]]) -> str:
+    """A report table (its CSV) as HTML whose cells name the stored rows behind them (keys, command, commit) in a
+    tooltip: a line's ``rows``/``row key`` column covers the line; column "X rows" covers column X's cell."""
     frame = pd.read_csv(path)
     cell_rows = {c[: -len(CELL_ROWS_SUFFIX)]: c for c in frame.columns if c.endswith(CELL_ROWS_SUFFIX)}
     line_rows = [c for c in frame.columns if c in ROW_COLUMNS]
@@ -129,13 +144,13 @@ def table_html(path: Path, origins: dict[str, str]) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown)
     body = []
     for _, line in frame.iterrows():
-        line_title = "\n".join(t for c in line_rows if (t := _origin_title(line[c], origins)))
-        cells = []
-        for column in shown:
-            title = _origin_title(line[cell_rows[column]], origins) if column in cell_rows else line_title
-            attribute = f' title="{html.escape(title)}"' if title else ""
-            cells.append(f"<td{attribute}>{_cell(line[column])}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
+        line_title = "\n".join(t for c in line_rows if (t := origin_title(line[c], origins)))
+        cells = "".join(
+            f"<td{_title(origin_title(line[cell_rows[c]], origins)) if c in cell_rows else ''}>"
+            f"{_keys_cell(line[c]) if c in line_rows else _cell(line[c])}</td>"
+            for c in shown
+        )
+        body.append(f"<tr{_title(line_title)}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -170,7 +185,7 @@ def write_html_report(store: ResultStore, out_dir: Path) -> Path:
         f"<title>quarl-bench report: {html.escape(store.path.name)}</title><style>{STYLE}</style></head><body>",
         "<h1>quarl-bench report</h1>",
         f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {len(results)} rows; "
-        f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Hover a line for the stored row it shows.</p>",
+        f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Hover a line or a cell for the stored rows behind it.</p>",
     ]
     if blocks:
         parts += [
