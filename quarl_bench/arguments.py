@@ -303,3 +303,10 @@ def add_calibration(parser: argparse.ArgumentParser) -> None:
         default="minmax",
         help="ort-int8-static: how ranges are chosen from them (default minmax)",
     )
+
+
+def add_executor(parser: argparse.ArgumentParser, unit: str) -> None:
+    """Where a grid's ``unit`` (jobs, runs) execute: a local process pool or a Ray cluster."""
+    parser.add_argument("--workers", type=positive_int, default=None, help=f"parallel {unit} (default: the cores)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or a Ray cluster")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")

@@ -7,6 +7,7 @@ from pathlib import Path
 from quarl_bench.arguments import (
     add_agent,
     add_evaluation,
+    add_executor,
     add_recipe,
     add_sources,
     add_spec,
@@ -141,8 +142,6 @@ def add_sweep(commands: Subcommands) -> None:
     )
     add_sources(sweep)
     sweep.add_argument("--hub", action="store_true", help="also try the Hugging Face hub for missing agents")
-    sweep.add_argument("--workers", type=positive_int, default=None, help="parallel processes (default: the cores)")
-    sweep.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or a Ray cluster")
-    sweep.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+    add_executor(sweep, "processes")
     add_store(sweep)
     sweep.add_argument("--force", action="store_true", help="re-run jobs already in the store")

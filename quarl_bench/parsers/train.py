@@ -6,6 +6,7 @@ from pathlib import Path
 
 from quarl_bench.arguments import (
     add_algo,
+    add_executor,
     add_store,
     positive_int,
     precision_arg,
@@ -155,9 +156,7 @@ def add_rollout(commands: Subcommands) -> None:
     rollout.add_argument(
         "--episodes", type=positive_int, default=None, help="evaluation episodes of each trained policy (default 100)"
     )
-    rollout.add_argument("--workers", type=positive_int, default=None, help="parallel runs (default: the cores)")
-    rollout.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or Ray")
-    rollout.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+    add_executor(rollout, "runs")
     rollout.add_argument("--cache", type=Path, default=None, help="trained agents (default results/agents)")
     add_store(rollout)
     rollout.add_argument("--force", action="store_true", help="train again runs the store already has")

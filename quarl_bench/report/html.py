@@ -108,12 +108,16 @@ def row_origins(store: ResultStore, results: pd.DataFrame) -> dict[str, tuple[st
     return origins
 
 
+def row_keys(text: object) -> list[str]:
+    """The stored row keys a report cell names (``rows``-style columns hold them space- or comma-separated)."""
+    return ROW_KEY.findall(text) if isinstance(text, str) else []
+
+
 def origin_title(text: object, origins: dict[str, tuple[str, str]]) -> str:
     """The stored rows named in ``text``, grouped by the command and commit that wrote them (a table's rows often
     share both, and a tooltip per cell must stay short)."""
-    keys = ROW_KEY.findall(text) if isinstance(text, str) else []
     groups: dict[tuple[str, str], list[str]] = {}
-    for key in dict.fromkeys(keys):
+    for key in dict.fromkeys(row_keys(text)):
         groups.setdefault(origins.get(key, ("?", "?")), []).append(key)
     return "\n".join(f"rows {' '.join(k)} · {command} · commit {commit}" for (command, commit), k in groups.items())
 
@@ -126,7 +130,7 @@ def _cell(value: object) -> str:
 
 def _keys_cell(text: object) -> str:
     """A line's row keys, short: one key as itself, several as their count (the tooltip lists them)."""
-    keys = ROW_KEY.findall(text) if isinstance(text, str) else []
+    keys = row_keys(text)
     return f"<code>{keys[0]}</code>" if len(keys) == 1 else f"{len(keys)} rows" if keys else _cell(text)
 
 
