@@ -203,6 +203,60 @@ def run_ptq(
     return run_work(work, store, force=force, on_result=on_result)
 
 
+def certify_agent(
+    model: Any,
+    specs: Sequence[QuantSpec | str | int] = ("fp16", "int8", "int6", "int5", "int4", "int3", "int2"),
+    config: Any = None,
+    store: Any = None,
+    *,
+    env: str | None = None,
+    force: bool = False,
+    on_verdict: Callable[[Any], None] | None = None,
+) -> Any:
+    """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.methods.certify`).
+
+    :param model: a resolved :class:`AgentRef`, or a path to an SB3 zip / ONNX file (then ``env`` is needed).
+    :param specs: QuantSpecs or precision names, in any order (walked from the widest down).
+    :param config: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 5% of R_fp32 - R_random, 95%).
+    :param store: a :class:`~quarl_bench.store.ResultStore` or a path; None: ``results/quarl.sqlite``.
+    :return: a :class:`~quarl_bench.methods.certify.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
+    """
+    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+    config = config or CertifyConfig()
+    if isinstance(model, str | os.PathLike):
+        if env is None:
+            raise QuarlError("certify_agent on a policy file needs env: expected an env id such as 'CartPole-v1'")
+        model = find_agent(AgentQuery(env, model=str(model)))
+    specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
+    if isinstance(store, ResultStore):
+        return _certify_in(model, specs, config, store, force, on_verdict)
+    with ResultStore(store or DEFAULT_STORE) as opened:
+        return _certify_in(model, specs, config, opened, force, on_verdict)
+
+
+def _certify_in(ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict) -> Any:
+    import sys
+
+    from quarl_bench.methods.certify import certify_specs
+    from quarl_bench.provenance import driver_provenance
+
+    store.check()
+    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
+        from quarl_bench.quant.quantize import ONNX_REFUSAL
+
+        raise QuarlError(ONNX_REFUSAL)
+    old = store.unpaired_rows(ref.content_hash)
+    if old:
+        print(
+            f"quarl-bench: note: {old} stored rows of this agent carry no episode identity (stored before it was "
+            "recorded); they are never paired with new ones, so certify evaluates afresh",
+            file=sys.stderr,
+        )
+    return certify_specs(ref, specs, config, store, driver_provenance(), on_verdict, force)
+
+
 def run_deploy(
     ref: AgentRef,
     specs: tuple[QuantSpec, ...],

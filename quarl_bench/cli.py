@@ -14,6 +14,7 @@ from quarl_bench.parsers import deploy, evaluate, read, train
 # the order ``quarl-bench --help`` lists them in
 COMMANDS = (
     evaluate.add_run,
+    evaluate.add_certify,
     evaluate.add_sensitivity,
     evaluate.add_mixed,
     evaluate.add_fidelity,

@@ -52,6 +52,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def certify(args: argparse.Namespace) -> int:
+    import json
+
+    from quarl_bench.api import certify_agent
+    from quarl_bench.arguments import recipe_options
+    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.report.console import certification_table, verdict_line
+    from quarl_bench.types import QuantSpec
+
+    config = CertifyConfig(
+        args.tolerance,
+        args.tolerance_abs,
+        args.confidence,
+        args.batch,
+        args.max_episodes,
+        args.planned_episodes,
+        args.seed,
+        args.n_envs,
+        args.every_width,
+    )  # validated before any agent is found or row stored
+    recipe = recipe_options(args)
+    specs = tuple(
+        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
+        for p in args.bits
+    )
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        if args.json:
+            from quarl_bench.api import find_agent
+
+            store.check()
+            ref = find_agent(agent_query(args))
+        else:
+            ref = _agent_for(args, store)
+        on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
+        result = certify_agent(ref, specs, config, store, force=args.force, on_verdict=on_verdict)
+        if args.json:
+            print(json.dumps(result.as_json()))
+        else:
+            console.print(certification_table(result))
+            console.print(f"Stored in {store.path}")
+    return 0
+
+
 def sweep(args: argparse.Namespace) -> int:
     from quarl_bench.executors import InlineExecutor, PoolExecutor, RayExecutor, default_workers, run_all
     from quarl_bench.provenance import driver_provenance

@@ -22,9 +22,9 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SCHEMA_VERSION = 7  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 8  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
-# and the fidelity table; 6: before the recipe column
+# and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -87,9 +87,13 @@ COLUMNS = (
     Column("agreement", "TEXT NOT NULL", lambda r: json.dumps(r.action_agreement)),
     Column("provenance", "TEXT NOT NULL", lambda r: json.dumps(r.provenance)),
     Column("weights", "TEXT NOT NULL DEFAULT '{}'", lambda r: json.dumps(r.weights), added=True),
+    # [[env index, episode number, reset seed], ...] in episode_rewards' order; [] in rows stored before
+    Column(
+        "episode_ids", "TEXT NOT NULL DEFAULT '[]'", lambda r: json.dumps([list(e) for e in r.episode_ids]), added=True
+    ),
     Column("created_at", "TEXT NOT NULL", lambda r: datetime.now(timezone.utc).isoformat(timespec="microseconds")),
 )
-JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights")
+JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights", "episode_ids")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS results (\n    " + ",\n    ".join(f"{c.name} {c.definition}" for c in COLUMNS) + "\n)"
 )
@@ -138,6 +142,31 @@ CREATE TABLE IF NOT EXISTS fidelity (
 )
 """
 FIDELITY_JSON_COLUMNS = ("first_action", "first_obs", "lengths", "provenance")
+# Certified verdicts (methods/certify.py): one per agent x spec x certification settings, naming its batch rows.
+VERDICTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS verdicts (
+    key TEXT PRIMARY KEY,
+    algo TEXT NOT NULL,
+    env_id TEXT NOT NULL,
+    agent_hash TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    episodes INTEGER NOT NULL,
+    mean REAL NOT NULL,
+    lower REAL NOT NULL,
+    upper REAL NOT NULL,
+    delta REAL NOT NULL,
+    alpha REAL NOT NULL,
+    spec_json TEXT NOT NULL,
+    tolerance TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    rows TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    created_at TEXT NOT NULL
+)
+"""
+VERDICT_JSON_COLUMNS = ("spec_json", "settings", "rows", "provenance")
 # Every row with its reference (fp32) row's reward and E% = (R_fp32 - R_q) / |R_fp32| * 100, from that one row.
 SELECT_ROWS = f"""
 SELECT {", ".join("r." + c for c in ROW_COLUMNS)},
@@ -228,6 +257,7 @@ class ResultStore:
                         db.execute(SCHEMA)
                         db.execute(TIMINGS_SCHEMA)
                         db.execute(FIDELITY_SCHEMA)
+                        db.execute(VERDICTS_SCHEMA)
                         _add_missing_columns(db)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
@@ -326,6 +356,32 @@ class ResultStore:
         if not self._readable():
             return False
         return self._connection.execute("SELECT 1 FROM fidelity WHERE key = ?", (key,)).fetchone() is not None
+
+    def put_verdict(self, row: dict[str, Any], replace: bool = False) -> bool:
+        """Write one certified verdict (see :mod:`quarl_bench.methods.certify`) atomically; False if it exists."""
+        return self._put_side_row("verdicts", VERDICT_JSON_COLUMNS, row, replace)
+
+    def get_verdict(self, key: str) -> dict[str, Any] | None:
+        """A stored verdict (JSON columns decoded), or None."""
+        if not self._readable():
+            return None
+        cursor = self._connection.execute("SELECT * FROM verdicts WHERE key = ?", (key,))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        found = dict(zip([c[0] for c in cursor.description], row, strict=True))
+        return found | {column: json.loads(found[column]) for column in VERDICT_JSON_COLUMNS}
+
+    def verdicts(self) -> pd.DataFrame:
+        """Every certified verdict, JSON columns decoded, oldest first."""
+        return self._side_table("verdicts", VERDICT_JSON_COLUMNS)
+
+    def unpaired_rows(self, agent_hash: str) -> int:
+        """How many of an agent's rows were stored before episode identities (they never pair with new rows)."""
+        if not self._readable():
+            return 0
+        query = "SELECT COUNT(*) FROM results WHERE agent_hash = ? AND episode_ids = '[]' AND method != 'actorq'"
+        return int(self._connection.execute(query, (agent_hash,)).fetchone()[0])
 
     def has_timing(self, key: str) -> bool:
         if not self._readable():

@@ -55,11 +55,14 @@ PTQ_SETTINGS: dict[str, dict[str, float]] = {
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
-QUANTIZER_VERSION = 2
+QUANTIZER_VERSION = 3  # 3: 2**bits-code group grids, MX exponents by frexp
 # How an evaluation's random draws are made (sampled and epsilon-greedy actions, observation noise): per env, so a
 # job's episodes do not depend on how its envs are batched or split over processes. Rows stored before drew from
 # shared generators; their jobs' keys lack this field, so they are not mixed with these.
 EVAL_DRAWS = "per-env"
+# How an evaluation's episodes start: each from a reset seed of its own (evaluation/episode_seeds.py), so fp32 and
+# quantized episodes pair one to one. Part of every key: rows stored before carry no episode identity.
+EPISODE_SEEDS = "reset seed per episode"
 ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
 # What a row's algo says for a policy that is no SB3 agent: a user's torch module or ONNX graph.
 FOREIGN_ALGOS = ("torch-module", "onnx")
@@ -397,6 +400,7 @@ class Job:
                 fields["calibration"]["rounding"] = PTQ_SETTINGS[self.spec.ptq]
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
+        fields["episode_starts"] = EPISODE_SEEDS
         return fields
 
     @property
@@ -444,6 +448,8 @@ class EvalResult:
     action_agreement: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, Any] = field(default_factory=dict)  # fp32 acting-weight profile, see ptq.weight_profile
+    # per episode (as episode_rewards): (env index, episode number in that env, reset seed); see episode_seeds
+    episode_ids: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def mean_reward(self) -> float:

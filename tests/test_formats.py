@@ -79,6 +79,13 @@ def test_mx_blocks_share_a_power_of_two_scale() -> None:
     assert torch.equal(out[32:36], torch.tensor([6.0, -3.0, 0.5, 1.5]))
 
 
+def test_mx_exponent_is_exact_just_below_a_power_of_two() -> None:
+    # amax 2**24 - 1: floor(log2) is 23, but float32 log2 rounds it to 24. Exponent 23 - emax 2 -> scale 2**21, and
+    # amax / scale = 7.9999995 saturates at e2m1's 6 (OCP); the rounded-up exponent would give 4 * 2**22 instead.
+    block = torch.tensor([[2.0**24 - 1] + [0.0] * 31])
+    assert mx_round_trip(block, "mxfp4")[0, 0] == 6 * 2.0**21
+
+
 def test_mx_saturates_the_block_maximum_as_ocp_specifies() -> None:
     # amax 480 -> shared exponent floor(log2 480) - 8 = 0: 480 lies above e4m3's 448 and clamps there (OCP v1.0), so
     # on such blocks mxfp8 can lose more than mxfp6 (whose clamp is 7.5 of [4, 8))

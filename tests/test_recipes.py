@@ -21,20 +21,30 @@ from quarl_bench.types import Job, QuantSpec
 from quarl_bench.zoo.foreign import ModulePolicy
 
 
-def test_group_wise_grid_is_one_quarl_grid_per_32_inputs() -> None:
-    row = torch.cat([torch.linspace(-1, 1, 32), torch.linspace(0, 8, 32)]).reshape(1, 64)
+def test_group_wise_grid_has_2_to_the_bits_codes_per_32_inputs_with_exact_zero() -> None:
+    row = torch.cat([torch.linspace(-1, 2, 32), torch.linspace(0, 9, 32)]).reshape(1, 64)
     out = fake_quant(row, 2, group_size=32)
-    # QuaRL's grid per group: step (|min| + |max|) / 2^bits; codes round(w / step)
-    first, second = 2 / 4, 8 / 4
-    assert torch.equal(out[0, :32], torch.round(row[0, :32] / first) * first)
-    assert torch.equal(out[0, 32:], torch.round(row[0, 32:] / second) * second)
-    assert set(out[0, 32:].tolist()) == {0.0, 2.0, 4.0, 6.0, 8.0}
+    # first group: step (2 - -1) / 3 = 1, zero point 1: codes -1..2; second: range [0, 9], step 3, codes 0..3
+    assert sorted(set(out[0, :32].tolist())) == [-1.0, 0.0, 1.0, 2.0]
+    assert sorted(set(out[0, 32:].tolist())) == [0.0, 3.0, 6.0, 9.0]
+    wide = torch.linspace(-2, 1.5, 32).reshape(1, 32)
+    symmetric = fake_quant(wide, 2, symmetric=True, group_size=32)  # narrow range: step max|w| / 1, codes -1..1
+    assert sorted(set(symmetric[0].tolist())) == [-2.0, 0.0, 2.0]
+
+
+def test_int4_groups_of_gaussian_weights_use_at_most_16_codes() -> None:
+    weight = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+    out = fake_quant(weight, 4, group_size=32).reshape(-1, 32)
+    assert max(len(set(group.tolist())) for group in out) == 16
+    quarl = fake_quant(weight.reshape(-1, 32), 4, per_channel=True)  # QuaRL's grid on the same groups: 2^4 + 1
+    assert max(len(set(group.tolist())) for group in quarl) == 17
 
 
 def test_group_wise_pads_a_short_last_group_without_changing_its_range() -> None:
     weight = torch.tensor([[0.0] * 31 + [1.0] + [-3.0, 3.0, 0.4]])  # 35 inputs: groups of 32 and 3
     out = fake_quant(weight, 4, group_size=32)
-    assert out[0, -1] == pytest.approx(round(0.4 / (6 / 16)) * 6 / 16)
+    step = 6 / 15  # [-3, 3] on 16 codes; zero point round(3 / step) = 8 (7.5 rounds to even)
+    assert out[0, -1] == pytest.approx(round(0.4 / step) * step)
     assert out.shape == weight.shape
 
 

@@ -10,6 +10,7 @@ from quarl_bench.report.estimators import (
     minimum_safe_bits,
     normalized_scores,
     paired_difference_ci,
+    paired_rewards,
     performance_profile,
     probability_of_improvement,
     stratified_bootstrap_ci,
@@ -40,8 +41,22 @@ def test_paired_difference_cancels_what_the_seeds_share() -> None:
         paired_difference_ci([[1]], [[1], [2]])
 
 
+def test_paired_difference_of_a_constant_offset_on_noisy_rewards_is_a_few_hundredths_wide() -> None:
+    rng = np.random.default_rng(0)
+    reference = rng.normal(100.0, 40.0, size=100)  # episodes spread 40 apart
+    quantized = reference + 0.5 + rng.normal(0.0, 0.05, size=100)  # each episode 0.5 better, give or take 0.05
+    diff, low, high = paired_difference_ci([quantized], [reference])
+    assert 0.48 < low < diff < high < 0.52  # unpaired, the two means' spread would make it about +-11 wide
+    rewards, references = paired_rewards(
+        [1.0, 2.0, 3.0], [[1, 0, 7], [0, 0, 5], [0, 1, 6]], [10.0, 20.0], [[0, 0, 5], [1, 0, 7]]
+    )
+    assert rewards.tolist() == [2.0, 1.0] and references.tolist() == [10.0, 20.0]  # matched by identity, not order
+    with pytest.raises(ValueError, match="without episode identities"):
+        paired_rewards([1.0], [], [1.0], [[0, 0, 1]])
+
+
 def test_probability_of_improvement_counts_ties_half() -> None:
-    assert probability_of_improvement([[1, 2]], [[1]]) == 0.75  # (1 vs 1: 1/2) and (2 vs 1: 1), averaged
+    assert probability_of_improvement([[1, 2]], [[1, 1]]) == 0.75  # (1 vs 1: 1/2) and (2 vs 1: 1), averaged
     assert probability_of_improvement([[5, 5]], [[5, 5]]) == 0.5  # the same policy
     assert probability_of_improvement([[2], [0]], [[1], [1]]) == 0.5  # seed 0: 1, seed 1: 0
     assert probability_of_improvement([[3, 4]], [[1, 2]]) == 1.0

@@ -20,6 +20,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
+from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
 from quarl_bench.evaluation.greedy import greedy_function
 from quarl_bench.evaluation.margins import StateReservoir
 from quarl_bench.types import ActionMode
@@ -38,6 +39,7 @@ class Episodes:
     agreement: dict[str, float] = field(default_factory=dict)
     states: np.ndarray | None = None  # a uniform sample of the observations the policy acted on (record_states)
     vector_steps: int = 0  # batched decisions made (each steps every env once)
+    identities: list[EpisodeId] = field(default_factory=list)  # per episode, as rewards: see episode_seeds
 
 
 def env_generators(seed: int, envs: range, stream: int) -> list[np.random.Generator]:
@@ -214,9 +216,10 @@ class ObservationTap:
 
 @dataclass
 class Finished:
-    """Episodes a process played for its envs: SB3's order key (vector step, env index), return, length."""
+    """Episodes a process played for its envs: SB3's order key (vector step, env index), return, length, and the
+    episode's number within its env and its reset seed."""
 
-    episodes: list[tuple[int, int, float, int]]
+    episodes: list[tuple[int, int, float, int, int, int]]
     agreement: dict[str, float]
     states: np.ndarray | None
     vector_steps: int
@@ -229,17 +232,19 @@ def episode_targets(episodes: int, n_envs: int, envs: range) -> np.ndarray:
 
 
 def play(
-    predictor, env: VecEnv, targets: np.ndarray, envs: range, playing: np.ndarray
-) -> tuple[list[tuple[int, int, float, int]], int]:
+    predictor, env: VecEnv, targets: np.ndarray, envs: range, playing: np.ndarray, seed: int
+) -> tuple[list[tuple[int, int, float, int, int, int]], int]:
     """SB3's ``evaluate_policy`` loop for the envs ``envs`` (global indices) of a larger evaluation: every env steps
     until each has finished its target; returns come from ``Monitor`` where the env has one. ``playing`` is kept
-    equal to which envs have not finished their target."""
+    equal to which envs have not finished their target. Each episode starts from its own reset seed
+    (:mod:`~quarl_bench.evaluation.episode_seeds`), -1 where the envs live in other processes."""
+    seeders = seed_every_episode(env, seed, envs)
     monitored = is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0]
     counts = np.zeros(len(envs), dtype=int)
     current_rewards, current_lengths = np.zeros(len(envs)), np.zeros(len(envs), dtype=int)
     observations, states = env.reset(), None
     episode_starts = np.ones(len(envs), dtype=bool)
-    finished: list[tuple[int, int, float, int]] = []
+    finished: list[tuple[int, int, float, int, int, int]] = []
     step = 0
     while playing.any():
         actions, states = predictor.predict(observations, state=states, episode_start=episode_starts)
@@ -248,11 +253,14 @@ def play(
         current_lengths += 1
         episode_starts[playing] = dones[playing]
         for i in np.flatnonzero(playing & dones):
-            if not monitored:
-                finished.append((step, envs[i], float(current_rewards[i]), int(current_lengths[i])))
-                counts[i] += 1
-            elif "episode" in infos[i]:
-                finished.append((step, envs[i], float(infos[i]["episode"]["r"]), int(infos[i]["episode"]["l"])))
+            if not monitored or "episode" in infos[i]:
+                reward, length = (
+                    (infos[i]["episode"]["r"], infos[i]["episode"]["l"])
+                    if monitored
+                    else (current_rewards[i], current_lengths[i])
+                )
+                start = seeders[i].seeds[counts[i]] if seeders else -1
+                finished.append((step, envs[i], float(reward), int(length), int(counts[i]), start))
                 counts[i] += 1
             current_rewards[i], current_lengths[i] = 0, 0
         playing[:] = counts < targets
@@ -289,7 +297,7 @@ def play_envs(
             acting.set_training_mode(False)  # what predict does on every call; the greedy fast path relies on it
     targets = episode_targets(episodes, n_envs, envs)
     playing &= targets > 0
-    finished, steps = play(predictor, env, targets, envs, playing)
+    finished, steps = play(predictor, env, targets, envs, playing, seed)
     meter = predictor.inner if isinstance(predictor, ObservationTap) else predictor
     agreement = meter.counts() if isinstance(meter, AgreementMeter) else {}
     states = reservoir.states() if reservoir is not None else None
@@ -346,8 +354,9 @@ def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: 
     finished = sorted(episode for share in shares for episode in share.episodes)
     agreement = {name: sum(share.agreement[name] for share in shares) for name in shares[0].agreement}
     return Episodes(
-        rewards=[reward for _, _, reward, _ in finished],
-        lengths=[length for _, _, _, length in finished],
+        rewards=[reward for _, _, reward, _, _, _ in finished],
+        lengths=[length for _, _, _, length, _, _ in finished],
+        identities=[(index, number, start) for _, index, _, _, number, start in finished],
         wall_seconds=seconds,
         agreement=agreement_summary(agreement, discrete) if agreement else {},
         states=states,

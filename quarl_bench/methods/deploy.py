@@ -107,6 +107,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
         job=job,
         episode_rewards=tuple(episodes.rewards),
         episode_lengths=tuple(episodes.lengths),
+        episode_ids=tuple(episodes.identities),
         wall_seconds=episodes.wall_seconds,
         action_agreement=episodes.agreement,
         provenance=driver | agent_provenance(agent.ref) | {"deployment": deployment},

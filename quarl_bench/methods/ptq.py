@@ -71,6 +71,7 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
         job=job,
         episode_rewards=tuple(episodes.rewards),
         episode_lengths=tuple(episodes.lengths),
+        episode_ids=tuple(episodes.identities),
         wall_seconds=episodes.wall_seconds,
         layers=layers,
         action_agreement=episodes.agreement | margins,

@@ -44,4 +44,5 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
         tuple(episodes.lengths),
         episodes.wall_seconds,
         provenance=driver | agent_provenance(agent.ref),
+        episode_ids=tuple(episodes.identities),
     )

@@ -44,6 +44,57 @@ def add_run(commands: Subcommands) -> None:
     add_evaluation(run, "precision", statistics=True)
 
 
+def add_certify(commands: Subcommands) -> None:
+    certify = commands.add_parser(
+        "certify", help="decide which precisions are safe: a sequential paired test per width, widest first"
+    )
+    add_agent(certify)
+    certify.add_argument(
+        "--bits",
+        nargs="+",
+        type=precision_arg,
+        default=["fp16", "int8", "int6", "int5", "int4", "int3", "int2"],
+        metavar="P",
+        help=f"precisions to certify, walked from the widest down: {PRECISION_HELP} (default fp16 8 6 5 4 3 2)",
+    )
+    add_spec(certify)
+    add_recipe(certify)
+    certify.add_argument(
+        "--tolerance",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="safe: the mean loss stays under PCT%% of (R_fp32 - R_random), the random policy measured once (default 5)",
+    )
+    certify.add_argument(
+        "--tolerance-abs", type=float, default=None, metavar="R", help="the tolerance in reward units instead"
+    )
+    certify.add_argument(
+        "--confidence", type=float, default=0.95, help="confidence of the anytime-valid sequence, in (0.5, 1)"
+    )
+    certify.add_argument("--batch", type=positive_int, default=20, help="paired episodes per look (default 20)")
+    certify.add_argument(
+        "--max-episodes",
+        type=positive_int,
+        default=1000,
+        help="paired episodes after which a width still undecided is 'undetermined' (default 1000)",
+    )
+    certify.add_argument(
+        "--planned-episodes",
+        type=positive_int,
+        default=100,
+        help="the episode count the sequence is tightest at (default 100, the fixed protocol's)",
+    )
+    certify.add_argument("--seed", type=int, default=0, help="seed base of every batch (two bases: independent runs)")
+    certify.add_argument(
+        "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
+    )
+    certify.add_argument("--every-width", action="store_true", help="go on below the first width that is not safe")
+    certify.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    add_store(certify)
+    certify.add_argument("--force", action="store_true", help="decide again what the store has verdicts for")
+
+
 def add_sensitivity(commands: Subcommands) -> None:
     sensitivity = commands.add_parser(
         "sensitivity", help="quantize one acting layer at a time: which layers break a policy"

@@ -9,6 +9,11 @@ Three grid schemes, each ``w_q = (code - zero_point) * step`` with integer codes
   ``step = max|w| / (2**(bits-1) - 1)``, codes ``-(2**(bits-1) - 1) ... 2**(bits-1) - 1``.
 - ``min-max``: asymmetric over ``[min, max]`` with exactly ``2**bits`` levels (codes ``0 ... 2**bits - 1``), so
   codes pack into ``bits`` bits: ActorQ's q_c broadcasts. Its offset is ``min`` itself (not rounded to a code).
+
+Group-wise weights (``group_size``) use a grid of exactly ``2**bits`` codes per group, as GPTQ and torchao's int4
+layouts do (:func:`group_grid`): asymmetric over the group's range widened to hold 0, with an integer zero point,
+or the symmetric narrow-range grid with ``--symmetric``. QuaRL's grid would give a group up to ``2**bits + 1``
+codes, which do not pack into ``bits`` bits.
 """
 
 from __future__ import annotations
@@ -87,12 +92,34 @@ def fake_quant(
     """
     if group_size:
         groups, pad = as_groups(weight.detach(), group_size)
-        quantized = from_groups(fake_quant(groups, bits, True, symmetric), pad, weight)
+        step, low, high = group_grid(groups, bits, symmetric)
+        quantized = from_groups(torch.clamp(torch.round(groups / step), low, high) * step, pad, weight)
         return weight + (quantized - weight).detach()
     grid = to_grid(weight, bits, "symmetric" if symmetric else "quarl", per_channel)
     step = quant_step(weight, bits, per_channel, symmetric)
     quantized = torch.where(step > 0, grid.dequantize(), weight.detach())
     return weight + (quantized - weight).detach()
+
+
+def group_grid(groups: torch.Tensor, bits: int, symmetric: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each group's (row's) ``2**bits``-code grid as (step, lowest code, highest code), one column each, with
+    ``w_q = clamp(round(w / step), lowest, highest) * step``.
+
+    Asymmetric: ``step = (max(hi, 0) - min(lo, 0)) / (2**bits - 1)``, zero point ``round(-min(lo, 0) / step)``, codes
+    ``-zero_point ... 2**bits - 1 - zero_point`` (zero exact, as integer kernels need). Symmetric: ``step = max|w| /
+    (2**(bits-1) - 1)``, codes ``±(2**(bits-1) - 1)``. A constant-zero group gets step 1 (it stays 0).
+    """
+    low = torch.minimum(groups.min(dim=1, keepdim=True).values, torch.zeros(()))
+    high = torch.maximum(groups.max(dim=1, keepdim=True).values, torch.zeros(()))
+    if symmetric:
+        limit = 2 ** (bits - 1) - 1
+        step = torch.maximum(low.abs(), high) / limit
+        step = torch.where(step > 0, step, torch.ones_like(step))
+        return step, torch.full_like(step, -limit), torch.full_like(step, limit)
+    step = (high - low) / (2**bits - 1)
+    step = torch.where(step > 0, step, torch.ones_like(step))
+    zero_point = torch.round(-low / step)
+    return step, -zero_point, 2**bits - 1 - zero_point
 
 
 def cast_round_trip(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -19,7 +19,7 @@ from torch import nn
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.quant.activations import record_tensors
-from quarl_bench.quant.affine import as_groups, from_groups, quant_step
+from quarl_bench.quant.affine import as_groups, from_groups, group_grid, quant_step
 from quarl_bench.quant.layers import acting_layers
 from quarl_bench.types import PTQ_SETTINGS, QuantSpec
 
@@ -31,15 +31,14 @@ MAX_ROWS = 32_768  # input rows per layer (a convolution has one per output posi
 def grid_of(weight: torch.Tensor, spec: QuantSpec, per_channel: bool) -> tuple[torch.Tensor, ...]:
     """The RTN grid of a 2-D weight (rows: output channels) as per-element ``step``, lowest and highest code."""
     bits, symmetric = spec.bits, spec.symmetric
-    if spec.group_size:
+    if spec.group_size:  # codes, not values: the group's own 2**bits-code grid (affine.group_grid)
         groups, pad = as_groups(weight, spec.group_size)
-        step = quant_step(groups, bits, True, symmetric).expand_as(groups)
-        lo, hi = groups.min(dim=1, keepdim=True).values, groups.max(dim=1, keepdim=True).values
-        step, lo, hi = (from_groups(t.expand_as(groups).contiguous(), pad, weight) for t in (step, lo, hi))
-    else:
-        step = quant_step(weight, bits, per_channel, symmetric).expand_as(weight)
-        lo = (weight.min(dim=1, keepdim=True).values if per_channel else weight.min()).expand_as(weight)
-        hi = (weight.max(dim=1, keepdim=True).values if per_channel else weight.max()).expand_as(weight)
+        return tuple(
+            from_groups(t.expand_as(groups).contiguous(), pad, weight) for t in group_grid(groups, bits, symmetric)
+        )
+    step = quant_step(weight, bits, per_channel, symmetric).expand_as(weight)
+    lo = (weight.min(dim=1, keepdim=True).values if per_channel else weight.min()).expand_as(weight)
+    hi = (weight.max(dim=1, keepdim=True).values if per_channel else weight.max()).expand_as(weight)
     step = torch.where(step > 0, step, torch.ones_like(step))
     if symmetric:
         limit = torch.full_like(step, 2 ** (bits - 1) - 1)

@@ -4,7 +4,8 @@ NVIDIA's NVFP4.
 - ``fp8-e4m3`` / ``fp8-e5m2``: one fp32 scale per tensor, ``amax / max_normal``; values cast through torch's
   ``float8_e4m3fn`` / ``float8_e5m2`` (round to nearest even), saturated at the format's largest finite value.
 - ``mxfp4`` / ``mxfp6`` / ``mxfp8`` (OCP Microscaling Formats spec v1.0): blocks of 32 consecutive values of a row (a weight's
-  input dimension) share a power-of-two scale ``2**(floor(log2(amax_block)) - emax_element)`` (an E8M0 byte);
+  input dimension) share a power-of-two scale ``2**(floor(log2(amax_block)) - emax_element)`` (the exponent read
+  exactly with ``frexp``) (an E8M0 byte);
   elements are e2m1, e2m3 and e4m3, saturated at their largest normal.
 - ``nvfp4``: e2m1 elements, blocks of 16 share an e4m3 scale ``amax_block / 6`` (rounded to e4m3), under one fp32
   scale per tensor that keeps the block scales inside e4m3's range: NVIDIA's two-level scheme.
@@ -59,11 +60,18 @@ def round_minifloat(x: torch.Tensor, fmt: Minifloat) -> torch.Tensor:
     """``x`` rounded to the nearest value of ``fmt`` (ties to even), saturated at ``±fmt.max_value``."""
     x = x.float()
     magnitude = x.abs().clamp(max=fmt.max_value)
-    exponent = torch.floor(torch.log2(magnitude.clamp(min=torch.finfo(torch.float32).tiny)))
+    exponent = floor_log2(magnitude.clamp(min=torch.finfo(torch.float32).tiny))
     exponent = exponent.clamp(min=fmt.min_normal_exponent)  # below the normals: the subnormal spacing
     quantum = torch.exp2(exponent - fmt.mantissa_bits)
     rounded = (torch.round(magnitude / quantum) * quantum).clamp(max=fmt.max_value)
     return torch.sign(x) * rounded
+
+
+def floor_log2(x: torch.Tensor) -> torch.Tensor:
+    """``floor(log2(x))`` for positive ``x``, exactly: ``torch.frexp`` reads the float's own exponent, where
+    ``torch.log2`` can round a value just below a power of two up to it (``log2(2**k - ulp) == k`` in float32)."""
+    _, exponent = torch.frexp(x)
+    return (exponent - 1).to(x.dtype)
 
 
 def fp8_round_trip(x: torch.Tensor, name: str, amax: torch.Tensor | None = None) -> torch.Tensor:
@@ -100,7 +108,7 @@ def mx_round_trip(x: torch.Tensor, name: str) -> torch.Tensor:
     fmt = MX_ELEMENTS[name]
     blocks, pad = _blocks(x.detach().float(), MX_BLOCK)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
-    shared = torch.floor(torch.log2(amax.clamp(min=torch.finfo(torch.float32).tiny))) - fmt.emax
+    shared = floor_log2(amax.clamp(min=torch.finfo(torch.float32).tiny)) - fmt.emax
     scale = torch.where(amax > 0, torch.exp2(shared), torch.ones_like(amax))
     return _unblock(round_minifloat(blocks / scale, fmt) * scale, pad, x)
 

@@ -7,7 +7,7 @@ import torch
 from stable_baselines3.common.policies import BasePolicy
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.quant.affine import as_groups, cast_round_trip, fake_quant, quant_step
+from quarl_bench.quant.affine import as_groups, cast_round_trip, fake_quant, group_grid, quant_step
 from quarl_bench.quant.formats import format_round_trip, format_scale_bits
 from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.quant.prune import prune_acting
@@ -150,7 +150,7 @@ def layer_stats(
     """Weight range, mean grid step, MSE and histogram KL(fp32 || quantized) of one tensor."""
     step = 0.0
     if spec.precision.startswith("int") and spec.group_size:
-        step = float(quant_step(as_groups(original, spec.group_size)[0], spec.bits, True, spec.symmetric).mean())
+        step = float(group_grid(as_groups(original, spec.group_size)[0], spec.bits, spec.symmetric)[0].mean())
     elif spec.precision.startswith("int"):
         step = float(quant_step(original, spec.bits, _per_channel(spec, is_conv), spec.symmetric).mean())
     return LayerStats(

@@ -386,3 +386,40 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return format_number(value, "{:.3g}" if value and abs(value) < 0.01 else "{:.2f}")
     return "" if value is None else str(value)
+
+
+VERDICT_STYLE = {"safe": "green", "unsafe": "red", "undetermined": "yellow"}
+
+
+def verdict_line(found: Any) -> str:
+    """One certified verdict as it is decided (or found stored)."""
+    style = VERDICT_STYLE[found.verdict]
+    where = "stored" if found.reused else f"{found.episodes} paired episodes"
+    return (
+        f"  {found.spec}: [{style}]{found.verdict}[/] (mean difference {found.mean:+.2f}, "
+        f"[{found.lower:.2f}, {found.upper:.2f}] against -{found.delta:.2f}; {where})"
+    )
+
+
+def certification_table(result: Any) -> Table:
+    """A certify run's verdicts, widest first, titled with the certified minimum safe precision."""
+    ref = result.agent
+    minimum = result.minimum_safe or "none (the widest width tried is not safe)"
+    alpha = result.verdicts[0].alpha if result.verdicts else 0.05
+    table = Table(
+        title=f"{ref.algo} / {ref.env_id}: certified minimum safe precision {minimum}\n"
+        f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}",
+    )
+    for column in ("precision", "verdict", "episodes", "mean q - fp32", "lower", "upper"):
+        table.add_column(column, justify="left" if column in ("precision", "verdict") else "right")
+    for found in result.verdicts:
+        style = VERDICT_STYLE[found.verdict]
+        table.add_row(
+            found.spec,
+            f"[{style}]{found.verdict}[/]",
+            str(found.episodes),
+            f"{found.mean:+.2f}",
+            f"{found.lower:.2f}",
+            f"{found.upper:.2f}",
+        )
+    return table

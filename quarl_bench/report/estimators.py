@@ -81,24 +81,52 @@ def stratified_bootstrap_ci(
 def paired_difference_ci(
     quantized: Strata, reference: Strata, statistic=np.mean, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
-    """statistic(quantized) - statistic(reference) and its CI; stratum ``i`` of both is the same evaluation seed
-    (the same env seeds), so both are resampled within the same strata: the seed-to-seed variation cancels."""
+    """statistic(quantized) - statistic(reference) and its CI over paired episodes: ``quantized[i][j]`` and
+    ``reference[i][j]`` are the same episode (seed stratum ``i``, the same reset seed) played by both policies, so
+    every resample draws pair indices and takes both members (see :func:`paired_rewards`). Where the policies act
+    alike the pairs are equal and the interval is narrow; resampling the arms apart would give the width of two
+    independent means."""
     if len(quantized) != len(reference):
         raise ValueError(f"{len(quantized)} quantized strata vs {len(reference)} reference strata: pair them by seed")
-    point = float(statistic(_pooled(quantized)) - statistic(_pooled(reference)))
+    q_strata = [np.asarray(q, dtype=float) for q in quantized]
+    r_strata = [np.asarray(r, dtype=float) for r in reference]
+    for q, r in zip(q_strata, r_strata, strict=True):
+        if len(q) != len(r):
+            raise ValueError(f"{len(q)} quantized vs {len(r)} reference episodes in a stratum: expected pairs")
+    point = float(statistic(np.concatenate(q_strata)) - statistic(np.concatenate(r_strata)))
     rng = np.random.default_rng(seed)
-    draws = statistic(_resamples(quantized, rng), axis=1) - statistic(_resamples(reference, rng), axis=1)
+    picks = [rng.integers(len(q), size=(N_RESAMPLES, len(q))) for q in q_strata]
+    q_draws = np.concatenate([q[pick] for q, pick in zip(q_strata, picks, strict=True)], axis=1)
+    r_draws = np.concatenate([r[pick] for r, pick in zip(r_strata, picks, strict=True)], axis=1)
+    draws = statistic(q_draws, axis=1) - statistic(r_draws, axis=1)
     alpha = (1 - confidence) / 2
     return point, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
 
 
+def paired_rewards(
+    quantized: Sequence[float],
+    quantized_ids: Sequence[Sequence[int]],
+    reference: Sequence[float],
+    reference_ids: Sequence[Sequence[int]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two rows' rewards on the episodes both played, matched by episode identity (env index, episode number,
+    reset seed), in the reference's order.
+
+    :raises ValueError: when either row carries no episode identities (stored before they were recorded).
+    """
+    if not len(quantized_ids) or not len(reference_ids):
+        raise ValueError("a row without episode identities: its episodes cannot be paired, evaluate it again")
+    by_id = {tuple(identity): reward for identity, reward in zip(quantized_ids, quantized, strict=True)}
+    pairs = [(by_id[tuple(i)], r) for i, r in zip(reference_ids, reference, strict=True) if tuple(i) in by_id]
+    return np.array([q for q, _ in pairs], dtype=float), np.array([r for _, r in pairs], dtype=float)
+
+
 def probability_of_improvement(quantized: Strata, reference: Strata) -> float:
-    """P(quantized >= reference), rliable's probability of improvement: over every pair of a quantized and a
-    reference episode of the same seed, 1 if the quantized one scored more, 1/2 on a tie; averaged over seeds.
-    Two identical policies give 0.5."""
+    """P(quantized >= reference) over paired episodes: 1 where the quantized policy scored more on the same
+    episode, 1/2 on a tie; averaged over the pairs of each seed, then over seeds. Two identical policies give 0.5."""
     scores = []
     for q, r in zip(quantized, reference, strict=True):
-        q_values, r_values = np.asarray(q, dtype=float)[:, None], np.asarray(r, dtype=float)[None, :]
+        q_values, r_values = np.asarray(q, dtype=float), np.asarray(r, dtype=float)
         scores.append(float(np.mean((q_values > r_values) + 0.5 * (q_values == r_values))))
     return float(np.mean(scores))
 

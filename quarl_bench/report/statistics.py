@@ -19,6 +19,7 @@ from quarl_bench.report.estimators import (
     minimum_safe_bits,
     normalized_scores,
     paired_difference_ci,
+    paired_rewards,
     performance_profile,
     probability_of_improvement,
     stratified_bootstrap_ci,
@@ -79,6 +80,13 @@ def _spec_label(row: pd.Series) -> str:
     return " ".join(spec_extras(row)) or "default"
 
 
+def paired_row_rewards(quantized: pd.Series, reference: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Two stored rows' rewards on the episodes both played, matched by episode identity."""
+    return paired_rewards(
+        quantized["episode_rewards"], quantized["episode_ids"], reference["episode_rewards"], reference["episode_ids"]
+    )
+
+
 def _by_seed(rows: pd.DataFrame) -> dict[int, pd.Series]:
     return {int(row["seed"]): row for _, row in rows.iterrows()}  # one row per seed: the key holds the seed
 
@@ -115,8 +123,17 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             q_strata = [by_seed[s]["episode_rewards"] for s in seeds]
             r_strata = [fp32[s]["episode_rewards"] for s in seeds]
             point, low, high = stratified_bootstrap_ci(q_strata)
-            diff, diff_low, diff_high = paired_difference_ci(q_strata, r_strata)
             fp32_mean = float(np.mean(np.concatenate(r_strata)))
+            try:  # the same episodes, matched by identity: the difference is resampled in pairs
+                pairs = [paired_row_rewards(by_seed[s], fp32[s]) for s in seeds]
+            except ValueError:  # rows stored before episode identities: no paired statistics
+                pairs = []
+            if pairs and all(len(q) for q, _ in pairs):
+                q_strata, r_strata = [q for q, _ in pairs], [r for _, r in pairs]
+                diff, diff_low, diff_high = paired_difference_ci(q_strata, r_strata)
+                improve = probability_of_improvement(q_strata, r_strata)
+            else:
+                diff = diff_low = diff_high = improve = float("nan")
             record = _record(
                 cell_info,
                 spec,
@@ -135,7 +152,7 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
                     "mean - fp32": diff,
                     "diff low": diff_low,
                     "diff high": diff_high,
-                    "P(q >= fp32)": probability_of_improvement(q_strata, r_strata),
+                    "P(q >= fp32)": improve,
                     "reward CI low": fp32_mean + diff_low,
                     "within tolerance": fp32_mean + diff_low >= floor,
                 }

@@ -1,0 +1,313 @@
+"""Certify precisions: a sequential paired test per precision, widest first, each decided safe, unsafe or
+undetermined by an anytime-valid confidence sequence on the mean paired difference (quantized - fp32 return).
+
+One run, top to bottom:
+
+1. the tolerance δ: ``tolerance_abs``, or ``tolerance``% of (R_fp32 - R_random), both policies measured once on a
+   scale set of episodes of their own (stored rows, never the episodes the test then plays);
+2. per precision, batches of ``batch`` paired episodes: batch ``b`` is an ordinary stored job pair (fp32 and the
+   precision) with evaluation seed :func:`batch_seed`, so every episode has its own reset seed and identity and the
+   fp32 batches serve every precision; after each batch the pairs so far give the sequence's interval;
+3. ``safe`` once the interval lies above ``-δ``, ``unsafe`` once below, ``undetermined`` at ``max_episodes``;
+4. the verdict is stored with the keys of the rows behind it. A stored verdict is reused, and an interrupted run
+   finds its stored batches and continues from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.statistics.certification import minimum_safe, tolerance_delta, verdict
+from quarl_bench.statistics.confidence_sequence import asymptotic_cs
+from quarl_bench.types import AgentRef, Job, QuantSpec
+
+CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
+SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
+
+
+@dataclass(frozen=True)
+class CertifyConfig:
+    """How precisions are certified.
+
+    :param tolerance: δ as a percentage of (R_fp32 - R_random), in (0, 100).
+    :param tolerance_abs: δ in reward units instead (then no random policy is measured).
+    :param confidence: 1 - α of the two-sided confidence sequence, in (0.5, 1).
+    :param batch: paired episodes per look.
+    :param max_episodes: paired episodes after which a precision still straddling ``-δ`` is undetermined.
+    :param planned_episodes: the t* the sequence is tightest at (the fixed protocol's 100 episodes).
+    :param seed: the seed base every batch seed comes from; two bases give independent certifications.
+    :param n_envs: envs per batch (default per env kind, at most ``batch``).
+    :param every_width: go on below the first precision that is not safe (default: stop there, the minimum is known).
+    """
+
+    tolerance: float = 5.0
+    tolerance_abs: float | None = None
+    confidence: float = 0.95
+    batch: int = 20
+    max_episodes: int = 1000
+    planned_episodes: int = 100
+    seed: int = 0
+    n_envs: int | None = None
+    every_width: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tolerance_abs is None and not 0 < self.tolerance < 100:
+            raise QuarlError(
+                f"bad tolerance {self.tolerance:g}: expected a percentage of (R_fp32 - R_random) in (0, 100)"
+            )
+        if self.tolerance_abs is not None and not self.tolerance_abs > 0:
+            raise QuarlError(f"bad absolute tolerance {self.tolerance_abs:g}: expected a reward difference > 0")
+        if not 0.5 < self.confidence < 1:
+            raise QuarlError(f"bad confidence {self.confidence:g}: expected a level in (0.5, 1), e.g. 0.95")
+        if self.batch < 2:
+            raise QuarlError(f"bad batch {self.batch}: expected at least 2 paired episodes per look")
+        if self.max_episodes < self.batch:
+            raise QuarlError(
+                f"bad max episodes {self.max_episodes}: expected at least one batch ({self.batch} episodes)"
+            )
+        if self.planned_episodes < 1:
+            raise QuarlError(f"bad planned episodes {self.planned_episodes}: expected an integer >= 1")
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.confidence
+
+    def identity(self) -> dict[str, Any]:
+        """What decides a verdict besides the agent and the precision (``every_width`` decides nothing)."""
+        fields = asdict(self)
+        del fields["every_width"], fields["n_envs"]
+        fields["version"] = CERTIFY_VERSION
+        return fields
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One precision's answer, with the episodes it took and the stored rows behind it."""
+
+    precision: str
+    spec: str
+    verdict: str
+    episodes: int
+    mean: float
+    lower: float
+    upper: float
+    delta: float
+    alpha: float
+    rows: tuple[str, ...] = ()
+    reused: bool = False
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Certification:
+    """All verdicts of one certify run, widest first, and the certified minimum safe precision."""
+
+    agent: AgentRef
+    delta: float
+    tolerance: str
+    scale_rows: tuple[str, ...]
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def minimum_safe(self) -> str | None:
+        return minimum_safe([(v.spec, v.verdict) for v in self.verdicts])
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "minimum_safe": self.minimum_safe,
+            "delta": self.delta,
+            "tolerance": self.tolerance,
+            "verdicts": [
+                {
+                    "precision": v.spec,
+                    "verdict": v.verdict,
+                    "episodes": v.episodes,
+                    "mean": v.mean,
+                    "lower": v.lower,
+                    "upper": v.upper,
+                }
+                for v in self.verdicts
+            ],
+        }
+
+
+def batch_seed(seed: int, batch: int) -> int:
+    """The evaluation seed of batch ``batch`` of a certification seeded ``seed``: batch 0 is ``seed`` itself, later
+    batches a hash of both, so two seed bases never share a batch."""
+    if batch == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, batch]).generate_state(1)[0] >> 1)
+
+
+def spec_name(spec: QuantSpec) -> str:
+    """How a verdict names its precision: the precision, with its grid and recipe where they differ from plain RTN."""
+    parts = [spec.precision]
+    if spec.precision.startswith("int") and spec.granularity != "auto":
+        parts.append(spec.granularity)
+    if spec.symmetric:
+        parts.append("symmetric")
+    if spec.recipe_label():
+        parts.append(spec.recipe_label())
+    return " ".join(parts)
+
+
+def widest_first(specs: tuple[QuantSpec, ...]) -> list[QuantSpec]:
+    return sorted(dict.fromkeys(s for s in specs if not s.is_identity), key=lambda s: (-s.bits, spec_name(s)))
+
+
+class Certifier:
+    """Runs the batches of one agent: loads it once, evaluates only the jobs the store lacks."""
+
+    def __init__(self, ref: AgentRef, config: CertifyConfig, store: Any, driver: dict[str, Any]) -> None:
+        from quarl_bench.registry import action_mode
+        from quarl_bench.zoo.envs import default_eval_envs
+
+        self.ref, self.config, self.store, self.driver = ref, config, store, driver
+        self.n_envs = min(config.n_envs or default_eval_envs(ref.env_id), config.batch)
+        self.actions = action_mode(ref)
+        self._agent = None
+
+    def job(self, spec: QuantSpec, seed: int) -> Job:
+        return Job(
+            self.ref.algo,
+            self.ref.env_id,
+            spec,
+            self.ref.content_hash,
+            self.config.batch,
+            seed,
+            self.n_envs,
+            self.actions,
+        )
+
+    def row(self, job: Job) -> dict[str, Any]:
+        """The job's stored row, evaluated and stored first if the store lacks it."""
+        from quarl_bench.methods import evaluator
+        from quarl_bench.zoo.agents import load_agent
+
+        row = self.store.get(job.key)
+        if row is None:
+            self._agent = self._agent or load_agent(self.ref)
+            self.store.put(evaluator(job.spec.method)(self._agent, job, self.driver))
+            row = self.store.get(job.key)
+        return row
+
+    def delta(self) -> tuple[float, str, tuple[str, ...]]:
+        """δ, how it was set, and the keys of the scale rows it came from."""
+        config = self.config
+        if config.tolerance_abs is not None:
+            return config.tolerance_abs, f"{config.tolerance_abs:g} reward", ()
+        seed = batch_seed(config.seed, SCALE_STREAM)
+        fp32 = self.row(self.job(QuantSpec("fp32"), seed))
+        random = self.row(self.job(QuantSpec("fp32", method="random"), seed))
+        try:
+            delta = tolerance_delta(config.tolerance, fp32["mean_reward"], random["mean_reward"])
+        except ValueError as error:
+            raise QuarlError(str(error)) from None
+        text = f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
+        return delta, text, (fp32["key"], random["key"])
+
+    def certify(self, spec: QuantSpec, delta: float) -> Verdict:
+        """Batches of paired episodes until the sequence decides or ``max_episodes`` is reached."""
+        from quarl_bench.report.estimators import paired_rewards
+
+        config = self.config
+        differences: list[np.ndarray] = []
+        rows: list[str] = []
+        decided, interval = None, None
+        for number in range(-(-config.max_episodes // config.batch)):
+            seed = batch_seed(config.seed, number)
+            fp32 = self.row(self.job(QuantSpec("fp32"), seed))
+            quantized = self.row(self.job(spec, seed))
+            q, r = paired_rewards(
+                quantized["episode_rewards"], quantized["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
+            )
+            differences.append(q - r)
+            rows += [quantized["key"], fp32["key"]]
+            interval = asymptotic_cs(np.concatenate(differences), config.alpha, config.planned_episodes)
+            decided = verdict(interval, delta)
+            if decided:
+                break
+        assert interval is not None
+        return Verdict(
+            spec.precision,
+            spec_name(spec),
+            decided or "undetermined",
+            interval.pairs,
+            interval.mean,
+            interval.lower,
+            interval.upper,
+            delta,
+            config.alpha,
+            tuple(rows),
+        )
+
+
+def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig) -> str:
+    """The stored verdict's key: the agent, the spec's job identity and the certification settings."""
+    identity = {
+        "agent": ref.content_hash,
+        "env": ref.env_id,
+        "spec": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
+        "certify": config.identity(),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def certify_specs(
+    ref: AgentRef,
+    specs: tuple[QuantSpec, ...],
+    config: CertifyConfig,
+    store: Any,
+    driver: dict[str, Any],
+    on_verdict: Callable[[Verdict], None] | None = None,
+    force: bool = False,
+) -> Certification:
+    """Certify ``specs`` widest first (see the module docstring); every batch row and verdict stored."""
+    certifier = Certifier(ref, config, store, driver)
+    delta, text, scale_rows = certifier.delta()
+    result = Certification(ref, delta, text, scale_rows)
+    for spec in widest_first(specs):
+        key = verdict_key(ref, spec, config)
+        stored = None if force else store.get_verdict(key)
+        if stored is not None:
+            found = Verdict(**{name: stored[name] for name in VERDICT_FIELDS}, rows=tuple(stored["rows"]))
+            found = replace(found, reused=True, key=key)
+        else:
+            found = replace(certifier.certify(spec, delta), key=key)
+            store.put_verdict(verdict_row(found, ref, spec, config, text, driver), replace=force)
+        result.verdicts.append(found)
+        if on_verdict:
+            on_verdict(found)
+        if found.verdict != "safe" and not config.every_width:
+            break
+    return result
+
+
+VERDICT_FIELDS = ("precision", "spec", "verdict", "episodes", "mean", "lower", "upper", "delta", "alpha")
+
+
+def verdict_row(
+    found: Verdict, ref: AgentRef, spec: QuantSpec, config: CertifyConfig, tolerance: str, driver: dict[str, Any]
+) -> dict[str, Any]:
+    """The verdicts table's row of one verdict."""
+    return {
+        "key": found.key,
+        "algo": ref.algo,
+        "env_id": ref.env_id,
+        "agent_hash": ref.content_hash,
+        **{name: getattr(found, name) for name in VERDICT_FIELDS},
+        "spec_json": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
+        "tolerance": tolerance,
+        "settings": config.identity(),
+        "rows": list(found.rows),
+        "provenance": driver,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+    }

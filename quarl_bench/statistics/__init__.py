@@ -1,0 +1,1 @@
+"""Pure estimators for decisions: anytime-valid confidence sequences and the certification rule built on them."""

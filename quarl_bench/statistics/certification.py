@@ -1,0 +1,46 @@
+"""The certification rule: a precision is safe, unsafe or undetermined against a tolerance δ on the mean paired
+difference (quantized minus fp32 return), read from an anytime-valid confidence sequence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quarl_bench.statistics.confidence_sequence import Interval
+
+VERDICTS = ("safe", "unsafe", "undetermined")
+
+
+def verdict(interval: Interval, delta: float) -> str | None:
+    """``safe`` when the whole interval lies above ``-delta`` (the quantized policy loses less than δ),
+    ``unsafe`` when it lies below, None while it straddles ``-delta`` (keep sampling)."""
+    if interval.lower > -delta:
+        return "safe"
+    if interval.upper < -delta:
+        return "unsafe"
+    return None
+
+
+def tolerance_delta(tolerance_pct: float, fp32_reward: float, random_reward: float) -> float:
+    """δ = ``tolerance_pct``% of (R_fp32 - R_random): a share of what the policy earns above chance, which stays
+    meaningful for negative or near-zero returns (where a share of |R_fp32| does not).
+
+    :raises ValueError: when the fp32 policy does not beat the random one (no scale to take a share of).
+    """
+    span = fp32_reward - random_reward
+    if not span > 0:
+        raise ValueError(
+            f"the fp32 policy ({fp32_reward:.2f}) does not beat a random one ({random_reward:.2f}): "
+            "a share of the gap is no tolerance, pass --tolerance-abs in reward units"
+        )
+    return tolerance_pct / 100 * span
+
+
+def minimum_safe(verdicts: Sequence[tuple[str, str]]) -> str | None:
+    """The narrowest precision certified safe with every wider one tried also safe; ``verdicts`` is
+    (precision, verdict) from the widest down. None when the widest is not safe."""
+    safe = None
+    for precision, decided in verdicts:
+        if decided != "safe":
+            break
+        safe = precision
+    return safe
