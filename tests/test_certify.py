@@ -1,0 +1,131 @@
+"""Certification: the confidence sequence on hand-computed cases, the decision rule, and `quarl-bench certify` on a
+zoo agent (decided fast where the answer is obvious, stored, reused, resumed, refused on bad input)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from quarl_bench.statistics.certification import minimum_safe, tolerance_delta, verdict
+from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, mixture_rho_squared
+from quarl_bench.store import load_results
+
+
+def test_asymptotic_cs_matches_the_closed_form_worked_by_hand() -> None:
+    # alpha 0.05, t* 100: rho^2 = (5.9915 + log 6.9915) / 100 = 0.079362
+    assert mixture_rho_squared(0.05, 100) == pytest.approx(0.079362, abs=1e-6)
+    # [1, -1, 1, -1]: mean 0, variance 1, t = 4: t v rho^2 + 1 = 1.31745; sqrt(2 * 1.31745 / (16 rho^2)
+    # * log(sqrt(1.31745) / 0.05)) = sqrt(2.07507 * 3.13362) = 2.5500
+    interval = asymptotic_cs([1, -1, 1, -1], 0.05, 100)
+    assert (interval.pairs, interval.mean) == (4, 0.0)
+    assert interval.upper == pytest.approx(2.5500, abs=1e-4) and interval.lower == pytest.approx(-2.5500, abs=1e-4)
+    # 20 equal pairs (identical policies): variance 0, radius sqrt(2 / (400 rho^2) * log 20) = 0.4344
+    assert asymptotic_cs([3.0] * 20, 0.05, 100).lower == pytest.approx(3 - 0.4344, abs=1e-4)
+
+
+def test_the_sequence_widens_with_confidence_and_shrinks_with_pairs() -> None:
+    values = [1.0, -1.0] * 50
+    assert asymptotic_cs(values, 0.01).upper > asymptotic_cs(values, 0.05).upper
+    assert asymptotic_cs(values * 4, 0.05).upper < asymptotic_cs(values, 0.05).upper
+    # unlike a fixed-n interval it is wider than 1.96 standard errors: the price of looking after every batch
+    assert asymptotic_cs(values, 0.05).upper > 1.96 / math.sqrt(100)
+
+
+def test_verdicts_and_the_certified_minimum() -> None:
+    assert verdict(Interval(20, -1.0, -2.0, 0.0), delta=3.0) == "safe"  # lower -2 > -3
+    assert verdict(Interval(20, -9.0, -10.0, -8.0), delta=3.0) == "unsafe"  # upper -8 < -3
+    assert verdict(Interval(20, -3.0, -4.0, -2.0), delta=3.0) is None  # straddles -3: sample more
+    steps = [("int8", "safe"), ("int6", "safe"), ("int4", "undetermined"), ("int2", "safe")]
+    assert minimum_safe(steps) == "int6"  # int2 is safe, but int4 above it is not certified
+    assert minimum_safe([("int8", "unsafe")]) is None
+    # 5% of (R_fp32 - R_random): Acrobot -86.8 against random -500 gives 20.66, not 5% of |-86.8| = 4.3
+    assert tolerance_delta(5, -86.8, -500.0) == pytest.approx(20.66)
+    with pytest.raises(ValueError, match="does not beat a random one"):
+        tolerance_delta(5, -500.0, -500.0)
+
+
+AGENT = ("--algo", "dqn", "--env", "CartPole-v1", "--no-hub")
+
+
+@pytest.fixture(scope="module")
+def certified(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """dqn CartPole certified at fp16 and int2 (every width) in one store."""
+    from quarl_bench.cli import main
+
+    store = tmp_path_factory.mktemp("certify") / "quarl.sqlite"
+    args = [*AGENT, "--folder", str(zoo), "--bits", "fp16", "2", "--every-width", "--store", str(store)]
+    assert main(["certify", *args]) == 0
+    return store
+
+
+def verdicts(store: Path) -> dict[str, dict]:
+    with sqlite3.connect(store) as db:
+        db.row_factory = sqlite3.Row
+        return {row["spec"]: dict(row) for row in db.execute("SELECT * FROM verdicts")}
+
+
+def test_obvious_answers_take_at_most_40_paired_episodes(certified: Path) -> None:
+    found = verdicts(certified)
+    assert found["fp16"]["verdict"] == "safe" and found["fp16"]["episodes"] <= 40
+    assert found["int2"]["verdict"] == "unsafe" and found["int2"]["episodes"] <= 40
+    assert found["int2"]["upper"] < -found["int2"]["delta"]
+    # delta is 5% of fp32 (500 on CartPole) minus a random policy (~22), both measured on a scale set of their own
+    assert 20 < found["fp16"]["delta"] < 25
+    rows = load_results(certified).set_index("key")
+    behind = json.loads(found["int2"]["rows"])
+    assert set(rows.loc[behind, "precision"]) == {"int2", "fp32"}
+    assert "random" in set(rows["method"])
+
+
+def test_paired_batches_share_their_episodes(certified: Path) -> None:
+    rows = load_results(certified)
+    batch = rows[rows["seed"] == 0].set_index("precision")
+    fp32, fp16 = batch.loc["fp32"], batch.loc["fp16"]
+    assert sorted(map(tuple, fp32["episode_ids"])) == sorted(map(tuple, fp16["episode_ids"]))
+    assert len({tuple(e) for e in fp32["episode_ids"]}) == 20  # each episode its own (env, number, reset seed)
+
+
+def test_json_answer_is_reused_from_the_store(cli, certified: Path, zoo: Path) -> None:
+    before = len(load_results(certified))
+    code, out, err = cli("certify", *AGENT, "--folder", zoo, "--bits", "2", "fp16", "--store", certified, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["minimum_safe"] == "fp16"
+    assert [(v["precision"], v["verdict"]) for v in answer["verdicts"]] == [("fp16", "safe"), ("int2", "unsafe")]
+    assert len(load_results(certified)) == before  # stored verdicts: nothing evaluated again
+
+
+def test_an_interrupted_certification_continues_from_its_stored_batches(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    common = ("certify", *AGENT, "--folder", zoo, "--bits", "int6", "--store", store, "--tolerance-abs", "1000")
+    code, _, err = cli(*common, "--max-episodes", "20", "--batch", "10")
+    assert code == 0, err
+    first = load_results(store).set_index("key")["created_at"]
+    code, out, err = cli(*common, "--max-episodes", "40", "--batch", "10", "--json")
+    assert code == 0, err
+    again = load_results(store).set_index("key")["created_at"]
+    assert (again.loc[first.index] == first).all()  # the batches already stored were not played again
+    assert json.loads(out)["verdicts"][0]["verdict"] == "safe"  # |difference| <= 500 < 1000
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--tolerance", "0"), "bad tolerance 0"),
+        (("--tolerance", "-5"), "bad tolerance -5"),
+        (("--confidence", "1.2"), "bad confidence 1.2"),
+        (("--confidence", "0.5"), "bad confidence 0.5"),
+        (("--max-episodes", "10"), "bad max episodes 10: expected at least one batch (20 episodes)"),
+        (("--bits", "int1"), "bad precision 'int1'"),
+        (("--tolerance-abs", "0"), "bad absolute tolerance 0"),
+    ],
+)
+def test_bad_certify_input_is_one_line_and_stores_nothing(cli, tmp_path: Path, flags, message) -> None:
+    store = tmp_path / "quarl.sqlite"
+    code, out, err = cli("certify", "--algo", "dqn", "--env", "CartPole-v1", "--no-hub", *flags, "--store", store)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not store.exists()
