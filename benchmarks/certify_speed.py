@@ -91,7 +91,9 @@ def main() -> None:
             rows = run_ptq(ref, specs, EvalSettings(FIXED_EPISODES, 0), store)
             totals["fixed s"] += time.perf_counter() - start
             totals["fixed episodes"] += FIXED_EPISODES * (len(WIDTHS) + 1)
-            print(f"  fixed protocol ({FIXED_EPISODES} episodes per width): minimum {fixed_minimum(rows, result.delta)}")
+            print(
+                f"  fixed protocol ({FIXED_EPISODES} episodes per width): minimum {fixed_minimum(rows, result.delta)}"
+            )
     runs = len(agents) * len(SEED_BASES)
     print(f"same certified minimum at both seed bases: {agree} of {len(agents)}; contradictions: {contradictions}")
     print(f"agents with an undetermined width (base {SEED_BASES[0]}): {undetermined} of {len(agents)}")

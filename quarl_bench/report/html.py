@@ -191,6 +191,15 @@ def write_html_report(store: ResultStore, out_dir: Path) -> Path:
         f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {len(results)} rows; "
         f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Hover a line or a cell for the stored rows behind it.</p>",
     ]
+    verdicts = out_dir / "certified_verdicts.csv"
+    if verdicts.is_file():  # the answer first
+        parts += [
+            "<h2>Certified verdicts</h2>",
+            "<p class='note'>Per agent and precision: safe, unsafe or undetermined against the tolerance δ, decided by "
+            "an anytime-valid confidence sequence on paired episodes (their count in brackets); the certified "
+            "minimum is the narrowest precision safe with every wider one safe too.</p>",
+            table_html(verdicts, origins),
+        ]
     if blocks:
         parts += [
             "<h2>Reward and E% per variant</h2>",

@@ -34,9 +34,18 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
         write_table,
         write_weight_spread,
     )
+    from quarl_bench.report.verdicts import verdict_grid, write_verdict_report
 
     lines: list = []  # strings and rich tables
     written: list[Path] = []
+    verdicts = store.verdicts()
+    if len(verdicts):  # the answer first: certified verdicts, agents x precisions
+        grid = verdict_grid(verdicts)
+        lines += [
+            "Certified verdicts (paired episodes per decision in brackets)",
+            grid.drop(columns="rows").to_string(),
+        ]
+        written += write_verdict_report(verdicts, out_dir)
     variants = store.variants("ptq") or [Variant()]
     for variant in variants:
         table = reward_error_table(store.select(variant))
