@@ -11,6 +11,8 @@ from typing import Any
 _API = {
     "AgentQuery": "quarl_bench.api",
     "evaluate_agent": "quarl_bench.api",
+    "certify_agent": "quarl_bench.api",
+    "CertifyConfig": "quarl_bench.methods.certify",
     "find_agent": "quarl_bench.api",
     "EvalResult": "quarl_bench.types",
     "Job": "quarl_bench.types",

@@ -129,3 +129,13 @@ def test_bad_certify_input_is_one_line_and_stores_nothing(cli, tmp_path: Path, f
     code, out, err = cli("certify", "--algo", "dqn", "--env", "CartPole-v1", "--no-hub", *flags, "--store", store)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not store.exists()
+
+
+def test_certify_agent_from_python_takes_a_policy_file(zoo: Path, tmp_path: Path) -> None:
+    from quarl_bench import CertifyConfig, certify_agent
+
+    model = zoo / "dqn" / "CartPole-v1_1" / "CartPole-v1.zip"
+    result = certify_agent(
+        model, ("fp16",), CertifyConfig(tolerance_abs=25.0), tmp_path / "q.sqlite", env="CartPole-v1"
+    )
+    assert result.minimum_safe == "fp16" and result.as_json()["verdicts"][0]["episodes"] == 20
