@@ -150,7 +150,7 @@ def test_fields_that_do_not_apply_are_normalised_so_fp32_runs_once(cli, zoo: Pat
     assert sorted(frame["precision"]) == ["fp16", "fp32", "int8", "int8"]
     fp16 = frame[frame["precision"] == "fp16"].iloc[0]
     assert (fp16["granularity"], fp16["symmetric"]) == ("auto", 0)  # normalised: fp16 has no grid
-    assert set(frame["quantizer_version"]) == {2}
+    assert set(frame["quantizer_version"]) == {3}
 
 
 def test_train_then_run_from_the_cache(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

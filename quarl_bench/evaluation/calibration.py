@@ -15,13 +15,14 @@ CALIBRATION_ENVS = 10  # fixed, so a calibration set does not depend on how many
 MAX_STEPS_PER_STATE = 20  # at most 20 x count observations are collected before sampling
 
 
-def visited_states(policy: BasePolicy, make_env: Callable, count: int) -> np.ndarray:
+def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int = CALIBRATION_SEED) -> np.ndarray:
     """``count`` observations (as the policy receives them: normalised where the agent normalises) drawn uniformly
     (seeded) from those the deterministic fp32 ``policy`` meets on ``CALIBRATION_ENVS`` envs seeded
     ``CALIBRATION_SEED + i``, played until every env has ended an episode (or ``MAX_STEPS_PER_STATE x count``
-    observations): whole episodes, so landings and late-episode states are in the set, not only starts."""
+    observations): whole episodes, so landings and late-episode states are in the set, not only starts. ``seed``
+    replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity)."""
     n_envs = min(CALIBRATION_ENVS, count)
-    env = make_env(n_envs, CALIBRATION_SEED)
+    env = make_env(n_envs, seed)
     try:
         observations = env.reset()
         if isinstance(observations, dict):
@@ -35,7 +36,7 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int) -> np.nda
     finally:
         env.close()
     visited = np.concatenate(states)
-    chosen = np.random.default_rng(CALIBRATION_SEED).choice(len(visited), size=min(count, len(visited)), replace=False)
+    chosen = np.random.default_rng(seed).choice(len(visited), size=min(count, len(visited)), replace=False)
     return visited[np.sort(chosen)]
 
 

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from quarl_bench.evaluation.calibration import states_hash, visited_states
 from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
 from quarl_bench.provenance import agent_provenance
@@ -67,6 +68,9 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
         finally:
             env.close()
     margins = margin_change(policy, reference, episodes.states)
+    if reference is not None and agent.ref.algo != "onnx":  # the same fp32-visited states for every precision
+        states = fixed_states(agent.ref.content_hash, fp32_policy, agent.make_env)
+        margins |= fixed_state_fidelity(policy, reference, states)
     return EvalResult(
         job=job,
         episode_rewards=tuple(episodes.rewards),

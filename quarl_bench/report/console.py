@@ -14,17 +14,32 @@ from rich.table import Table
 
 from quarl_bench.types import precision_bits
 
-# Pipes and CI logs get 80 columns by default, which wraps every row of the result table.
-console = Console(width=None if sys.stdout.isatty() else 120)
+# Pipes and CI logs get 80 columns by default, which wraps every row of the result table (140 fits it).
+console = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def format_number(value: float | None, pattern: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else pattern.format(value)
 
 
+def fixed_state_text(agreement: dict[str, float]) -> tuple[str, str]:
+    """Fidelity on the fixed fp32-visited states (the same for every width): the flip rate (or the continuous action
+    error), and the flip rates on near-ties / clear decisions."""
+    if "fixed_flip_rate" in agreement:
+        split = (
+            f"{100 * agreement['fixed_flip_near_tie']:.0f} / {100 * agreement['fixed_flip_clear']:.0f} %"
+            if "fixed_flip_near_tie" in agreement
+            else "-"
+        )
+        return f"{100 * agreement['fixed_flip_rate']:.1f} %", split
+    if "fixed_action_rel_error" in agreement:
+        return f"L2 {agreement['fixed_action_l2']:.3f} ({100 * agreement['fixed_action_rel_error']:.1f} %)", "-"
+    return "-", "-"
+
+
 def agreement_text(agreement: dict[str, float]) -> str:
     if "action_agreement" in agreement:
-        return f"{100 * agreement['action_agreement']:.1f} % same"
+        return f"{100 * agreement['action_agreement']:.1f} %"
     if "action_l2" in agreement:
         return f"L2 {agreement['action_l2']:.3f} ({100 * agreement['action_rel_error']:.1f} %)"
     return "-"
@@ -76,7 +91,9 @@ def result_table(rows: list[dict[str, Any]], title: str) -> Table:
         "reward",
         "fp32 reward",
         "E %",
-        "vs fp32 actions",
+        "flips, fp32 states",
+        "near-tie / clear",
+        "same, own states",
         "episodes",
         "seconds",
     )
@@ -89,6 +106,7 @@ def result_table(rows: list[dict[str, Any]], title: str) -> Table:
             f"{row['mean_reward']:.2f} ± {row['std_reward']:.2f}",
             format_number(row["fp32_reward"] if row["key"] != row["reference_key"] else row["mean_reward"], "{:.2f}"),
             format_number(row["error_pct"], "{:+.2f}"),
+            *fixed_state_text(row["agreement"]),
             agreement_text(row["agreement"]),
             str(row["episodes"]),
             f"{row['wall_seconds']:.1f}",
@@ -102,7 +120,7 @@ def action_text(row: dict[str, Any]) -> str:
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
-    for column in ("algo", "env", "method", "precision", "seed", "reward", "E %", "vs fp32 actions", "episodes"):
+    for column in ("algo", "env", "method", "precision", "seed", "reward", "E %", "same, own states", "episodes"):
         table.add_column(column)
     ordered = sorted(rows, key=lambda r: (r["algo"], r["env_id"], r["method"], r["seed"], -r["bits"], spec_text(r)))
     for row in ordered:

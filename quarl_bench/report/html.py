@@ -70,8 +70,13 @@ def variant_rows(selected: pd.DataFrame) -> pd.DataFrame:
                 "95% CI": f"[{low:.1f}, {high:.1f}]",
                 "fp32 reward": row.get("fp32_reward"),
                 "E %": row["error_pct"],
-                "action agreement": row["agreement"].get("action_agreement"),  # discrete actions
-                "action rel. error": row["agreement"].get("action_rel_error"),  # continuous actions
+                # on one fixed set of fp32-visited states, the same for every width (evaluation/fixed_states.py)
+                "flips, fp32 states": row["agreement"].get("fixed_flip_rate"),  # discrete actions
+                "flips, near-ties": row["agreement"].get("fixed_flip_near_tie"),
+                "flips, clear": row["agreement"].get("fixed_flip_clear"),
+                "action rel. error, fp32 states": row["agreement"].get("fixed_action_rel_error"),  # continuous
+                # on the states each policy visits itself: not comparable across widths
+                "same actions, own states": row["agreement"].get("action_agreement"),
                 "episodes": row["episodes"],
                 "_key": row["key"],
                 "_command": provenance.get("command", ""),

@@ -52,6 +52,8 @@ def reward_error_table(selected: pd.DataFrame) -> pd.DataFrame:
             record[f"{precision} Rwd"] = row["mean_reward"]
             record[f"{precision} CI"] = f"[{low:.1f}, {high:.1f}]"
             record[f"E_{precision} %"] = row["error_pct"]
+            # flips on one fixed set of fp32-visited states (comparable across widths); agreement on its own states
+            record[f"{precision} flips"] = row["agreement"].get("fixed_flip_rate", float("nan"))
             record[f"{precision} agree"] = row["agreement"].get("action_agreement", float("nan"))
         records.append(record)
     table = pd.DataFrame.from_records(records)
