@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -332,8 +332,8 @@ class MixedSearch:
     allocation: tuple[str, ...]
     order: list[int]
     fp32_reward: float
-    floor: float
-    tried: list[tuple[tuple[str, ...], float]]
+    floor: float  # the fp32 reward on the search seeds minus the certification's tolerance δ
+    tried: list[tuple[tuple[str, ...], Any]]  # each allocation certified, with its Verdict
     rows: list[dict[str, Any]]
 
 
@@ -364,17 +364,22 @@ def search_mixed(
     verify_seeds: Sequence[int],
     store: Any,
     n_envs: int | None = None,
-    on_try: Callable[[tuple[str, ...], float, bool], None] | None = None,
+    on_try: Callable[[tuple[str, ...], Any], None] | None = None,
+    certify: Any = None,
 ) -> MixedSearch:
-    """Greedy per-layer bit allocation within ``tolerance_pct`` of fp32 on the search seeds (layers ranked by their
-    one-layer sensitivity), verified on fresh seeds next to uniform PTQ; every evaluation stored (method ``mixed``
-    for the allocation).
+    """Greedy per-layer bit allocation (layers ranked by their one-layer sensitivity on the search seeds), each step
+    accepted only when certification says the allocation is safe within ``tolerance_pct``% of (R_fp32 - R_random)
+    (an undetermined step is rejected); the allocation found is verified on fresh seeds next to uniform PTQ. Every
+    evaluation and verdict is stored (method ``mixed`` for the verified allocation), so a search resumes.
 
-    :raises QuarlError: for an empty ladder or verify seeds that overlap the search seeds.
+    :param certify: a :class:`~quarl_bench.methods.certify.CertifyConfig` for the steps (its tolerance and seed
+        are set from ``tolerance_pct`` and the first search seed); default 95% confidence, at most 200 episodes.
+    :raises QuarlError: for an empty ladder, verify seeds that overlap the search seeds, or a bad tolerance.
     """
     import numpy as np
     import pandas as pd
 
+    from quarl_bench.methods.certify import CertifyConfig, certify_specs
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
@@ -382,6 +387,7 @@ def search_mixed(
     from quarl_bench.runner import Work, run_work
 
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
+    config = replace(certify or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])
     store.check()
     driver = driver_provenance()
     names = acting_layer_names(ref)
@@ -392,27 +398,27 @@ def search_mixed(
 
     rows = evaluated(sensitivity_specs(len(names), ladder), search)
     fp32 = float(np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]]))
-    floor = fp32 - tolerance_pct / 100 * abs(fp32)
     sensitivity = sensitivity_frame(pd.DataFrame(rows))
     errors = {(int(r["layer"]), r["precision"]): float(r["E %"]) for _, r in sensitivity.iterrows()}
     order = rank_layers(errors, len(names))
-    tried: list[tuple[tuple[str, ...], float]] = []
+    tried: list[tuple[tuple[str, ...], Any]] = []
 
     def acceptable(allocation: tuple[str, ...]) -> bool:
-        found = [
-            r for r in evaluated([QuantSpec(layer_precisions=allocation)], search) if r["key"] != r["reference_key"]
-        ]
-        mean = float(np.mean([x for r in found for x in r["episode_rewards"]]))
-        tried.append((allocation, mean))
+        spec = QuantSpec(layer_precisions=allocation)
+        if spec.is_identity:  # every layer fp32: the reference itself
+            return True
+        found = certify_specs(ref, (spec,), config, store, driver).verdicts[0]
+        tried.append((allocation, found))
         if on_try:
-            on_try(allocation, mean, mean >= floor)
-        return mean >= floor
+            on_try(allocation, found)
+        return found.verdict == "safe"
 
     allocation, _ = greedy_allocation(order, ladder, acceptable, len(names))
     verify = EvalSettings(episodes, seeds=tuple(verify_seeds), n_envs=n_envs)
     found = QuantSpec(method="mixed", layer_precisions=allocation)
     rows = evaluated([found, *(QuantSpec(p) for p in ladder)], verify)
-    return MixedSearch(names, tuple(allocation), order, fp32, floor, tried, rows)
+    delta = tried[0][1].delta if tried else float("nan")
+    return MixedSearch(names, tuple(allocation), order, fp32, fp32 - delta, tried, rows)
 
 
 def measure_fidelity(

@@ -629,14 +629,18 @@ def sensitivity(args: argparse.Namespace) -> int:
 def mixed(args: argparse.Namespace) -> int:
     """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
     from quarl_bench.api import mixed_ladder, search_mixed
-    from quarl_bench.report.console import mixed_table
+    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.report.console import mixed_table, verdict_line
 
     mixed_ladder(args.bits, args.search_seeds, args.verify_seeds)  # bad flags: one line, before the store exists
+    config = CertifyConfig(
+        args.tolerance, confidence=args.confidence, max_episodes=args.max_episodes, seed=args.search_seeds[0]
+    )
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
 
-        def tried(allocation: tuple[str, ...], reward: float, ok: bool) -> None:
-            console.print(f"  tried {'/'.join(allocation)}: {reward:.2f} {'ok' if ok else 'below floor'}")
+        def tried(allocation: tuple[str, ...], found) -> None:
+            console.print(f"  tried {'/'.join(allocation)}:{verdict_line(found).split(':', 1)[1]}")
 
         found = search_mixed(
             ref,
@@ -648,17 +652,19 @@ def mixed(args: argparse.Namespace) -> int:
             store,
             args.n_envs,
             tried,
+            config,
         )
         names = found.layer_names
         console.print(
-            f"fp32 {found.fp32_reward:.2f} on search seeds {args.search_seeds}; floor ({args.tolerance:g}%) "
-            f"{found.floor:.2f}; layers least sensitive first: {', '.join(names[i] for i in found.order)}"
+            f"fp32 {found.fp32_reward:.2f} on search seeds {args.search_seeds}; each step certified against "
+            f"{args.tolerance:g}% of (R_fp32 - R_random); layers least sensitive first: "
+            f"{', '.join(names[i] for i in found.order)}"
         )
         console.print(
-            f"Found {'/'.join(found.allocation)} after {len(found.tried)} evaluations; verified on seeds "
+            f"Found {'/'.join(found.allocation)} after {len(found.tried)} certifications; verified on seeds "
             f"{args.verify_seeds} next to uniform PTQ"
         )
-        console.print(mixed_table(found.rows, names, args.tolerance))
+        console.print(mixed_table(found.rows, names, args.tolerance, found.fp32_reward - found.floor))
         print_not_quantized(found.rows)
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")
     return 0

@@ -14,7 +14,7 @@ from quarl_bench.evaluation.fidelity import actions_differ
 from quarl_bench.evaluation.margins import StateReservoir, top2_gap
 from quarl_bench.methods.mixed import greedy_allocation, one_layer_spec, rank_layers
 from quarl_bench.quant.quantize import acting_bytes, acting_layer_names, quantize
-from quarl_bench.store import load_results
+from quarl_bench.store import ResultStore, load_results
 from quarl_bench.types import QuantSpec
 
 
@@ -153,7 +153,7 @@ def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(c
     assert int2["seeds"] == "0 1" and len(int2["rows"].split()) == 4  # two int2 rows and their two fp32 rows
     assert int2["P(q >= fp32)"] < 0.5 and int2["diff high"] < 0  # 2 bits break it
     safe = __import__("pandas").read_csv(out / "minimum_safe_bits.csv")
-    assert safe.iloc[0]["minimum safe bits"] in ("8", "none measured")
+    assert str(safe.iloc[0]["minimum safe bits"]) in ("8", "none measured")
     aggregates = (out / "normalised_aggregates.md").read_text()
     assert "| algo       | dqn" in aggregates and (out / "performance_profile.png").is_file()
 
@@ -208,6 +208,11 @@ def test_sensitivity_mixed_and_fidelity_on_a_zoo_agent(cli, zoo: Path, tmp_path:
     allocation = json.loads(mixed["layer_bits"]) if mixed["layer_bits"] else [mixed["precision"]] * 3
     found = search[(search["layer_bits"] == mixed["layer_bits"]) & (search["precision"] == mixed["precision"])]
     assert found["mean_reward"].iloc[0] >= 0.95 * fp32  # the allocation met the tolerance where it was searched
+    with ResultStore(store) as opened:  # every step was certified; the allocation kept was certified safe
+        verdicts = opened.verdicts().set_index("spec")
+    kept = "/".join(allocation) if mixed["layer_bits"] else mixed["precision"]  # one width for all: its name
+    assert verdicts.loc[kept, "verdict"] == "safe"
+    assert "unsafe" in set(verdicts["verdict"])  # int2 everywhere breaks CartPole's DQN
     assert len(allocation) == 3 and set(allocation) <= {"fp32", "int8", "int2"}
 
     code, text, err = cli(
@@ -227,8 +232,6 @@ def test_sensitivity_mixed_and_fidelity_on_a_zoo_agent(cli, zoo: Path, tmp_path:
         store,
     )
     assert code == 0, err
-    from quarl_bench.store import ResultStore
-
     with ResultStore(store) as opened:
         rows = opened.fidelity().set_index("precision")
     assert rows.loc["fp32", "first_action"] == [None] * 4 and rows.loc["fp32", "first_obs"] == [None] * 4

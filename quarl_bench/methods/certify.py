@@ -149,7 +149,7 @@ def batch_seed(seed: int, batch: int) -> int:
 
 def spec_name(spec: QuantSpec) -> str:
     """How a verdict names its precision: the precision, with its grid and recipe where they differ from plain RTN."""
-    parts = [spec.precision]
+    parts = ["/".join(spec.layer_precisions) if spec.layer_precisions else spec.precision]
     if spec.precision.startswith("int") and spec.granularity != "auto":
         parts.append(spec.granularity)
     if spec.symmetric:

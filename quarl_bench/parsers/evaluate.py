@@ -122,7 +122,21 @@ def add_mixed(commands: Subcommands) -> None:
         metavar="P",
         help="candidate precisions per layer (default fp16 8 6 4 2)",
     )
-    mixed.add_argument("--tolerance", type=tolerance, default=5.0, help="%% of the fp32 reward it may lose (default 5)")
+    mixed.add_argument(
+        "--tolerance",
+        type=tolerance,
+        default=5.0,
+        help="a step is kept when certified safe within this %% of (R_fp32 - R_random) (default 5)",
+    )
+    mixed.add_argument(
+        "--confidence", type=float, default=0.95, help="confidence of each step's certification, in (0.5, 1)"
+    )
+    mixed.add_argument(
+        "--max-episodes",
+        type=positive_int,
+        default=200,
+        help="paired episodes after which a step still undecided is rejected (default 200)",
+    )
     mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
     mixed.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"

@@ -55,10 +55,41 @@ def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-RULES = {
-    "ci": "the reward CI lower bound (fp32 mean + the paired difference's lower bound)",
-    "mean": "the mean reward (QuaRL's sweet-spot criterion, no interval)",
-}
+RULES = {"ci": "the reward CI lower bound (fp32 mean + the paired difference's lower bound)"}
+
+
+def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per agent (and certification settings) and method: the certified minimum safe width from ``certify``'s
+    stored verdicts (the narrowest width safe with every wider one certified safe too); ``> W`` when the widest
+    certified width W is not safe; a one-width format shows its verdict. ``{method} rows``: the verdicts' batch rows.
+    The one rule of the report: the same as ``certify`` prints."""
+    from quarl_bench.statistics.certification import minimum_safe
+
+    if verdicts.empty:
+        return pd.DataFrame()
+    frame = verdicts.copy()
+    frame["method"] = [
+        method_of(" ".join(s.split()[1:]) or "default", p)
+        for s, p in zip(frame["spec"], frame["precision"], strict=True)
+    ]
+    frame = frame[frame["method"].notna()]
+    frame["seed"] = [settings["seed"] for settings in frame["settings"]]
+    records: dict[tuple, dict[str, Any]] = {}
+    for (algo, env, agent, tolerance, seed, method), group in frame.groupby(
+        ["algo", "env_id", "agent_hash", "tolerance", "seed", "method"]
+    ):
+        group = group.assign(bits=[precision_bits(p) for p in group["precision"]]).sort_values("bits", ascending=False)
+        record = records.setdefault(
+            (algo, env, agent, tolerance, seed),
+            {"algo": algo, "env": env, "agent": str(agent)[:8], "tolerance": tolerance, "seed base": seed},
+        )
+        if set(group["precision"]) == {method}:  # a format certified at its one width
+            record[method] = group["verdict"].iloc[0]
+        else:
+            safe = minimum_safe(list(zip(group["precision"], group["verdict"], strict=True)))
+            record[method] = precision_bits(safe) if safe is not None else f"> {group['bits'].iloc[0]}"
+        record[f"{method} rows"] = " ".join(key for keys in group["rows"] for key in keys)
+    return pd.DataFrame.from_records(list(records.values()))
 
 
 def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str = "ci") -> pd.DataFrame:
@@ -210,24 +241,43 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
     return table.sort_values([*AGENT, "acting bytes"])
 
 
-def write_methods_report(statistics: pd.DataFrame, frame: pd.DataFrame, out_dir: Path, tolerance_pct: float) -> list:
-    """The three tables (.md/.csv) and their figures; nothing for a store without such rows."""
+def write_methods_report(
+    statistics: pd.DataFrame,
+    frame: pd.DataFrame,
+    out_dir: Path,
+    tolerance_pct: float,
+    verdicts: pd.DataFrame | None = None,
+) -> list:
+    """The three tables (.md/.csv) and their figures; nothing for a store without such rows. The safe widths come
+    from certified verdicts where the store has them (``methods_safe_width``); fixed-episode rows alone give the
+    reward-CI evidence (``methods_safe_width_fixed``), labelled as such."""
     from quarl_bench.report.tables import write_table
 
     written: list[Path] = []
     sections = []
-    for rule, stem in (("ci", "methods_safe_width"), ("mean", "methods_safe_width_mean")):
-        safe = safe_width_table(statistics, tolerance_pct, rule)
-        if safe.empty or len(safe.columns) <= 4:
-            continue
+    certified = certified_width_table(verdicts) if verdicts is not None else pd.DataFrame()
+    if len(certified.columns) > 5:
+        written += write_table(certified, out_dir, "methods_safe_width")
+        shown = certified[[c for c in certified.columns if not c.endswith(" rows")]]
+        sections.append(
+            "## Certified (`quarl-bench certify`)\n\nThe narrowest weight width certified safe with every wider width "
+            "certified safe too ('> W': the widest certified width W is not safe; one-width formats: their verdict). "
+            "Rows behind each cell: methods_safe_width.csv.\n\n"
+            + shown.round(2).to_markdown(index=False)
+            + "\n\nMedians over agents ('> W' counted as W + 1):\n\n"
+            + method_medians(certified.drop(columns=["tolerance", "seed base"])).round(2).to_markdown(index=False)
+        )
+    safe = safe_width_table(statistics, tolerance_pct, "ci")
+    if not (safe.empty or len(safe.columns) <= 4):
+        stem = "methods_safe_width_fixed" if sections else "methods_safe_width"
         written += write_table(safe, out_dir, stem)
         shown = safe[[c for c in safe.columns if not c.endswith(" rows")]]
         gains = [paired_gain(safe, m) for m in ("GPTQ", "learned rounding", "RTN per-channel", "RTN group 32")]
         summary = pd.DataFrame.from_records([g for g in gains if g])
         sections.append(
-            f"## By {RULES[rule]}\n\nThe smallest weight width whose value, and every wider one's, stays within "
-            f"{tolerance_pct:g}% of fp32 ('> W': even W misses; one-width formats: ok or misses). Rows behind each "
-            f"cell: {stem}.csv.\n\n"
+            f"## Evidence from fixed episodes (not certified): {RULES['ci']}\n\nThe smallest weight width whose value, "
+            f"and every wider one's, stays within {tolerance_pct:g}% of fp32 ('> W': even W misses; one-width formats: "
+            f"ok or misses). Rows behind each cell: {stem}.csv.\n\n"
             + shown.round(2).to_markdown(index=False)
             + "\n\nMedians over agents ('> W' counted as W + 1):\n\n"
             + method_medians(safe).round(2).to_markdown(index=False)

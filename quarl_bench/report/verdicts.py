@@ -16,30 +16,39 @@ from quarl_bench.report.tables import write_table
 from quarl_bench.statistics.certification import minimum_safe
 from quarl_bench.types import precision_bits
 
-LINE = ("algo", "env_id", "agent_hash", "tolerance", "alpha", "seed")
+LINE = ("algo", "env_id", "agent_hash", "recipe", "tolerance", "alpha", "seed")
 
 
 def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """One line per agent and certification settings; one column per precision, widest first."""
+    """One line per agent, recipe (grid options and PTQ recipe: what follows the precision in a verdict's name) and
+    certification settings; one column per precision, widest first. A line's certified minimum walks its own
+    precisions from the widest down, as ``certify`` does."""
     if verdicts.empty:
         return pd.DataFrame()
-    frame = verdicts.assign(seed=[settings["seed"] for settings in verdicts["settings"]])
-    order = sorted(set(frame["spec"]), key=lambda spec: (-precision_bits(spec.split()[0]), spec))
+    frame = verdicts.assign(
+        seed=[settings["seed"] for settings in verdicts["settings"]],
+        recipe=[" ".join(spec.split()[1:]) for spec in verdicts["spec"]],
+        column=[spec.split()[0] for spec in verdicts["spec"]],  # the precision, or a per-layer allocation
+    )
+    narrowest = dict(zip(frame["column"], frame["precision"], strict=True))
+    order = sorted(narrowest, key=lambda column: (-precision_bits(narrowest[column]), column))
     records = []
     for values, line in frame.groupby(list(LINE), sort=True):
-        cells = {row["spec"]: row for _, row in line.iterrows()}
-        walked = [(spec, cells[spec]["verdict"]) for spec in order if spec in cells]
+        cells = {row["column"]: row for _, row in line.iterrows()}
+        walked = [(column, cells[column]["verdict"]) for column in order if column in cells]
+        safe = minimum_safe(walked)
         record = {
             "algo": values[0],
             "env": values[1],
             "agent": str(values[2])[:8],
-            "tolerance": values[3],
-            "confidence": round(1 - float(values[4]), 3),
-            "seed base": values[5],
-            "certified minimum": minimum_safe(walked) or "none",
+            "recipe": values[3] or "-",
+            "tolerance": values[4],
+            "confidence": round(1 - float(values[5]), 3),
+            "seed base": values[6],
+            "certified minimum": f"{safe} {values[3]}".strip() if safe else "none",
         }
-        for spec in order:
-            record[spec] = f"{cells[spec]['verdict']} ({cells[spec]['episodes']})" if spec in cells else "-"
+        for column in order:
+            record[column] = f"{cells[column]['verdict']} ({cells[column]['episodes']})" if column in cells else "-"
         record["rows"] = " ".join(dict.fromkeys(key for row in cells.values() for key in row["rows"]))
         records.append(record)
     return pd.DataFrame.from_records(records)

@@ -98,7 +98,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     everything = store.to_dataframe()
     statistics = seeded_statistics(everything, tolerance_pct)
     written += write_statistics_report(everything, out_dir, tolerance_pct, statistics)
-    written += write_methods_report(statistics, everything, out_dir, tolerance_pct)
+    written += write_methods_report(statistics, everything, out_dir, tolerance_pct, verdicts)
     written += write_layer_report(everything, out_dir)
     written += write_fidelity_report(store.fidelity(), out_dir)
     written += write_actorq_report(everything, out_dir, paper_dir)
