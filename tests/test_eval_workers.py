@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from stable_baselines3.common.evaluation import evaluate_policy
 
+from quarl_bench.evaluation.episode_seeds import seed_every_episode
 from quarl_bench.evaluation.evaluate import Finished, evaluate, sampled_actions
 from quarl_bench.evaluation.workers import env_shares, evaluate_in_workers, merged_sample
 from quarl_bench.quant.quantize import quantize
@@ -42,8 +43,11 @@ def test_merged_sample_takes_from_each_share_as_a_uniform_sample_would() -> None
 def test_evaluation_loop_plays_sb3s_episodes_in_sb3s_order(zoo: Path, algo: str, env_id: str) -> None:
     agent = load_agent(resolve_agent(algo, env_id, zoo, use_hub=False))
     ours = evaluate(agent.model.policy, agent.make_env(3, seed=5), 7, seed=5)
-    rewards, lengths = evaluate_policy(agent.model.policy, agent.make_env(3, seed=5), 7, return_episode_rewards=True)
+    theirs = agent.make_env(3, seed=5)
+    seed_every_episode(theirs, 5, range(3))  # SB3's loop on the same per-episode reset seeds
+    rewards, lengths = evaluate_policy(agent.model.policy, theirs, 7, return_episode_rewards=True)
     assert (ours.rewards, ours.lengths) == (list(rewards), list(lengths))
+    assert len(set(ours.rewards)) == 7  # seven different episodes, not one start replayed
 
 
 @pytest.mark.slow

@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
 from stable_baselines3.common.policies import BasePolicy
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.evaluation.calibration import visited_states
 from quarl_bench.evaluation.evaluate import discrete_actions, greedy_actions
 from quarl_bench.evaluation.margins import decision_values, top2_gap
+from quarl_bench.zoo.quiet import native_output_silenced
 
 FIXED_STATES = 1000
 FIXED_IMAGE_STATES = 200  # image observations (Atari: 28 KB each) keep the set, and the play collecting it, small
@@ -36,7 +38,8 @@ def fixed_states(agent_hash: str, policy: BasePolicy, make_env: Callable) -> np.
     if agent_hash not in _cache:
         count = FIXED_STATES if len(policy.observation_space.shape or ()) <= 1 else FIXED_IMAGE_STATES
         try:
-            _cache[agent_hash] = visited_states(policy, make_env, count, FIXED_STATES_SEED)
+            with native_output_silenced():  # pybullet prints "argv[0]=" from C when an env is first reset
+                _cache[agent_hash] = visited_states(policy, make_env, count, FIXED_STATES_SEED)
         except QuarlError:  # dict observations: no fixed set
             _cache[agent_hash] = np.empty((0,))
     return _cache[agent_hash]
@@ -46,6 +49,11 @@ def fixed_state_fidelity(policy: BasePolicy, reference: BasePolicy, states: np.n
     """How far ``policy``'s greedy actions are from the fp32 ``reference``'s on ``states`` (see the module doc)."""
     if not len(states):
         return {}
+    with torch.inference_mode():
+        return _fidelity(policy, reference, states)
+
+
+def _fidelity(policy: BasePolicy, reference: BasePolicy, states: np.ndarray) -> dict[str, float]:
     if not discrete_actions(reference):
         actions = np.asarray(greedy_actions(policy)(states), dtype=float).reshape(len(states), -1)
         expected = np.asarray(greedy_actions(reference)(states), dtype=float).reshape(len(states), -1)
