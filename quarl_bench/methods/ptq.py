@@ -18,7 +18,7 @@ from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
-from quarl_bench.types import CALIBRATION_SEED, EvalResult, Job
+from quarl_bench.types import CALIBRATION_SEED, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent
 
 
@@ -30,12 +30,7 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
     """
     fp32_policy = agent.model.policy
     fp32_policy.set_training_mode(False)
-    calibration: dict[str, Any] = {}
-    states = None
-    if job.spec.calibrated:
-        states = visited_states(fp32_policy, agent.make_env, job.spec.calibration_states)
-        calibration = {"calibration": {"states": len(states), "seed": CALIBRATION_SEED, "hash": states_hash(states)}}
-    policy, layers = quantize(fp32_policy, job.spec, states)
+    policy, layers, calibration = quantized(agent, job.spec)
     reference = None if job.spec.is_identity else fp32_policy
     discrete = isinstance(fp32_policy.action_space, spaces.Discrete)  # only these have decision margins
     record_states = MARGIN_STATES if discrete else 0
@@ -83,6 +78,31 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
         weights=weight_profile(fp32_policy)
         | {"acting_bytes": acting_bytes(policy, job.spec), "nonzero_weights": nonzero_weights(policy)},
     )
+
+
+QUANTIZED_KEPT = 4  # quantized copies kept per process: certify plays one spec in many batches
+_quantized: dict[tuple[str, QuantSpec], tuple[Any, tuple, dict[str, Any]]] = {}
+
+
+def quantized(agent: LoadedAgent, spec: QuantSpec) -> tuple[Any, tuple, dict[str, Any]]:
+    """The agent's policy quantized per ``spec``, its layer statistics and calibration provenance; the same
+    (deterministic) result is reused for the next jobs of that agent and spec, so a calibrated spec (GPTQ, learned
+    rounding) is calibrated once however many batches certify plays with it."""
+    key = (agent.ref.content_hash, spec)
+    if key not in _quantized:
+        fp32_policy = agent.model.policy
+        calibration: dict[str, Any] = {}
+        states = None
+        if spec.calibrated:
+            states = visited_states(fp32_policy, agent.make_env, spec.calibration_states)
+            calibration = {
+                "calibration": {"states": len(states), "seed": CALIBRATION_SEED, "hash": states_hash(states)}
+            }
+        policy, layers = quantize(fp32_policy, spec, states)
+        while len(_quantized) >= QUANTIZED_KEPT:
+            del _quantized[next(iter(_quantized))]
+        _quantized[key] = (policy, layers, calibration)
+    return _quantized[key]
 
 
 def not_quantized(policy, job: Job) -> dict[str, list[str]]:
