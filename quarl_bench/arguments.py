@@ -135,13 +135,15 @@ def env_kwarg(value: str) -> tuple[str, object]:
         return key, text
 
 
-def add_agent(parser: argparse.ArgumentParser, hub: bool = True) -> None:
+def add_agent(parser: argparse.ArgumentParser, hub: bool = True, env_required: bool = True) -> None:
     """--algo, --env and where the agent may come from, for a command about one agent: the zoo (``--algo``), a
     policy file (``--model``) or a torch module (``--policy-module``)."""
     add_algo(
         parser, help=f"one of {', '.join(ALGOS)}; required without --model/--policy-module (a zip's is read from it)"
     )
-    parser.add_argument("--env", required=True, help="env id or alias (CartPole, Breakout, my_pkg:MyEnv-v0, ...)")
+    parser.add_argument(
+        "--env", required=env_required, help="env id or alias (CartPole, Breakout, my_pkg:MyEnv-v0, ...)"
+    )
     parser.add_argument(
         "--model",
         type=Path,

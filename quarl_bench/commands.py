@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def certify(args: argparse.Namespace) -> int:
+    """Certify precisions of one agent (or of every agent of ``--grid``): verdicts, the minimum, stored."""
     import json
 
     from quarl_bench.api import certify_agent
@@ -72,27 +73,65 @@ def certify(args: argparse.Namespace) -> int:
         args.n_envs,
         args.every_width,
     )  # validated before any agent is found or row stored
+    if not args.grid and not args.env:
+        raise QuarlError("certify needs --env (one agent) or --grid FILE (every agent of a grid)")
     recipe = recipe_options(args)
     specs = tuple(
         QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
         for p in args.bits
     )
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        if args.json:
-            from quarl_bench.api import find_agent
-
-            store.check()
-            ref = find_agent(agent_query(args))
-        else:
-            ref = _agent_for(args, store)
-        on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
-        result = certify_agent(ref, specs, config, store, force=args.force, on_verdict=on_verdict)
-        if args.json:
-            print(json.dumps(result.as_json()))
-        else:
-            console.print(certification_table(result))
+        store.check()
+        agents = grid_agents(args) if args.grid else [(None, specs)]
+        for ref, agent_specs in agents:
+            if ref is None:
+                ref = find_agent_quietly(args) if args.json else _agent_for(args, store)
+            elif not args.json:
+                console.print(f"Agent: [bold]{ref.algo}/{ref.env_id}[/] ({ref.run_dir or ref.model_path})")
+            on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
+            result = certify_agent(ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict)
+            if args.json:
+                print(json.dumps(result.as_json()))
+            else:
+                console.print(certification_table(result))
+        if not args.json:
             console.print(f"Stored in {store.path}")
     return 0
+
+
+def find_agent_quietly(args: argparse.Namespace):
+    from quarl_bench.api import find_agent
+
+    return find_agent(agent_query(args))
+
+
+def grid_agents(args: argparse.Namespace) -> list:
+    """``--grid``'s agents (filtered by --algo/--env) with the PTQ specs each is certified at; agents the sources
+    lack are listed on stderr and skipped, as ``sweep`` does."""
+    import sys
+
+    from quarl_bench.registry import load_study, select
+    from quarl_bench.runner import AgentSources, cell_agent
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
+
+    cells = select(load_study(args.grid).cells, [args.algo] if args.algo else None, [args.env] if args.env else None)
+    cells = [cell for cell in cells if cell.method == "ptq"]
+    if not cells:
+        raise QuarlError(f"no PTQ cell in {args.grid} matches the filters: check --algo/--env")
+    folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
+    sources = AgentSources(folder, args.cache or DEFAULT_CACHE, not args.no_hub, args.train_if_missing)
+    by_agent: dict[tuple, list] = {}
+    for cell in cells:
+        by_agent.setdefault((cell.algo, cell.env_id, cell.model, cell.env_packages), []).append(cell)
+    agents = []
+    for (algo, env_id, model, _), group in by_agent.items():
+        try:
+            ref = cell_agent(group[0], sources, sources.use_hub)
+        except QuarlError as error:
+            print(f"quarl-bench: skipped {model or algo}/{env_id}: {error}", file=sys.stderr)
+            continue
+        agents.append((ref, tuple(dict.fromkeys(cell.spec for cell in group))))
+    return agents
 
 
 def sweep(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.statistics.certification import minimum_safe, tolerance_delta, verdict
+from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
 from quarl_bench.types import AgentRef, Job, QuantSpec
 
@@ -108,21 +108,37 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Certification:
-    """All verdicts of one certify run, widest first, and the certified minimum safe precision."""
+    """All verdicts of one certify run, family by family (see :func:`family`), each widest first, and the certified
+    minimum safe precision of each family."""
 
     agent: AgentRef
     delta: float
     tolerance: str
     scale_rows: tuple[str, ...]
     verdicts: list[Verdict] = field(default_factory=list)
+    family_of: dict[str, str] = field(default_factory=dict)  # verdict spec name -> its family's label
+
+    @property
+    def families(self) -> dict[str, str | None]:
+        """Each family's certified minimum: the narrowest precision safe with every wider one of it safe."""
+        walks: dict[str, list[tuple[str, str]]] = {}
+        for found in self.verdicts:
+            walks.setdefault(self.family_of.get(found.spec, ""), []).append((found.spec, found.verdict))
+        return {label: minimum_safe(walk) for label, walk in walks.items()}
 
     @property
     def minimum_safe(self) -> str | None:
-        return minimum_safe([(v.spec, v.verdict) for v in self.verdicts])
+        """The plain integer ladder's certified minimum (fp16 and RTN widths on the default grid) where it was
+        certified, else the first family's (the only one for a plain list of widths)."""
+        families = self.families
+        return families.get("int", next(iter(families.values()), None)) if families else None
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "agent": f"{self.agent.algo}/{self.agent.env_id}",
+            "agent_hash": self.agent.content_hash,
             "minimum_safe": self.minimum_safe,
+            **({"families": self.families} if len(self.families) > 1 else {}),
             "delta": self.delta,
             "tolerance": self.tolerance,
             "verdicts": [
@@ -160,7 +176,10 @@ def spec_name(spec: QuantSpec) -> str:
 
 
 def widest_first(specs: tuple[QuantSpec, ...]) -> list[QuantSpec]:
-    return sorted(dict.fromkeys(s for s in specs if not s.is_identity), key=lambda s: (-s.bits, spec_name(s)))
+    """Families in the order their widest spec comes, each family widest first."""
+    ordered = sorted(dict.fromkeys(s for s in specs if not s.is_identity), key=lambda s: (-s.bits, spec_name(s)))
+    families = list(dict.fromkeys(family(s) for s in ordered))
+    return sorted(ordered, key=lambda s: families.index(family(s)))
 
 
 class Certifier:
@@ -274,7 +293,10 @@ def certify_specs(
     certifier = Certifier(ref, config, store, driver)
     delta, text, scale_rows = certifier.delta()
     result = Certification(ref, delta, text, scale_rows)
+    stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
     for spec in widest_first(specs):
+        if family(spec) in stopped:
+            continue
         key = verdict_key(ref, spec, config)
         stored = None if force else store.get_verdict(key)
         if stored is not None:
@@ -284,10 +306,11 @@ def certify_specs(
             found = replace(certifier.certify(spec, delta), key=key)
             store.put_verdict(verdict_row(found, ref, spec, config, text, driver), replace=force)
         result.verdicts.append(found)
+        result.family_of[found.spec] = family(spec)
         if on_verdict:
             on_verdict(found)
         if found.verdict != "safe" and not config.every_width:
-            break
+            stopped.add(family(spec))
     return result
 
 

@@ -48,7 +48,14 @@ def add_certify(commands: Subcommands) -> None:
     certify = commands.add_parser(
         "certify", help="decide which precisions are safe: a sequential paired test per width, widest first"
     )
-    add_agent(certify)
+    add_agent(certify, env_required=False)
+    certify.add_argument(
+        "--grid",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="certify every agent and spec of a YAML grid (zoo_configs/*.yaml); --algo/--env then filter it",
+    )
     certify.add_argument(
         "--bits",
         nargs="+",

@@ -13,21 +13,22 @@ from pathlib import Path
 import pandas as pd
 
 from quarl_bench.report.tables import write_table
-from quarl_bench.statistics.certification import minimum_safe
-from quarl_bench.types import precision_bits
+from quarl_bench.statistics.certification import family, minimum_safe
+from quarl_bench.types import QuantSpec, precision_bits
 
-LINE = ("algo", "env_id", "agent_hash", "recipe", "tolerance", "alpha", "seed")
+LINE = ("algo", "env_id", "agent_hash", "family", "tolerance", "alpha", "seed")
 
 
 def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """One line per agent, recipe (grid options and PTQ recipe: what follows the precision in a verdict's name) and
-    certification settings; one column per precision, widest first. A line's certified minimum walks its own
-    precisions from the widest down, as ``certify`` does."""
+    """One line per agent, family (the ladder certify walks: integers with their grid and recipe, or one float
+    format family, see :func:`~quarl_bench.statistics.certification.family`) and certification settings; one column
+    per precision, widest first. A line's certified minimum walks its own precisions from the widest down, as
+    ``certify`` does."""
     if verdicts.empty:
         return pd.DataFrame()
     frame = verdicts.assign(
         seed=[settings["seed"] for settings in verdicts["settings"]],
-        recipe=[" ".join(spec.split()[1:]) for spec in verdicts["spec"]],
+        family=[family(QuantSpec(**spec)) for spec in verdicts["spec_json"]],
         column=[spec.split()[0] for spec in verdicts["spec"]],  # the precision, or a per-layer allocation
     )
     narrowest = dict(zip(frame["column"], frame["precision"], strict=True))
@@ -41,11 +42,11 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
             "algo": values[0],
             "env": values[1],
             "agent": str(values[2])[:8],
-            "recipe": values[3] or "-",
+            "family": values[3],
             "tolerance": values[4],
             "confidence": round(1 - float(values[5]), 3),
             "seed base": values[6],
-            "certified minimum": f"{safe} {values[3]}".strip() if safe else "none",
+            "certified minimum": safe or "none",
         }
         for column in order:
             record[column] = f"{cells[column]['verdict']} ({cells[column]['episodes']})" if column in cells else "-"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from quarl_bench.statistics.confidence_sequence import Interval
+from quarl_bench.types import QuantSpec
 
 VERDICTS = ("safe", "unsafe", "undetermined")
 
@@ -44,3 +45,21 @@ def minimum_safe(verdicts: Sequence[tuple[str, str]]) -> str | None:
             break
         safe = precision
     return safe
+
+
+def family(spec: QuantSpec) -> str:
+    """The ladder a spec is walked on: the same grid and recipe, and integers (with fp16/bf16 above them), or one
+    float format family (fp8-e4m3, fp8-e5m2, MX, NVFP4). Each family has its own certified minimum."""
+    if spec.precision.startswith("mx"):
+        kind = "MX"
+    elif spec.precision.startswith("int") or spec.precision in ("fp16", "bf16", "fp32"):
+        kind = "int"
+    else:
+        kind = spec.precision
+    grid = [spec.granularity] if spec.granularity != "auto" else []
+    grid += ["symmetric"] if spec.symmetric else []
+    grid += [spec.recipe_label()] if spec.recipe_label() else []
+    grid += ["layers " + spec.layers] if spec.layers != "paper" else []
+    if spec.layer_precisions:
+        grid.append("per-layer")
+    return " ".join([kind, *grid])
