@@ -139,3 +139,54 @@ def test_certify_agent_from_python_takes_a_policy_file(zoo: Path, tmp_path: Path
         model, ("fp16",), CertifyConfig(tolerance_abs=25.0), tmp_path / "q.sqlite", env="CartPole-v1"
     )
     assert result.minimum_safe == "fp16" and result.as_json()["verdicts"][0]["episodes"] == 20
+
+
+def test_each_family_is_walked_and_answered_apart() -> None:
+    from quarl_bench.methods.certify import widest_first
+    from quarl_bench.statistics.certification import family
+    from quarl_bench.types import QuantSpec
+
+    specs = [QuantSpec(p) for p in ("int4", "nvfp4", "fp16", "int8", "mxfp4", "mxfp8")] + [
+        QuantSpec("int4", group_size=32),
+        QuantSpec("int8", group_size=32),
+    ]
+    assert [family(s) for s in specs[:3]] == ["int", "nvfp4", "int"]
+    assert family(specs[4]) == family(specs[5]) == "MX" and family(specs[6]) == "int g32"
+    walked = [(family(s), s.precision) for s in widest_first(tuple(specs))]
+    # families in the order of their widest spec, each widest first
+    assert walked == [
+        ("int", "fp16"),
+        ("int", "int8"),
+        ("int", "int4"),
+        ("int g32", "int8"),
+        ("int g32", "int4"),
+        ("MX", "mxfp8"),
+        ("MX", "mxfp4"),
+        ("nvfp4", "nvfp4"),
+    ]
+
+
+def test_a_grid_is_certified_agent_by_agent_and_the_report_opens_with_the_verdicts(
+    cli, zoo: Path, tmp_path: Path
+) -> None:
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(
+        "name: tiny\nepisodes: 20\ngrid:\n  - {algos: [dqn], envs: [CartPole-v1], precisions: [8, 2]}\n"
+        "  - {algos: [dqn], envs: [CartPole-v1], precisions: [8, 6], group_size: 32}\n"
+    )
+    store = tmp_path / "quarl.sqlite"
+    code, out, err = cli("certify", "--grid", grid, "--folder", zoo, "--no-hub", "--store", store, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["minimum_safe"] == "int8" and answer["families"] == {"int": "int8", "int g32": "int6 g32"}
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report", "--html")
+    assert code == 0, err
+    import pandas as pd
+
+    grid_table = pd.read_csv(tmp_path / "report" / "certified_verdicts.csv").set_index("family")
+    assert grid_table.loc["int", "certified minimum"] == "int8" and grid_table.loc["int", "int2"] == "unsafe (20)"
+    assert grid_table.loc["int g32", "certified minimum"] == "int6"
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.index("Certified verdicts") < page.index("Reward and E% per variant")
+    methods = pd.read_csv(tmp_path / "report" / "methods_safe_width.csv").iloc[0]
+    assert (methods["RTN"], methods["RTN group 32"]) == (8, 6)  # the certified widths, not fixed-episode means
