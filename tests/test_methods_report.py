@@ -43,6 +43,8 @@ def stats_row(agent: str, spec: str, precision: str, low: float, mean_diff: floa
         "bits": bits,
         "fp32 mean": 100.0,
         "reward CI low": low,
+        "diff low": low - 100.0,  # the paired difference's lower bound: fp32 mean 100
+        "delta": 5.0,  # 5% of |R_fp32| (no random baseline in these rows)
         "mean - fp32": mean_diff,
         "IQM": 100.0 + mean_diff,
         "IQM low": 90.0 + mean_diff,

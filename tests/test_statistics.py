@@ -63,11 +63,10 @@ def test_probability_of_improvement_counts_ties_half() -> None:
 
 
 def test_minimum_safe_bits_needs_every_wider_width_safe() -> None:
-    lower_bounds = {8: 99.0, 6: 96.0, 4: 90.0, 2: 97.0}  # floor 95: 8 and 6 pass, 4 fails, 2 passes but 4 is above it
-    assert minimum_safe_bits(lower_bounds, 100.0, 5.0) == 6
-    assert minimum_safe_bits(lower_bounds, 100.0, 10.0) == 2  # floor 90: every width passes
-    assert minimum_safe_bits({8: 90.0, 4: 99.0}, 100.0) is None  # the widest measured already falls short
-    assert minimum_safe_bits({8: -104.0, 4: -106.0}, -100.0) == 8  # negative rewards: floor -105
+    lower = {8: -1.0, 6: -4.0, 4: -10.0, 2: -3.0}  # delta 5: 8 and 6 pass, 4 fails, 2 passes but 4 is above it
+    assert minimum_safe_bits(lower, 5.0) == 6
+    assert minimum_safe_bits(lower, 10.0) == 2  # every width within 10
+    assert minimum_safe_bits({8: -10.0, 4: -1.0}, 5.0) is None  # the widest measured already falls short
 
 
 def test_normalised_scores_and_performance_profile() -> None:

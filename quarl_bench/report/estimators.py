@@ -131,13 +131,12 @@ def probability_of_improvement(quantized: Strata, reference: Strata) -> float:
     return float(np.mean(scores))
 
 
-def minimum_safe_bits(lower_bounds: dict[int, float], fp32_reward: float, tolerance_pct: float = 5.0) -> int | None:
-    """The smallest bit width b whose reward CI lower bound, and that of every measured width above b, is at least
-    ``fp32_reward - tolerance_pct% * |fp32_reward|``; None when even the widest measured width falls short."""
-    threshold = fp32_reward - tolerance_pct / 100 * abs(fp32_reward)
+def minimum_safe_bits(lower_differences: dict[int, float], delta: float) -> int | None:
+    """The smallest bit width b whose paired difference lower bound (quantized - fp32), and that of every measured
+    width above b, is at least ``-delta``; None when even the widest measured width falls short."""
     safe = None
-    for bits in sorted(lower_bounds, reverse=True):
-        if lower_bounds[bits] < threshold:
+    for bits in sorted(lower_differences, reverse=True):
+        if lower_differences[bits] < -delta:
             break
         safe = bits
     return safe

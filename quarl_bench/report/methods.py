@@ -55,7 +55,7 @@ def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-RULES = {"ci": "the reward CI lower bound (fp32 mean + the paired difference's lower bound)"}
+RULES = {"ci": "the paired difference's CI lower bound against -δ (as certify's rule, on fixed episodes)"}
 
 
 def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -104,9 +104,9 @@ def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str =
     records: dict[tuple, dict[str, Any]] = {}
     for (algo, env, agent, method), group in rows.groupby([*AGENT, "method"]):
         fp32_mean = float(group["fp32 mean"].iloc[0])
-        value = group["reward CI low"] if rule == "ci" else group["fp32 mean"] + group["mean - fp32"]
+        value = group["diff low"] if rule == "ci" else group["mean - fp32"]
         lower = {int(b): float(v) for b, v in zip(group["bits"], value, strict=True)}
-        safe = minimum_safe_bits(lower, fp32_mean, tolerance_pct)
+        safe = minimum_safe_bits(lower, float(group["delta"].iloc[0]))
         record = records.setdefault((algo, env, agent), {"algo": algo, "env": env, "agent": agent, "fp32": fp32_mean})
         if set(group["precision"]) == {method}:  # a format measured at its one width (fp8, NVFP4)
             record[method] = "ok" if safe is not None else "misses"

@@ -99,6 +99,7 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
     ``tolerance_pct`` of fp32, and the keys of the rows used.
     """
     rows = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "")] if len(frame) else frame
+    random = frame[frame["method"] == "random"] if len(frame) else frame
     records: list[dict[str, Any]] = []
     for cell_values, cell in rows.groupby(list(CELL)):
         reference = (cell["precision"] == "fp32") & (cell["recipe"] == "")  # a pruned fp32 row is not the reference
@@ -124,6 +125,12 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             r_strata = [fp32[s]["episode_rewards"] for s in seeds]
             point, low, high = stratified_bootstrap_ci(q_strata)
             fp32_mean = float(np.mean(np.concatenate(r_strata)))
+            random_rows = in_cell(random, cell.iloc[0])
+            random_rows = random_rows[random_rows["seed"].isin(seeds)]
+            random_mean = (
+                float(np.mean(np.concatenate(list(random_rows["episode_rewards"])))) if len(random_rows) else None
+            )
+            delta = tolerance_of(tolerance_pct, fp32_mean, random_mean)
             try:  # the same episodes, matched by identity: the difference is resampled in pairs
                 pairs = [paired_row_rewards(by_seed[s], fp32[s]) for s in seeds]
             except ValueError:  # rows stored before episode identities: no paired statistics
@@ -145,20 +152,29 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
                 high,
                 [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds],
             )
-            floor = fp32_mean - tolerance_pct / 100 * abs(fp32_mean)
             record.update(
                 {
                     "fp32 mean": fp32_mean,
+                    "random mean": random_mean,
+                    "delta": delta,
                     "mean - fp32": diff,
                     "diff low": diff_low,
                     "diff high": diff_high,
                     "P(q >= fp32)": improve,
                     "reward CI low": fp32_mean + diff_low,
-                    "within tolerance": fp32_mean + diff_low >= floor,
+                    "within tolerance": diff_low >= -delta,
                 }
             )
             records.append(record)
     return pd.DataFrame.from_records(records)
+
+
+def tolerance_of(tolerance_pct: float, fp32_mean: float, random_mean: float | None) -> float:
+    """The tolerance δ in reward units: ``tolerance_pct``% of (R_fp32 - R_random) where the cell has a random-policy
+    row on the same seeds (``--random-baseline``) and fp32 beats it, else of |R_fp32| (QuaRL's E% scale)."""
+    if random_mean is not None and fp32_mean > random_mean:
+        return tolerance_pct / 100 * (fp32_mean - random_mean)
+    return tolerance_pct / 100 * abs(fp32_mean)
 
 
 def _record(
@@ -190,8 +206,10 @@ def _record(
 
 
 def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
-    """Per agent cell and spec: the minimum safe bit width over the integer widths measured, with the evidence
-    (each width's reward CI lower bound against the floor ``fp32 - tolerance``)."""
+    """Per agent cell and spec: the minimum safe bit width over the integer widths measured on fixed episodes, with
+    the evidence: each width's paired difference lower bound against -δ, δ = ``tolerance_pct``% of
+    (R_fp32 - R_random) where a random-policy row exists (else of |R_fp32|, said in the ``δ of`` column). The same
+    rule as ``certify``, read once on a fixed-n interval instead of a confidence sequence."""
     if statistics.empty:
         return pd.DataFrame()
     ints = statistics[statistics["precision"].str.startswith("int")]
@@ -199,13 +217,13 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
     for (algo, env, agent, episodes, noise, spec, seeds), group in ints.groupby(
         ["algo", "env", "agent", "episodes", "obs noise", "spec", "seeds"]
     ):
-        fp32_mean = float(group["fp32 mean"].iloc[0])
-        lower = {int(r["bits"]): float(r["reward CI low"]) for _, r in group.iterrows()}
-        floor = fp32_mean - tolerance_pct / 100 * abs(fp32_mean)
-        safe = minimum_safe_bits(lower, fp32_mean, tolerance_pct)
+        fp32_mean, delta = float(group["fp32 mean"].iloc[0]), float(group["delta"].iloc[0])
+        lower = {int(r["bits"]): float(r["diff low"]) for _, r in group.iterrows()}
+        safe = minimum_safe_bits(lower, delta)
         evidence = "; ".join(
-            f"{b}: {lower[b]:.1f}{' ok' if lower[b] >= floor else ' below'}" for b in sorted(lower, reverse=True)
+            f"{b}: {lower[b]:+.1f}{' ok' if lower[b] >= -delta else ' below'}" for b in sorted(lower, reverse=True)
         )
+        random_mean = group["random mean"].iloc[0]
         records.append(
             {
                 "algo": algo,
@@ -217,9 +235,10 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
                 "seeds": seeds,
                 "fp32 mean": fp32_mean,
                 "tolerance %": tolerance_pct,
-                "floor": floor,
-                "minimum safe bits": safe if safe is not None else "none measured",
-                "CI low per bits": evidence,
+                "δ of": "R_fp32 - R_random" if random_mean is not None and fp32_mean > random_mean else "|R_fp32|",
+                "δ": delta,
+                "minimum safe bits": safe if safe is not None else f"> {max(lower)}",
+                "difference CI low per bits": evidence,
                 "rows": " ".join(dict.fromkeys(key for keys in group["rows"] for key in keys.split())),
             }
         )
@@ -321,8 +340,9 @@ def write_statistics_report(
         safe,
         out_dir,
         "minimum_safe_bits",
-        f"Smallest integer width whose reward CI lower bound, and every wider one's, stays within "
-        f"{tolerance_pct:g}% of fp32.",
+        f"Smallest integer width whose paired difference lower bound, and every wider one's, stays above -δ "
+        f"(δ = {tolerance_pct:g}% of R_fp32 - R_random, or of |R_fp32| without a random baseline); fixed episodes, "
+        "not certified: `quarl-bench certify` decides with a confidence sequence.",
     )
     scores = normalised_episodes(frame)
     if scores.empty:
