@@ -190,3 +190,20 @@ def test_a_grid_is_certified_agent_by_agent_and_the_report_opens_with_the_verdic
     assert page.index("Certified verdicts") < page.index("Reward and E% per variant")
     methods = pd.read_csv(tmp_path / "report" / "methods_safe_width.csv").iloc[0]
     assert (methods["RTN"], methods["RTN group 32"]) == (8, 6)  # the certified widths, not fixed-episode means
+
+
+def test_rows_without_episode_identity_are_named_and_never_paired(
+    cli, certified: Path, zoo: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    store = tmp_path / "old.sqlite"
+    shutil.copy(certified, store)
+    with sqlite3.connect(store) as db:  # a row as stored before episode identities: another key, no identities
+        columns = [row[1] for row in db.execute("PRAGMA table_info(results)")]
+        values = ", ".join("'old-key'" if c == "key" else "'[]'" if c == "episode_ids" else c for c in columns)
+        db.execute(f"INSERT INTO results ({', '.join(columns)}) SELECT {values} FROM results LIMIT 1")
+    code, out, err = cli("certify", *AGENT, "--folder", zoo, "--bits", "fp16", "--store", store, "--json")
+    assert code == 0, err
+    assert "1 stored rows of this agent carry no episode identity" in err and len(err.strip().splitlines()) == 1
+    assert json.loads(out)["verdicts"][0]["verdict"] == "safe"
