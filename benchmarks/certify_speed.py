@@ -3,7 +3,8 @@
 For each agent, widths 8 6 5 4 3 2 (fp32 the reference): `certify` at two independent seed bases (0 and 5000),
 and the fixed protocol (100 episodes per width at seed 0, the minimum safe width read from the per-width means).
 Prints per agent the certified minimum width at both bases, contradictions (a width safe in one run and unsafe in the
-other), episodes and seconds of each approach, and the totals with their ratio. Every row lands in one store.
+other), and the episodes (every one played: fp32 and quantized batches and the scale set) and seconds of each
+approach, per median agent and as means with their ratio. Every row lands in one store.
 Run: python benchmarks/certify_speed.py [--zoo ../shared/zoo] [--max-episodes 1000] [--store /tmp/certify.sqlite]
 """
 
@@ -66,6 +67,8 @@ def main() -> None:
     totals = {"certify episodes": 0, "certify s": 0.0, "fixed episodes": 0, "fixed s": 0.0}
     agree = contradictions = undetermined = 0
     decided_episodes: list[int] = []
+    per_run: list[tuple[int, float]] = []  # (episodes, seconds) of each certify run
+    fixed_runs: list[float] = []
     with ResultStore(args.store) as store:
         for algo, env in agents:
             ref = find_agent(AgentQuery(env, algo, folder=args.zoo, use_hub=False))
@@ -74,9 +77,13 @@ def main() -> None:
                 config = CertifyConfig(seed=base, max_episodes=args.max_episodes)
                 start = time.perf_counter()
                 result = certify_agent(ref, specs, config, store)
-                totals["certify s"] += time.perf_counter() - start
-                episodes = sum(v.episodes for v in result.verdicts) + config.batch  # + the scale set's fp32 batch
+                seconds = time.perf_counter() - start
+                totals["certify s"] += seconds
+                # every episode played: the batches behind the verdicts (fp32 and quantized) and the scale set's
+                played = {key for v in result.verdicts for key in v.rows} | set(result.scale_rows)
+                episodes = sum(store.get(key)["episodes"] for key in played)
                 totals["certify episodes"] += episodes
+                per_run.append((episodes, seconds))
                 answers.append(result.minimum_safe)
                 verdicts.append({v.spec: v.verdict for v in result.verdicts})
                 decided_episodes += [v.episodes for v in result.verdicts if v.verdict != "undetermined"]
@@ -89,7 +96,8 @@ def main() -> None:
             agree += answers[0] == answers[1]
             start = time.perf_counter()
             rows = run_ptq(ref, specs, EvalSettings(FIXED_EPISODES, 0), store)
-            totals["fixed s"] += time.perf_counter() - start
+            fixed_runs.append(time.perf_counter() - start)
+            totals["fixed s"] += fixed_runs[-1]
             totals["fixed episodes"] += FIXED_EPISODES * (len(WIDTHS) + 1)
             print(
                 f"  fixed protocol ({FIXED_EPISODES} episodes per width): minimum {fixed_minimum(rows, result.delta)}"
@@ -104,8 +112,13 @@ def main() -> None:
         f"{totals['fixed s'] / len(agents):.1f} s per agent"
     )
     print(
+        f"median agent: certify {statistics.median(e for e, _ in per_run):.0f} episodes and "
+        f"{statistics.median(s for _, s in per_run):.1f} s; fixed {FIXED_EPISODES * (len(WIDTHS) + 1)} episodes and "
+        f"{statistics.median(fixed_runs):.1f} s"
+    )
+    print(
         f"ratio fixed / certify: {totals['fixed episodes'] / len(agents) / (totals['certify episodes'] / runs):.2f}x "
-        f"episodes, {totals['fixed s'] / len(agents) / (totals['certify s'] / runs):.2f}x wall time"
+        f"episodes, {totals['fixed s'] / len(agents) / (totals['certify s'] / runs):.2f}x wall time (means over agents)"
     )
 
 
