@@ -135,6 +135,9 @@ def width_number(value: Any) -> float:
         return math.nan  # not measured, or a one-width format's ok / misses
 
 
+ONE_WIDTH_ANSWERS = ("ok", "misses", "safe", "unsafe", "undetermined")  # fixed-episode and certified answers
+
+
 def method_medians(table: pd.DataFrame) -> pd.DataFrame:
     """Per method measured over a ladder of widths: agents measured and the median minimum safe width (``> W`` as
     W + 1); per single-width format: the agents where it holds."""
@@ -142,8 +145,9 @@ def method_medians(table: pd.DataFrame) -> pd.DataFrame:
     records = []
     for method in methods:
         measured = [v for v in table[method] if not (isinstance(v, float) and math.isnan(v))]
-        if measured and all(v in ("ok", "misses") for v in measured):
-            records.append({"method": method, "agents": len(measured), "holds on": sum(v == "ok" for v in measured)})
+        if measured and all(v in ONE_WIDTH_ANSWERS for v in measured):
+            holds = sum(v in ("ok", "safe") for v in measured)
+            records.append({"method": method, "agents": len(measured), "holds on": holds})
         else:
             values = [w for w in map(width_number, measured) if not math.isnan(w)]
             records.append({"method": method, "agents": len(values), "median safe width": np.median(values)})
@@ -241,6 +245,27 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
     return table.sort_values([*AGENT, "acting bytes"])
 
 
+def certified_method_summary(verdicts: pd.DataFrame, certified: pd.DataFrame) -> pd.DataFrame:
+    """Per method, over the certified agents: the median certified width ('> W' as W + 1), the share of its verdicts
+    that ended undetermined, and the median paired episodes per decided verdict."""
+    frame = verdicts.copy()
+    frame["method"] = [
+        method_of(" ".join(s.split()[1:]) or "default", p)
+        for s, p in zip(frame["spec"], frame["precision"], strict=True)
+    ]
+    medians = method_medians(certified.drop(columns=["tolerance", "seed base"])).set_index("method")
+    records = []
+    for method, group in frame[frame["method"].notna()].groupby("method"):
+        decided = group[group["verdict"] != "undetermined"]
+        record = {"method": method, "verdicts": len(group)}
+        if method in medians.index:
+            record |= {k: v for k, v in medians.loc[method].items() if not pd.isna(v)}
+        record["undetermined share"] = float((group["verdict"] == "undetermined").mean())
+        record["median episodes per decision"] = float(decided["episodes"].median()) if len(decided) else math.nan
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
 def write_methods_report(
     statistics: pd.DataFrame,
     frame: pd.DataFrame,
@@ -264,8 +289,9 @@ def write_methods_report(
             "certified safe too ('> W': the widest certified width W is not safe; one-width formats: their verdict). "
             "Rows behind each cell: methods_safe_width.csv.\n\n"
             + shown.round(2).to_markdown(index=False)
-            + "\n\nMedians over agents ('> W' counted as W + 1):\n\n"
-            + method_medians(certified.drop(columns=["tolerance", "seed base"])).round(2).to_markdown(index=False)
+            + "\n\nPer method over agents: median certified width ('> W' counted as W + 1), verdicts that ended "
+            "undetermined, and paired episodes per decided verdict:\n\n"
+            + certified_method_summary(verdicts, certified).round(2).to_markdown(index=False)
         )
     safe = safe_width_table(statistics, tolerance_pct, "ci")
     if not (safe.empty or len(safe.columns) <= 4):
