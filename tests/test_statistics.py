@@ -10,11 +10,11 @@ from quarl_bench.report.estimators import (
     minimum_safe_bits,
     normalized_scores,
     paired_difference_ci,
-    paired_rewards,
     performance_profile,
     probability_of_improvement,
     stratified_bootstrap_ci,
 )
+from quarl_bench.statistics.pairing import paired_rewards
 
 
 def test_iqm_is_the_mean_of_the_middle_half() -> None:

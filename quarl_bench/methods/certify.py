@@ -27,6 +27,7 @@ import numpy as np
 from quarl_bench.errors import QuarlError
 from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
+from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.types import AgentRef, Job, QuantSpec
 
 CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
@@ -235,8 +236,6 @@ class Certifier:
 
     def certify(self, spec: QuantSpec, delta: float) -> Verdict:
         """Batches of paired episodes until the sequence decides or ``max_episodes`` is reached."""
-        from quarl_bench.report.estimators import paired_rewards
-
         config = self.config
         differences: list[np.ndarray] = []
         rows: list[str] = []

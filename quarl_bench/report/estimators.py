@@ -83,9 +83,9 @@ def paired_difference_ci(
 ) -> tuple[float, float, float]:
     """statistic(quantized) - statistic(reference) and its CI over paired episodes: ``quantized[i][j]`` and
     ``reference[i][j]`` are the same episode (seed stratum ``i``, the same reset seed) played by both policies, so
-    every resample draws pair indices and takes both members (see :func:`paired_rewards`). Where the policies act
-    alike the pairs are equal and the interval is narrow; resampling the arms apart would give the width of two
-    independent means."""
+    every resample draws pair indices and takes both members (pairs come from ``statistics.pairing``). Where the
+    policies act alike the pairs are equal and the interval is narrow; resampling the arms apart would give the
+    width of two independent means."""
     if len(quantized) != len(reference):
         raise ValueError(f"{len(quantized)} quantized strata vs {len(reference)} reference strata: pair them by seed")
     q_strata = [np.asarray(q, dtype=float) for q in quantized]
@@ -101,24 +101,6 @@ def paired_difference_ci(
     draws = statistic(q_draws, axis=1) - statistic(r_draws, axis=1)
     alpha = (1 - confidence) / 2
     return point, float(np.quantile(draws, alpha)), float(np.quantile(draws, 1 - alpha))
-
-
-def paired_rewards(
-    quantized: Sequence[float],
-    quantized_ids: Sequence[Sequence[int]],
-    reference: Sequence[float],
-    reference_ids: Sequence[Sequence[int]],
-) -> tuple[np.ndarray, np.ndarray]:
-    """The two rows' rewards on the episodes both played, matched by episode identity (env index, episode number,
-    reset seed), in the reference's order.
-
-    :raises ValueError: when either row carries no episode identities (stored before they were recorded).
-    """
-    if not len(quantized_ids) or not len(reference_ids):
-        raise ValueError("a row without episode identities: its episodes cannot be paired, evaluate it again")
-    by_id = {tuple(identity): reward for identity, reward in zip(quantized_ids, quantized, strict=True)}
-    pairs = [(by_id[tuple(i)], r) for i, r in zip(reference_ids, reference, strict=True) if tuple(i) in by_id]
-    return np.array([q for q, _ in pairs], dtype=float), np.array([r for _, r in pairs], dtype=float)
 
 
 def probability_of_improvement(quantized: Strata, reference: Strata) -> float:

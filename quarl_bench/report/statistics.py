@@ -19,11 +19,11 @@ from quarl_bench.report.estimators import (
     minimum_safe_bits,
     normalized_scores,
     paired_difference_ci,
-    paired_rewards,
     performance_profile,
     probability_of_improvement,
     stratified_bootstrap_ci,
 )
+from quarl_bench.statistics.pairing import paired_rewards
 
 CELL = (
     "algo",
