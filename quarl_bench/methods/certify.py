@@ -268,13 +268,15 @@ class Certifier:
         )
 
 
-def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig) -> str:
-    """The stored verdict's key: the agent, the spec's job identity and the certification settings."""
+def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: float) -> str:
+    """The stored verdict's key: the agent, the spec's job identity, the certification settings and the δ it was
+    decided against (a δ measured again, on other scale rows, is another question)."""
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
         "spec": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
         "certify": config.identity(),
+        "delta": round(delta, 9),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -296,7 +298,7 @@ def certify_specs(
     for spec in widest_first(specs):
         if family(spec) in stopped:
             continue
-        key = verdict_key(ref, spec, config)
+        key = verdict_key(ref, spec, config, delta)
         stored = None if force else store.get_verdict(key)
         if stored is not None:
             found = Verdict(**{name: stored[name] for name in VERDICT_FIELDS}, rows=tuple(stored["rows"]))
