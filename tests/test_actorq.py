@@ -33,7 +33,10 @@ def test_epsilon_spread_and_config_validation() -> None:
 
 
 def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
-    steps = 20_000  # enough that the actors (~2000 steps/s each here) are still collecting at the first evaluation
+    # The kill comes at the first evaluation after actor 0 registered (evaluations every 0.1 s), while it is
+    # collecting: 40k steps take its ~2000-8000 steps/s several seconds. With 20k steps and evaluations every 2 s
+    # an idle machine finished both actors before the second evaluation, and nothing was killed in time.
+    steps = 40_000
     config = ActorQConfig(
         "CartPole-v1",
         "int8",
@@ -43,7 +46,7 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
         pull_period=500,
         batch_size=64,
         max_actor_steps=steps,
-        eval_every_s=2.0,
+        eval_every_s=0.1,
         eval_episodes=3,
     )
     killed: list[int] = []
