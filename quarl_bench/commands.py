@@ -56,7 +56,7 @@ def certify(args: argparse.Namespace) -> int:
     """Certify precisions of one agent (or of every agent of ``--grid``): verdicts, the minimum, stored."""
     import json
 
-    from quarl_bench.api import certify_agent
+    from quarl_bench.api import certify_agent, find_agent
     from quarl_bench.arguments import recipe_options
     from quarl_bench.methods.certify import CertifyConfig
     from quarl_bench.report.console import certification_table, verdict_line
@@ -85,7 +85,7 @@ def certify(args: argparse.Namespace) -> int:
         agents = grid_agents(args) if args.grid else [(None, specs)]
         for ref, agent_specs in agents:
             if ref is None:
-                ref = find_agent_quietly(args) if args.json else _agent_for(args, store)
+                ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
             elif not args.json:
                 console.print(f"Agent: [bold]{ref.algo}/{ref.env_id}[/] ({ref.run_dir or ref.model_path})")
             on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
@@ -99,19 +99,13 @@ def certify(args: argparse.Namespace) -> int:
     return 0
 
 
-def find_agent_quietly(args: argparse.Namespace):
-    from quarl_bench.api import find_agent
-
-    return find_agent(agent_query(args))
-
-
 def grid_agents(args: argparse.Namespace) -> list:
     """``--grid``'s agents (filtered by --algo/--env) with the PTQ specs each is certified at; agents the sources
     lack are listed on stderr and skipped, as ``sweep`` does."""
     import sys
 
     from quarl_bench.registry import load_study, select
-    from quarl_bench.runner import AgentSources, cell_agent
+    from quarl_bench.runner import AgentSources, resolve_cells
     from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
 
     cells = select(load_study(args.grid).cells, [args.algo] if args.algo else None, [args.env] if args.env else None)
@@ -119,19 +113,13 @@ def grid_agents(args: argparse.Namespace) -> list:
     if not cells:
         raise QuarlError(f"no PTQ cell in {args.grid} matches the filters: check --algo/--env")
     folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
-    sources = AgentSources(folder, args.cache or DEFAULT_CACHE, not args.no_hub, args.train_if_missing)
-    by_agent: dict[tuple, list] = {}
-    for cell in cells:
-        by_agent.setdefault((cell.algo, cell.env_id, cell.model, cell.env_packages), []).append(cell)
-    agents = []
-    for (algo, env_id, model, _), group in by_agent.items():
-        try:
-            ref = cell_agent(group[0], sources, sources.use_hub)
-        except QuarlError as error:
-            print(f"quarl-bench: skipped {model or algo}/{env_id}: {error}", file=sys.stderr)
-            continue
-        agents.append((ref, tuple(dict.fromkeys(cell.spec for cell in group))))
-    return agents
+    sources = AgentSources(
+        folder, args.cache or DEFAULT_CACHE, not args.no_hub, args.train_if_missing, args.trust_remote_code
+    )
+    agents, skipped = resolve_cells(cells, sources)
+    for missing in skipped:
+        print(f"quarl-bench: skipped {missing.algo}/{missing.env_id}: {missing.reason}", file=sys.stderr)
+    return [(ref, tuple(dict.fromkeys(cell.spec for cell in group))) for ref, group in agents]
 
 
 def sweep(args: argparse.Namespace) -> int:

@@ -124,11 +124,10 @@ def plan(
 
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
-    from quarl_bench.errors import QuarlError
     from quarl_bench.methods.qat import QATConfig
 
     works: list[Work] = []
-    by_agent: dict[tuple[str, str, str, tuple[str, ...]], list[GridCell]] = {}
+    ptq_cells: list[GridCell] = []
     for cell in cells:
         if cell.method == "qat":
             config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
@@ -145,15 +144,11 @@ def plan(
                 )
             )
         else:
-            by_agent.setdefault((cell.algo, cell.env_id, cell.model, cell.env_packages), []).append(cell)
-    skipped: list[Skipped] = []
+            ptq_cells.append(cell)
+    agents, skipped = resolve_cells(ptq_cells, sources)
     done = 0
-    for (algo, env_id, model, _), group in by_agent.items():
-        try:
-            ref = cell_agent(group[0], sources, sources.use_hub)
-        except QuarlError as error:
-            skipped.append(Skipped(model or algo, env_id, str(error)))
-            continue
+    for ref, group in agents:
+        env_id = group[0].env_id
         for (seed, episodes), specs in _by_settings(group).items():
             settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
             jobs = build_jobs(ref, specs, settings)
@@ -176,6 +171,24 @@ def plan(
                     )
                 )
     return works, skipped, done
+
+
+def resolve_cells(
+    cells: list[GridCell], sources: AgentSources
+) -> tuple[list[tuple[AgentRef, list[GridCell]]], list[Skipped]]:
+    """Each agent of some PTQ grid cells resolved once, with its cells; the agents the sources lack, with why."""
+    from quarl_bench.errors import QuarlError
+
+    by_agent: dict[tuple[str, str, str, tuple[str, ...]], list[GridCell]] = {}
+    for cell in cells:
+        by_agent.setdefault((cell.algo, cell.env_id, cell.model, cell.env_packages), []).append(cell)
+    agents, skipped = [], []
+    for (algo, env_id, model, _), group in by_agent.items():
+        try:
+            agents.append((cell_agent(group[0], sources, sources.use_hub), group))
+        except QuarlError as error:
+            skipped.append(Skipped(model or algo, env_id, str(error)))
+    return agents, skipped
 
 
 def cell_agent(cell: GridCell, sources: AgentSources, use_hub: bool) -> AgentRef:

@@ -289,9 +289,13 @@ def certify_specs(
     driver: dict[str, Any],
     on_verdict: Callable[[Verdict], None] | None = None,
     force: bool = False,
+    certifier: Certifier | None = None,
 ) -> Certification:
-    """Certify ``specs`` widest first (see the module docstring); every batch row and verdict stored."""
-    certifier = Certifier(ref, config, store, driver)
+    """Certify ``specs`` widest first (see the module docstring); every batch row and verdict stored.
+
+    :param certifier: one to reuse across calls (``mixed`` certifies one allocation per call: the agent loads once).
+    """
+    certifier = certifier or Certifier(ref, config, store, driver)
     delta, text, scale_rows = certifier.delta()
     result = Certification(ref, delta, text, scale_rows)
     stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
