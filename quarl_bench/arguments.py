@@ -112,7 +112,9 @@ def add_algo(parser: argparse.ArgumentParser, **kwargs) -> None:
 
 
 def add_sources(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)")
+    parser.add_argument(
+        "-f", "--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)"
+    )
     parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     parser.add_argument("--train-if-missing", action="store_true", help="train missing fp32 baselines with rl-zoo3")
     parser.add_argument(
@@ -174,6 +176,8 @@ def add_agent(parser: argparse.ArgumentParser, hub: bool = True, env_required: b
     )
     parser.add_argument(
         "--env-package",
+        "--gym-packages",
+        dest="env_package",
         nargs="+",
         default=None,
         metavar="MODULE",

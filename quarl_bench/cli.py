@@ -4,6 +4,7 @@ is imported until a command runs, so ``--help`` and argument errors are instant.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -48,9 +49,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def import_from_current_folder() -> None:
+    """Let modules in the current folder be imported, as ``python -m`` would: a console script puts only its own
+    folder on ``sys.path``, so ``--env my_pkg:MyEnv-v0`` would not find ``my_pkg.py`` beside the user. Child
+    processes (evaluation workers, Ray workers, rl-zoo3's trainer) get it through ``PYTHONPATH``."""
+    folder = os.getcwd()
+    if folder not in sys.path and "" not in sys.path:
+        sys.path.insert(0, folder)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    import_from_current_folder()
     from quarl_bench import commands, provenance
     from quarl_bench.zoo.quiet import quiet_libraries
 

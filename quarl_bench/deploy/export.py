@@ -159,15 +159,20 @@ class GraphPolicy:
             raise QuarlError("an ONNX policy gets no --vecnormalize: expected the normalisation inside the graph")
         self.policy = policy
         self.discrete = isinstance(policy.action_space, spaces.Discrete)
-        self.graph = acting_graph(policy.current_graph(), policy.input_name, policy.action_space)
+        self.graph = acting_graph(
+            policy.current_graph(), policy.input_name, policy.action_space, policy.outputs_actions
+        )
 
     def eval(self) -> GraphPolicy:
         return self
 
 
-def acting_graph(graph_bytes: bytes, input_name: str, action_space: spaces.Space) -> bytes:
-    """The graph with input ``obs`` and one output ``action``: argmax of the first output (discrete) or the first
-    output clipped to the action bounds (continuous)."""
+def acting_graph(
+    graph_bytes: bytes, input_name: str, action_space: spaces.Space, outputs_actions: bool = False
+) -> bytes:
+    """The graph with input ``obs`` and one output ``action``: argmax of the first output (discrete), the first
+    output as int64 indices where it already is the action (a graph exported before), or the first output clipped
+    to the action bounds (continuous)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -179,7 +184,17 @@ def acting_graph(graph_bytes: bytes, input_name: str, action_space: spaces.Space
         if value.name == input_name:
             value.name = "obs"
     scores = graph.output[0].name
-    if isinstance(action_space, spaces.Discrete):
+    if scores == "action":  # a graph exported before: its output is renamed so the new head can take the name
+        scores = "action_scores"
+        for node in graph.node:
+            node.output[:] = [scores if name == "action" else name for name in node.output]
+            node.input[:] = [scores if name == "action" else name for name in node.input]
+    if isinstance(action_space, spaces.Discrete) and outputs_actions:
+        graph.initializer.append(numpy_helper.from_array(np.asarray([-1], np.int64), "action_shape"))
+        graph.node.append(helper.make_node("Cast", [scores], ["action_index"], to=TensorProto.INT64))
+        graph.node.append(helper.make_node("Reshape", ["action_index", "action_shape"], ["action"]))
+        output = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
+    elif isinstance(action_space, spaces.Discrete):
         graph.node.append(helper.make_node("ArgMax", [scores], ["action"], axis=1, keepdims=0))
         output = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
     else:

@@ -26,7 +26,7 @@ def top2_gap(values: np.ndarray) -> np.ndarray:
 def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray | None:
     """The per-action scores whose argmax is the greedy action: Q-values (DQN), mean quantiles (QR-DQN), action
     logits (actor-critics with discrete actions, a user's module); None for continuous-action policies, which have
-    no top-2 gap."""
+    no top-2 gap, and for a module that outputs its actions."""
     from quarl_bench.quant.layers import policy_family
 
     if not isinstance(policy.action_space, spaces.Discrete):
@@ -40,7 +40,7 @@ def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray 
             values = policy.quantile_net(obs).mean(dim=1)
         elif family == "actor-critic":
             values = policy.get_distribution(obs).distribution.logits
-        elif family == "module":
+        elif family == "module" and not policy.outputs_actions:
             values = policy.decision_values(obs)
         else:
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sys
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -206,6 +207,9 @@ def probe_spaces(agent: LoadedAgent):
     return observation_space, action_space
 
 
+_ANNOUNCED: set[str] = set()  # action-output policies already announced in this process
+
+
 def load_foreign(ref: AgentRef) -> LoadedAgent:
     """A torch-module or ONNX agent: the policy on the env's spaces, its output shape checked."""
     from quarl_bench.zoo.foreign import ModulePolicy, OnnxPolicy, check_output, load_module_function
@@ -217,6 +221,13 @@ def load_foreign(ref: AgentRef) -> LoadedAgent:
     else:
         policy = ModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
     check_output(policy, ref.model_path)
+    if policy.outputs_actions and ref.model_path not in _ANNOUNCED:
+        _ANNOUNCED.add(ref.model_path)
+        print(
+            f"quarl-bench: {ref.model_path} outputs actions, not logits: played greedy; decision margins and the "
+            "near-tie split are not measured",
+            file=sys.stderr,
+        )
     policy.set_training_mode(False)
     agent.model = PolicyOnly(policy)
     return agent

@@ -83,12 +83,24 @@ def resolve_env_id(name: str) -> str:
 
             env_id = dmc_env_id(env_id) or env_id
     if env_id not in gym.registry:
-        aliases = ", ".join(sorted(settings["aliases"]))
-        raise QuarlError(
-            f"unknown env {name!r}: expected a gymnasium env id, a Control Suite task "
-            f"(cartpole-balance, walker-stand, ...) or one of {aliases}"
-        )
+        raise QuarlError(unknown_env_message(name, [*settings["aliases"], *gym.registry]))
     return env_id
+
+
+def unknown_env_message(name: str, known: list[str]) -> str:
+    """One line for an env name nothing registers: the closest known names, and how a user's own module's envs
+    are found (rl-zoo3 users know ``--gym-packages``)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    lowered = {k.lower(): k for k in known}
+    if name.lower() in lowered and lowered[name.lower()] not in close:
+        close.insert(0, lowered[name.lower()])
+    guess = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return (
+        f"unknown env {name!r}: {guess}expected a gymnasium env id or alias (CartPole, LunarLander, ...); "
+        f"for an env your own module registers, pass --env my_module:{name} or --env-package my_module"
+    )
 
 
 def saved_env_ids(env_id: str) -> list[str]:

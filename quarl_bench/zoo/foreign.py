@@ -40,15 +40,25 @@ class ModulePolicy(BasePolicy):
     Its layers live under ``module``: that is what acts, and what PTQ quantizes (``quant/layers.py``).
     """
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, module: nn.Module) -> None:
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        module: nn.Module,
+        outputs_actions: bool = False,
+    ) -> None:
         super().__init__(observation_space, action_space, normalize_images=False)
         self.module = module
+        # a Discrete policy whose output is the action itself (an exported graph, SB3's OnnxableSB3Policy): it acts
+        # greedy only, and has no logits to measure margins on (set by :func:`check_output`)
+        self.outputs_actions = outputs_actions
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {
             "observation_space": self.observation_space,
             "action_space": self.action_space,
             "module": copy.deepcopy(self.module),
+            "outputs_actions": self.outputs_actions,
         }
 
     def decision_values(self, observation: torch.Tensor) -> torch.Tensor:
@@ -61,12 +71,13 @@ class ModulePolicy(BasePolicy):
     def _predict(self, observation: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         out = self.decision_values(observation)
         if isinstance(self.action_space, spaces.Discrete):
-            return out.argmax(dim=1)
+            return out.reshape(-1).round().long() if self.outputs_actions else out.argmax(dim=1)
         return out.reshape((-1, *self.action_space.shape))
 
 
 def check_output(policy: ModulePolicy, source: str) -> None:
-    """Run the policy on two sampled observations; one line naming the shape when it is not the contract's.
+    """Run the policy on two sampled observations; one line naming the shape when it is not the contract's. A
+    ``Discrete`` policy returning one value per observation outputs actions: it is marked so (greedy play only).
 
     :raises QuarlError: for an output of the wrong shape, or a network that fails on the observations.
     """
@@ -80,11 +91,14 @@ def check_output(policy: ModulePolicy, source: str) -> None:
             f"policy {source} fails on a batch of observations of shape {sample.shape}: "
             f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
         ) from error
+    if isinstance(policy.action_space, spaces.Discrete) and tuple(out.shape) in ((2,), (2, 1)):
+        policy.outputs_actions = True
+        return
     if tuple(out.shape) != expected:
         what = "logits" if isinstance(policy.action_space, spaces.Discrete) else "actions"
         raise QuarlError(
             f"policy {source} returned shape {tuple(out.shape)} for 2 observations: expected {expected} "
-            f"({what} for {policy.action_space})"
+            f"({what} for {policy.action_space})" + (" or (2,) (the actions)" if what == "logits" else "")
         )
 
 
@@ -144,7 +158,10 @@ class OnnxLayers(nn.Module):
         graph = onnx.load_from_string(graph_bytes).graph
         initializers = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
         self.sources: dict[str, tuple[str, str, bool]] = {}  # layer -> (weight initializer, bias initializer, T)
-        for node in graph.node:
+        acting = acting_nodes(graph)
+        for index, node in enumerate(graph.node):
+            if index not in acting:  # e.g. the value head of SB3's OnnxableSB3Policy graph
+                continue
             weight_name = node.input[1] if len(node.input) > 1 else ""
             if node.op_type not in ("Gemm", "MatMul", "Conv") or weight_name not in initializers:
                 continue
@@ -181,6 +198,18 @@ class OnnxLayers(nn.Module):
         return values
 
 
+def acting_nodes(graph) -> set[int]:
+    """Indices of the nodes the first output (the action or its logits) depends on."""
+    needed = {graph.output[0].name}
+    acting: set[int] = set()
+    for index in range(len(graph.node) - 1, -1, -1):  # ONNX nodes are topologically sorted
+        node = graph.node[index]
+        if needed.intersection(node.output):
+            acting.add(index)
+            needed.update(node.input)
+    return acting
+
+
 def _conv(weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
     kinds = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}
     if weight.ndim not in kinds:
@@ -195,16 +224,24 @@ def _conv(weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
 
 
 class OnnxPolicy(ModulePolicy):
-    """An fp32 ONNX graph (one float observation input; first output: logits or actions) played on ONNX Runtime.
+    """An fp32 ONNX graph (one float observation input; first output: logits or actions; for a ``Discrete`` space
+    the action index too, as quarl-bench's exports and SB3's ``OnnxableSB3Policy`` write it) played on ONNX Runtime.
 
     PTQ rewrites its weight initializers on the same grid as any torch layer (through :class:`OnnxLayers`); the
     session is built from the current weights at the first action, so quantize before acting.
     """
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, graph_bytes: bytes) -> None:
-        super().__init__(observation_space, action_space, OnnxLayers(graph_bytes))
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        graph_bytes: bytes,
+        outputs_actions: bool = False,
+    ) -> None:
+        super().__init__(observation_space, action_space, OnnxLayers(graph_bytes), outputs_actions)
         self.graph_bytes = graph_bytes
         self.input_name = graph_input(graph_bytes, "the ONNX graph")
+        self.one_at_a_time = fixed_batch_of_one(graph_bytes, self.input_name)
         self._session = None
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
@@ -212,6 +249,7 @@ class OnnxPolicy(ModulePolicy):
             "observation_space": self.observation_space,
             "action_space": self.action_space,
             "graph_bytes": self.graph_bytes,
+            "outputs_actions": self.outputs_actions,
         }
 
     def current_graph(self) -> bytes:
@@ -235,7 +273,19 @@ class OnnxPolicy(ModulePolicy):
             options.intra_op_num_threads = options.inter_op_num_threads = 1
             self._session = ort.InferenceSession(self.current_graph(), options, providers=["CPUExecutionProvider"])
         batch = observation.detach().cpu().numpy().astype(np.float32)
+        if self.one_at_a_time:  # exported with a fixed batch of 1 (SB3's recipe has no dynamic axes)
+            outputs = [self._session.run(None, {self.input_name: row[None]})[0] for row in batch]
+            return torch.from_numpy(np.concatenate(outputs))
         return torch.from_numpy(self._session.run(None, {self.input_name: batch})[0])
+
+
+def fixed_batch_of_one(graph_bytes: bytes, input_name: str) -> bool:
+    """Whether the graph's observation input has a fixed batch dimension of 1."""
+    import onnx
+
+    graph = onnx.load_from_string(graph_bytes).graph
+    dims = next(i for i in graph.input if i.name == input_name).type.tensor_type.shape.dim
+    return bool(dims) and dims[0].HasField("dim_value") and dims[0].dim_value == 1
 
 
 def graph_input(graph_bytes: bytes, source: str) -> str:
