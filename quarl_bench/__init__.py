@@ -22,7 +22,7 @@ _API = {
     "Variant": "quarl_bench.store",
     "evaluate": "quarl_bench.evaluation.evaluate",
     "load_agent": "quarl_bench.zoo.agents",
-    "load_results": "quarl_bench.store",
+    "load_results": "quarl_bench.results",
     "quantize": "quarl_bench.quant.quantize",
     "RolloutConfig": "quarl_bench.methods.rollout",
     "run_rollouts": "quarl_bench.api",

@@ -150,13 +150,13 @@ def evaluate_agent(
     :param env: an env id or alias (``module:EnvId-v0`` too), or a function returning a gymnasium env.
     :param precisions: ``fp32``, ``fp16``, ``bf16`` or integer bit widths 2-32.
     :param store: a results store to keep (and reuse) the rows in; None: a temporary one.
-    :return: one row per precision (``E %`` against the fp32 row), as :func:`quarl_bench.store.load_results`.
+    :return: one row per precision (``E %`` against the fp32 row), as :func:`quarl_bench.results.load_results`
+        gives them.
     """
     import tempfile
 
-    import pandas as pd
-
     from quarl_bench.registry import EvalSettings
+    from quarl_bench.results import results_frame
     from quarl_bench.store import ResultStore
     from quarl_bench.zoo.envs import env_with_packages
 
@@ -170,8 +170,9 @@ def evaluate_agent(
     settings = EvalSettings(episodes, seed, n_envs)
     with tempfile.TemporaryDirectory() as scratch:
         with ResultStore(store or Path(scratch) / "quarl.sqlite") as opened:
-            rows = run_ptq(ref, specs, settings, opened)
-        return pd.DataFrame(rows).rename(columns={"error_pct": "E %"})
+            keys = [row["key"] for row in run_ptq(ref, specs, settings, opened)]
+            stored = opened.to_dataframe().set_index("key", drop=False)
+        return results_frame(stored.loc[keys].reset_index(drop=True))
 
 
 def run_ptq(

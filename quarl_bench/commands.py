@@ -483,6 +483,7 @@ def train(args: argparse.Namespace) -> int:
 
 def results(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import rows_table
+    from quarl_bench.results import results_frame
 
     path = existing_store(args.store)
     with ResultStore(path) as store:
@@ -491,11 +492,12 @@ def results(args: argparse.Namespace) -> int:
         frame = frame[frame["algo"] == args.algo]
     if args.env:
         frame = frame[frame["env_id"].str.startswith(args.env)]
+    exported = results_frame(frame)  # the columns load_results gives
     if args.csv:
-        frame.to_csv(args.csv, index=False)
+        exported.to_csv(args.csv, index=False)
         console.print(f"Wrote {len(frame)} rows to {args.csv}")
     if args.parquet:
-        frame.to_parquet(args.parquet, index=False)
+        exported.to_parquet(args.parquet, index=False)
         console.print(f"Wrote {len(frame)} rows to {args.parquet}")
     console.print(rows_table(frame, f"{len(frame)} results in {path}"))
     return 0

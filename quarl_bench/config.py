@@ -20,12 +20,19 @@ def config_dir() -> Path:
 
 
 def grid_file(name: str | Path) -> Path:
-    """A grid given as a path, or by the name of one shipped in ``zoo_configs`` (``smoke``, ``sweetspot.yaml``)."""
+    """A grid given as a path relative to the current folder, or by the name of one shipped in ``zoo_configs``
+    (``smoke``, ``sweetspot.yaml``, or ``zoo_configs/smoke.yaml`` as the docs write it, from any folder)."""
     path = Path(name)
-    if path.is_file() or path.parent != Path("."):
+    if path.is_file() or path.parent not in (Path("."), Path("zoo_configs")):
         return path
     shipped = config_dir() / (path.name if path.suffix else f"{path.name}.yaml")
     return shipped if shipped.is_file() else path
+
+
+def missing_grid(what: str, path: Path) -> str:
+    """One line for a grid that is neither a file nor a shipped name: the shipped names a user can type."""
+    names = ", ".join(sorted(p.stem for p in config_dir().glob("*.yaml") if p.stem != "envs"))
+    return f"{what} {str(path)!r} not found: expected a YAML file, or the name of a shipped grid ({names})"
 
 
 @cache

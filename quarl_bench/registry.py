@@ -171,12 +171,12 @@ def load_study(path: str | Path) -> Study:
 
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
-    from quarl_bench.config import grid_file
+    from quarl_bench.config import grid_file, missing_grid
     from quarl_bench.zoo.envs import env_with_packages
 
     path = grid_file(path)
     if not path.is_file():
-        raise QuarlError(f"grid file {str(path)!r} not found: expected a YAML file such as zoo_configs/smoke.yaml")
+        raise QuarlError(missing_grid("grid file", path))
     with open(path) as handle:
         data = yaml.safe_load(handle) or {}
     episodes = int(data.get("episodes", 100))

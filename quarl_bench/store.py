@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from quarl_bench.agent_names import row_agent_name
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
 
@@ -452,6 +453,8 @@ class ResultStore:
         frame = pd.read_sql_query(sql, self._connection, params=params)
         for column in JSON_COLUMNS:
             frame[column] = frame[column].map(json.loads)
+        if "provenance" in frame.columns:  # results rows (not verdicts): the agent as a person knows it
+            frame["agent"] = [row_agent_name(row) for _, row in frame.iterrows()] if len(frame) else []
         return frame
 
 
@@ -480,12 +483,6 @@ def _add_missing_columns(db: sqlite3.Connection) -> None:
     for column in COLUMNS:
         if column.added and column.name not in have:
             db.execute(f"ALTER TABLE results ADD COLUMN {column.name} {column.definition}")
-
-
-def load_results(path: str | Path = DEFAULT_STORE) -> pd.DataFrame:
-    """The store at ``path`` as a pandas DataFrame (one row per job, E% joined from its reference row)."""
-    with ResultStore(path) as store:
-        return store.to_dataframe()
 
 
 def result_row(result: EvalResult) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from quarl_bench.actorq.driver import run_actorq, store_run
 from quarl_bench.actorq.exploration import epsilons
 from quarl_bench.actorq.metrics import breakdown
 from quarl_bench.errors import QuarlError
-from quarl_bench.store import ResultStore, load_results
+from quarl_bench.results import load_results
+from quarl_bench.store import ResultStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quarl_bench.store import load_results
+from quarl_bench.results import load_results
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,8 @@ def test_ppo_cartpole_fp32_and_int8_reach_500(cli, zoo: Path, tmp_path: Path) ->
         assert row["episodes"] == 100 and len(row["episode_rewards"]) == 100
         assert row["mean_reward"] == 500.0
     int8 = frame.loc["int8"]
-    assert int8["fp32_reward"] == 500.0 and int8["error_pct"] == 0.0
-    assert int8["agreement"]["action_agreement"] > 0.9
+    assert int8["fp32_reward"] == 500.0 and int8["E %"] == 0.0
+    assert int8["action_agreement"] > 0.9
     assert {layer["name"] for layer in int8["layers"]} == {
         "mlp_extractor.policy_net.0.weight",
         "mlp_extractor.policy_net.2.weight",
@@ -130,7 +130,7 @@ def test_console_script_and_results_export(zoo: Path, tmp_path: Path) -> None:
     stored = load_results(store).set_index("precision")
     assert sorted(exported.index) == ["fp16", "fp32", "int4"]
     for precision in ("fp16", "int4"):  # E% exported as stored, from the fp32 row
-        assert exported.loc[precision, "error_pct"] == pytest.approx(stored.loc[precision, "error_pct"])
+        assert exported.loc[precision, "E %"] == pytest.approx(stored.loc[precision, "E %"])
         assert exported.loc[precision, "fp32_reward"] == stored.loc["fp32", "mean_reward"]
     row = stored.loc["int4"]  # provenance: the command the user typed, the code, the versions
     assert row["provenance"]["command"].startswith("quarl-bench run --algo dqn --env CartPole --bits 4 fp16")

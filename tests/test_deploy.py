@@ -17,7 +17,8 @@ from stable_baselines3 import PPO
 from quarl_bench.deploy.backends import build, int8_weight_summary, runner
 from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split_normalizer
 from quarl_bench.methods.deploy import NormalizedReference, visited_states
-from quarl_bench.store import ResultStore, load_results
+from quarl_bench.results import load_results
+from quarl_bench.store import ResultStore
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 pytestmark = pytest.mark.slow

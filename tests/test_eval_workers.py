@@ -87,7 +87,7 @@ def test_workers_play_one_process_sampled_atari_episodes(zoo: Path) -> None:
 
 @pytest.mark.slow
 def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tmp_path: Path) -> None:
-    from quarl_bench.store import load_results
+    from quarl_bench.results import load_results
 
     rows = {}
     for workers in ("1", "2"):
@@ -116,4 +116,5 @@ def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tm
     for precision in ("fp32", "int4"):
         one, split = rows["1"].loc[precision], rows["2"].loc[precision]
         assert one["episode_rewards"] == split["episode_rewards"] and len(one["episode_rewards"]) == 7
-    assert rows["1"].loc["int4", "agreement"] == rows["2"].loc["int4", "agreement"]
+    assert rows["1"].loc["int4", "fixed_flip_rate"] == rows["2"].loc["int4", "fixed_flip_rate"]
+    assert rows["1"].loc["int4", "action_agreement"] == rows["2"].loc["int4", "action_agreement"]

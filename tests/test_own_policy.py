@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from quarl_bench.store import load_results
+from quarl_bench.results import load_results
 
 CORRIDOR = '''
 import gymnasium as gym
@@ -253,7 +253,7 @@ def test_python_api_gives_the_cli_numbers(cli, own: Path, tmp_path: Path) -> Non
     by_path = evaluate_agent(own / "corridor_ppo.zip", "corridor_env:Corridor-v0", ("fp32", "int8"), episodes=10)
     assert dict(zip(by_path["precision"], by_path["mean_reward"], strict=True)) == rewards(tmp_path / "cli.sqlite")
     assert by_path.set_index("precision").loc["int8", "E %"] == pytest.approx(
-        load_results(tmp_path / "cli.sqlite").set_index("precision").loc["int8", "error_pct"]
+        load_results(tmp_path / "cli.sqlite").set_index("precision").loc["int8", "E %"]
     )
     import corridor_env
     import gymnasium as gym

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from stable_baselines3 import DQN, PPO
 
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
 from quarl_bench.quant.quantize import quantize
-from quarl_bench.store import load_results
+from quarl_bench.results import load_results
 from quarl_bench.types import QuantSpec
 
 
@@ -86,7 +87,7 @@ def test_short_qat_run_through_the_cli_stores_a_qat_row(cli, tmp_path: Path) -> 
     qat = frame.loc["int6"]
     assert qat["method"] == "qat" and len(qat["episode_rewards"]) == 5
     assert frame.loc["fp32", "method"] == "qat"  # the QAT agent's own unquantized weights, apart from PTQ rows
-    assert qat["fp32_reward"] == frame.loc["fp32", "mean_reward"] and qat["error_pct"] is not None
+    assert qat["fp32_reward"] == frame.loc["fp32", "mean_reward"] and not np.isnan(qat["E %"])
     training = qat["provenance"]["training"]
     assert training["training_steps"] == 2048 and training["quant_delay"] == 1024
     assert 1024 <= training["enabled_at_step"] < 1024 + 8  # switched on within one vectorized step (8 envs)

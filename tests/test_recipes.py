@@ -16,7 +16,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import activation_grid, fake_quant
 from quarl_bench.quant.calibrated import gptq, grid_of, learned_round
 from quarl_bench.quant.quantize import acting_bytes, quantize
-from quarl_bench.store import load_results
+from quarl_bench.results import load_results
 from quarl_bench.types import Job, QuantSpec
 from quarl_bench.zoo.foreign import ModulePolicy
 
@@ -260,4 +260,4 @@ def test_gptq_rescues_int4_dqn_cartpole_where_rtn_fails(cli, zoo: Path, tmp_path
     rtn_row = rows[(rows["recipe"] == "") & (rows["precision"] == "int4")].iloc[0]
     # the same grid: every layer's step is RTN's, and the stored acting size is the same int4 network
     assert [layer["step"] for layer in gptq_row["layers"]] == [layer["step"] for layer in rtn_row["layers"]]
-    assert gptq_row["weights"]["acting_bytes"] == rtn_row["weights"]["acting_bytes"]
+    assert gptq_row["acting_bytes"] == rtn_row["acting_bytes"]

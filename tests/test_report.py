@@ -10,7 +10,7 @@ import pytest
 from quarl_bench.config import config_dir
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.plots import sweet_spot
-from quarl_bench.store import load_results
+from quarl_bench.results import load_results
 
 
 def test_bootstrap_ci() -> None:
@@ -49,8 +49,8 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
     for algo in ("ppo", "dqn"):
         assert table.loc["CartPole-v1", (algo, "fp32 Rwd")] == pytest.approx(rows.loc[(algo, "fp32"), "mean_reward"])
         assert table.loc["CartPole-v1", (algo, "int8 Rwd")] == pytest.approx(rows.loc[(algo, "int8"), "mean_reward"])
-        assert table.loc["CartPole-v1", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "error_pct"])
-        assert table.loc["Mean", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "error_pct"])
+        assert table.loc["CartPole-v1", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "E %"])
+        assert table.loc["Mean", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "E %"])
 
 
 @pytest.mark.slow

@@ -14,8 +14,9 @@ import pytest
 
 from quarl_bench.config import config_dir
 from quarl_bench.registry import load_study, select
+from quarl_bench.results import load_results
 from quarl_bench.runner import AgentSources, plan
-from quarl_bench.store import ResultStore, load_results
+from quarl_bench.store import ResultStore
 
 SWEETSPOT_PRECISIONS = 17  # fp32, fp16 and 30, 28, ..., 2 bits
 

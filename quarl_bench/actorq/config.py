@@ -97,11 +97,11 @@ def load_actorq_grid(path: str | Path, overrides: dict[str, Any] | None = None) 
 
     :raises QuarlError: for a missing file, an unknown setting, or a bad algo, env or precision.
     """
-    from quarl_bench.config import grid_file
+    from quarl_bench.config import grid_file, missing_grid
 
     path = grid_file(path)
     if not path.is_file():
-        raise QuarlError(f"ActorQ grid {str(path)!r} not found: expected a YAML file such as zoo_configs/actorq.yaml")
+        raise QuarlError(missing_grid("ActorQ grid", path))
     with open(path) as handle:
         data = yaml.safe_load(handle) or {}
     settings = dict(data.get("settings", {}))

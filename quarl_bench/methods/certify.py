@@ -134,6 +134,35 @@ class Certification:
         families = self.families
         return families.get("int", next(iter(families.values()), None)) if families else None
 
+    def frame(self) -> Any:
+        """The verdicts as a flat frame, one row per precision, named as ``load_results`` names its columns."""
+        import pandas as pd
+
+        from quarl_bench.agent_names import agent_name
+
+        ref = self.agent
+        name = agent_name(ref.algo, ref.env_id, ref.source, ref.model_path, ref.content_hash, ref.env_kwargs)
+        minimum = self.families
+        return pd.DataFrame.from_records(
+            [
+                {
+                    "agent": name,
+                    "algo": ref.algo,
+                    "env_id": ref.env_id,
+                    "precision": v.spec,
+                    "verdict": v.verdict,
+                    "episodes": v.episodes,
+                    "mean difference": v.mean,
+                    "lower": v.lower,
+                    "upper": v.upper,
+                    "delta": v.delta,
+                    "confidence": 1 - v.alpha,
+                    "certified minimum": minimum.get(self.family_of.get(v.spec, "")),
+                }
+                for v in self.verdicts
+            ]
+        )
+
     def as_json(self) -> dict[str, Any]:
         return {
             "agent": f"{self.agent.algo}/{self.agent.env_id}",

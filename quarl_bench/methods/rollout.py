@@ -250,12 +250,12 @@ def load_rollout_grid(path: str | Path, overrides: dict[str, Any] | None = None)
 
     import yaml
 
-    from quarl_bench.config import grid_file
+    from quarl_bench.config import grid_file, missing_grid
     from quarl_bench.zoo.envs import resolve_env_id
 
     path = grid_file(path)
     if not path.is_file():
-        raise QuarlError(f"rollout grid {str(path)!r} not found: expected a YAML file such as zoo_configs/rollout.yaml")
+        raise QuarlError(missing_grid("rollout grid", path))
     data = yaml.safe_load(path.read_text()) or {}
     configs: list[RolloutConfig] = []
     for block in data.get("grid", []):
