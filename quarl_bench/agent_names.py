@@ -14,7 +14,7 @@ ZOO_SOURCES = ("folder", "cache", "hub", "trained")
 def agent_name(
     algo: str, env_id: str, source: str, path: str, agent_hash: str, env_kwargs: str | dict[str, Any] = ""
 ) -> str:
-    """``ppo/CartPole-v1 #f8add185``, ``my_agent.zip [max_steps:200] #829032ba``, ``policy.py:make_actor #...``.
+    """``ppo/CartPole-v1 #f8add185``, ``my_agent.zip (max_steps:200) #829032ba``, ``policy.py:make_actor #...``.
 
     :param source: where the agent came from (``folder``, ``cache``, ``hub``, ``trained``, ``model``, ``module``
         or ``object``).
@@ -29,7 +29,7 @@ def agent_name(
     else:
         what = readable_path(path)
     kwargs = json.loads(env_kwargs) if isinstance(env_kwargs, str) and env_kwargs else env_kwargs or {}
-    settings = f" [{' '.join(f'{key}:{value!r}' for key, value in sorted(kwargs.items()))}]" if kwargs else ""
+    settings = f" ({' '.join(f'{key}:{value!r}' for key, value in sorted(kwargs.items()))})" if kwargs else ""
     return f"{what}{settings} #{str(agent_hash)[:8]}"
 
 
@@ -57,3 +57,16 @@ def row_agent_name(row: Any) -> str:
         row["agent_hash"],
         provenance.get("env_kwargs", ""),
     )
+
+
+def name_of(row: Any) -> str:
+    """A row's ``agent`` name where the frame carries one (every store frame does), else its short hash."""
+    name = row.get("agent") if hasattr(row, "get") else None
+    return str(name) if isinstance(name, str) and name else str(row["agent_hash"])[:8]
+
+
+def ref_title(ref: Any) -> str:
+    """A resolved agent (``AgentRef``) for titles and the ``Agent:`` line: its name, and what the name leaves out
+    (where a zoo agent came from; the algo and env of a file)."""
+    name = agent_name(ref.algo, ref.env_id, ref.source, ref.model_path, ref.content_hash, ref.env_kwargs)
+    return f"{name} ({ref.source})" if ref.source in ZOO_SOURCES else f"{name} ({ref.algo} on {ref.env_id})"

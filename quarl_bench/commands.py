@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+
+from quarl_bench.agent_names import ref_title
 from quarl_bench.errors import QuarlError
 from quarl_bench.extras import require
 from quarl_bench.report.console import console
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             args.eval_workers,
             lambda row, reused: console.print(result_line(row, reused)),
         )
-        console.print(result_table(rows, f"{ref.algo} / {ref.env_id} ({ref.source})"))
+        console.print(result_table(rows, ref_title(ref)))
         print_not_quantized(rows)
         console.print(f"Stored in {store.path}")
     return 0
@@ -87,7 +91,7 @@ def certify(args: argparse.Namespace) -> int:
             if ref is None:
                 ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
             elif not args.json:
-                console.print(f"Agent: [bold]{ref.algo}/{ref.env_id}[/] ({ref.run_dir or ref.model_path})")
+                console.print(f"Agent: [bold]{escape(ref_title(ref))}[/]")
             on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
             result = certify_agent(ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict)
             if args.json:
@@ -454,9 +458,9 @@ def report(args: argparse.Namespace) -> int:
     from quarl_bench.report.writer import write_report
 
     with ResultStore(existing_store(args.store)) as store:
-        if args.html and store.to_dataframe().empty and store.timings().empty:
+        if store.to_dataframe().empty and store.timings().empty:
             raise QuarlError(
-                f"--html: the store {str(store.path)!r} holds no rows: nothing to report "
+                f"the store {str(store.path)!r} holds no rows: nothing to report "
                 "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
             )
         for line in write_report(store, args.out, args.paper, args.tolerance):
@@ -532,10 +536,10 @@ def deploy(args: argparse.Namespace) -> int:
             EvalSettings(args.episodes, args.seed, args.n_envs),
             store,
             args.force,
-            on_result=lambda row, reused: console.print(result_line(row, reused)),
+            on_result=once_per_row(lambda row, reused: console.print(result_line(row, reused))),
             on_error=lambda backend, reason: console.print(f"[yellow]{backend} cannot run here[/]: {reason}"),
         )
-        console.print(deployment_table(rows, f"{ref.algo} / {ref.env_id}: deployed artifacts"))
+        console.print(deployment_table(rows, f"{ref_title(ref)}: deployed artifacts"))
         console.print(f"Stored in {store.path}")
     return 0
 
@@ -595,6 +599,18 @@ def agent_query(args: argparse.Namespace):
     )
 
 
+def once_per_row(show: Callable[[dict, bool], None]) -> Callable[[dict, bool], None]:
+    """``show`` for each stored row once (deploy hands the shared torch-fp32 reference back with every backend)."""
+    shown: set[str] = set()
+
+    def show_new(row: dict, reused: bool) -> None:
+        if row["key"] not in shown:
+            shown.add(row["key"])
+            show(row, reused)
+
+    return show_new
+
+
 def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
     """Resolve and describe the agent of a single-agent command."""
     from quarl_bench.api import find_agent
@@ -603,7 +619,7 @@ def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
         store.check()
     ref = find_agent(agent_query(args))
     where = ref.model_path or ref.run_dir
-    console.print(f"Agent: [bold]{ref.algo}/{ref.env_id}[/] from {ref.source} ({where}, sha256 {ref.content_hash})")
+    console.print(f"Agent: [bold]{escape(ref_title(ref))}[/] from {escape(where)}")
     if ref.saved_env_id != ref.env_id:
         console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
     return ref

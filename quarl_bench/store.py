@@ -374,8 +374,21 @@ class ResultStore:
         return found | {column: json.loads(found[column]) for column in VERDICT_JSON_COLUMNS}
 
     def verdicts(self) -> pd.DataFrame:
-        """Every certified verdict, JSON columns decoded, oldest first."""
-        return self._side_table("verdicts", VERDICT_JSON_COLUMNS)
+        """Every certified verdict, JSON columns decoded, oldest first, with its agent's name (``agent``)."""
+        verdicts = self._side_table("verdicts", VERDICT_JSON_COLUMNS)
+        if len(verdicts):
+            names = self.agent_names()
+            verdicts["agent"] = [names.get(h, str(h)[:8]) for h in verdicts["agent_hash"]]
+        return verdicts
+
+    def agent_names(self) -> dict[str, str]:
+        """agent hash -> the agent as a person knows it (:func:`~quarl_bench.agent_names.row_agent_name`)."""
+        query = "SELECT algo, env_id, agent_source, agent_path, agent_hash, provenance FROM results GROUP BY agent_hash"
+        names = {}
+        for algo, env_id, source, path, agent_hash, provenance in self._connection.execute(query).fetchall():
+            row = {"algo": algo, "env_id": env_id, "agent_source": source, "agent_path": path}
+            names[agent_hash] = row_agent_name(row | {"agent_hash": agent_hash, "provenance": json.loads(provenance)})
+        return names
 
     def unpaired_rows(self, agent_hash: str) -> int:
         """How many of an agent's rows were stored before episode identities (they never pair with new rows)."""

@@ -88,11 +88,12 @@ def test_page_renders_the_stores_numbers_and_switches_variants(cli, two_variant_
     assert "Reward and E% per variant" in headings and "ActorQ" not in headings and "Deployment" not in headings
 
 
-def test_html_on_an_empty_store_is_one_line(cli, tmp_path: Path) -> None:
+def test_report_on_an_empty_store_is_one_line(cli, tmp_path: Path) -> None:
     path = tmp_path / "empty.sqlite"
     with ResultStore(path) as store:
         assert store._connection  # the schema, no rows: what a sweep stopped before its first row leaves
     assert path.is_file()
-    code, _, err = cli("report", "--store", path, "--out", tmp_path / "out", "--html")
-    assert code == 2 and "holds no rows" in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "out" / "report.html").exists()
+    for html in (("--html",), ()):  # the same answer with or without --html
+        code, _, err = cli("report", "--store", path, "--out", tmp_path / "out", *html)
+        assert code == 2 and "holds no rows" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

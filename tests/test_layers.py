@@ -151,7 +151,9 @@ def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(c
     assert code == 0, err
     statistics = __import__("pandas").read_csv(out / "reward_statistics.csv")
     int2 = statistics[(statistics["precision"] == "int2") & (statistics["obs noise"] == 0)].iloc[0]
-    assert int2["seeds"] == "0 1" and len(int2["rows"].split()) == 4  # two int2 rows and their two fp32 rows
+    assert (
+        int2["seeds"] == 2 and int2["seed list"] == "0 1" and len(int2["rows"].split()) == 4
+    )  # two int2 rows and their two fp32 rows
     assert int2["P(q >= fp32)"] < 0.5 and int2["diff high"] < 0  # 2 bits break it
     safe = __import__("pandas").read_csv(out / "minimum_safe_bits.csv")
     assert str(safe.iloc[0]["minimum safe bits"]) in ("8", "> 8")

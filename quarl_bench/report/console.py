@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from quarl_bench.agent_names import ref_title
 from quarl_bench.types import precision_bits
 
 # Pipes and CI logs get 80 columns by default, which wraps every row of the result table (140 fits it).
@@ -214,7 +216,7 @@ def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
     frame = deployment_frame(pd.DataFrame(rows), pd.DataFrame())
     episodes = f"{rows[0]['episodes']} episodes, seed {rows[0]['seed']}" if rows else "no rows"
     table = Table(title=f"{title}: {episodes}, batch-1 latency on 1 thread")
-    columns = ("backend", "reward", "E %", "agreement", "p50 ms", "p99 ms", "bytes", "peak MB", "speed-up", "size")
+    columns = ("backend", "reward", "E %", "agreement", "p50 ms", "p99 ms", "bytes", "peak MB", "speed-up", "smaller")
     for column in columns:
         table.add_column(column, justify="left" if column == "backend" else "right")
     for _, row in frame.iterrows():
@@ -228,9 +230,17 @@ def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
             str(row["bytes"]),
             format_number(row["peak MB"], "{:.0f}"),
             f"{row['speed-up']:.2f}x",
-            f"{row['size ratio']:.2f}x",
+            size_text(row["size ratio"], row["size base"], row["backend"]),
         )
+    table.caption = "speed-up: against torch-fp32; smaller: the file against the same runtime's fp32 file"
     return table
+
+
+def size_text(ratio: float, base: str, backend: str) -> str:
+    """How much smaller a file is than its fp32 base: ``1.78x``, ``-`` for the base itself or none, ``grew 13%``."""
+    if backend == base or ratio != ratio:
+        return "-"
+    return f"{ratio:.2f}x" if ratio >= 1 else f"grew {1 / ratio - 1:.0%}"
 
 
 def table4_table(comparison: Any) -> Table:
@@ -279,7 +289,7 @@ def sensitivity_table(sensitivity) -> Table:
     """Layer x precision from :func:`quarl_bench.report.layers.sensitivity_frame`: E %, action agreement and the
     median change of the decision margin, means over seeds."""
     precisions = sorted(set(sensitivity["precision"]), key=lambda p: -precision_bits(p))
-    seeds = sorted({s for text in sensitivity["seeds"] for s in text.split()}, key=int)
+    seeds = sorted({s for text in sensitivity["seed list"] for s in text.split()}, key=int)
     table = Table(
         title=f"One layer quantized at a time (others fp32): E % / same actions / margin change, "
         f"seeds {', '.join(seeds)}"
@@ -424,10 +434,11 @@ def verdict_line(found: Any) -> str:
 def certification_table(result: Any) -> Table:
     """A certify run's verdicts, widest first, titled with the certified minimum safe precision."""
     ref = result.agent
-    minimum = result.minimum_safe or "none (the widest width tried is not safe)"
+    widest = result.verdicts[0].spec if result.verdicts else "-"
+    minimum = result.minimum_safe or f"none (> {widest}: the widest tried is not safe)"
     alpha = result.verdicts[0].alpha if result.verdicts else 0.05
     table = Table(
-        title=f"{ref.algo} / {ref.env_id}: certified minimum safe precision {minimum}\n"
+        title=f"{escape(ref_title(ref))}: certified minimum safe precision {minimum}\n"
         f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}",
     )
     for column in ("precision", "verdict", "episodes", "mean q - fp32", "lower", "upper"):

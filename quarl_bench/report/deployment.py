@@ -16,8 +16,14 @@ from quarl_bench.report.tables import write_table  # noqa: E402
 from quarl_bench.types import BACKEND_PRECISIONS  # noqa: E402
 
 
+def fp32_file_of(backend: str) -> str:
+    """The fp32 artifact a backend's file size is compared with: the same runtime's fp32 file."""
+    return "ort-fp32" if backend.startswith("ort-") else "torch-fp32"
+
+
 def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
-    """One row per deployed artifact (``select(Variant("deploy"))``), with ratios to its torch-fp32 reference row and
+    """One row per deployed artifact (``select(Variant("deploy"))``), with its speed-up over the torch-fp32 reference
+    row, its file size against the same runtime's fp32 file (``size base``; below 1 the file grew), and
     the PTQ row of the same agent, precision, seed and episodes (``select(Variant())``): simulated vs real."""
     records = []
     for reference_key, cell in deployed.groupby("reference_key") if len(deployed) else []:
@@ -25,6 +31,7 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
         if reference.empty:
             continue
         base = reference.iloc[0]["provenance"]["deployment"]
+        file_bytes = {r["backend"]: r["provenance"]["deployment"]["artifact_bytes"] for _, r in cell.iterrows()}
         for _, row in cell.iterrows():
             deployment = row["provenance"]["deployment"]
             latency = deployment["latency"]
@@ -56,7 +63,11 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
                     "bytes": deployment["artifact_bytes"],
                     "peak MB": deployment["peak_rss_mb"],
                     "speed-up": base["latency"]["p50_ms"] / latency["p50_ms"],
-                    "size ratio": base["artifact_bytes"] / deployment["artifact_bytes"],
+                    # like with like: an ONNX file against the fp32 ONNX file, TorchScript against TorchScript
+                    "size base": (size_base := fp32_file_of(row["backend"])),
+                    "size ratio": file_bytes[size_base] / deployment["artifact_bytes"]
+                    if size_base in file_bytes
+                    else float("nan"),
                     "PTQ reward (simulated)": ptq["mean_reward"].iloc[0] if len(ptq) else float("nan"),
                     "PTQ E % (simulated)": ptq["error_pct"].iloc[0] if len(ptq) else float("nan"),
                     "real - simulated reward": row["mean_reward"] - ptq["mean_reward"].iloc[0]

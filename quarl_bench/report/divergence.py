@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from quarl_bench.agent_names import name_of
 from quarl_bench.types import file_name, precision_bits
 
 
@@ -21,7 +22,7 @@ def fidelity_summary(rows: pd.DataFrame) -> pd.DataFrame:
             {
                 "algo": row["algo"],
                 "env": row["env_id"],
-                "agent": row["agent_hash"][:8],
+                "agent": name_of(row),
                 "precision": row["precision"],
                 "seed": row["seed"],
                 "episodes": row["episodes"],
@@ -50,7 +51,7 @@ def write_fidelity_report(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     written = write_table(fidelity_summary(rows), out_dir, "fidelity")
     groups = rows.groupby(["algo", "env_id", "agent_hash", "seed", "episodes", "threshold", "obs_noise"])
-    for (algo, env_id, agent, _seed, _episodes, threshold, noise), group in groups:
+    for (algo, env_id, _agent, _seed, _episodes, threshold, noise), group in groups:
         fig, ax = plt.subplots(figsize=(6, 4))
         for _, row in group.sort_values("precision", key=lambda s: -s.map(precision_bits)).iterrows():
             steps = np.array([s for s in row["first_obs"] if s is not None], dtype=float)
@@ -60,7 +61,7 @@ def write_fidelity_report(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.step(grid, parted, where="post", label=row["precision"])
         ax.set_xlabel("step")
         ax.set_ylabel("share of episodes parted from fp32")
-        ax.set_title(f"{algo} {env_id} ({agent[:8]}): threshold {threshold:g}, obs noise {noise:g}")
+        ax.set_title(f"{name_of(group.iloc[0])}: threshold {threshold:g}, obs noise {noise:g}", wrap=True)
         ax.legend()
         fig.tight_layout()
         suffix = f"_noise{noise:g}" if noise else ""

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from quarl_bench.agent_names import name_of
 from quarl_bench.report.estimators import stratified_bootstrap_ci
 from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
 from quarl_bench.types import file_name, precision_bits
@@ -38,6 +39,7 @@ def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
         records.append(
             {
                 **{c: row[c] for c in CELL},
+                "agent": name_of(row),
                 "layer": layer,
                 "name": name,
                 "precision": precision,
@@ -53,9 +55,10 @@ def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if not records:
         return pd.DataFrame()
     table = pd.DataFrame.from_records(records)
-    grouped = table.groupby([*CELL, "layer", "name", "precision", "bits"], dropna=False)
+    grouped = table.groupby([*CELL, "agent", "layer", "name", "precision", "bits"], dropna=False)
     means = grouped[["E %", "agreement", "margin change", "state flips"]].mean()
-    means["seeds"] = grouped["seed"].apply(lambda s: " ".join(map(str, sorted(s))))
+    means["seeds"] = grouped["seed"].apply(lambda s: len(set(s)))
+    means["seed list"] = grouped["seed"].apply(lambda s: " ".join(map(str, sorted(s))))
     means["rows"] = grouped["key"].apply(" ".join)
     return means.reset_index().sort_values(["algo", "env_id", "layer", "bits"], ascending=[True, True, True, False])
 
@@ -83,20 +86,21 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
                 {
                     "algo": group["algo"].iloc[0],
                     "env": group["env_id"].iloc[0],
-                    "agent": group["agent_hash"].iloc[0][:8],
+                    "agent": name_of(group.iloc[0]),
                     "policy": label,
                     "method": method,
                     "acting bytes": group["weights"].iloc[0].get("acting_bytes", np.nan),
                     "mean reward": mean,
                     "CI low": low,
                     "CI high": high,
-                    "seeds": " ".join(map(str, sorted(seeds))),
+                    "seeds": len(seeds),
+                    "seed list": " ".join(map(str, sorted(seeds))),
                     "rows": " ".join(group["key"]),
                 }
             )
     if not records:
         return pd.DataFrame()
-    return pd.DataFrame.from_records(records).drop_duplicates(["agent", "policy", "seeds"])
+    return pd.DataFrame.from_records(records).drop_duplicates(["agent", "policy", "seed list"])
 
 
 def write_layer_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -110,7 +114,7 @@ def write_layer_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     sensitivity = sensitivity_frame(frame)
     if len(sensitivity):
         written += write_table(sensitivity, out_dir, "sensitivity", decimals=4)
-        for (algo, env_id, agent), group in sensitivity.groupby(["algo", "env_id", "agent_hash"]):
+        for (algo, env_id, _hash), group in sensitivity.groupby(["algo", "env_id", "agent_hash"]):
             grid = group.pivot_table(index="name", columns="bits", values="E %").sort_index(axis=1, ascending=False)
             fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 1.5))
             image = ax.imshow(grid.to_numpy(dtype=float), cmap="Reds", aspect="auto")
@@ -119,7 +123,7 @@ def write_layer_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
             for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
                 ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=8)
             fig.colorbar(image, ax=ax, label="E % (others fp32)")
-            ax.set_title(f"{algo} {env_id} ({agent[:8]}): one layer quantized")
+            ax.set_title(f"{algo} {env_id} {name_of(group.iloc[0])}: one layer quantized", wrap=True)
             fig.tight_layout()
             written += save_figure(fig, out_dir / f"sensitivity_{algo}_{file_name(env_id)}", 120)
     pareto = pareto_frame(frame)

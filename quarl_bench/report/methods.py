@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from quarl_bench.agent_names import name_of
 from quarl_bench.report.estimators import minimum_safe_bits
+from quarl_bench.report.wording import safe_width_text
 from quarl_bench.types import precision_bits
 
 AGENT = ["algo", "env", "agent"]
@@ -81,13 +83,14 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
         group = group.assign(bits=[precision_bits(p) for p in group["precision"]]).sort_values("bits", ascending=False)
         record = records.setdefault(
             (algo, env, agent, tolerance, seed),
-            {"algo": algo, "env": env, "agent": str(agent)[:8], "tolerance": tolerance, "seed base": seed},
+            {"algo": algo, "env": env, "agent": name_of(group.iloc[0]), "tolerance": tolerance, "seed base": seed},
         )
         if set(group["precision"]) == {method}:  # a format certified at its one width
             record[method] = group["verdict"].iloc[0]
         else:
             safe = minimum_safe(list(zip(group["precision"], group["verdict"], strict=True)))
-            record[method] = precision_bits(safe) if safe is not None else f"> {group['bits'].iloc[0]}"
+            safe_bits = precision_bits(safe) if safe is not None else None
+            record[method] = safe_width_text(safe_bits, group["bits"])
         record[f"{method} rows"] = " ".join(key for keys in group["rows"] for key in keys)
     return pd.DataFrame.from_records(list(records.values()))
 
@@ -111,7 +114,7 @@ def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str =
         if set(group["precision"]) == {method}:  # a format measured at its one width (fp8, NVFP4)
             record[method] = "ok" if safe is not None else "misses"
         else:
-            record[method] = safe if safe is not None else f"> {max(lower)}"
+            record[method] = safe_width_text(safe, lower)
         record[f"{method} rows"] = " ".join(quantized_keys(group["rows"]))
     return pd.DataFrame.from_records(list(records.values()))
 
@@ -126,9 +129,12 @@ def quantized_keys(rows: pd.Series) -> list[str]:
 
 
 def width_number(value: Any) -> float:
-    """A safe width as a number for medians: ``> W`` counts as W + 1 (the next width up, an optimistic bound)."""
+    """A safe width as a number for medians: ``> W`` counts as W + 1 (the next width up, an optimistic bound), ``≤ W``
+    as W (the narrowest width tried)."""
     if isinstance(value, str) and value.startswith(">"):
         return float(value[1:]) + 1
+    if isinstance(value, str) and value.startswith("≤"):
+        return float(value[1:])
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -150,7 +156,13 @@ def method_medians(table: pd.DataFrame) -> pd.DataFrame:
             records.append({"method": method, "agents": len(measured), "holds on": holds})
         else:
             values = [w for w in map(width_number, measured) if not math.isnan(w)]
-            records.append({"method": method, "agents": len(values), "median safe width": np.median(values)})
+            records.append(
+                {
+                    "method": method,
+                    "agents": len(values),
+                    "median safe width": np.median(values) if values else math.nan,
+                }
+            )
     return pd.DataFrame.from_records(records).sort_values("median safe width", na_position="last")
 
 

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import matplotlib
 
+from quarl_bench.agent_names import name_of
+from quarl_bench.report.wording import safe_width_text
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -52,10 +55,11 @@ def draw_curve(ax: plt.Axes, algo: str, env_id: str, curve: pd.DataFrame, fp32_r
     ax.plot(bits, mean, marker="o", label="PTQ (uniform affine)")
     ax.fill_between(bits, mean - std, mean + std, alpha=0.2, label="± 1 std over episodes")
     ax.axhline(fp32_reward, color="black", linestyle="--", linewidth=1, label="fp32")
-    best, lowest = sweet_spot(curve, fp32_reward)
+    _, lowest = sweet_spot(curve, fp32_reward)
     if lowest is not None:
         ax.axvline(lowest, color="green", linestyle=":", label=f"lowest within 5% of fp32: {lowest} bits")
-    ax.set_title(f"{algo.upper()} {env_id} (best: {best} bits)")
+    within = f"{safe_width_text(lowest, curve['bits'])} bits within 5%" if lowest is not None else "no width within 5%"
+    ax.set_title(f"{algo.upper()} {env_id}: {within}", wrap=True)
     ax.set_xlabel("weight bits")
     ax.set_ylabel("mean episode reward")
     ax.legend(fontsize="small")
@@ -96,8 +100,8 @@ def write_weight_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
     for env_id, group in fp32.groupby("env_id"):
         fig, axes = plt.subplots(1, len(group), figsize=(4.5 * len(group), 3.6), squeeze=False)
         for ax, (_, row) in zip(axes.flat, group.sort_values("algo").iterrows(), strict=True):
-            draw_weight_histogram(ax, f"{row['algo']} agent {row['agent_hash'][:8]}", row["weights"])
-        fig.suptitle(f"{env_id}: fp32 acting-network weights (int8 grid: step = range / 256)")
+            draw_weight_histogram(ax, f"{row['algo']} {name_of(row)}", row["weights"])
+        fig.suptitle(f"{env_id}: fp32 weights, int8 step = range / 256", wrap=True)
         fig.tight_layout()
         paths += save_figure(fig, out_dir / f"weights_{file_label(env_id)}", dpi=110)
     return paths

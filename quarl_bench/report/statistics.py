@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from quarl_bench.agent_names import name_of
 from quarl_bench.report.console import spec_extras
 from quarl_bench.report.estimators import (
     iqm,
@@ -23,6 +24,7 @@ from quarl_bench.report.estimators import (
     probability_of_improvement,
     stratified_bootstrap_ci,
 )
+from quarl_bench.report.wording import safe_width_text
 from quarl_bench.statistics.pairing import paired_rewards
 
 CELL = (
@@ -106,7 +108,7 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
         fp32 = _by_seed(cell[reference])
         if not fp32:
             continue
-        cell_info = dict(zip(CELL, cell_values, strict=True))
+        cell_info = dict(zip(CELL, cell_values, strict=True)) | {"agent": name_of(cell.iloc[0])}
         quantized = cell[~reference].copy()
         quantized["spec"] = [_spec_label(r) for _, r in quantized.iterrows()] if len(quantized) else []
         reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
@@ -191,13 +193,14 @@ def _record(
     return {
         "algo": cell["algo"],
         "env": cell["env_id"],
-        "agent": str(cell["agent_hash"])[:8],
+        "agent": name_of(cell),
         "episodes": cell["episodes"],
         "obs noise": cell["obs_noise"],
         "spec": spec,
         "precision": precision,
         "bits": bits,
-        "seeds": " ".join(map(str, seeds)),
+        "seeds": len(seeds),
+        "seed list": " ".join(map(str, seeds)),
         "IQM": point,
         "IQM low": low,
         "IQM high": high,
@@ -215,7 +218,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
     ints = statistics[statistics["precision"].str.startswith("int")]
     records = []
     for (algo, env, agent, episodes, noise, spec, seeds), group in ints.groupby(
-        ["algo", "env", "agent", "episodes", "obs noise", "spec", "seeds"]
+        ["algo", "env", "agent", "episodes", "obs noise", "spec", "seed list"]
     ):
         fp32_mean, delta = float(group["fp32 mean"].iloc[0]), float(group["delta"].iloc[0])
         lower = {int(r["bits"]): float(r["diff low"]) for _, r in group.iterrows()}
@@ -232,12 +235,13 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
                 "episodes": episodes,
                 "obs noise": noise,
                 "spec": spec,
-                "seeds": seeds,
+                "seeds": len(seeds.split()),
+                "seed list": seeds,
                 "fp32 mean": fp32_mean,
                 "tolerance %": tolerance_pct,
                 "δ of": "R_fp32 - R_random" if random_mean is not None and fp32_mean > random_mean else "|R_fp32|",
                 "δ": delta,
-                "minimum safe bits": safe if safe is not None else f"> {max(lower)}",
+                "minimum safe bits": safe_width_text(safe, lower),
                 "difference CI low per bits": evidence,
                 "rows": " ".join(dict.fromkeys(key for keys in group["rows"] for key in keys.split())),
             }
@@ -269,7 +273,7 @@ def normalised_episodes(frame: pd.DataFrame) -> pd.DataFrame:
                         "algo": row["algo"],
                         "family": env_family(row["env_id"]),
                         "env": row["env_id"],
-                        "agent": row["agent_hash"][:8],
+                        "agent": name_of(row),
                         "precision": row["precision"],
                         "bits": row["bits"],
                         "seed": row["seed"],

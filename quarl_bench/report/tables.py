@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from quarl_bench.agent_names import ZOO_SOURCES, name_of
 from quarl_bench.report.estimators import bootstrap_ci
 
 TABLE_PRECISIONS = ("fp16", "int8")
@@ -19,8 +20,15 @@ def cell_labels(frame: pd.DataFrame) -> dict[str, str]:
     for (_algo, env_id), group in frame.groupby(["algo", "env_id"]):
         cells = group.drop_duplicates("reference_key")
         varying = [f for f in CELL_FIELDS if cells[f].nunique() > 1]
+        if (
+            "agent_hash" not in varying
+            and "agent_source" in cells
+            and not cells["agent_source"].isin(ZOO_SOURCES).all()
+        ):
+            varying.insert(0, "agent_hash")  # a user's own file is named, even alone
         for _, cell in cells.iterrows():
-            extra = ", ".join(f"{f.replace('_', ' ')} {str(cell[f])[:8]}" for f in varying)
+            shown = {"agent_hash": name_of(cell)}  # the agent as a person knows it, not its bare hash
+            extra = ", ".join(shown.get(f, f"{f.replace('_', ' ')} {cell[f]}") for f in varying)
             labels[cell["reference_key"]] = f"{env_id} ({extra})" if extra else env_id
     return labels
 

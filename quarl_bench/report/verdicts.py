@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from quarl_bench.agent_names import name_of
 from quarl_bench.report.tables import write_table
+from quarl_bench.report.wording import safe_width_text
 from quarl_bench.statistics.certification import family, minimum_safe
 from quarl_bench.types import QuantSpec, precision_bits
 
@@ -41,12 +43,12 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         record = {
             "algo": values[0],
             "env": values[1],
-            "agent": str(values[2])[:8],
+            "agent": name_of(line.iloc[0]),
             "family": values[3],
             "tolerance": values[4],
             "confidence": round(1 - float(values[5]), 3),
             "seed base": values[6],
-            "certified minimum": safe or "none",
+            "certified minimum": safe_width_text(safe, [c for c, _ in walked], lambda p: precision_bits(narrowest[p])),
         }
         for column in order:
             record[column] = f"{cells[column]['verdict']} ({cells[column]['episodes']})" if column in cells else "-"

@@ -43,7 +43,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
         grid = verdict_grid(verdicts)
         lines += [
             "Certified verdicts (paired episodes per decision in brackets)",
-            grid.drop(columns="rows").to_string(),
+            grid.drop(columns="rows").to_string(na_rep="-"),
         ]
         written += write_verdict_report(verdicts, out_dir)
     variants = store.variants("ptq") or [Variant()]
@@ -52,7 +52,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
         if table.empty:
             continue
         written += write_reward_error_table(table, out_dir, variant.slug(), variant.label())
-        lines += [f"Reward-error table, variant: {variant.label()}", table.round(2).to_string()]
+        lines += [f"Reward-error table, variant: {variant.label()}", table.round(2).to_string(na_rep="-")]
     primary = variants[0]
     lines.append(f"Figures and comparisons use the variant: {primary.label()}")
     default = store.select(primary)
@@ -104,7 +104,7 @@ def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_p
     written += write_actorq_report(everything, out_dir, paper_dir)
     written += write_rollout_report(everything, out_dir)
     written += write_amp_table(everything, out_dir, paper_dir)
-    others = [v.label() for v in variants if not v.is_default]
+    others = [v.label() for v in variants if v != primary]
     if others:
         lines.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
     return lines + [f"wrote {path}" for path in written]

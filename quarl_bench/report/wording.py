@@ -1,0 +1,22 @@
+"""One vocabulary for "how many bits are safe" in every table and on the console: ``≤ 2`` when the narrowest width
+tried is safe (narrower was not tried), ``> 8`` when not even the widest tried is, the width itself otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=None) -> str:
+    """``safe`` (the minimum safe width or precision, None when none is) worded against the widths ``tried``.
+
+    :param bits_of: the width of a precision name (``int5`` -> 5); identity for integer widths.
+    """
+    tried = list(tried)
+    width = bits_of or (lambda value: int(value))
+    if not tried:
+        return "undetermined"
+    if safe is None:
+        return f"> {max(tried, key=width)}"
+    if width(safe) <= min(width(t) for t in tried):
+        return f"≤ {safe}"
+    return str(safe)
