@@ -21,7 +21,7 @@ def test_ppo_cartpole_fp32_and_int8_reach_500(cli, zoo: Path, tmp_path: Path) ->
         "run", "--algo", "ppo", "--env", "CartPole-v1", "--bits", "8", "--folder", zoo, "--store", store
     )
     assert code == 0, err
-    assert "from folder" in out
+    assert "ppo/CartPole-v1 #" in out and "(folder)" in out
     frame = load_results(store).set_index("precision")
     assert sorted(frame.index) == ["fp32", "int8"]
     for precision in ("fp32", "int8"):
@@ -164,7 +164,7 @@ def test_train_then_run_from_the_cache(cli, tmp_path: Path, monkeypatch: pytest.
         "run", "--algo", "ppo", "--env", "CartPole", "-n", "5", "--cache", cache, "--no-hub", "--store", store
     )
     assert code == 0, err
-    assert "from cache" in out
+    assert "(cache)" in out
     assert load_results(store).iloc[0]["agent_source"] == "cache"
 
 

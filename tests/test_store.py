@@ -111,8 +111,9 @@ def test_select_keeps_seeds_variants_and_agents_apart(tmp_path: Path) -> None:
         assert store.select(Variant(seed=7))["error_pct"].dropna().tolist() == [25.0]
         assert [v.label() for v in store.variants()] == ["default", "seed 7", "symmetric"]
         table = reward_error_table(default)
-    assert list(table.index) == ["CartPole-v1 (agent hash abc123)", "CartPole-v1 (agent hash other)", "Mean"]
-    assert table.loc["CartPole-v1 (agent hash abc123)", ("ppo", "E_int8 %")] == 10.0
+    names = ["CartPole-v1 (ppo/CartPole-v1 #abc123)", "CartPole-v1 (ppo/CartPole-v1 #other)"]  # two agents
+    assert list(table.index) == [*names, "Mean"]
+    assert table.loc[names[0], ("ppo", "E_int8 %")] == 10.0
     assert table.loc["Mean", ("ppo", "E_int8 %")] == 30.0
 
 

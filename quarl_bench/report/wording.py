@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=None) -> str:
-    """``safe`` (the minimum safe width or precision, None when none is) worded against the widths ``tried``.
+def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=None) -> int | str:
+    """``safe`` (the minimum safe width or precision, None when none is) worded against the widths ``tried``;
+    ``safe`` itself (a number stays a number) when it needs no words.
 
     :param bits_of: the width of a precision name (``int5`` -> 5); identity for integer widths.
     """
@@ -19,4 +20,4 @@ def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=
         return f"> {max(tried, key=width)}"
     if width(safe) <= min(width(t) for t in tried):
         return f"≤ {safe}"
-    return str(safe)
+    return safe
