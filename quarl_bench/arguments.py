@@ -259,7 +259,13 @@ def recipe_options(args: argparse.Namespace) -> dict[str, object]:
 def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool = False) -> None:
     """Episodes, envs, seed, store and --force: how each job of ``run``/``deploy`` is evaluated and kept; with
     ``statistics`` also several evaluation seeds, observation noise and evaluation workers."""
-    parser.add_argument("-n", "--episodes", type=positive_int, default=100, help=f"episodes per {per} (default 100)")
+    parser.add_argument(
+        "-n",
+        "--episodes",
+        type=positive_int,
+        default=100,
+        help=f"episodes per {per} (default 100); -n counts episodes in evaluation commands, timesteps in training ones",
+    )
     parser.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
     )

@@ -3,8 +3,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-# CPU torch first: a bare or newer torch requirement would pull a multi-GB CUDA build.
-.venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0"
+# CPU torch first: a bare or newer torch requirement would pull a multi-GB CUDA build. PyTorch's CPU wheel index
+# gives the CPU build on any Linux machine; where it is unreachable (this machine's mirror serves a CPU wheel under
+# the plain name) the configured index is used, so the fallback never pulls CUDA where the CPU index works.
+if ! .venv/bin/python -c "import torch, sys; sys.exit(not torch.__version__.startswith('2.13.0'))" 2>/dev/null; then
+    .venv/bin/pip install --quiet --disable-pip-version-check --timeout 15 --retries 0 \
+        --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0" 2>/dev/null \
+        || .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0"
+fi
 .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,all]"
 # The HTML report's browser test drives Debian's chromium (playwright's own browser download is unreachable here).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromedriver >/dev/null; then

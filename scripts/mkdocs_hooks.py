@@ -22,7 +22,8 @@ def reference_markdown() -> str:
     lines = [
         "# Command reference",
         "",
-        "Generated from the argparse parser (`quarl_bench/parsers/`) when the docs are built. Bad values exit with code 2 and one line.",
+        "Generated from the argparse parser (`quarl_bench/parsers/`) by `python scripts/mkdocs_hooks.py` and at every "
+        "docs build. Bad values exit with code 2 and one line.",
         "",
         "```text",
         parser.format_help().rstrip(),
@@ -43,5 +44,17 @@ def reference_markdown() -> str:
 
 
 def on_files(files: Files, config) -> Files:
+    committed = files.get_file_from_path(PAGE)  # the copy kept in docs/ for readers of the repository
+    if committed is not None:
+        files.remove(committed)
     files.append(File.generated(config, PAGE, content=reference_markdown()))
     return files
+
+
+if __name__ == "__main__":  # refresh the committed copy: python scripts/mkdocs_hooks.py
+    from pathlib import Path
+
+    target = Path(__file__).resolve().parents[1] / "docs" / PAGE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(reference_markdown())
+    print(f"wrote {target}")

@@ -172,9 +172,9 @@ def figure_html(path: Path) -> str:
 
 def section_figures(out_dir: Path, prefixes: tuple[str, ...]) -> list[Path]:
     """The report's figures of a section, one file per figure, SVG preferred."""
-    stems = sorted({p.with_suffix("") for prefix in prefixes for p in out_dir.glob(f"{prefix}*.png")})
-    stems = [stem for stem in stems if not stem.name.endswith("_grid")]  # a grid repeats the figures beside it
-    return [svg if (svg := stem.with_suffix(".svg")).is_file() else stem.with_suffix(".png") for stem in stems]
+    names = sorted({p.name.removesuffix(".png") for prefix in prefixes for p in out_dir.glob(f"{prefix}*.png")})
+    names = [name for name in names if not name.endswith("_grid")]  # a grid repeats the figures beside it
+    return [svg if (svg := out_dir / f"{name}.svg").is_file() else out_dir / f"{name}.png" for name in names]
 
 
 def write_html_report(store: ResultStore, out_dir: Path) -> Path:

@@ -109,7 +109,7 @@ def write_weight_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 def file_label(label: str) -> str:
     """A cell label as part of a file name."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label).strip("_")
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_")
 
 
 def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:
