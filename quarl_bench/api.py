@@ -117,14 +117,36 @@ def _object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path)
 
 
 def _factory_env(env: Callable[[], Any]) -> str:
-    """Register an env factory under a gymnasium id of its own (so the evaluation, like rl-zoo3, makes it by id)."""
+    """Register an env factory under a gymnasium id of its own (so the evaluation, like rl-zoo3, makes it by id):
+    ``factory/{the id of the env it makes}-{hash of its code}-v0``, the same in every process (a lambda's repr
+    holds its address), and named after the env a person asked for."""
+    import re
+
     import gymnasium as gym
 
-    name = getattr(env, "__qualname__", type(env).__name__).replace(".", "_").replace("<", "").replace(">", "")
-    env_id = f"quarl-factory/{name}-{hashlib.sha256(repr(env).encode()).hexdigest()[:8]}-v0"
+    probe = env()
+    made = probe.spec.id if probe.spec is not None else type(probe.unwrapped).__name__
+    probe.close()
+    digest = hashlib.sha256(_code_identity(env)).hexdigest()[:8]
+    env_id = f"factory/{re.sub(r'[^A-Za-z0-9_.-]', '_', made)}-{digest}-v0"
     if env_id not in gym.registry:
         gym.register(env_id, entry_point=env)
     return env_id
+
+
+def _code_identity(function: Any) -> bytes:
+    """What a factory does, as bytes: its module, name, bytecode and constants (nested code objects by theirs)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return repr(type(function)).encode()
+
+    def of(code_object: Any) -> bytes:
+        parts = [code_object.co_code, repr(code_object.co_names).encode()]
+        for constant in code_object.co_consts:
+            parts.append(of(constant) if hasattr(constant, "co_code") else repr(constant).encode())
+        return b"|".join(parts)
+
+    return f"{function.__module__}.{function.__qualname__}".encode() + of(code)
 
 
 def evaluate_agent(

@@ -167,3 +167,26 @@ def test_the_written_commands_run_from_a_folder_of_their_own(cli, zoo: Path, tmp
         assert code == 0, f"{source}: {command!r} failed from {work}: {err.strip().splitlines()[-1:]}"
         ran.append(command)
     assert len(ran) >= 25, ran
+
+
+def test_the_readme_python_snippet_prints_readable_numbers(tmp_path: Path, monkeypatch) -> None:
+    """The README's "From Python" block, run as written next to a PPO zip: flat columns, every value printed."""
+    import contextlib
+    import io
+
+    from stable_baselines3 import PPO
+
+    block = re.search(r"## From Python\s+```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert block is not None
+    monkeypatch.chdir(tmp_path)
+    PPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu", n_steps=256).learn(3000).save(tmp_path / "my_agent.zip")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block.group(1), "README.md", "exec"), {})
+    text = printed.getvalue()
+    assert "rows x" not in text and "..." not in text  # pandas printed every row and column
+    lines = text.splitlines()
+    assert lines[0].split() == ["agent", "precision", "mean_reward", "E", "%", "fixed_flip_rate"]
+    assert [line.split()[3] for line in lines[1:4]] == ["fp32", "int8", "int4"]  # 'my_agent.zip #hash' is 2 words
+    assert all(re.fullmatch(r"-?\d+\.\d+", line.split()[4]) for line in lines[1:4])  # mean rewards, as numbers
+    assert "verdict" in text and "certified minimum" in text

@@ -3,6 +3,7 @@ module (``module:EnvId``), its torch-module and ONNX forms, the Python API, and 
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -25,6 +26,9 @@ class Corridor(gym.Env):
     observation_space = spaces.Box(0.0, 1.0, (2,), np.float32)
     action_space = spaces.Discrete(2)
 
+    def __init__(self, step=0.1):
+        self.step_size = step
+
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
         self.position = float(self.np_random.uniform(0.0, 0.3))
@@ -35,7 +39,7 @@ class Corridor(gym.Env):
 
     def step(self, action):
         before = self.position
-        self.position = min(max(self.position + (0.1 if action == 1 else -0.1), 0.0), 1.0)
+        self.position = min(max(self.position + (self.step_size if action == 1 else -self.step_size), 0.0), 1.0)
         done = self.position >= 1.0
         return self._obs(), self.position - before + (1.0 if done else 0.0), done, False, {}
 
@@ -153,6 +157,32 @@ def test_a_module_in_the_current_folder_registers_envs_from_the_console_script(o
         done = subprocess.run(command, cwd=own, env=environment, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     assert load_results(tmp_path / "q.sqlite")["env_id"].tolist() == ["Corridor-v0"]  # the second run reused it
+
+
+def test_the_report_names_each_agent_as_a_person_knows_it(cli, own: Path, tmp_path: Path) -> None:
+    """One zip with and without --env-kwargs: two agents, two names (the file, its env kwargs, a short hash), in
+    the console and in every table; widths worded with one vocabulary; seeds counted; no NaN printed."""
+    import pandas as pd
+
+    store, out_dir = tmp_path / "q.sqlite", tmp_path / "report"
+    run = ("run", "--model", own / "corridor_ppo.zip", "--env", "corridor_env:Corridor-v0", "--bits", "32", "8", "2")
+    for extra in ((), ("--env-kwargs", "step:0.2")):
+        code, out, err = cli(*run, "-n", "4", "--store", store, *extra)
+        assert code == 0, err
+        assert "corridor_ppo.zip" in out and ("(step:0.2)" in out) == bool(extra)  # the table's title names it
+    code, out, err = cli("report", "--store", store, "--out", out_dir)
+    assert code == 0, err
+    assert "NaN" not in out and "(step:0.2) #" in out
+    safe = pd.read_csv(out_dir / "minimum_safe_bits.csv")
+    names = sorted(safe["agent"])
+    assert len(names) == 2 and all(
+        name.endswith(tuple("0123456789abcdef")) and "corridor_ppo.zip" in name for name in names
+    )
+    assert ["(step:0.2)" in name for name in names].count(True) == 1
+    assert set(safe["seeds"]) == {1}
+    assert all(re.fullmatch(r"(≤ |> )?\d+", str(value)) for value in safe["minimum safe bits"])
+    frame = load_results(store)
+    assert sorted(set(frame["agent"])) == names  # the same names in Python
 
 
 def test_torch_module_and_onnx_forms_score_as_the_zip(cli, own: Path, tmp_path: Path) -> None:

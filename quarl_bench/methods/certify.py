@@ -28,7 +28,8 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
 from quarl_bench.statistics.pairing import paired_rewards
-from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.statistics.wording import safe_width_text
+from quarl_bench.types import AgentRef, Job, QuantSpec, precision_bits
 
 CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
@@ -134,6 +135,23 @@ class Certification:
         families = self.families
         return families.get("int", next(iter(families.values()), None)) if families else None
 
+    @property
+    def worded_minimums(self) -> dict[str, int | str]:
+        """Each family's certified minimum in the report's words: ``≤ int4`` when the narrowest width tried is safe,
+        ``> int8`` when not even the widest is (:func:`~quarl_bench.statistics.wording.safe_width_text`)."""
+        minimum = self.families
+        tried: dict[str, list[str]] = {}
+        for v in self.verdicts:
+            tried.setdefault(self.family_of.get(v.spec, ""), []).append(v.spec)
+        bits = {v.spec: precision_bits(v.precision) for v in self.verdicts}
+        return {label: safe_width_text(minimum.get(label), specs, bits.__getitem__) for label, specs in tried.items()}
+
+    @property
+    def minimum_safe_text(self) -> str:
+        """:attr:`minimum_safe` in the report's words."""
+        worded = self.worded_minimums
+        return str(worded.get("int", next(iter(worded.values()), "undetermined")))
+
     def frame(self) -> Any:
         """The verdicts as a flat frame, one row per precision, named as ``load_results`` names its columns."""
         import pandas as pd
@@ -142,7 +160,7 @@ class Certification:
 
         ref = self.agent
         name = agent_name(ref.algo, ref.env_id, ref.source, ref.model_path, ref.content_hash, ref.env_kwargs)
-        minimum = self.families
+        worded = self.worded_minimums
         return pd.DataFrame.from_records(
             [
                 {
@@ -157,7 +175,7 @@ class Certification:
                     "upper": v.upper,
                     "delta": v.delta,
                     "confidence": 1 - v.alpha,
-                    "certified minimum": minimum.get(self.family_of.get(v.spec, "")),
+                    "certified minimum": worded[self.family_of.get(v.spec, "")],
                 }
                 for v in self.verdicts
             ]

@@ -434,8 +434,7 @@ def verdict_line(found: Any) -> str:
 def certification_table(result: Any) -> Table:
     """A certify run's verdicts, widest first, titled with the certified minimum safe precision."""
     ref = result.agent
-    widest = result.verdicts[0].spec if result.verdicts else "-"
-    minimum = result.minimum_safe or f"none (> {widest}: the widest tried is not safe)"
+    minimum = result.minimum_safe_text
     alpha = result.verdicts[0].alpha if result.verdicts else 0.05
     table = Table(
         title=f"{escape(ref_title(ref))}: certified minimum safe precision {minimum}\n"

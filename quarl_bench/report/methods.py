@@ -21,7 +21,7 @@ import pandas as pd
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.report.estimators import minimum_safe_bits
-from quarl_bench.report.wording import safe_width_text
+from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.types import precision_bits
 
 AGENT = ["algo", "env", "agent"]

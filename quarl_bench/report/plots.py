@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib
 
 from quarl_bench.agent_names import name_of
-from quarl_bench.report.wording import safe_width_text
+from quarl_bench.statistics.wording import safe_width_text
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

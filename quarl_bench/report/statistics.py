@@ -24,8 +24,8 @@ from quarl_bench.report.estimators import (
     probability_of_improvement,
     stratified_bootstrap_ci,
 )
-from quarl_bench.report.wording import safe_width_text
 from quarl_bench.statistics.pairing import paired_rewards
+from quarl_bench.statistics.wording import safe_width_text
 
 CELL = (
     "algo",
