@@ -32,9 +32,14 @@ def test_legacy_ids_are_searched_for_saved_agents() -> None:
     assert saved_env_ids("LunarLanderContinuous-v3") == ["LunarLanderContinuous-v3", "LunarLanderContinuous-v2"]
 
 
-def test_unknown_env_names_the_value_and_the_aliases() -> None:
-    with pytest.raises(QuarlError, match=r"unknown env 'NoSuchEnv-v9'.*Breakout"):
+def test_unknown_env_names_the_value_the_closest_ids_and_the_module_hint() -> None:
+    with pytest.raises(QuarlError, match=r"unknown env 'NoSuchEnv-v9'.*--env-package my_module") as raised:
         resolve_env_id("NoSuchEnv-v9")
+    assert "did you mean" not in str(raised.value)  # nothing is close
+    with pytest.raises(QuarlError, match=r"did you mean 'LunarLander-v3'"):
+        resolve_env_id("LunarLandr-v3")
+    with pytest.raises(QuarlError, match=r"did you mean 'Breakout'"):  # an alias, case aside
+        resolve_env_id("breakout")
 
 
 def test_env_kinds_choose_parallel_envs() -> None:

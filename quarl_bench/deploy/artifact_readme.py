@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gymnasium import spaces
 
+from quarl_bench.agent_names import ref_title
 from quarl_bench.deploy.backends import Artifact
 from quarl_bench.types import AgentRef, QuantSpec
 
@@ -42,7 +43,8 @@ def artifact_readme(
     )
     return (
         f"# {filename}: {ref.algo} {ref.env_id}, backend {artifact.backend}\n\n"
-        f"Made by quarl-bench from the agent in `{ref.run_dir}` (content sha256 {ref.content_hash}); artifact sha256 "
+        f"Made by quarl-bench from {ref_title(ref)}, at `{ref.model_path or ref.run_dir}` (content sha256 "
+        f"{ref.content_hash}); artifact sha256 "
         f"{artifact.sha256}, {artifact.nbytes} bytes{calibration}.\n\n"
         f"- Input `obs`: {dtype} [{shape}], the env's raw observation (what `env.step` returns; for Atari the "
         "AtariWrapper's frame stack).\n"

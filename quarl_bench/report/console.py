@@ -249,7 +249,7 @@ def table4_table(comparison: Any) -> Table:
     table = Table(
         title=f"QuaRL Table 4: paper (RasPi-3b+, its 4x ARM A53) vs here ({'; '.join(machines) or 'nothing timed'}); "
         "fp32 = torch fp32, int8 = fastest int8 backend, p50 ms",
-        caption="size ratio and fp32 peak MB: the fp32 ONNX artifact",
+        caption="size ratio and fp32 peak MB: against the fastest int8 file's own runtime's fp32 file",
     )
     columns = (
         "policy",
