@@ -104,7 +104,7 @@ def test_killed_sweep_resumes_and_stores_every_job_once(zoo: Path, tmp_path: Pat
     frame = load_results(store)
     assert len(frame) == 4 * SWEETSPOT_PRECISIONS and frame["key"].is_unique
     quantized = frame[frame.precision != "fp32"]
-    assert quantized["error_pct"].notna().all()  # E% filled whichever of fp32/quantized was stored first
+    assert quantized["E %"].notna().all()  # E% filled whichever of fp32/quantized was stored first
 
 
 @pytest.mark.slow

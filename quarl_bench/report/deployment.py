@@ -150,7 +150,9 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
                 "int8 peak MB": best["peak_rss_mb"],
                 "machine": f"{machine} (1 thread, batch 1, {calls} calls)",
                 "size base": size_base.name,
-                "rows": ", ".join(k for k in dict.fromkeys((fp32["key"], size_base["key"], best["key"])) if k),
+                "rows": ", ".join(
+                    k for k in dict.fromkeys((fp32["key"], size_base["key"], best["key"])) if isinstance(k, str)
+                ),
             }
         )
     return pd.DataFrame.from_records(records)
