@@ -20,13 +20,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=Path("results/methods.sqlite"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/report_speed"))
+    parser.add_argument("--formats", nargs="+", default=["svg", "png"], help="figure formats, as report --formats")
     args = parser.parse_args()
     with ResultStore(args.store) as store:
         rows = len(store.to_dataframe())
         if rows < 1000:
             raise SystemExit(f"{args.store} has {rows} rows: expected a store of at least 1000 (a sweep's)")
         start = time.perf_counter()
-        write_report(store, args.out, config_dir() / "paper")
+        write_report(store, args.out, config_dir() / "paper", formats=tuple(args.formats))
         files = time.perf_counter() - start
         start = time.perf_counter()
         page = write_html_report(store, args.out)

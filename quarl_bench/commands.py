@@ -463,7 +463,7 @@ def report(args: argparse.Namespace) -> int:
                 f"the store {str(store.path)!r} holds no rows: nothing to report "
                 "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
             )
-        for line in write_report(store, args.out, args.paper, args.tolerance):
+        for line in write_report(store, args.out, args.paper, args.tolerance, tuple(args.formats)):
             console.print(line)
         if args.html:
             from quarl_bench.report.html import write_html_report

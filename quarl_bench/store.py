@@ -467,7 +467,7 @@ class ResultStore:
         for column in JSON_COLUMNS:
             frame[column] = frame[column].map(json.loads)
         if "provenance" in frame.columns:  # results rows (not verdicts): the agent as a person knows it
-            frame["agent"] = [row_agent_name(row) for _, row in frame.iterrows()] if len(frame) else []
+            frame["agent"] = frame["agent_hash"].map(self.agent_names()) if len(frame) else []
         return frame
 
 

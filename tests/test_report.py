@@ -51,6 +51,10 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
         assert table.loc["CartPole-v1", (algo, "int8 Rwd")] == pytest.approx(rows.loc[(algo, "int8"), "mean_reward"])
         assert table.loc["CartPole-v1", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "E %"])
         assert table.loc["Mean", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "E %"])
+    assert {p.suffix for p in out.glob("sweetspot_*")} == {".svg", ".png"}  # the default formats: no pdf
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "pdf", "--formats", "pdf")
+    assert code == 0, err
+    assert {p.suffix for p in (tmp_path / "pdf").glob("sweetspot_*")} == {".pdf"}
 
 
 @pytest.mark.slow

@@ -31,6 +31,13 @@ def add_report(commands: Subcommands) -> None:
     report.add_argument(
         "--html", action="store_true", help="also write report.html: one self-contained page, figures embedded"
     )
+    report.add_argument(
+        "--formats",
+        nargs="+",
+        choices=("svg", "png", "pdf"),
+        default=["svg", "png"],
+        help="figure files to write (default svg png; report.html embeds the svg)",
+    )
 
 
 def add_results(commands: Subcommands) -> None:

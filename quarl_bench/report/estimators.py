@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats
 
 
 def bootstrap_ci(rewards: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap confidence interval of the mean (a constant sample gives a zero-width interval)."""
+    """Percentile-bootstrap confidence interval of the mean (a constant sample gives a zero-width interval).
+    Remembered per sample: a report asks for the same fp32 row's interval once per table it appears in."""
+    return _bootstrap_ci(tuple(float(r) for r in rewards), confidence, seed)
+
+
+@lru_cache(maxsize=65536)
+def _bootstrap_ci(rewards: tuple[float, ...], confidence: float, seed: int) -> tuple[float, float]:
     values = np.asarray(rewards, dtype=float)
     if len(values) < 2 or np.all(values == values[0]):
         return float(values.mean()), float(values.mean())

@@ -172,7 +172,7 @@ def figure_html(path: Path) -> str:
 
 def section_figures(out_dir: Path, prefixes: tuple[str, ...]) -> list[Path]:
     """The report's figures of a section, one file per figure, SVG preferred."""
-    names = sorted({p.name.removesuffix(".png") for prefix in prefixes for p in out_dir.glob(f"{prefix}*.png")})
+    names = sorted({p.stem for prefix in prefixes for ext in ("svg", "png") for p in out_dir.glob(f"{prefix}*.{ext}")})
     names = [name for name in names if not name.endswith("_grid")]  # a grid repeats the figures beside it
     return [svg if (svg := out_dir / f"{name}.svg").is_file() else out_dir / f"{name}.png" for name in names]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -12,14 +14,28 @@ from quarl_bench.statistics.wording import safe_width_text
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
+FIGURE_FORMATS = ("svg", "png", "pdf")
+_formats: list[tuple[str, ...]] = [("svg", "png")]  # what save_figure writes (report --formats)
+
+
+@contextmanager
+def figure_formats(formats: tuple[str, ...]) -> Iterator[None]:
+    """Within the block, :func:`save_figure` writes these formats (``report --formats``; svg is what report.html
+    embeds, png what the README and slides take, pdf for papers)."""
+    _formats.append(tuple(formats))
+    try:
+        yield
+    finally:
+        _formats.pop()
 
 
 def save_figure(fig: plt.Figure, stem: Path, dpi: int) -> list[Path]:
-    """Write ``stem.png``, ``stem.pdf`` and ``stem.svg`` (the one ``report.html`` embeds) and close the figure."""
-    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("png", "pdf", "svg")]
+    """Write the figure in the chosen formats (default ``stem.svg`` and ``stem.png``) and close it."""
+    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in _formats[-1]]
     for path in paths:
         fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -115,8 +131,9 @@ def file_label(label: str) -> str:
 def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:
     counts = profile["histogram"]
     lo, hi = profile["min"], profile["max"]
-    width = (hi - lo) / len(counts) if hi > lo else 1.0
-    ax.bar([lo + (i + 0.5) * width for i in range(len(counts))], counts, width=width, color="tab:blue")
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, len(counts) + 1)
+    # one filled path, not a rectangle per bin: the same picture at a fraction of the drawing time
+    ax.stairs(counts, edges, fill=True, color="tab:blue")
     ax.set_yscale("log")
     for edge in (lo, hi):
         ax.axvline(edge, color="tab:red", linestyle="--", linewidth=1)

@@ -10,7 +10,21 @@ import pandas as pd
 from quarl_bench.store import ResultStore, Variant
 
 
-def write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_pct: float = 5.0) -> list:
+def write_report(
+    store: ResultStore,
+    out_dir: Path,
+    paper_dir: Path,
+    tolerance_pct: float = 5.0,
+    formats: tuple[str, ...] = ("svg", "png"),
+) -> list:
+    """:func:`_write_report` with figures in ``formats`` (svg: what report.html embeds; png; pdf on request)."""
+    from quarl_bench.report.plots import figure_formats
+
+    with figure_formats(formats):
+        return _write_report(store, out_dir, paper_dir, tolerance_pct)
+
+
+def _write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_pct: float = 5.0) -> list:
     """Write the report files into ``out_dir``; returns the lines to print (tables, variants, files written).
 
     The reward-error table is written once per PTQ variant in the store (seed, episodes, grid options, layer mode),
