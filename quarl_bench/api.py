@@ -365,7 +365,7 @@ def mixed_ladder(bits: Sequence[str], search_seeds: Sequence[int], verify_seeds:
 
     :raises QuarlError: for no precision below fp32, or verify seeds that overlap the search seeds.
     """
-    from quarl_bench.types import precision_bits
+    from quarl_bench.precision import precision_bits
 
     ladder = sorted(dict.fromkeys(p for p in bits if p != "fp32"), key=lambda p: -precision_bits(p))
     if not ladder:

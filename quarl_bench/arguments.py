@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.precision import help_text, parse_precision
 from quarl_bench.types import (
     ACT_CALIBRATION_METHODS,
     ALGOS,
@@ -15,10 +16,8 @@ from quarl_bench.types import (
     GRANULARITIES,
     GROUP_SIZES,
     LAYER_MODES,
-    PRECISION_HELP,
     PRUNE_STRUCTURES,
     PTQ_ROUNDING,
-    parse_precision,
 )
 
 
@@ -36,7 +35,7 @@ def named_precision(name: str):
         try:
             return parse_precision(value)
         except QuarlError:
-            raise argparse.ArgumentTypeError(f"bad {name} {value!r}: expected {PRECISION_HELP}") from None
+            raise argparse.ArgumentTypeError(f"bad {name} {value!r}: expected {help_text()}") from None
 
     return parse
 

@@ -227,7 +227,7 @@ def select(
 ) -> list[GridCell]:
     """The cells matching every given filter (env names may be aliases, precisions any accepted spelling);
     ``episodes`` overrides every cell's episode count."""
-    from quarl_bench.types import parse_precision
+    from quarl_bench.precision import parse_precision
     from quarl_bench.zoo.envs import resolve_env_id
 
     env_ids = {resolve_env_id(e) for e in envs} if envs else None

@@ -20,7 +20,8 @@ import pandas as pd
 
 from quarl_bench.agent_names import row_agent_name
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import FLOAT_PRECISIONS, QUANTIZER_VERSION, EvalResult, QuantSpec
+from quarl_bench.precision import FLOAT_PRECISIONS
+from quarl_bench.types import QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
 SCHEMA_VERSION = 8  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;

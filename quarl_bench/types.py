@@ -8,9 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
 
-FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
-MIN_BITS, MAX_BITS = 2, 32
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ON_POLICY_ALGOS = ("ppo", "a2c")  # what quantized rollouts train
 ROLLOUT_CORRECTIONS = (
@@ -33,9 +32,6 @@ BACKEND_PRECISIONS = {
     "torchao-int8": "int8",
 }
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (deploy)
-# Number formats beyond integers (quant/formats.py): precisions of their own, for weights and activations alike.
-FORMATS = ("fp8-e4m3", "fp8-e5m2", "mxfp4", "mxfp6", "mxfp8", "nvfp4")
-FORMAT_BITS = {"fp8-e4m3": 8, "fp8-e5m2": 8, "mxfp4": 4, "mxfp6": 6, "mxfp8": 8, "nvfp4": 4}
 # PTQ beyond round-to-nearest weights (quant/activations.py, quant/calibrated.py, quant/prune.py).
 ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse")
 PTQ_ROUNDING = ("rtn", "gptq", "learned-round")
@@ -68,32 +64,6 @@ ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
 FOREIGN_ALGOS = ("torch-module", "onnx")
 ACTORQ_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # ActorQ learners: DQN for discrete actions, the others continuous
 DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)
-PRECISION_HELP = f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(FLOAT_PRECISIONS + FORMATS)}"
-
-
-def parse_precision(value: str | int) -> str:
-    """Normalise a precision: ``"8"``/``8`` -> ``"int8"``; ``32`` is the unquantized ``"fp32"``.
-
-    :raises QuarlError: naming the value and the accepted ones.
-    """
-    text = str(value).strip().lower()
-    if text in FLOAT_PRECISIONS or text in FORMATS:
-        return text
-    digits = text.removeprefix("int")
-    if digits.isdigit() and MIN_BITS <= int(digits) <= MAX_BITS:
-        return "fp32" if int(digits) == 32 else f"int{int(digits)}"
-    raise QuarlError(f"bad precision '{value}': expected {PRECISION_HELP}")
-
-
-def precision_bits(precision: str) -> int:
-    """Bits per weight of a normalised precision (fp16/bf16 -> 16, fp32 -> 32, mxfp4 -> 4; scales not counted)."""
-    if precision in FORMAT_BITS:
-        return FORMAT_BITS[precision]
-    if precision == "fp32":
-        return 32
-    if precision in ("fp16", "bf16"):
-        return 16
-    return int(precision.removeprefix("int"))
 
 
 @dataclass(frozen=True)
@@ -174,7 +144,7 @@ class QuantSpec:
             raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(METHODS)}")
         if self.layers not in LAYER_MODES:
             raise QuarlError(f"bad layers {self.layers!r}: expected one of {', '.join(LAYER_MODES)}")
-        if not self.precision.startswith("int"):
+        if not self.number_format.is_int:
             object.__setattr__(self, "group_size", 0)
             object.__setattr__(self, "granularity", "auto")
             object.__setattr__(self, "symmetric", False)
@@ -209,7 +179,7 @@ class QuantSpec:
             try:
                 value = parse_precision(value)
             except QuarlError:
-                raise QuarlError(f"bad {name.replace('_', ' ')} '{value}': expected {PRECISION_HELP}") from None
+                raise QuarlError(f"bad {name.replace('_', ' ')} '{value}': expected {help_text()}") from None
             object.__setattr__(self, name, "" if value == "fp32" else value)
         if self.group_size and self.group_size not in GROUP_SIZES:
             raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
@@ -225,7 +195,7 @@ class QuantSpec:
             object.__setattr__(self, "prune_structure", "unstructured")
         if self.precision == "fp32":
             object.__setattr__(self, "ptq", "rtn")  # nothing is rounded
-        elif self.ptq != "rtn" and not self.precision.startswith("int"):
+        elif self.ptq != "rtn" and not self.number_format.is_int:
             raise QuarlError(
                 f"bad ptq method {self.ptq!r} for {self.precision}: calibrated rounding needs an integer width"
             )
@@ -272,6 +242,11 @@ class QuantSpec:
         elif self.calibrated:
             parts.append(f"cal{self.calibration_states}")
         return " ".join(parts)
+
+    @property
+    def number_format(self) -> Precision:
+        """The precision as a registry value (:mod:`quarl_bench.precision`): ask it, not its name."""
+        return precision(self.precision)
 
     @property
     def bits(self) -> int:

@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.precision import precision_bits
 from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.statistics.wording import safe_width_text
-from quarl_bench.types import AgentRef, Job, QuantSpec, precision_bits
+from quarl_bench.types import AgentRef, Job, QuantSpec
 
 CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
@@ -214,7 +215,7 @@ def batch_seed(seed: int, batch: int) -> int:
 def spec_name(spec: QuantSpec) -> str:
     """How a verdict names its precision: the precision, with its grid and recipe where they differ from plain RTN."""
     parts = ["/".join(spec.layer_precisions) if spec.layer_precisions else spec.precision]
-    if spec.precision.startswith("int") and spec.granularity != "auto":
+    if spec.number_format.is_int and spec.granularity != "auto":
         parts.append(spec.granularity)
     if spec.symmetric:
         parts.append("symmetric")

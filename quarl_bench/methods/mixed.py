@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from quarl_bench.types import QuantSpec, precision_bits
+from quarl_bench.precision import precision_bits
+from quarl_bench.types import QuantSpec
 
 
 def one_layer_spec(n_layers: int, layer: int, precision: str) -> QuantSpec:

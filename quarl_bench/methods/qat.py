@@ -44,7 +44,7 @@ class QATConfig:
         check_algo(self.algo)
         spec = QuantSpec(self.precision, method="qat")
         object.__setattr__(self, "precision", spec.precision)
-        if spec.precision.startswith("int") and spec.bits not in QAT_BITS:
+        if spec.number_format.is_int and spec.bits not in QAT_BITS:
             raise QuarlError(f"bad QAT bits {spec.bits}: expected one of {', '.join(map(str, QAT_BITS))}")
         if spec.is_identity:
             raise QuarlError("bad QAT precision 'fp32': expected a quantized precision (2-8, 16, fp16, bf16)")

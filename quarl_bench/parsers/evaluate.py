@@ -18,9 +18,7 @@ from quarl_bench.arguments import (
     tolerance,
 )
 from quarl_bench.parsers import Subcommands
-from quarl_bench.types import (
-    PRECISION_HELP,
-)
+from quarl_bench.precision import help_text
 
 
 def add_run(commands: Subcommands) -> None:
@@ -32,7 +30,7 @@ def add_run(commands: Subcommands) -> None:
         type=precision_arg,
         default=["int8"],
         metavar="P",
-        help=f"precision(s): {PRECISION_HELP}; 32 is the unquantized policy (default 8)",
+        help=f"precision(s): {help_text()}; 32 is the unquantized policy (default 8)",
     )
     add_spec(run)
     add_recipe(run)
@@ -62,7 +60,7 @@ def add_certify(commands: Subcommands) -> None:
         type=precision_arg,
         default=["fp16", "int8", "int6", "int5", "int4", "int3", "int2"],
         metavar="P",
-        help=f"precisions to certify, walked from the widest down: {PRECISION_HELP} (default fp16 8 6 5 4 3 2)",
+        help=f"precisions to certify, walked from the widest down: {help_text()} (default fp16 8 6 5 4 3 2)",
     )
     add_spec(certify)
     add_recipe(certify)

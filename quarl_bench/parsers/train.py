@@ -14,13 +14,8 @@ from quarl_bench.arguments import (
     widths,
 )
 from quarl_bench.parsers import Subcommands
-from quarl_bench.types import (
-    ACTORQ_ALGOS,
-    ALGOS,
-    PRECISION_HELP,
-    ROLLOUT_BACKENDS,
-    ROLLOUT_CORRECTIONS,
-)
+from quarl_bench.precision import help_text
+from quarl_bench.types import ACTORQ_ALGOS, ALGOS, ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
 
 
 def add_qat(commands: Subcommands) -> None:
@@ -148,7 +143,7 @@ def add_rollout(commands: Subcommands) -> None:
         type=precision_arg,
         default=None,
         metavar="P",
-        help=f"behaviour policy precision(s): {PRECISION_HELP} (default int8)",
+        help=f"behaviour policy precision(s): {help_text()} (default int8)",
     )
     rollout.add_argument(
         "--correction",

@@ -20,10 +20,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from quarl_bench.precision import precision as number_format
 from quarl_bench.quant.affine import activation_grid
 from quarl_bench.quant.formats import FP8_DTYPES, format_round_trip
 from quarl_bench.quant.layers import acting_layers
-from quarl_bench.types import FORMATS, QuantSpec
+from quarl_bench.types import QuantSpec
 
 PERCENTILE = 99.99  # the percentile method's upper bound (its lower bound: 100 - PERCENTILE)
 MSE_SHRINKS = np.linspace(1.0, 0.3, 15)  # fractions of the min-max range the mse method tries
@@ -82,11 +83,12 @@ def quantize_activation(x: torch.Tensor, precision: str, bounds: Range) -> torch
     """``x`` at ``precision`` with the calibrated ``bounds`` (unused by MX/NVFP4, whose scales are per block)."""
     if precision in FP8_DTYPES:
         return format_round_trip(x, precision, torch.maximum(bounds.low.abs(), bounds.high.abs()).max())
-    if precision in FORMATS:
-        return format_round_trip(x, precision)
-    if precision in ("fp16", "bf16"):
-        return x.to(getattr(torch, "float16" if precision == "fp16" else "bfloat16")).to(x.dtype)
-    return activation_grid(x, bounds.low, bounds.high, int(precision.removeprefix("int")))
+    kind = number_format(precision)
+    if kind.is_format:
+        return kind.round_trip(x)
+    if kind.is_float:
+        return kind.round_trip(x)
+    return activation_grid(x, bounds.low, bounds.high, kind.bits)
 
 
 def calibrate(values: torch.Tensor, precision: str, method: str, per_feature: bool) -> Range:

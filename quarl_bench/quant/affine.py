@@ -154,3 +154,18 @@ def activation_grid(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, bits
     zero_point = torch.round(-low / step)
     codes = torch.clamp(torch.round(x / step) + zero_point, 0, 2**bits - 1)
     return (codes - zero_point) * step
+
+
+def grid_round_trip(weight: torch.Tensor, name: str) -> torch.Tensor:
+    """``weight`` on QuaRL's per-tensor grid of the integer precision ``name`` (``int4``): its registry round trip
+    (:mod:`quarl_bench.precision`)."""
+    from quarl_bench.precision import precision
+
+    return fake_quant(weight, precision(name).bits)
+
+
+def cast_round_trip_named(weight: torch.Tensor, name: str) -> torch.Tensor:
+    """``weight`` cast to the float precision ``name`` (``fp16``, ``bf16``) and back, fp32 itself: the registry's
+    round trip of the float precisions."""
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    return weight if name == "fp32" else cast_round_trip(weight, dtypes[name])

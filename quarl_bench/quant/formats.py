@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from quarl_bench.types import FORMATS
+from quarl_bench.precision import FORMATS
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class _QATMixin:
 
     def _qat_output(self, output: torch.Tensor) -> torch.Tensor:
         switch = self.qat_switch
-        if switch.enabled and switch.quantize_activations and switch.spec.precision.startswith("int"):
+        if switch.enabled and switch.quantize_activations and switch.spec.number_format.is_int:
             return fake_quant(output, switch.spec.bits)
         return output
 

@@ -7,13 +7,12 @@ import torch
 from stable_baselines3.common.policies import BasePolicy
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.quant.affine import as_groups, cast_round_trip, fake_quant, group_grid, quant_step
-from quarl_bench.quant.formats import format_round_trip, format_scale_bits
+from quarl_bench.quant.affine import as_groups, fake_quant, group_grid, quant_step
+from quarl_bench.quant.formats import format_scale_bits
 from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.quant.prune import prune_acting
-from quarl_bench.types import FORMATS, LayerStats, QuantSpec
+from quarl_bench.types import LayerStats, QuantSpec
 
-_FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # calibrated rounding and activation hooks need torch layers that really run
 ONNX_REFUSAL = (
     "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
@@ -25,12 +24,11 @@ PROFILE_BINS = 100
 
 def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> torch.Tensor:
     """The fake-quantized tensor for ``spec`` (the op QAT reuses); identity for fp32."""
-    if spec.precision == "fp32":
-        return weight
-    if spec.precision in _FLOAT_DTYPES:
-        return cast_round_trip(weight, _FLOAT_DTYPES[spec.precision])
-    if spec.precision in FORMATS:
-        return weight + (format_round_trip(weight.detach(), spec.precision) - weight).detach()
+    number_format = spec.number_format
+    if number_format.is_float:
+        return number_format.round_trip(weight)
+    if number_format.is_format:  # straight through: QAT's gradient passes the rounding unchanged
+        return weight + (number_format.round_trip(weight.detach()) - weight).detach()
     per_channel = _per_channel(spec, is_conv)
     return fake_quant(weight, spec.bits, per_channel=per_channel, symmetric=spec.symmetric, group_size=spec.group_size)
 
@@ -109,7 +107,7 @@ def acting_bytes(policy: BasePolicy, spec: QuantSpec) -> int:
             weight_bits += weight.numel()
         if layer_spec.group_size:
             weight_bits += len(as_groups(weight, layer_spec.group_size)[0]) * 32
-        if layer_spec.precision in FORMATS:
+        if layer_spec.number_format.is_format:
             weight_bits += format_scale_bits(layer_spec.precision, weight.numel())
         total_bits += -(-weight_bits // 8) * 8
         if module.bias is not None:
@@ -149,9 +147,9 @@ def layer_stats(
 ) -> LayerStats:
     """Weight range, mean grid step, MSE and histogram KL(fp32 || quantized) of one tensor."""
     step = 0.0
-    if spec.precision.startswith("int") and spec.group_size:
+    if spec.number_format.is_int and spec.group_size:
         step = float(group_grid(as_groups(original, spec.group_size)[0], spec.bits, spec.symmetric)[0].mean())
-    elif spec.precision.startswith("int"):
+    elif spec.number_format.is_int:
         step = float(quant_step(original, spec.bits, _per_channel(spec, is_conv), spec.symmetric).mean())
     return LayerStats(
         name=name,

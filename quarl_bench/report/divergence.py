@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
-from quarl_bench.types import file_name, precision_bits
+from quarl_bench.precision import precision_bits
+from quarl_bench.types import file_name
 
 
 def fidelity_summary(rows: pd.DataFrame) -> pd.DataFrame:

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
+from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import stratified_bootstrap_ci
 from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
-from quarl_bench.types import file_name, precision_bits
+from quarl_bench.types import file_name
 
 
 def _quantized_layer(row: pd.Series) -> tuple[int, str] | None:

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
+from quarl_bench.precision import is_int, precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.statistics.wording import safe_width_text
-from quarl_bench.types import precision_bits
 
 AGENT = ["algo", "env", "agent"]
 ACTIVATION_TOKEN = re.compile(r"^(a|obs|out)(\d|fp|bf|mx|nv)")  # a8, obs6, out8, afp8-e4m3, ...
@@ -38,7 +38,7 @@ def method_of(spec: str, precision: str) -> str | None:
         return None
     if precision.startswith("mx"):
         return "MX (mxfp8/6/4)" if tokens == ["default"] else None
-    if not precision.startswith("int"):
+    if not is_int(precision):
         return precision if tokens == ["default"] and precision != "fp32" else None
     rounding = "GPTQ" if "gptq" in tokens else "learned rounding" if "learned-round" in tokens else "RTN"
     rest = [t for t in tokens if t not in ("gptq", "learned-round", "default")]
@@ -195,13 +195,13 @@ def heatmap_table(statistics: pd.DataFrame) -> pd.DataFrame:
     for _, row in statistics.iterrows():
         tokens = [t for t in row["spec"].split() if not CALIBRATION_TOKEN.match(t)]
         inputs = [INTEGER_INPUT.match(t) for t in tokens]
-        if tokens == ["default"] and row["precision"].startswith("int"):
+        if tokens == ["default"] and is_int(row["precision"]):
             kind, width = "A", 32  # weights only: the column of fp32 inputs
         elif len(tokens) == 1 and inputs[0] and inputs[0].group(1) != "out":
             kind, width = ("A" if inputs[0].group(1) == "a" else "obs"), int(inputs[0].group(2))
         else:
             continue  # the reference, formats, other options (groups, rounding, pruning), or several inputs at once
-        if row["precision"] != "fp32" and not row["precision"].startswith("int"):
+        if row["precision"] != "fp32" and not is_int(row["precision"]):
             continue
         fp32 = float(row["fp32 mean"])
         records.append(

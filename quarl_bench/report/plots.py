@@ -10,6 +10,7 @@ from pathlib import Path
 import matplotlib
 
 from quarl_bench.agent_names import name_of
+from quarl_bench.precision import is_int
 from quarl_bench.statistics.wording import safe_width_text
 
 matplotlib.use("Agg")
@@ -18,7 +19,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
-FIGURE_FORMATS = ("svg", "png", "pdf")
 _formats: list[tuple[str, ...]] = [("svg", "png")]  # what save_figure writes (report --formats)
 
 
@@ -60,7 +60,7 @@ def integer_curves(selected: pd.DataFrame) -> dict[tuple[str, str], tuple[pd.Dat
     curves = {}
     for reference_key, group in selected.groupby("reference_key"):
         fp32 = group[group["precision"] == "fp32"]
-        ints = group[group["precision"].str.startswith("int")].sort_values("bits")
+        ints = group[group["precision"].map(is_int)].sort_values("bits")
         if len(fp32) and len(ints) >= 2:
             curves[(fp32["algo"].iloc[0], labels[reference_key])] = (ints, float(fp32["mean_reward"].iloc[0]))
     return curves

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
+from quarl_bench.precision import is_int
 from quarl_bench.report.console import spec_extras
 from quarl_bench.report.estimators import (
     iqm,
@@ -215,7 +216,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.
     rule as ``certify``, read once on a fixed-n interval instead of a confidence sequence."""
     if statistics.empty:
         return pd.DataFrame()
-    ints = statistics[statistics["precision"].str.startswith("int")]
+    ints = statistics[statistics["precision"].map(is_int)]
     records = []
     for (algo, env, agent, episodes, noise, spec, seeds), group in ints.groupby(
         ["algo", "env", "agent", "episodes", "obs noise", "spec", "seed list"]

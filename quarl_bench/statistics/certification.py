@@ -52,7 +52,7 @@ def family(spec: QuantSpec) -> str:
     float format family (fp8-e4m3, fp8-e5m2, MX, NVFP4). Each family has its own certified minimum."""
     if spec.precision.startswith("mx"):
         kind = "MX"
-    elif spec.precision.startswith("int") or spec.precision in ("fp16", "bf16", "fp32"):
+    elif not spec.number_format.is_format:  # integer widths and the float casts share one ladder
         kind = "int"
     else:
         kind = spec.precision

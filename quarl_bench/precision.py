@@ -1,0 +1,135 @@
+"""Precisions as values: one registry of every number format a policy can be quantized to.
+
+Code asks a :class:`Precision` what it is (``p.is_int``, ``p.bits``, ``p.round_trip(w)``), never its name's
+prefix: a name such as ``int4-nf4`` cannot be taken for an integer width by accident, and an unknown name is
+refused here, with the accepted ones. Importing this module costs no torch (the CLI parses ``--bits`` with it);
+each round trip names the function that does it and is imported when used.
+
+Adding a format: its round trip (a function of ``quant/formats.py``), one :func:`register` line below naming it,
+and its test; every command, grid, report and the store then take it by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+
+MIN_BITS, MAX_BITS = 2, 32
+KINDS = ("float", "int", "format")  # an IEEE cast (fp32/fp16/bf16); an integer grid; a scaled minifloat format
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A number format weights (and activations) are stored in.
+
+    :param kind: ``float`` (fp32, fp16, bf16: a cast), ``int`` (an integer grid of 2**bits codes, its options in the
+        QuantSpec) or ``format`` (fp8, MX, NVFP4: minifloat elements under shared scales).
+    :param bits: bits per element.
+    :param scale_bits: bits of shared scales per element (MX: one 8-bit exponent per 32 values = 0.25).
+    :param round_trip_at: ``module:function(tensor, name)`` that stores a tensor in this format and reads it back.
+    """
+
+    name: str
+    kind: str
+    bits: int
+    scale_bits: float = 0.0
+    round_trip_at: str = ""
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_format(self) -> bool:
+        return self.kind == "format"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Storage per weight with its scales counted (an integer grid's per-tensor scale rounds to 0)."""
+        return self.bits + self.scale_bits
+
+    def round_trip(self, tensor: Any) -> Any:
+        """``tensor`` stored at this precision and read back (integers: QuaRL's per-tensor grid)."""
+        module, _, function = self.round_trip_at.partition(":")
+        return getattr(importlib.import_module(module), function)(tensor, self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_REGISTRY: dict[str, Precision] = {}
+
+
+def register(entry: Precision) -> Precision:
+    """Make ``entry`` a precision every command and grid accepts by its name."""
+    if entry.kind not in KINDS:
+        raise ValueError(f"bad kind {entry.kind!r} for {entry.name}: expected one of {', '.join(KINDS)}")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def names(kind: str | None = None) -> tuple[str, ...]:
+    """The registered names (of one kind), in registration order; integer widths are not listed one by one."""
+    return tuple(name for name, entry in _REGISTRY.items() if kind is None or entry.kind == kind)
+
+
+def help_text() -> str:
+    return f"an integer {MIN_BITS}-{MAX_BITS}, or one of {', '.join(names())}"
+
+
+def precision(value: str | int | Precision) -> Precision:
+    """The precision a user means: ``8``/``"8"``/``"int8"`` -> int8, ``32`` -> fp32, a registered name -> itself.
+
+    :raises QuarlError: naming the value and the accepted ones.
+    """
+    if isinstance(value, Precision):
+        return value
+    text = str(value).strip().lower()
+    if text in _REGISTRY:
+        return _REGISTRY[text]
+    digits = text[3:] if text.startswith("int") else text  # the one place a name's prefix is read
+    if digits.isdigit() and MIN_BITS <= int(digits) <= MAX_BITS:
+        width = int(digits)
+        if width == 32:
+            return _REGISTRY["fp32"]
+        return Precision(f"int{width}", "int", width, 0.0, "quarl_bench.quant.affine:grid_round_trip")
+    raise QuarlError(f"bad precision '{value}': expected {help_text()}")
+
+
+def parse_precision(value: str | int) -> str:
+    """A precision's normalised name (what specs and the store hold)."""
+    return precision(value).name
+
+
+def precision_bits(name: str) -> int:
+    """Bits per element of a precision (fp16 -> 16, mxfp4 -> 4; scales not counted)."""
+    return precision(name).bits
+
+
+def is_int(name: str) -> bool:
+    """Whether a stored precision name is an integer width (for filtering table rows)."""
+    return precision(name).is_int
+
+
+CAST = "quarl_bench.quant.affine:cast_round_trip_named"
+for _name, _bits in (("fp32", 32), ("fp16", 16), ("bf16", 16)):
+    register(Precision(_name, "float", _bits, 0.0, CAST))
+FORMAT_ROUND_TRIP = "quarl_bench.quant.formats:format_round_trip"
+for _name, _bits, _scale in (
+    ("fp8-e4m3", 8, 0.0),  # one fp32 scale per tensor
+    ("fp8-e5m2", 8, 0.0),
+    ("mxfp4", 4, 8 / 32),  # an E8M0 exponent per 32 values
+    ("mxfp6", 6, 8 / 32),
+    ("mxfp8", 8, 8 / 32),
+    ("nvfp4", 4, 8 / 16),  # an e4m3 scale per 16 values (and one fp32 per tensor)
+):
+    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP))
+FLOAT_PRECISIONS = names("float")
+FORMATS = names("format")
