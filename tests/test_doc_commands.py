@@ -1,7 +1,7 @@
 """Every ``quarl-bench`` command written in the README, the docs and the grids' YAML comments parses with today's
 flags, names grids that resolve from any folder, and (all but the training and cluster ones) runs as written from a
 folder outside the checkout, with only the episode and timestep counts made tiny. The user's files the docs name
-(``my_agent.zip``, ``my_pkg``, ``policy.onnx``, ``cleanrl_agent.py``, ``../shared/zoo``) are made there first."""
+(``my_agent.zip``, ``my_pkg``, ``policy.onnx``, ``cleanrl_agent.py``, the zoo folder) are made there first."""
 
 from __future__ import annotations
 
@@ -101,6 +101,7 @@ def arguments(command: str) -> list[str]:
 
 def test_the_docs_write_many_commands_and_name_no_missing_page() -> None:
     assert len(COMMANDS) > 60  # the extraction finds them
+    assert "../shared" not in (ROOT / "README.md").read_text()  # a reader has no such neighbour folder
     for path in DOCS:
         for target in LINK.findall(path.read_text()):
             assert (path.parent / target).exists(), f"{path.name} links {target}, which is not in the repository"
@@ -148,6 +149,7 @@ def test_the_written_commands_run_from_a_folder_of_their_own(cli, zoo: Path, tmp
     (tmp_path / "shared" / "zoo").symlink_to(zoo)
     work = tmp_path / "work"
     work.mkdir()
+    (work / "rl-trained-agents").symlink_to(zoo)  # the README's `git clone` of the zoo
     monkeypatch.chdir(work)
     monkeypatch.setenv("QUARL_ZOO", str(zoo))  # the machine's zoo, for commands that name no --folder
     (work / "my_pkg.py").write_text(textwrap.dedent(MY_PKG))
