@@ -90,9 +90,9 @@ def _object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path)
     import torch
     from stable_baselines3.common.base_class import BaseAlgorithm
 
-    from quarl_bench.zoo.agents import saved_data
     from quarl_bench.zoo.foreign import register_module
     from quarl_bench.zoo.model_file import algo_of_zip, model_ref, weights_hash
+    from quarl_bench.zoo.sb3_zip import saved_data
 
     if isinstance(model, BaseAlgorithm):
         state = model.policy.state_dict()

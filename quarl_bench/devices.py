@@ -1,4 +1,5 @@
-"""Where training runs: the one rule for ``--device`` (amp) and ``--learner-device`` (actorq)."""
+"""Where training runs: the one rule for ``--device`` (amp) and ``--learner-device`` (actorq), and the one torch
+thread each worker process keeps."""
 
 from __future__ import annotations
 
@@ -15,3 +16,14 @@ def training_device(requested: str | None, flag: str = "device") -> str:
     if requested == "cuda" and not torch.cuda.is_available():
         raise QuarlError(f"bad {flag} 'cuda': no GPU is visible to torch here; expected cpu")
     return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def one_torch_thread() -> None:
+    """Workers already fill the cores; torch's own intra-op threads on top of them made PPO training 10x slower
+    here (each worker's threads spin and wait for a core held by the other worker). Library chatter off, too."""
+    import torch
+
+    from quarl_bench.zoo.quiet import silence_library_warnings
+
+    silence_library_warnings()
+    torch.set_num_threads(1)

@@ -14,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any, Protocol
 
+from quarl_bench.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
 from quarl_bench.runner import Work, evaluations, run_work
 from quarl_bench.store import ResultStore
@@ -52,17 +53,6 @@ def run_all(
                 on_tick()
     finally:
         executor.close()
-
-
-def one_torch_thread() -> None:
-    """Workers already fill the cores; torch's own intra-op threads on top of them made PPO training 10x slower
-    here (each worker's threads spin and wait for a core held by the other worker). Library chatter off, too."""
-    import torch
-
-    from quarl_bench.zoo.quiet import silence_library_warnings
-
-    silence_library_warnings()
-    torch.set_num_threads(1)
 
 
 def default_workers() -> int:

@@ -207,7 +207,7 @@ def rollout_result(work: RolloutWork) -> EvalResult:
 
 def run_rollout_in_worker(work: RolloutWork, store_path: str, force: bool) -> list[dict[str, Any]]:
     """Local executor entry point: one run, its row stored."""
-    from quarl_bench.executors import one_torch_thread
+    from quarl_bench.devices import one_torch_thread
     from quarl_bench.store import ResultStore
 
     one_torch_thread()
@@ -221,7 +221,7 @@ def run_rollout_in_worker(work: RolloutWork, store_path: str, force: bool) -> li
 
 def rollout_remotely(work: RolloutWork) -> list[EvalResult]:
     """Ray entry point: one run's result, stored by the driver."""
-    from quarl_bench.executors import one_torch_thread
+    from quarl_bench.devices import one_torch_thread
 
     one_torch_thread()
     return [rollout_result(work)]

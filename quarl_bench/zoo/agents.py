@@ -21,6 +21,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import ALGOS, FOREIGN_ALGOS, AgentRef, file_name
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, files_hash, stats_dir
+from quarl_bench.zoo.sb3_zip import saved_action_space, saved_data, saved_observation_shape
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
@@ -246,36 +247,6 @@ def check_observation_layout(ref: AgentRef) -> None:
             f"agent {ref.algo}/{ref.saved_env_id} cannot run on {ref.env_id}: {' '.join(reason.split())}; "
             f"expected an agent saved for {ref.env_id}"
         )
-
-
-def saved_data(zip_path: Path) -> dict[str, Any]:
-    """An SB3 zip's ``data`` JSON (its saved attributes), read without loading the model; {} if unreadable."""
-    try:
-        with zipfile.ZipFile(zip_path) as archive:
-            data = json.loads(archive.read("data"))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def saved_observation_shape(zip_path: Path) -> tuple[int, ...] | None:
-    """The observation shape an SB3 zip was saved with."""
-    space = saved_data(zip_path).get("observation_space")
-    shape = space.get("_shape", space.get("shape")) if isinstance(space, dict) else None
-    return tuple(int(n) for n in shape) if isinstance(shape, list) else None
-
-
-def saved_action_space(zip_path: Path) -> str | None:
-    """The action space an SB3 zip was saved with, as :func:`action_text` writes it (None if unreadable)."""
-    space = saved_data(zip_path).get("action_space")
-    if not isinstance(space, dict):
-        return None
-    if isinstance(space.get("n"), int | str) and str(space["n"]).isdigit():
-        return f"Discrete({int(space['n'])})"
-    shape = space.get("_shape", space.get("shape"))
-    return (
-        f"Box{tuple(int(n) for n in shape)}" if isinstance(shape, list) and "Box" in str(space.get(":type:")) else None
-    )
 
 
 def action_text(space) -> str:

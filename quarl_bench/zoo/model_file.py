@@ -74,7 +74,7 @@ def model_ref(
 
     :raises QuarlError: for a missing file, a file that is neither, or a bad ``--algo``/``--vecnormalize``.
     """
-    from quarl_bench.zoo.agents import saved_data
+    from quarl_bench.zoo.sb3_zip import saved_data
 
     path = Path(model).expanduser().resolve()
     if not path.is_file():
