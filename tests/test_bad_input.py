@@ -45,14 +45,14 @@ def assert_one_line_error(result: tuple[int, str, str], *fragments: str) -> None
 
 
 @pytest.mark.parametrize("bits", ["0", "1", "33", "abc"])
-def test_bad_bits(cli, zoo: Path, store: Path, bits: str) -> None:
+def test_bad_bits(cli, store: Path, bits: str) -> None:  # refused by argparse: no zoo needed
     before = file_digest(store)
-    result = cli("run", *CARTPOLE, "--bits", bits, "--folder", zoo, "--store", store)
+    result = cli("run", *CARTPOLE, "--bits", bits, "--store", store)
     assert_one_line_error(result, repr(bits), "an integer 2-32", "fp16")
     assert file_digest(store) == before
 
 
-def test_unknown_algo(cli, zoo: Path, store: Path) -> None:
+def test_unknown_algo(cli, store: Path) -> None:
     before = file_digest(store)
     assert_one_line_error(
         cli("run", "--algo", "trpo", "--env", "CartPole-v1", "--store", store), "'trpo'", "ppo", "qrdqn"
@@ -60,9 +60,9 @@ def test_unknown_algo(cli, zoo: Path, store: Path) -> None:
     assert file_digest(store) == before
 
 
-def test_unknown_env(cli, zoo: Path, store: Path) -> None:
+def test_unknown_env(cli, tmp_path: Path, store: Path) -> None:
     before = file_digest(store)
-    result = cli("run", "--algo", "ppo", "--env", "Brekout", "--folder", zoo, "--store", store)
+    result = cli("run", "--algo", "ppo", "--env", "Brekout", "--folder", tmp_path, "--store", store)
     assert_one_line_error(result, "'Brekout'", "Breakout")
     assert file_digest(store) == before
 
@@ -139,16 +139,16 @@ def test_bad_actorq_input(cli, store: Path, flags: tuple[str, ...], fragments: t
     assert file_digest(store) == before
 
 
-def test_store_that_is_not_sqlite(cli, zoo: Path, tmp_path: Path) -> None:
+def test_store_that_is_not_sqlite(cli, tmp_path: Path) -> None:  # refused before any agent is looked for
     store = tmp_path / "results.sqlite"
     store.write_bytes(b"PK\x03\x04 not a database")
     before = file_digest(store)
-    assert_one_line_error(cli("run", *CARTPOLE, "--folder", zoo, "--store", store), "is not an SQLite database")
+    assert_one_line_error(cli("run", *CARTPOLE, "--folder", tmp_path, "--store", store), "is not an SQLite database")
     assert_one_line_error(cli("report", "--store", store), "is not an SQLite database")
     assert file_digest(store) == before
 
 
-def test_locked_store(cli, zoo: Path, store: Path) -> None:
+def test_locked_store(cli, store: Path) -> None:
     import sqlite3
 
     holder = sqlite3.connect(store, isolation_level=None)

@@ -59,11 +59,12 @@ def test_e5m2_rounding_matches_torch_float8() -> None:
 
 
 def test_fp8_scales_per_tensor_and_saturates_at_the_calibrated_range() -> None:
+    # scale 4 / 448: the weights become -224, 11.2, 112 and 448 in e4m3 units; 11.2 lies in [8, 16), whose step is
+    # 1, so it is stored as 11, read back as 11 * 4 / 448; the others are e4m3 values and come back exactly
     weight = torch.tensor([-2.0, 0.1, 1.0, 4.0])
-    scale = 4.0 / 448
-    expected = (weight / scale).to(torch.float8_e4m3fn).float() * scale
-    assert torch.equal(fp8_round_trip(weight, "fp8-e4m3"), expected)
-    assert fp8_round_trip(weight, "fp8-e4m3")[-1] == 4.0  # the maximum maps exactly onto 448
+    out = fp8_round_trip(weight, "fp8-e4m3")
+    assert out.tolist() == pytest.approx([-2.0, 11 * 4 / 448, 1.0, 4.0], rel=1e-6)
+    assert out[-1] == 4.0  # the maximum maps exactly onto 448
     # a calibrated range of 1: values beyond it saturate (a plain cast would give NaN)
     clipped = fp8_round_trip(torch.tensor([5.0, -9.0]), "fp8-e4m3", torch.tensor(1.0))
     assert clipped.tolist() == [1.0, -1.0]
@@ -100,10 +101,11 @@ def test_nvfp4_scales_each_16_values_in_fp8() -> None:
     x[0, :16] = torch.linspace(-3, 3, 16)
     x[0, 16] = 600.0  # sets the tensor scale: 600 / (448 * 6)
     out = nvfp4_round_trip(x)
-    global_scale = 600.0 / (448 * 6)
-    block_scale = torch.tensor(3.0 / 6 / global_scale).to(torch.float8_e4m3fn).float() * global_scale
-    expected = round_minifloat(x[0, :16] / block_scale, E2M1) * block_scale
-    assert torch.allclose(out[0, :16], expected)
+    # tensor scale g = 600 / (448 * 6); block 1's amax 3 asks for a block scale of 3 / 6 / g = 2.24, which e4m3
+    # stores as 2.25 (its step in [2, 4) is 0.25). The values -3, -2.6, ..., 3 over 2.25 g = 0.5022 are -5.97,
+    # -5.18, -4.38, -3.58, -2.79, -1.99, -1.19, -0.40 (and mirrored), whose nearest e2m1 codes are:
+    codes = torch.tensor([-6, -6, -4, -4, -3, -2, -1, -0.5, 0.5, 1, 2, 3, 4, 4, 6, 6])
+    assert torch.allclose(out[0, :16], codes * 2.25 * 600.0 / (448 * 6))
     assert out[0, 16] == pytest.approx(600.0, rel=1e-6)  # the block maximum lands on 6 x its scale
     assert torch.equal(nvfp4_round_trip(torch.zeros(3, 16)), torch.zeros(3, 16))
 
