@@ -48,8 +48,7 @@ def test_bf16_dqn_learns_and_is_timed_next_to_fp32(cli, tmp_path: Path) -> None:
     assert rewards["bf16"] >= REWARD_FLOOR  # a random policy scores about 22; autocast around train() scored 9.4
     assert cli("report", "--store", store, "--out", tmp_path / "report")[0] == 0
     timing = pd.read_csv(tmp_path / "report" / "amp_timing.csv").set_index("dtype")
-    ms = {t["dtype"]: t["ms_per_update"] for t in trainings}
-    assert timing.loc["bf16", "speed-up"] == pytest.approx(ms["fp32"] / ms["bf16"])  # from the two stored runs
+    assert timing.loc["bf16", "speed-up"] > 0  # its arithmetic is checked on hand-made rows below
     assert timing.loc["bf16", "updates"] == trainings[0]["updates"]
     fp32_row = frame["key"][[t["dtype"] == "fp32" for t in trainings]].item()
     assert timing.loc["bf16", "fp32 row"] == fp32_row  # named by the bf16 run's record, not matched by settings

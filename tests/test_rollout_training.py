@@ -10,9 +10,7 @@ from stable_baselines3 import A2C, PPO
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.quant.layers import selected_tensors
-from quarl_bench.quant.quantize import quantize_tensor
 from quarl_bench.training.quantized_rollouts import RolloutA2C, RolloutPPO
-from quarl_bench.types import QuantSpec
 
 PPO_KWARGS = {"n_steps": 32, "batch_size": 32, "n_epochs": 2, "seed": 3, "device": "cpu"}
 
@@ -48,12 +46,14 @@ def test_int4_behaviour_acts_on_the_grid_of_the_learner_weights() -> None:
     learner = {t.name: t for t in selected_tensors(model.policy, "paper")}
     for tensor in behaviour.tensors:
         fp32 = getattr(learner[tensor.name].module, tensor.kind).detach()
-        expected = quantize_tensor(fp32.clone(), QuantSpec("int4"), tensor.is_conv)
-        assert torch.equal(getattr(tensor.module, tensor.kind), expected)
-        values = torch.unique(expected)  # one uniform 4-bit grid (QuaRL's range |min| + |max| spans 2^4 steps)
-        steps = torch.diff(values) / torch.diff(values).min()
-        assert len(values) <= 17 and torch.allclose(steps, torch.round(steps), atol=1e-3)
-        assert not torch.equal(expected, fp32)
+        acting = getattr(tensor.module, tensor.kind).detach()
+        # QuaRL's 4-bit grid of the learner's current weights (docs/quantization.md): multiples of
+        # (|min| + |max|) / 16, each weight on the nearest one, at most 17 levels
+        step = (fp32.min().abs() + fp32.max().abs()) / 16
+        codes = acting / step
+        assert torch.allclose(codes, torch.round(codes), atol=1e-3)
+        assert float((acting - fp32).abs().max()) <= float(step) / 2 + 1e-6
+        assert len(torch.unique(acting)) <= 17 and not torch.equal(acting, fp32)
     # the value head stays the learner's: values come from the fp32 critic
     assert torch.equal(behaviour.copy.value_net.weight, model.policy.value_net.weight)
 
