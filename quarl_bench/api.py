@@ -551,7 +551,7 @@ def run_rollouts(
 ) -> list[dict[str, Any]]:
     """Train and store every quantized-rollout run (``methods.rollout.RolloutConfig``) the store lacks (all with
     ``force``), on local processes or a Ray cluster; the stored rows of all of them, in order."""
-    from quarl_bench.executors import InlineExecutor, PoolExecutor, RayExecutor, run_all
+    from quarl_bench.executors import make_executor, run_all
     from quarl_bench.methods.rollout import RolloutWork, job_for, rollout_remotely, run_rollout_in_worker
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.zoo.agents import DEFAULT_CACHE
@@ -561,12 +561,16 @@ def run_rollouts(
     pending = [c for c in configs if force or not store.has(job_for(c).key)]
     works = [RolloutWork(c, cache or DEFAULT_CACHE, driver, force) for c in pending]
     if works:
-        if executor == "ray":
-            runner = RayExecutor(store, address, force=True, entry=rollout_remotely)
-        elif min(workers, len(works)) == 1:
-            runner = InlineExecutor(store.path, force, entry=run_rollout_in_worker)
-        else:
-            runner = PoolExecutor(store.path, min(workers, len(works)), force, entry=run_rollout_in_worker)
+        # Ray tasks return rows the driver stores, so its force is always on; local workers store their own
+        runner = make_executor(
+            executor,
+            store,
+            min(workers, len(works)),
+            force or executor == "ray",
+            address,
+            local_entry=run_rollout_in_worker,
+            remote_entry=rollout_remotely,
+        )
         run_all(runner, works, on_done)
     rows = [store.get(job_for(c).key) for c in configs]
     return [row for row in rows if row is not None]

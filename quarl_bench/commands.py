@@ -127,7 +127,7 @@ def grid_agents(args: argparse.Namespace) -> list:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    from quarl_bench.executors import InlineExecutor, PoolExecutor, RayExecutor, default_workers, run_all
+    from quarl_bench.executors import default_workers, make_executor, run_all
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import load_study, select
     from quarl_bench.report.console import progress_bar, spec_text, summary_table
@@ -174,13 +174,7 @@ def sweep(args: argparse.Namespace) -> int:
                 )
                 update(done["works"], text)
 
-            if args.executor == "ray":
-                executor = RayExecutor(store, args.address, args.force)
-            elif workers == 1:
-                executor = InlineExecutor(store_path, args.force)
-            else:
-                executor = PoolExecutor(store_path, workers, args.force)
-            run_all(executor, works, on_done)
+            run_all(make_executor(args.executor, store, workers, args.force, args.address), works, on_done)
         for failure in failures:
             console.print(f"[red]failed[/] {failure}")
         rows = study_rows(store, cells, sources)

@@ -169,3 +169,25 @@ class RayExecutor:
 
     def close(self) -> None:
         self.ray.shutdown()
+
+
+def make_executor(
+    kind: str,
+    store: ResultStore,
+    workers: int,
+    force: bool = False,
+    address: str | None = None,
+    local_entry: LocalEntry = run_in_worker,
+    remote_entry: RemoteEntry = evaluate_remotely,
+) -> Executor:
+    """The one place an executor is chosen: ``ray`` (a cluster at ``address``, or a local one), else this process
+    for one worker, else a process pool of ``workers``.
+
+    :param local_entry: what a local worker runs per work (evaluation by default; quantized-rollout training).
+    :param remote_entry: what a Ray task runs per work.
+    """
+    if kind == "ray":
+        return RayExecutor(store, address, force, entry=remote_entry)
+    if workers == 1:
+        return InlineExecutor(store.path, force, entry=local_entry)
+    return PoolExecutor(store.path, workers, force, entry=local_entry)
