@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -22,24 +24,55 @@ WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
 _formats: list[tuple[str, ...]] = [("svg", "png")]  # what save_figure writes (report --formats)
 
 
+_renderers: list[Any] = []  # a process that renders figure files while this one computes the next table
+
+
 @contextmanager
-def figure_formats(formats: tuple[str, ...]) -> Iterator[None]:
+def figure_formats(formats: tuple[str, ...], background: bool = False) -> Iterator[None]:
     """Within the block, :func:`save_figure` writes these formats (``report --formats``; svg is what report.html
-    embeds, png what the README and slides take, pdf for papers)."""
+    embeds, png what the README and slides take, pdf for papers). With ``background``, one other process renders
+    the files (rendering is most of a report's time, and the tables need only this one); the block ends when every
+    file is written, and a failed rendering raises there."""
     _formats.append(tuple(formats))
+    pool = None
+    if background:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        _renderers.append((pool, []))
     try:
         yield
+        if pool is not None:
+            for future in _renderers[-1][1]:
+                future.result()
     finally:
         _formats.pop()
+        if pool is not None:
+            _renderers.pop()
+            pool.shutdown(cancel_futures=True)
 
 
 def save_figure(fig: plt.Figure, stem: Path, dpi: int) -> list[Path]:
-    """Write the figure in the chosen formats (default ``stem.svg`` and ``stem.png``) and close it."""
+    """Write the figure in the chosen formats (default ``stem.svg`` and ``stem.png``) and close it; in the
+    background process when one renders (:func:`figure_formats`)."""
     paths = [stem.with_name(f"{stem.name}.{ext}") for ext in _formats[-1]]
+    if _renderers:
+        pool, futures = _renderers[-1]
+        futures.append(pool.submit(render_pickled, pickle.dumps(fig), paths, dpi))
+    else:
+        for path in paths:
+            fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return paths
+
+
+def render_pickled(figure: bytes, paths: list[Path], dpi: int) -> None:
+    """The background process's half of :func:`save_figure`."""
+    fig = pickle.loads(figure)
     for path in paths:
         fig.savefig(path, dpi=dpi)
     plt.close(fig)
-    return paths
 
 
 def sweet_spot(curve: pd.DataFrame, fp32_reward: float) -> tuple[int, int | None]:

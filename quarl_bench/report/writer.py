@@ -20,7 +20,7 @@ def write_report(
     """:func:`_write_report` with figures in ``formats`` (svg: what report.html embeds; png; pdf on request)."""
     from quarl_bench.report.plots import figure_formats
 
-    with figure_formats(formats):
+    with figure_formats(formats, background=True):
         return _write_report(store, out_dir, paper_dir, tolerance_pct)
 
 
