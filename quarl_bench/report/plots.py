@@ -34,22 +34,16 @@ def figure_formats(formats: tuple[str, ...], background: bool = False) -> Iterat
     the files (rendering is most of a report's time, and the tables need only this one); the block ends when every
     file is written, and a failed rendering raises there."""
     _formats.append(tuple(formats))
-    pool = None
     if background:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        _renderers.append((pool, []))
+        _renderers.append({"pool": None, "futures": []})  # the process starts with the first figure
     try:
         yield
-        if pool is not None:
-            for future in _renderers[-1][1]:
+        if background:
+            for future in _renderers[-1]["futures"]:
                 future.result()
     finally:
         _formats.pop()
-        if pool is not None:
-            _renderers.pop()
+        if background and (pool := _renderers.pop()["pool"]) is not None:
             pool.shutdown(cancel_futures=True)
 
 
@@ -58,8 +52,13 @@ def save_figure(fig: plt.Figure, stem: Path, dpi: int) -> list[Path]:
     background process when one renders (:func:`figure_formats`)."""
     paths = [stem.with_name(f"{stem.name}.{ext}") for ext in _formats[-1]]
     if _renderers:
-        pool, futures = _renderers[-1]
-        futures.append(pool.submit(render_pickled, pickle.dumps(fig), paths, dpi))
+        renderer = _renderers[-1]
+        if renderer["pool"] is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            renderer["pool"] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        renderer["futures"].append(renderer["pool"].submit(render_pickled, pickle.dumps(fig), paths, dpi))
     else:
         for path in paths:
             fig.savefig(path, dpi=dpi)
