@@ -56,6 +56,7 @@ def test_runs_store_rows_with_curves_and_resume(cli, tmp_path: Path) -> None:
         )
         training = row["provenance"]["training"]
         assert training["training_steps"] == 512 and training["threshold"] == 475.0
+        assert row["provenance"]["evaluated_precision"] == "fp32" and row["provenance"]["rollout_precision"] == "int2"
         curve = training["curve"]
         assert [p["timesteps"] for p in curve] == [256, 512]  # rl-zoo3's 8 envs x 32 steps per update
         assert all(p["kl"] > 0 and p["share_capped"] >= 0 for p in curve)

@@ -202,7 +202,13 @@ def rollout_result(work: RolloutWork) -> EvalResult:
     ref = train_rollout(work.config, work.cache, work.force)
     job = job_for(work.config)
     result = evaluate_job(load_agent(ref), replace(job, spec=QuantSpec("fp32", method="rollout")), work.driver)
-    return replace(result, job=job)
+    # the row's precision is the rollouts'; what played its episodes is said here, in words and as a precision
+    evaluated = {
+        "evaluated_policy": f"the fp32 learner trained on {work.config.precision} rollouts",
+        "evaluated_precision": "fp32",
+        "rollout_precision": work.config.precision,
+    }
+    return replace(result, job=job, provenance=result.provenance | evaluated)
 
 
 def run_rollout_in_worker(work: RolloutWork, store_path: str, force: bool) -> list[dict[str, Any]]:

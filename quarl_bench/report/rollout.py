@@ -98,6 +98,7 @@ def rollout_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "env": env,
                     "algo": algo,
                     "rollout precision": precision,
+                    "evaluated policy": "fp32 learner",  # rollouts were played at the precision; episodes by fp32
                     "correction": correction,
                     "seeds": len(runs_at),
                     "final reward IQM": point,
