@@ -330,6 +330,7 @@ def actorq(args: argparse.Namespace) -> int:
     from quarl_bench.actorq.config import requested_runs
     from quarl_bench.actorq.driver import already_stored, run_actorq, store_run
     from quarl_bench.actorq.metrics import breakdown
+    from quarl_bench.ray_cluster import ray_log_path
     from quarl_bench.report.console import breakdown_table
 
     overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
@@ -355,6 +356,7 @@ def actorq(args: argparse.Namespace) -> int:
         outcome = run_actorq(
             config,
             args.address,
+            log_path=ray_log_path(Path(store_path)),
             on_eval=lambda p, _: console.print(
                 f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"
             ),

@@ -138,10 +138,10 @@ class RayExecutor:
     ) -> None:
         import ray
 
-        from quarl_bench.ray_cluster import connect
+        from quarl_bench.ray_cluster import connect, ray_log_path
 
         self.store, self.force, self.ray, self.entry = store, force, ray, entry
-        connect(address)
+        connect(address, ray_log_path(store.path))
         self.remote = ray.remote(num_cpus=1, max_retries=1)(entry)
         self.pending: dict[Any, Work] = {}
 

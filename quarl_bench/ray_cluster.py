@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+from pathlib import Path
 
 from quarl_bench.errors import QuarlError
 
@@ -24,8 +26,27 @@ def probe(address: str) -> None:
         raise QuarlError(f"cannot reach the Ray cluster at {address!r}: {error}") from error
 
 
-def connect(address: str | None) -> None:
-    """``ray.init`` for this process (a new local cluster when ``address`` is None).
+def ray_log_path(store_path: Path) -> Path:
+    """Where Ray's own output goes for a command on ``store_path``: a log file beside the store."""
+    return Path(store_path).with_name(Path(store_path).stem + ".ray.log")
+
+
+def native_stderr_to(log_path: Path) -> None:
+    """From now on, what native code writes to this process's stderr (Ray's C++ core worker: its "E ... core_worker"
+    lines, ``[state-dump]`` blocks when a node dies) and what the processes Ray starts inherit goes to ``log_path``;
+    Python's own ``sys.stderr`` (quarl-bench's one-line errors, warnings) keeps the terminal."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stderr = open(terminal, "w", buffering=1, encoding="utf-8", errors="replace", closefd=True)  # noqa: SIM115
+
+
+def connect(address: str | None, log_path: Path | None = None) -> None:
+    """``ray.init`` for this process (a new local cluster when ``address`` is None); with ``log_path``, Ray's own
+    output goes there (:func:`native_stderr_to`), not to the user's terminal.
 
     :raises QuarlError: when the cluster at ``address`` cannot be reached or refuses the connection.
     """
@@ -33,6 +54,9 @@ def connect(address: str | None) -> None:
 
     if address is not None:
         probe(address)
+    # only a process that owns its stderr (the CLI): under a test runner or a notebook, stderr is theirs
+    if log_path is not None and not ray.is_initialized() and sys.stderr is sys.__stderr__:
+        native_stderr_to(log_path)
     try:
         ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, ray.exceptions.RayError) as error:

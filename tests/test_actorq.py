@@ -209,3 +209,19 @@ def test_grid_runs_resume_and_report(cli, tmp_path: Path) -> None:
     assert table.loc["int8", "seeds"] == 2 and table.loc["int8", "steps/s speed-up"] > 0
     assert table.loc["int8", "steps/s CI"].startswith("[")  # a paired bootstrap interval over the two seeds
     assert table.loc["fp32", "paper speed-up"] == 1.0 and table.loc["int8", "paper speed-up"] == 3.70  # CartPole
+
+
+def test_rays_own_output_goes_to_a_log_beside_the_store(tmp_path: Path) -> None:
+    """The console script, as a user runs it: Ray's core-worker lines (here its warning about actor constructor
+    arguments) land in ``quarl.ray.log`` next to the store, and the terminal's stderr stays empty."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "quarl.sqlite"
+    command = [str(Path(sys.executable).with_name("quarl-bench")), "actorq", "--env", "CartPole", "--n-actors", "1"]
+    command += ["--actor-precision", "int8", "--max-actor-steps", "1500", "--store", str(store)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and "core_worker" not in done.stdout
+    assert "core_worker" in (tmp_path / "quarl.ray.log").read_text()
+    assert len(load_results(store)) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,9 +43,11 @@ class Cluster:
     actors: list[Any]
 
 
-def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -> RunOutcome:
+def run_actorq(
+    config: ActorQConfig, address: str | None = None, on_eval=None, log_path: Path | None = None
+) -> RunOutcome:
     """Run one ActorQ training on Ray (a local cluster unless ``address``); ``on_eval(point, cluster)`` is called
-    after each evaluation of the learner."""
+    after each evaluation of the learner; Ray's own output goes to ``log_path`` when given."""
     import ray
 
     from quarl_bench.actorq.actor import Actor
@@ -54,7 +57,7 @@ def run_actorq(config: ActorQConfig, address: str | None = None, on_eval=None) -
 
     observation_space, action_space = config.env_spaces()
     device = training_device(config.learner_device, "learner device")
-    connect(address)
+    connect(address, log_path)
     outcome = RunOutcome(learner_device=device)
     try:
         arch = list(config.policy_arch)
