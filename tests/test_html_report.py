@@ -97,3 +97,28 @@ def test_report_on_an_empty_store_is_one_line(cli, tmp_path: Path) -> None:
         code, _, err = cli("report", "--store", path, "--out", tmp_path / "out", *html)
         assert code == 2 and "holds no rows" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_every_figure_the_report_writes_is_on_the_page(cli, tmp_path: Path) -> None:
+    """Run, per-layer sensitivity and fidelity rows of one torch policy: each figure file the report writes (the
+    sensitivity heatmap and fidelity curves included, which the page used to leave out) is embedded once."""
+    module = tmp_path / "policy.py"
+    module.write_text(
+        "import torch\nfrom torch import nn\n\n\ndef make():\n    torch.manual_seed(0)\n"
+        "    return nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))\n"
+    )
+    agent = ("--policy-module", f"{module}:make", "--env", "CartPole-v1", "--store", tmp_path / "q.sqlite")
+    for command in (
+        ("run", "--bits", "32", "8", "4"),
+        ("sensitivity", "--bits", "4"),
+        ("fidelity", "--bits", "8", "4"),
+    ):
+        code, _, err = cli(*command, *agent, "-n", "3")
+        assert code == 0, err
+    out = tmp_path / "report"
+    code, _, err = cli("report", "--store", tmp_path / "q.sqlite", "--out", out, "--html")
+    assert code == 0, err
+    page = (out / "report.html").read_text()
+    figures = sorted(p.stem for p in out.glob("*.svg") if not p.stem.endswith("_grid"))
+    assert any(f.startswith("sensitivity_") for f in figures) and any(f.startswith("fidelity_") for f in figures)
+    assert all(page.count(f'alt="{stem}"') == 1 for stem in figures), figures

@@ -23,6 +23,11 @@ SECTIONS = (
     ("Sweet spot: reward against bits", None, ("sweetspot_",)),
     ("Weight distributions", "weight_spread_vs_error", ("weights_",)),
     ("Quantization methods", "methods_safe_width", ("wa_heatmap", "compression_frontier")),
+    ("Per-layer sensitivity", "sensitivity", ("sensitivity_",)),
+    ("Mixed precision", "mixed_pareto", ("mixed_pareto_",)),
+    ("Closed-loop fidelity", "fidelity", ("fidelity_",)),
+    ("QAT against PTQ", "qat_vs_ptq", ("qat_vs_ptq_",)),
+    ("Normalised scores", "normalised_aggregates", ("performance_profile",)),
     ("Deployment", "deployment", ("deployment_",)),
     ("QuaRL Table 4: deployment latency", "table4", ()),
     ("ActorQ", "actorq_speedup", ("actorq_",)),
@@ -222,6 +227,10 @@ def write_html_report(store: ResultStore, out_dir: Path) -> Path:
         if table is not None and table.is_file():
             parts.append(table_html(table, origins))
         parts += [figure_html(figure) for figure in figures]
+    claimed = {prefix for _, _, prefixes in SECTIONS for prefix in prefixes}
+    unclaimed = [f for f in section_figures(out_dir, ("",)) if not f.name.startswith(tuple(claimed))]
+    if unclaimed:  # a figure family no section names yet still reaches the page
+        parts += ["<h2>More figures</h2>", *(figure_html(figure) for figure in unclaimed)]
     if blocks:
         parts.append(f"<script>{SCRIPT}</script>")
     parts.append("</body></html>")
