@@ -1,4 +1,5 @@
-"""The docs site builds with no warning, and its command reference is the parser's: every command and flag."""
+"""The docs site builds with no warning, and every command answers --help. (That the committed command reference
+is the parser's is tests/test_doc_commands.py's job.)"""
 
 from __future__ import annotations
 
@@ -34,10 +35,5 @@ def test_docs_build_strict_with_the_generated_reference(tmp_path: Path) -> None:
     built = subprocess.run(
         [str(mkdocs), "build", "--strict", "-d", str(site)], cwd=ROOT, env=env, capture_output=True, text=True
     )
-    assert built.returncode == 0, built.stderr
-    reference = (site / "reference" / "cli" / "index.html").read_text()
-    for name, sub in commands().items():
-        assert f"quarl-bench {name}" in reference
-        for action in sub._actions:
-            for flag in action.option_strings:
-                assert flag in reference, f"{name} {flag} missing from the command reference"
+    assert built.returncode == 0, built.stderr  # --strict: a broken link or a page outside the nav fails it
+    assert (site / "reference" / "cli" / "index.html").is_file()  # the generated page is in the site
