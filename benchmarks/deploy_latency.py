@@ -40,7 +40,7 @@ def policies(folder: Path):
     for name, hidden in synthetic.TABLE4_POLICIES.items():
         yield f"policy {name}", synthetic.greedy_mlp(hidden), synthetic.observations()
     from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
-    from quarl_bench.methods.deploy import visited_states
+    from quarl_bench.methods.deploy import deploy_calibration_states
     from quarl_bench.zoo.agents import load_agent, resolve_agent
 
     for algo, env_id in ZOO_AGENTS:
@@ -49,7 +49,7 @@ def policies(folder: Path):
         raw, normalizer = split_normalizer(env)
         module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
         env.close()
-        yield f"{algo} {env_id}", module, visited_states(agent, 256, seed=10_000)
+        yield f"{algo} {env_id}", module, deploy_calibration_states(agent, 256, seed=10_000)
 
 
 def main() -> None:

@@ -317,7 +317,7 @@ def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Pat
     from quarl_bench.deploy.artifact_readme import artifact_readme
     from quarl_bench.deploy.backends import build
     from quarl_bench.deploy.export import deployable, split_normalizer
-    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, visited_states
+    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, deploy_calibration_states
     from quarl_bench.zoo.agents import load_agent
 
     if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
@@ -328,9 +328,13 @@ def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Pat
     module = deployable(agent.model.policy, raw.observation_space, normalizer)
     env.close()
     calibration = (
-        visited_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET) if spec.calibration_states else None
+        deploy_calibration_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET)
+        if spec.calibration_states
+        else None
     )
-    sample = calibration[:1] if calibration is not None else visited_states(agent, 1, CALIBRATION_SEED_OFFSET)
+    sample = (
+        calibration[:1] if calibration is not None else deploy_calibration_states(agent, 1, CALIBRATION_SEED_OFFSET)
+    )
     artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax")
     if not artifact.standalone:
         raise QuarlError(

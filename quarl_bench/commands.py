@@ -275,7 +275,7 @@ def amp(args: argparse.Namespace) -> int:
     from quarl_bench.methods.amp import AmpConfig, default_dtype
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
-    from quarl_bench.report.console import amp_table
+    from quarl_bench.report.console import amp_console_table
     from quarl_bench.runner import Work, run_work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
     from quarl_bench.zoo.envs import resolve_env_id
@@ -303,7 +303,7 @@ def amp(args: argparse.Namespace) -> int:
                     )
                     rows.append(run_work(work, store)[0])
     title = f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps on {device}, seeds {seeds}"
-    console.print(amp_table(title, rows))
+    console.print(amp_console_table(title, rows))
     return 0
 
 
@@ -521,7 +521,7 @@ def deploy(args: argparse.Namespace) -> int:
     require("deploy", "deploy", ("onnx", "onnxruntime"))
     from quarl_bench.api import run_deploy
     from quarl_bench.registry import EvalSettings
-    from quarl_bench.report.console import deployment_table, result_line
+    from quarl_bench.report.console import deployment_console_table, result_line
 
     specs = deploy_specs(args, args.backend)
     with ResultStore(args.store or DEFAULT_STORE) as store:
@@ -535,7 +535,7 @@ def deploy(args: argparse.Namespace) -> int:
             on_result=once_per_row(lambda row, reused: console.print(result_line(row, reused))),
             on_error=lambda backend, reason: console.print(f"[yellow]{backend} cannot run here[/]: {reason}"),
         )
-        console.print(deployment_table(rows, f"{ref_title(ref)}: deployed artifacts"))
+        console.print(deployment_console_table(rows, f"{ref_title(ref)}: deployed artifacts"))
         console.print(f"Stored in {store.path}")
     return 0
 

@@ -16,7 +16,7 @@ from stable_baselines3 import PPO
 
 from quarl_bench.deploy.backends import build, int8_weight_summary, runner
 from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split_normalizer
-from quarl_bench.methods.deploy import NormalizedReference, visited_states
+from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
 from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
 from quarl_bench.zoo.agents import load_agent, resolve_agent
@@ -37,7 +37,7 @@ def artifact_and_sb3_actions(folder: Path, algo: str, env_id: str, tmp_path: Pat
     raw, normalizer = split_normalizer(env)
     module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
     env.close()
-    observations = visited_states(agent, states, seed=123)
+    observations = deploy_calibration_states(agent, states, seed=123)
     expected = NormalizedReference(agent.model.policy, normalizer).predict(observations, deterministic=True)[0]
     return module, observations, expected, normalizer
 

@@ -17,7 +17,7 @@ from quarl_bench.types import ACTORQ_ALGOS
 from quarl_bench.zoo.envs import resolve_env_id
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
-INT8_BACKENDS = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
+ACTOR_INT8_RUNTIMES = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
 LEARNER_ALGOS = ACTORQ_ALGOS
 
 
@@ -49,8 +49,10 @@ class ActorQConfig:
             raise QuarlError(
                 f"bad actor precision {self.actor_precision!r}: expected one of {', '.join(ACTOR_PRECISIONS)}"
             )
-        if self.int8_backend not in INT8_BACKENDS:
-            raise QuarlError(f"bad int8 backend {self.int8_backend!r}: expected one of {', '.join(INT8_BACKENDS)}")
+        if self.int8_backend not in ACTOR_INT8_RUNTIMES:
+            raise QuarlError(
+                f"bad int8 backend {self.int8_backend!r}: expected one of {', '.join(ACTOR_INT8_RUNTIMES)}"
+            )
         if self.comm_bits not in (32, 16) and not 2 <= self.comm_bits <= 8:
             raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
         if self.learner_device not in (None, "cpu", "cuda"):

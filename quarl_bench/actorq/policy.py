@@ -11,7 +11,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from quarl_bench.actorq.config import ACTOR_PRECISIONS, INT8_BACKENDS  # noqa: F401  (re-exported)
+from quarl_bench.actorq.config import ACTOR_INT8_RUNTIMES, ACTOR_PRECISIONS  # noqa: F401  (re-exported)
 
 
 def acting_network(obs_dim: int, out_dim: int, arch: list[int], squash: bool) -> nn.Sequential:

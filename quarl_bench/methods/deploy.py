@@ -41,7 +41,7 @@ class NormalizedReference:
         return self.policy.predict(observation, state, episode_start, deterministic)
 
 
-def visited_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
+def deploy_calibration_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
     """``count`` raw observations the fp32 policy visits, playing from ``seed``."""
     from quarl_bench.deploy.export import split_normalizer
     from quarl_bench.zoo.quiet import native_output_silenced
@@ -70,8 +70,8 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     policy = agent.model.policy
     policy.set_training_mode(False)
     seed = job.seed + CALIBRATION_SEED_OFFSET
-    calibration = visited_states(agent, spec.calibration_states, seed) if spec.calibration_states else None
-    sample = calibration[:64] if calibration is not None else visited_states(agent, 64, seed)
+    calibration = deploy_calibration_states(agent, spec.calibration_states, seed) if spec.calibration_states else None
+    sample = calibration[:64] if calibration is not None else deploy_calibration_states(agent, 64, seed)
     env = agent.make_env(job.n_envs, job.seed)
     try:
         raw, normalizer = split_normalizer(env)

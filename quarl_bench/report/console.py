@@ -159,7 +159,7 @@ def recipe_text(row: Any) -> str:
     return str(row.get("recipe") or "")
 
 
-def amp_table(title: str, rows: list[dict[str, Any]]) -> Table:
+def amp_console_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """:func:`quarl_bench.report.tables.amp_summary` of the runs' stored rows."""
     import pandas as pd
 
@@ -206,7 +206,7 @@ def progress_bar(total: int) -> Iterator[Any]:
         yield update
 
 
-def deployment_table(rows: list[dict[str, Any]], title: str) -> Table:
+def deployment_console_table(rows: list[dict[str, Any]], title: str) -> Table:
     """:func:`quarl_bench.report.deployment.deployment_table` of the stored rows: per backend, reward, E% and
     agreement vs the torch fp32 reference, latency, size, memory, ratios vs fp32."""
     import pandas as pd
