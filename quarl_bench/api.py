@@ -1,6 +1,6 @@
 """The application layer: functions that take plain values and return data, one per thing a command does.
 
-The CLI (``cli.py`` -> ``commands.py``) parses arguments, calls one of these and renders what it returns; Python
+The CLI (``cli.py`` -> ``commands/``) parses arguments, calls one of these and renders what it returns; Python
 callers use them directly. ``evaluate_agent`` is the one-call entry point (lm-evaluation-harness's
 ``simple_evaluate`` shape): a path, a loaded SB3 model or a torch module, on an env id or factory.
 """

@@ -1,4 +1,4 @@
-"""``quarl-bench`` command line: argparse and one call per command (``commands.py``). No torch, gymnasium or Ray
+"""``quarl-bench`` command line: argparse and one call per command (the ``commands`` package). No torch, gymnasium or Ray
 is imported until a command runs, so ``--help`` and argument errors are instant."""
 
 from __future__ import annotations

@@ -1,0 +1,83 @@
+"""Commands that build artifacts: deploy, export and table4."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quarl_bench.agent_names import ref_title
+from quarl_bench.commands.common import _agent_for, once_per_row
+from quarl_bench.extras import require
+from quarl_bench.report.console import console
+from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+
+def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
+    from quarl_bench.types import QuantSpec
+
+    return tuple(
+        QuantSpec(
+            method="deploy",
+            backend=backend,
+            calibration_states=args.calibration_states,
+            calibration_method=args.calibration_method,
+        )
+        for backend in dict.fromkeys(backends)
+    )
+
+
+def deploy(args: argparse.Namespace) -> int:
+    require("deploy", "deploy", ("onnx", "onnxruntime"))
+    from quarl_bench.api import run_deploy
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import deployment_console_table, result_line
+
+    specs = deploy_specs(args, args.backend)
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        rows = run_deploy(
+            ref,
+            specs,
+            EvalSettings(args.episodes, args.seed, args.n_envs),
+            store,
+            args.force,
+            on_result=once_per_row(lambda row, reused: console.print(result_line(row, reused))),
+            on_error=lambda backend, reason: console.print(f"[yellow]{backend} cannot run here[/]: {reason}"),
+        )
+        console.print(deployment_console_table(rows, f"{ref_title(ref)}: deployed artifacts"))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def table4(args: argparse.Namespace) -> int:
+    require("deploy", "table4", ("onnx", "onnxruntime"))
+    from quarl_bench.api import time_table4
+    from quarl_bench.deploy.synthetic import machine
+    from quarl_bench.report.console import table4_table
+
+    console.print(f"Timing QuaRL Table 4 policies {', '.join(args.policy)} on {machine()} (one thread, batch 1)")
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        comparison = time_table4(
+            args.policy,
+            args.backend,
+            args.calls,
+            store,
+            args.force,
+            on_error=lambda policy, backend, why: console.print(
+                f"[yellow]policy {policy}: {backend} cannot run here[/]: {why}"
+            ),
+        )
+    console.print(table4_table(comparison))
+    console.print(f"Stored in {store.path}; `quarl-bench report` writes table4.md next to the paper's figures")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    require("deploy", "export", ("onnx", "onnxruntime"))
+    from quarl_bench.api import export_artifact
+
+    spec = deploy_specs(args, [args.backend])[0]
+    ref = _agent_for(args)
+    artifact, readme = export_artifact(ref, spec, Path(args.out))
+    console.print(f"wrote {args.out} ({artifact.nbytes} bytes, sha256 {artifact.sha256[:16]}) and {readme}")
+    return 0

@@ -1,0 +1,216 @@
+"""Commands that evaluate one agent: run, certify, sensitivity, mixed, fidelity."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.markup import escape
+
+from quarl_bench.agent_names import ref_title
+from quarl_bench.commands.common import _agent_for, agent_query, print_not_quantized
+from quarl_bench.errors import QuarlError
+from quarl_bench.report.console import console
+from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+
+def run(args: argparse.Namespace) -> int:
+    from quarl_bench.api import run_ptq
+    from quarl_bench.arguments import recipe_options
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import result_line, result_table
+    from quarl_bench.types import QuantSpec
+
+    recipe = recipe_options(args)
+    specs = tuple(
+        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
+        for p in args.bits
+    )
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        settings = EvalSettings(
+            args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise, args.random_baseline
+        )
+        rows = run_ptq(
+            ref,
+            specs,
+            settings,
+            store,
+            args.force,
+            args.eval_workers,
+            lambda row, reused: console.print(result_line(row, reused)),
+        )
+        console.print(result_table(rows, ref_title(ref)))
+        print_not_quantized(rows)
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def certify(args: argparse.Namespace) -> int:
+    """Certify precisions of one agent (or of every agent of ``--grid``): verdicts, the minimum, stored."""
+    import json
+
+    from quarl_bench.api import certify_agent, find_agent
+    from quarl_bench.arguments import recipe_options
+    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.report.console import certification_table, verdict_line
+    from quarl_bench.types import QuantSpec
+
+    config = CertifyConfig(
+        args.tolerance,
+        args.tolerance_abs,
+        args.confidence,
+        args.batch,
+        args.max_episodes,
+        args.planned_episodes,
+        args.seed,
+        args.n_envs,
+        args.every_width,
+    )  # validated before any agent is found or row stored
+    if not args.grid and not args.env:
+        raise QuarlError("certify needs --env (one agent) or --grid FILE (every agent of a grid)")
+    recipe = recipe_options(args)
+    specs = tuple(
+        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
+        for p in args.bits
+    )
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.check()
+        agents = grid_agents(args) if args.grid else [(None, specs)]
+        for ref, agent_specs in agents:
+            if ref is None:
+                ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
+            elif not args.json:
+                console.print(f"Agent: [bold]{escape(ref_title(ref))}[/]")
+            on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
+            result = certify_agent(ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict)
+            if args.json:
+                print(json.dumps(result.as_json()))
+            else:
+                console.print(certification_table(result))
+        if not args.json:
+            console.print(f"Stored in {store.path}")
+    return 0
+
+
+def grid_agents(args: argparse.Namespace) -> list:
+    """``--grid``'s agents (filtered by --algo/--env) with the PTQ specs each is certified at; agents the sources
+    lack are listed on stderr and skipped, as ``sweep`` does."""
+    import sys
+
+    from quarl_bench.registry import load_study, select
+    from quarl_bench.runner import AgentSources, resolve_cells
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
+
+    cells = select(load_study(args.grid).cells, [args.algo] if args.algo else None, [args.env] if args.env else None)
+    cells = [cell for cell in cells if cell.method == "ptq"]
+    if not cells:
+        raise QuarlError(f"no PTQ cell in {args.grid} matches the filters: check --algo/--env")
+    folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
+    sources = AgentSources(
+        folder, args.cache or DEFAULT_CACHE, not args.no_hub, args.train_if_missing, args.trust_remote_code
+    )
+    agents, skipped = resolve_cells(cells, sources)
+    for missing in skipped:
+        print(f"quarl-bench: skipped {missing.algo}/{missing.env_id}: {missing.reason}", file=sys.stderr)
+    return [(ref, tuple(dict.fromkeys(cell.spec for cell in group))) for ref, group in agents]
+
+
+def sensitivity(args: argparse.Namespace) -> int:
+    """Each acting layer alone at each precision (others fp32): reward, E%, agreement and decision-margin change."""
+    import pandas as pd
+
+    from quarl_bench.api import acting_layer_names
+    from quarl_bench.methods.mixed import sensitivity_specs
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import sensitivity_table
+    from quarl_bench.report.layers import sensitivity_frame
+    from quarl_bench.runner import Work, run_work
+
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        names = acting_layer_names(ref)
+        settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise)
+        specs = tuple(sensitivity_specs(len(names), args.bits))
+        console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
+        rows = run_work(
+            Work(
+                "ptq",
+                ref.algo,
+                ref.env_id,
+                specs,
+                settings,
+                ref,
+                driver=driver_provenance(),
+                eval_workers=args.eval_workers,
+            ),
+            store,
+            force=args.force,
+        )
+        console.print(sensitivity_table(sensitivity_frame(pd.DataFrame(rows))))
+        print_not_quantized(rows)
+        console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")
+    return 0
+
+
+def mixed(args: argparse.Namespace) -> int:
+    """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
+    from quarl_bench.api import mixed_ladder, search_mixed
+    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.report.console import mixed_table, verdict_line
+
+    mixed_ladder(args.bits, args.search_seeds, args.verify_seeds)  # bad flags: one line, before the store exists
+    config = CertifyConfig(
+        args.tolerance, confidence=args.confidence, max_episodes=args.max_episodes, seed=args.search_seeds[0]
+    )
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+
+        def tried(allocation: tuple[str, ...], found) -> None:
+            console.print(f"  tried {'/'.join(allocation)}:{verdict_line(found).split(':', 1)[1]}")
+
+        found = search_mixed(
+            ref,
+            args.bits,
+            args.tolerance,
+            args.episodes,
+            args.search_seeds,
+            args.verify_seeds,
+            store,
+            args.n_envs,
+            tried,
+            config,
+        )
+        names = found.layer_names
+        console.print(
+            f"fp32 {found.fp32_reward:.2f} on search seeds {args.search_seeds}; each step certified against "
+            f"{args.tolerance:g}% of (R_fp32 - R_random); layers least sensitive first: "
+            f"{', '.join(names[i] for i in found.order)}"
+        )
+        console.print(
+            f"Found {'/'.join(found.allocation)} after {len(found.tried)} certifications; verified on seeds "
+            f"{args.verify_seeds} next to uniform PTQ"
+        )
+        console.print(mixed_table(found.rows, names, args.tolerance, found.fp32_reward - found.floor))
+        print_not_quantized(found.rows)
+        console.print(f"Stored in {store.path}; `quarl-bench report` draws the Pareto front (mixed_pareto_*.png)")
+    return 0
+
+
+def fidelity(args: argparse.Namespace) -> int:
+    """fp32 and quantized policies side by side from the same seeds: where actions and trajectories part."""
+    from quarl_bench.api import measure_fidelity
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import fidelity_table
+    from quarl_bench.types import QuantSpec
+
+    specs = [QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits]
+    settings = EvalSettings(args.episodes, args.seed, args.episodes, obs_noise=args.obs_noise)
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        frame = measure_fidelity(ref, specs, settings, args.threshold, store, args.force)
+        console.print(fidelity_table(frame))
+        console.print(f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*.png)")
+    return 0

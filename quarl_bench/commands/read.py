@@ -1,0 +1,50 @@
+"""Commands that read the store: report and results."""
+
+from __future__ import annotations
+
+import argparse
+
+from quarl_bench.commands.common import existing_store
+from quarl_bench.errors import QuarlError
+from quarl_bench.report.console import console
+from quarl_bench.store import ResultStore
+
+
+def report(args: argparse.Namespace) -> int:
+    from quarl_bench.report.writer import write_report
+
+    with ResultStore(existing_store(args.store)) as store:
+        if store.to_dataframe().empty and store.timings().empty:
+            raise QuarlError(
+                f"the store {str(store.path)!r} holds no rows: nothing to report "
+                "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
+            )
+        for line in write_report(store, args.out, args.paper, args.tolerance, tuple(args.formats)):
+            console.print(line)
+        if args.html:
+            from quarl_bench.report.html import write_html_report
+
+            console.print(f"wrote {write_html_report(store, args.out)}")
+    return 0
+
+
+def results(args: argparse.Namespace) -> int:
+    from quarl_bench.report.console import rows_table
+    from quarl_bench.results import results_frame
+
+    path = existing_store(args.store)
+    with ResultStore(path) as store:
+        frame = store.to_dataframe()
+    if args.algo:
+        frame = frame[frame["algo"] == args.algo]
+    if args.env:
+        frame = frame[frame["env_id"].str.startswith(args.env)]
+    exported = results_frame(frame)  # the columns load_results gives
+    if args.csv:
+        exported.to_csv(args.csv, index=False)
+        console.print(f"Wrote {len(frame)} rows to {args.csv}")
+    if args.parquet:
+        exported.to_parquet(args.parquet, index=False)
+        console.print(f"Wrote {len(frame)} rows to {args.parquet}")
+    console.print(rows_table(frame, f"{len(frame)} results in {path}"))
+    return 0

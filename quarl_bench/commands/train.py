@@ -1,0 +1,238 @@
+"""Commands that train: qat, amp, actorq, rollout and train."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.extras import require
+from quarl_bench.report.console import console
+from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+
+def qat(args: argparse.Namespace) -> int:
+    from quarl_bench.methods.qat import resolve_config
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import result_table
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.types import QuantSpec
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    config = resolve_config(
+        args.algo,
+        args.env,
+        args.bits,
+        quant_delay=args.quant_delay,
+        n_timesteps=args.n_timesteps,
+        seed=args.seed,
+        quantize_activations=args.quantize_activations,
+    )
+    console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.check()
+        work = Work(
+            "qat",
+            config.algo,
+            config.env_id,
+            (QuantSpec(config.precision, method="qat"),),
+            EvalSettings(args.episodes, args.eval_seed),
+            training=config,
+            cache=args.cache or DEFAULT_CACHE,
+            driver=driver_provenance(),
+        )
+        rows = run_work(work, store)
+        training = rows[-1]["provenance"]["training"]
+        console.print(
+            f"trained {training['training_steps']} steps, fake quantization on from step {training['enabled_at_step']}"
+            f" (delay {training['quant_delay']}); agent in {rows[-1]['agent_path']}"
+        )
+        console.print(result_table(rows, f"{config.algo} / {config.env_id} (qat)"))
+        console.print(f"Stored in {store.path}")
+    return 0
+
+
+def amp(args: argparse.Namespace) -> int:
+    from quarl_bench.devices import training_device
+    from quarl_bench.methods.amp import AmpConfig, default_dtype
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.report.console import amp_console_table
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+    from quarl_bench.zoo.envs import resolve_env_id
+
+    env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
+    device = training_device(args.device)
+    seeds = list(dict.fromkeys(args.seeds))
+    rows = []
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.check()
+        for arch in args.policy_arch:
+            for seed in seeds:
+                for precision in ("fp32", dtype):
+                    config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, seed, device)
+                    console.print(f"training {arch} policy in {precision} on {device}, seed {seed} ...")
+                    work = Work(
+                        "amp",
+                        args.algo,
+                        env_id,
+                        (),
+                        EvalSettings(args.episodes, 0),
+                        training=config,
+                        cache=args.cache or DEFAULT_CACHE,
+                        driver=driver_provenance(),
+                    )
+                    rows.append(run_work(work, store)[0])
+    title = f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps on {device}, seeds {seeds}"
+    console.print(amp_console_table(title, rows))
+    return 0
+
+
+ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can override
+    "comm_bits": "comm_bits",
+    "n_actors": "n_actors",
+    "policy_arch": "policy_arch",
+    "pull_period": "pull_period",
+    "samples_per_insert": "samples_per_insert",
+    "batch_size": "batch_size",
+    "learning_starts": "learning_starts",
+    "max_actor_steps": "max_actor_steps",
+    "target_reward": "target_reward",
+    "max_seconds": "max_seconds",
+    "eval_every": "eval_every_s",
+    "eval_episodes": "eval_episodes",
+    "int8_backend": "int8_backend",
+    "learner_device": "learner_device",
+}
+
+
+def actorq(args: argparse.Namespace) -> int:
+    require("distributed", "ActorQ")
+    from quarl_bench.actorq.config import requested_runs
+    from quarl_bench.actorq.driver import already_stored, run_actorq, store_run
+    from quarl_bench.actorq.metrics import breakdown
+    from quarl_bench.ray_cluster import ray_log_path
+    from quarl_bench.report.console import breakdown_table
+
+    overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
+    configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seeds)
+    from quarl_bench.devices import training_device
+
+    for config in configs:
+        config.env_spaces()  # a bad algo/env pair or learner device fails before any run starts
+        training_device(config.learner_device, "learner device")
+    store_path = args.store or DEFAULT_STORE
+    for number, config in enumerate(configs, 1):
+        prefix = f"[{number}/{len(configs)}] " if len(configs) > 1 else ""
+        with ResultStore(store_path) as store:
+            if len(configs) > 1 and already_stored(config, store):
+                console.print(
+                    f"{prefix}{config.algo} {config.env_id} {config.actor_precision}: already in the store, skipped"
+                )
+                continue
+        console.print(
+            f"{prefix}ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
+            f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits, seed {config.seed}"
+        )
+        outcome = run_actorq(
+            config,
+            args.address,
+            log_path=ray_log_path(Path(store_path)),
+            on_eval=lambda p, _: console.print(
+                f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"
+            ),
+        )
+        with ResultStore(store_path) as store:
+            if outcome.error:
+                if outcome.curve:
+                    store_run(config, outcome, store)
+                raise QuarlError(
+                    f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store"
+                )
+            row = store_run(config, outcome, store)
+        console.print(breakdown_table(breakdown(outcome.actors)))
+        prov = row["provenance"]
+        console.print(
+            f"{prov['actor_steps']} actor steps in {outcome.wall_seconds:.1f} s ({prov['actor_steps_per_s']:.0f}/s); "
+            f"learner {outcome.learner['updates']} updates (samples per insert {outcome.learner['samples_per_insert']:.2f}); "
+            f"{outcome.broadcasts} broadcasts of {outcome.broadcast_bytes} bytes; int8 weights on actors: "
+            f"{all(a['int8_weights'] for a in outcome.actors)}; actor restarts: {outcome.restarts}; "
+            f"final reward {row['mean_reward']:.1f}; stored in {store_path}"
+        )
+        energy = outcome.energy
+        console.print(
+            f"energy {energy['kwh'] * 1000:.3f} Wh, {energy['emissions_kg'] * 1000:.3f} g CO2eq ({energy['source']})"
+        )
+    return 0
+
+
+def rollout(args: argparse.Namespace) -> int:
+    from quarl_bench.api import run_rollouts
+    from quarl_bench.executors import default_workers
+    from quarl_bench.methods.rollout import job_for, requested_rollouts
+    from quarl_bench.report.console import rollout_line, rollout_summary
+
+    overrides = {
+        name: value
+        for name, value in (
+            ("cap", args.cap),
+            ("n_timesteps", args.n_timesteps),
+            ("backend", args.rollout_backend),
+            ("episodes", args.episodes),
+        )
+        if value is not None
+    }
+    configs = requested_rollouts(
+        args.grid, overrides, args.algo, args.env, args.rollout_precision, args.correction, args.seeds
+    )
+    if args.executor == "ray":
+        require("distributed", "--executor ray", ("ray",))
+    if any(config.backend == "onnxruntime" for config in configs):
+        require("deploy", "--rollout-backend onnxruntime", ("onnx", "onnxruntime"))
+    failures: list[str] = []
+
+    def on_done(work, rows, error) -> None:
+        if error is not None:
+            failures.append(
+                f"{work.config.algo}/{work.config.env_id} {work.config.precision} {work.config.label()} "
+                f"seed {work.config.seed}: {error}"
+            )
+            console.print(f"[red]failed[/] {failures[-1]}")
+        for row in rows or []:
+            console.print(rollout_line(row))
+
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        stored = 0 if args.force else sum(store.has(job_for(config).key) for config in configs)
+        console.print(
+            f"Quantized rollouts: {len(configs)} runs (fp32 references included), {stored} already stored; "
+            f"executor {args.executor}, {args.workers or default_workers()} worker(s)"
+        )
+        rows = run_rollouts(
+            configs,
+            store,
+            args.executor,
+            args.workers or default_workers(),
+            args.address,
+            args.force,
+            args.cache,
+            on_done,
+        )
+        if rows:
+            console.print(rollout_summary(rows))
+        console.print(f"Stored in {store.path}")
+    return 1 if failures else 0
+
+
+def train(args: argparse.Namespace) -> int:
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, find_in_folder
+    from quarl_bench.zoo.envs import resolve_env_id
+    from quarl_bench.zoo.train import train_baseline
+
+    env_id = resolve_env_id(args.env)
+    cache = args.cache or DEFAULT_CACHE
+    train_baseline(args.algo, env_id, cache, args.seed, args.n_timesteps)
+    ref = find_in_folder(cache, args.algo, env_id, "trained")
+    console.print(f"Saved {args.algo}/{env_id} in {ref.run_dir if ref else cache}")
+    return 0
