@@ -1,0 +1,38 @@
+"""The application layer: functions that take plain values and return data, one per thing a command does.
+
+The CLI (``cli.py`` -> ``commands/``) parses arguments, calls one of these and renders what it returns; Python
+callers use them directly. ``evaluate_agent`` is the one-call entry point (lm-evaluation-harness's
+``simple_evaluate`` shape): a path, a loaded SB3 model or a torch module, on an env id or factory.
+"""
+
+from __future__ import annotations
+
+from quarl_bench.api.agents import AgentQuery, acting_layer_names, find_agent
+from quarl_bench.api.deploy import export_artifact, run_deploy, time_table4
+from quarl_bench.api.evaluate import (
+    MixedSearch,
+    certify_agent,
+    evaluate_agent,
+    measure_fidelity,
+    mixed_ladder,
+    run_ptq,
+    search_mixed,
+)
+from quarl_bench.api.rollout import run_rollouts
+
+__all__ = [
+    "AgentQuery",
+    "MixedSearch",
+    "acting_layer_names",
+    "certify_agent",
+    "evaluate_agent",
+    "export_artifact",
+    "find_agent",
+    "measure_fidelity",
+    "mixed_ladder",
+    "run_deploy",
+    "run_ptq",
+    "run_rollouts",
+    "search_mixed",
+    "time_table4",
+]
