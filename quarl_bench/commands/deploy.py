@@ -30,7 +30,8 @@ def deploy(args: argparse.Namespace) -> int:
     require("deploy", "deploy", ("onnx", "onnxruntime"))
     from quarl_bench.api import run_deploy
     from quarl_bench.registry import EvalSettings
-    from quarl_bench.report.console import deployment_console_table, result_line
+    from quarl_bench.report.console import result_line
+    from quarl_bench.report.console_deployment import deployment_console_table
 
     specs = deploy_specs(args, args.backend)
     with ResultStore(args.store or DEFAULT_STORE) as store:
@@ -53,7 +54,7 @@ def table4(args: argparse.Namespace) -> int:
     require("deploy", "table4", ("onnx", "onnxruntime"))
     from quarl_bench.api import time_table4
     from quarl_bench.deploy.synthetic import machine
-    from quarl_bench.report.console import table4_table
+    from quarl_bench.report.console_deployment import table4_table
 
     console.print(f"Timing QuaRL Table 4 policies {', '.join(args.policy)} on {machine()} (one thread, batch 1)")
     with ResultStore(args.store or DEFAULT_STORE) as store:

@@ -104,7 +104,7 @@ def _write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_
     written += write_deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), out_dir)
     timings = store.timings()
     if len(timings):
-        from quarl_bench.report.console import table4_table
+        from quarl_bench.report.console_deployment import table4_table
 
         table4 = table4_comparison(timings, pd.read_csv(paper_dir / "quarl_table4_deployment.csv"))
         lines.append(table4_table(table4))
