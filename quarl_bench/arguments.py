@@ -321,3 +321,10 @@ def add_executor(parser: argparse.ArgumentParser, unit: str) -> None:
     parser.add_argument("--workers", type=positive_int, default=None, help=f"parallel {unit} (default: the cores)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or a Ray cluster")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+
+
+def add_timesteps(parser: argparse.ArgumentParser, default: int | None, help_text: str) -> None:
+    """A training command's ``-n``: timesteps, as rl-zoo3 reads it (evaluation commands' ``-n`` counts episodes)."""
+    parser.add_argument(
+        "-n", "--timesteps", "--n-timesteps", dest="n_timesteps", type=positive_int, default=default, help=help_text
+    )

@@ -4,8 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 # CPU torch first: a bare or newer torch requirement would pull a multi-GB CUDA build. PyTorch's CPU wheel index
-# gives the CPU build on any Linux machine; where it is unreachable (this machine's mirror serves a CPU wheel under
-# the plain name) the configured index is used, so the fallback never pulls CUDA where the CPU index works.
+# gives the CPU build on any Linux machine (pip's configured extra indexes and find-links still apply, so a local
+# mirror of the CPU wheel serves it too); only if that install fails is the configured index tried alone.
 if ! .venv/bin/python -c "import torch, sys; sys.exit(not torch.__version__.startswith('2.13.0'))" 2>/dev/null; then
     .venv/bin/pip install --quiet --disable-pip-version-check --timeout 15 --retries 0 \
         --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0" 2>/dev/null \

@@ -42,6 +42,8 @@ def evaluate_agent(
     """
     import tempfile
 
+    import pandas as pd
+
     from quarl_bench.registry import EvalSettings
     from quarl_bench.results import results_frame
     from quarl_bench.store import ResultStore
@@ -57,9 +59,9 @@ def evaluate_agent(
     settings = EvalSettings(episodes, seed, n_envs)
     with tempfile.TemporaryDirectory() as scratch:
         with ResultStore(store or Path(scratch) / "quarl.sqlite") as opened:
-            keys = [row["key"] for row in run_ptq(ref, specs, settings, opened)]
-            stored = opened.to_dataframe().set_index("key", drop=False)
-        return results_frame(stored.loc[keys].reset_index(drop=True))
+            rows = pd.DataFrame(run_ptq(ref, specs, settings, opened))  # this agent's rows only, not the store
+            rows["agent"] = rows["agent_hash"].map(opened.agent_names())
+        return results_frame(rows)
 
 
 def run_ptq(

@@ -8,6 +8,7 @@ from quarl_bench.arguments import (
     add_algo,
     add_executor,
     add_store,
+    add_timesteps,
     positive_int,
     precision_arg,
     ratio_cap,
@@ -24,14 +25,8 @@ def add_qat(commands: Subcommands) -> None:
     qat.add_argument("--env", required=True, help="env id or alias")
     qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="2-8 or 16 (or fp16, bf16)")
     qat.add_argument("--quant-delay", type=positive_int, default=None, help="steps before quantization (default: half)")
-    qat.add_argument(
-        "-n",
-        "--timesteps",
-        "--n-timesteps",
-        dest="n_timesteps",
-        type=positive_int,
-        default=None,
-        help="training timesteps, as in rl-zoo3 (default: rl-zoo3's); evaluation episodes are --episodes",
+    add_timesteps(
+        qat, None, "training timesteps, as in rl-zoo3 (default: rl-zoo3's); evaluation episodes are --episodes"
     )
     qat.add_argument("--seed", type=int, default=0, help="training seed")
     qat.add_argument("--quantize-activations", action="store_true", help="also fake-quantize layer outputs")
@@ -51,14 +46,8 @@ def add_amp(commands: Subcommands) -> None:
     amp.add_argument(
         "--dtype", default=None, choices=("bf16", "fp16"), help="autocast type (default: bf16 on CPU, fp16 on GPU)"
     )
-    amp.add_argument(
-        "-n",
-        "--timesteps",
-        "--n-timesteps",
-        dest="n_timesteps",
-        type=positive_int,
-        default=20_000,
-        help="training timesteps per run, as in rl-zoo3 (default 20000); evaluation episodes are --episodes",
+    add_timesteps(
+        amp, 20_000, "training timesteps per run, as in rl-zoo3 (default 20000); evaluation episodes are --episodes"
     )
     amp.add_argument("--seeds", "--seed", type=int, nargs="+", default=[0], help="training seeds (default 0)")
     amp.add_argument(
@@ -155,14 +144,8 @@ def add_rollout(commands: Subcommands) -> None:
     )
     rollout.add_argument("--cap", type=ratio_cap, default=None, help="the ratio cap C (default 2.0)")
     rollout.add_argument("--seeds", "--seed", type=int, nargs="+", default=None, help="training seeds (default 0)")
-    rollout.add_argument(
-        "-n",
-        "--timesteps",
-        "--n-timesteps",
-        dest="n_timesteps",
-        type=positive_int,
-        default=None,
-        help="training timesteps, as in rl-zoo3 (default rl-zoo3's); evaluation episodes are --episodes",
+    add_timesteps(
+        rollout, None, "training timesteps, as in rl-zoo3 (default rl-zoo3's); evaluation episodes are --episodes"
     )
     rollout.add_argument(
         "--rollout-backend",
@@ -184,13 +167,5 @@ def add_train(commands: Subcommands) -> None:
     train.add_argument("--algo", required=True, choices=ALGOS)
     train.add_argument("--env", required=True)
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument(
-        "-n",
-        "--timesteps",
-        "--n-timesteps",
-        dest="n_timesteps",
-        type=positive_int,
-        default=None,
-        help="training timesteps (default: rl-zoo3's budget)",
-    )
+    add_timesteps(train, None, "training timesteps (default: rl-zoo3's budget)")
     train.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
