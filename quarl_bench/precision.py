@@ -6,7 +6,7 @@ refused here, with the accepted ones. Importing this module costs no torch (the 
 each round trip names the function that does it and is imported when used.
 
 Adding a format: its round trip (a function of ``quant/formats.py``), one :func:`register` line below naming it,
-and its test; every command, grid, report and the store then take it by name.
+and its test; specs, PTQ and the command line then take it by name (tests/test_precision.py shows it).
 """
 
 from __future__ import annotations
