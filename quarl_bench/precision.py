@@ -30,6 +30,7 @@ class Precision:
     :param bits: bits per element.
     :param scale_bits: bits of shared scales per element (MX: one 8-bit exponent per 32 values = 0.25).
     :param round_trip_at: ``module:function(tensor, name)`` that stores a tensor in this format and reads it back.
+    :param family: formats that form one ladder of widths (MX: mxfp8, mxfp6, mxfp4); '' = the name alone.
     """
 
     name: str
@@ -37,6 +38,12 @@ class Precision:
     bits: int
     scale_bits: float = 0.0
     round_trip_at: str = ""
+    family: str = ""
+
+    @property
+    def ladder(self) -> str:
+        """The family a width ladder walks: integers (and the float casts above them) share ``int``."""
+        return "int" if self.kind != "format" else self.family or self.name
 
     @property
     def is_int(self) -> bool:
@@ -122,14 +129,14 @@ CAST = "quarl_bench.quant.affine:cast_round_trip_named"
 for _name, _bits in (("fp32", 32), ("fp16", 16), ("bf16", 16)):
     register(Precision(_name, "float", _bits, 0.0, CAST))
 FORMAT_ROUND_TRIP = "quarl_bench.quant.formats:format_round_trip"
-for _name, _bits, _scale in (
-    ("fp8-e4m3", 8, 0.0),  # one fp32 scale per tensor
-    ("fp8-e5m2", 8, 0.0),
-    ("mxfp4", 4, 8 / 32),  # an E8M0 exponent per 32 values
-    ("mxfp6", 6, 8 / 32),
-    ("mxfp8", 8, 8 / 32),
-    ("nvfp4", 4, 8 / 16),  # an e4m3 scale per 16 values (and one fp32 per tensor)
+for _name, _bits, _scale, _family in (
+    ("fp8-e4m3", 8, 0.0, ""),  # one fp32 scale per tensor
+    ("fp8-e5m2", 8, 0.0, ""),
+    ("mxfp4", 4, 8 / 32, "MX"),  # an E8M0 exponent per 32 values
+    ("mxfp6", 6, 8 / 32, "MX"),
+    ("mxfp8", 8, 8 / 32, "MX"),
+    ("nvfp4", 4, 8 / 16, ""),  # an e4m3 scale per 16 values (and one fp32 per tensor)
 ):
-    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP))
+    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family))
 FLOAT_PRECISIONS = names("float")
 FORMATS = names("format")

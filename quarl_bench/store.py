@@ -20,6 +20,7 @@ import pandas as pd
 from quarl_bench.agent_names import row_agent_name
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import FLOAT_PRECISIONS
+from quarl_bench.store_migration import fill_spec_json
 from quarl_bench.store_schema import (
     COLUMNS,
     FIDELITY_JSON_COLUMNS,
@@ -122,6 +123,7 @@ class ResultStore:
                         db.execute(FIDELITY_SCHEMA)
                         db.execute(VERDICTS_SCHEMA)
                         _add_missing_columns(db)
+                        fill_spec_json(db)
                         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
             except sqlite3.OperationalError as error:

@@ -9,11 +9,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from quarl_bench.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
-SCHEMA_VERSION = 8  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 9  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
-# and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table
+# and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
+# 8: before spec_json (store_migration.py fills it)
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -59,8 +61,10 @@ COLUMNS = (
         added=True,
     ),
     Column("obs_noise", "REAL NOT NULL DEFAULT 0", lambda r: r.job.obs_noise, added=True),
-    # activations, groups, calibrated rounding, pruning (QuantSpec.recipe_label): '' for plain weight PTQ
+    # activations, groups, calibrated rounding, pruning (QuantSpec.recipe_label): '' for plain weight PTQ; a column
+    # for queries (Variant); reports read the spec's fields from spec_json
     Column("recipe", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.recipe_label(), added=True),
+    Column("spec_json", "TEXT NOT NULL DEFAULT ''", lambda r: spec_json(r.job.spec), added=True),
     Column("agent_source", "TEXT", lambda r: r.provenance.get("agent_source")),
     Column("agent_path", "TEXT", lambda r: r.provenance.get("agent_path")),
     Column("mean_reward", "REAL NOT NULL", lambda r: r.mean_reward),
@@ -81,7 +85,16 @@ COLUMNS = (
     ),
     Column("created_at", "TEXT NOT NULL", lambda r: datetime.now(timezone.utc).isoformat(timespec="microseconds")),
 )
-JSON_COLUMNS = ("episode_rewards", "episode_lengths", "layers", "agreement", "provenance", "weights", "episode_ids")
+JSON_COLUMNS = (
+    "spec_json",
+    "episode_rewards",
+    "episode_lengths",
+    "layers",
+    "agreement",
+    "provenance",
+    "weights",
+    "episode_ids",
+)
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS results (\n    " + ",\n    ".join(f"{c.name} {c.definition}" for c in COLUMNS) + "\n)"
 )

@@ -157,6 +157,7 @@ class QuantSpec:
     def _normalise_layer_precisions(self) -> None:
         """Per-layer precisions: normalised; one precision for every layer is the uniform spec."""
         if not self.layer_precisions:
+            object.__setattr__(self, "layer_precisions", ())  # JSON gives a list
             return
         if self.method == "deploy" or self.layers != "paper":
             raise QuarlError(

@@ -1,4 +1,4 @@
-"""The methods report on hand-made statistics rows: which method a row measures, the minimum safe width per method
+"""The methods report on hand-made statistics rows: which method a spec measures (by its fields), the minimum safe width per method
 (``> W`` when even the widest misses), the paired gain over RTN, the W x A cells and the Pareto front."""
 
 from __future__ import annotations
@@ -6,41 +6,47 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from quarl_bench.report.methods import frontier_table, heatmap_table, method_of, paired_gain, safe_width_table
+from quarl_bench.precision import precision_bits
+from quarl_bench.report.methods import frontier_table, heatmap_table, paired_gain, safe_width_table
+from quarl_bench.report.statistics import spec_kind_columns
+from quarl_bench.spec_kinds import variant_label, weight_method
+from quarl_bench.types import QuantSpec
 
 
 @pytest.mark.parametrize(
-    ("spec", "precision", "method"),
+    ("precision", "options", "method"),
     [
-        ("default", "int4", "RTN"),
-        ("per-channel", "int4", "RTN per-channel"),
-        ("g32", "int4", "RTN group 32"),
-        ("gptq cal1000", "int3", "GPTQ"),
-        ("per-channel gptq cal500", "int3", "GPTQ per-channel"),
-        ("learned-round cal1000", "int3", "learned rounding"),
-        ("symmetric", "int8", "RTN symmetric"),
-        ("default", "mxfp6", "MX (mxfp8/6/4)"),
-        ("default", "nvfp4", "nvfp4"),
-        ("default", "fp16", "fp16"),
-        ("a8 cal-minmax1000", "int8", None),
-        ("obs6 cal-mse1000", "fp32", None),
-        ("afp8-e4m3 cal-minmax1000", "int8", None),
-        ("prune0.5", "int8", None),
+        ("int4", {}, "RTN"),
+        ("int4", {"granularity": "per-channel"}, "RTN per-channel"),
+        ("int4", {"group_size": 32}, "RTN group 32"),
+        ("int3", {"ptq": "gptq"}, "GPTQ"),
+        ("int3", {"ptq": "gptq", "granularity": "per-channel", "calibration_states": 500}, "GPTQ per-channel"),
+        ("int3", {"ptq": "learned-round"}, "learned rounding"),
+        ("int8", {"symmetric": True}, "RTN symmetric"),
+        ("mxfp6", {}, "MX (mxfp8/6/4)"),
+        ("nvfp4", {}, "nvfp4"),
+        ("fp16", {}, "fp16"),
+        ("int8", {"act_bits": "8"}, None),
+        ("fp32", {"obs_bits": "6", "calibration_method": "mse"}, None),
+        ("int8", {"act_bits": "fp8-e4m3"}, None),
+        ("int8", {"prune": 0.5}, None),
     ],
 )
-def test_each_row_belongs_to_one_method(spec: str, precision: str, method: str | None) -> None:
-    assert method_of(spec, precision) == method
+def test_each_spec_belongs_to_one_method_by_its_fields(precision: str, options: dict, method: str | None) -> None:
+    assert weight_method(QuantSpec(precision, **options)) == method
 
 
-def stats_row(agent: str, spec: str, precision: str, low: float, mean_diff: float = 0.0, **extra) -> dict:
-    bits = {"fp32": 32, "mxfp8": 8, "mxfp6": 6, "mxfp4": 4}.get(precision) or int(precision.removeprefix("int"))
+def stats_row(agent: str, options: dict, precision: str, low: float, mean_diff: float = 0.0) -> dict:
+    """A statistics row of ``QuantSpec(precision, **options)`` whose paired difference's lower bound is ``low - 100``."""
+    spec = QuantSpec(precision, **options)
+    label = variant_label(spec)
     return {
         "algo": "dqn",
         "env": "CartPole-v1",
         "agent": agent,
-        "spec": spec,
+        "spec": label,
         "precision": precision,
-        "bits": bits,
+        "bits": precision_bits(precision),
         "fp32 mean": 100.0,
         "reward CI low": low,
         "diff low": low - 100.0,  # the paired difference's lower bound: fp32 mean 100
@@ -49,8 +55,8 @@ def stats_row(agent: str, spec: str, precision: str, low: float, mean_diff: floa
         "IQM": 100.0 + mean_diff,
         "IQM low": 90.0 + mean_diff,
         "IQM high": 110.0 + mean_diff,
-        "rows": f"q{agent}{spec.replace(' ', '_')}{precision} ref{agent}",
-        **extra,
+        "rows": f"q{agent}{label.replace(' ', '_')}{precision} ref{agent}",
+        **spec_kind_columns(spec),
     }
 
 
@@ -61,10 +67,10 @@ def test_safe_width_per_method_and_the_gain_over_rtn() -> None:
         ("b", [90, 90, 90, 90], [99, 99, 99, 50]),
     ):
         for bits, low in zip((8, 6, 4, 3), rtn_low, strict=True):
-            rows.append(stats_row(agent, "default", f"int{bits}", low))
+            rows.append(stats_row(agent, {}, f"int{bits}", low))
         for bits, low in zip((8, 6, 4, 3), gptq_low, strict=True):
-            rows.append(stats_row(agent, "gptq cal1000", f"int{bits}", low))
-    rows += [stats_row("a", "default", p, low) for p, low in (("mxfp8", 99), ("mxfp6", 96), ("mxfp4", 20))]
+            rows.append(stats_row(agent, {"ptq": "gptq"}, f"int{bits}", low))
+    rows += [stats_row("a", {}, p, low) for p, low in (("mxfp8", 99), ("mxfp6", 96), ("mxfp4", 20))]
     table = safe_width_table(pd.DataFrame(rows), tolerance_pct=5).set_index("agent")
     # floor 95: a's RTN holds down to 6 bits, GPTQ to 3; b's RTN misses already at 8, GPTQ holds down to 4
     assert table.loc["a", "RTN"] == 6 and table.loc["a", "GPTQ"] == "≤ 3" and table.loc["a", "MX (mxfp8/6/4)"] == 6
@@ -77,10 +83,10 @@ def test_safe_width_per_method_and_the_gain_over_rtn() -> None:
 
 def test_heatmap_cells_and_pareto_front() -> None:
     rows = [
-        stats_row("a", "default", "int8", 99, -1.0),
-        stats_row("a", "a4 cal-minmax1000", "int8", 50, -40.0),
-        stats_row("a", "obs3 cal-minmax1000", "fp32", 90, -10.0),
-        stats_row("a", "g32 a4 cal-minmax1000", "int8", 50, -40.0),  # two options at once: not a cell
+        stats_row("a", {}, "int8", 99, -1.0),
+        stats_row("a", {"act_bits": "4"}, "int8", 50, -40.0),
+        stats_row("a", {"obs_bits": "3"}, "fp32", 90, -10.0),
+        stats_row("a", {"group_size": 32, "act_bits": "4"}, "int8", 50, -40.0),  # two options at once: not a cell
     ]
     heat = heatmap_table(pd.DataFrame(rows)).set_index(["W", "input", "bits"])
     assert heat.loc[(8, "A", 32), "E%"] == pytest.approx(1.0) and heat.loc[(8, "A", 4), "E%"] == pytest.approx(40.0)
@@ -94,9 +100,9 @@ def test_heatmap_cells_and_pareto_front() -> None:
     )
     stats = pd.DataFrame(
         [
-            stats_row("a", "default", "int8", 99, 0.0),
-            stats_row("a", "default", "int4", 10, -90.0),
-            stats_row("a", "prune0.5", "int8", 90, -5.0),
+            stats_row("a", {}, "int8", 99, 0.0),
+            stats_row("a", {}, "int4", 10, -90.0),
+            stats_row("a", {"prune": 0.5}, "int8", 90, -5.0),
         ]
     )
     front = frontier_table(stats, frame).set_index("row")
@@ -105,8 +111,7 @@ def test_heatmap_cells_and_pareto_front() -> None:
 
 
 def test_a_ladder_method_measured_at_one_width_stays_a_width() -> None:
-    rows = [stats_row("a", "default", "mxfp4", 99), stats_row("a", "default", "int4", 99)]
-    rows.append({**stats_row("a", "default", "int8", 99), "precision": "nvfp4", "bits": 4})
+    rows = [stats_row("a", {}, "mxfp4", 99), stats_row("a", {}, "int4", 99), stats_row("a", {}, "nvfp4", 99)]
     table = safe_width_table(pd.DataFrame(rows), tolerance_pct=5).set_index("agent")
     # the narrowest width tried holds: narrower was not tried, so the answer is an upper bound
     assert (

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from quarl_bench.agent_names import ref_title
 from quarl_bench.precision import precision_bits
+from quarl_bench.spec_kinds import spec_extras, spec_of
 
 # Pipes and CI logs get 80 columns by default, which wraps every row of the result table (140 fits it).
 console = Console(width=None if sys.stdout.isatty() else 140)
@@ -56,15 +57,7 @@ def spec_text(row: dict[str, Any]) -> str:
         return "random policy"
     if row.get("layer_bits"):
         return "layers " + "/".join(json.loads(row["layer_bits"]))
-    return " ".join([row["precision"], *spec_extras(row)])
-
-
-def spec_extras(row: dict[str, Any]) -> list[str]:
-    """What sets a row's spec apart from the default: granularity, symmetric, quantize_bias, layer mode, recipe."""
-    extras = [row["granularity"]] if row["granularity"] != "auto" else []
-    extras += [name for name in ("symmetric", "quantize_bias") if row[name]]
-    extras += [row["layer_mode"]] if row["layer_mode"] != "paper" else []
-    return extras + ([row["recipe"]] if row.get("recipe") else [])
+    return " ".join([row["precision"], *spec_extras(spec_of(row["spec_json"]))])
 
 
 def result_line(row: dict[str, Any], reused: bool) -> str:

@@ -12,7 +12,6 @@ Every cell names the rows it came from (the statistics' ``rows`` keys).
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,41 +19,25 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
-from quarl_bench.precision import is_int, precision_bits
+from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
+from quarl_bench.spec_kinds import spec_of, weight_method
 from quarl_bench.statistics.wording import safe_width_text
 
 AGENT = ["algo", "env", "agent"]
-ACTIVATION_TOKEN = re.compile(r"^(a|obs|out)(\d|fp|bf|mx|nv)")  # a8, obs6, out8, afp8-e4m3, ...
-INTEGER_INPUT = re.compile(r"^(a|obs|out)(\d+)$")
-CALIBRATION_TOKEN = re.compile(r"^cal(-\w+)?\d+$")
-
-
-def method_of(spec: str, precision: str) -> str | None:
-    """The weight method a statistics row measures, or None for rows that quantize more than weights (activations,
-    pruning: the heatmap's and the frontier's). ``cal…`` tokens (the calibration set) are not part of the name."""
-    tokens = [t for t in spec.split() if not CALIBRATION_TOKEN.match(t)]
-    if any(ACTIVATION_TOKEN.match(t) or t.startswith("prune") for t in tokens):
-        return None
-    if precision.startswith("mx"):
-        return "MX (mxfp8/6/4)" if tokens == ["default"] else None
-    if not is_int(precision):
-        return precision if tokens == ["default"] and precision != "fp32" else None
-    rounding = "GPTQ" if "gptq" in tokens else "learned rounding" if "learned-round" in tokens else "RTN"
-    rest = [t for t in tokens if t not in ("gptq", "learned-round", "default")]
-    groups = [t for t in rest if re.match(r"^g\d+$", t)]
-    rest = [t for t in rest if t not in groups]
-    grid = groups[0].replace("g", "group ") if groups else ("per-channel" if "per-channel" in rest else "")
-    rest = [t for t in rest if t != "per-channel"]
-    return " ".join([rounding, *([grid] if grid else []), *rest])
 
 
 def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     rows = statistics[statistics["precision"] != "fp32"].copy() if len(statistics) else statistics
     if rows.empty:
         return rows
-    rows["method"] = [method_of(s, p) for s, p in zip(rows["spec"], rows["precision"], strict=True)]
+    rows["method"] = rows["weight method"]
     return rows
+
+
+def _verdict_methods(verdicts: pd.DataFrame) -> list[str | None]:
+    """Each verdict's weight method, from its stored spec's fields."""
+    return [weight_method(spec_of(fields)) for fields in verdicts["spec_json"]]
 
 
 RULES = {"ci": "the paired difference's CI lower bound against -δ (as certify's rule, on fixed episodes)"}
@@ -70,10 +53,7 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     if verdicts.empty:
         return pd.DataFrame()
     frame = verdicts.copy()
-    frame["method"] = [
-        method_of(" ".join(s.split()[1:]) or "default", p)
-        for s, p in zip(frame["spec"], frame["precision"], strict=True)
-    ]
+    frame["method"] = _verdict_methods(frame)
     frame = frame[frame["method"].notna()]
     frame["seed"] = [settings["seed"] for settings in frame["settings"]]
     records: dict[tuple, dict[str, Any]] = {}
@@ -193,16 +173,9 @@ def heatmap_table(statistics: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     records = []
     for _, row in statistics.iterrows():
-        tokens = [t for t in row["spec"].split() if not CALIBRATION_TOKEN.match(t)]
-        inputs = [INTEGER_INPUT.match(t) for t in tokens]
-        if tokens == ["default"] and is_int(row["precision"]):
-            kind, width = "A", 32  # weights only: the column of fp32 inputs
-        elif len(tokens) == 1 and inputs[0] and inputs[0].group(1) != "out":
-            kind, width = ("A" if inputs[0].group(1) == "a" else "obs"), int(inputs[0].group(2))
-        else:
+        if not row["input"]:
             continue  # the reference, formats, other options (groups, rounding, pruning), or several inputs at once
-        if row["precision"] != "fp32" and not is_int(row["precision"]):
-            continue
+        kind, width = row["input"].split()  # "A 32": weights only, the column of fp32 inputs
         fp32 = float(row["fp32 mean"])
         records.append(
             {
@@ -211,7 +184,7 @@ def heatmap_table(statistics: pd.DataFrame) -> pd.DataFrame:
                 "agent": row["agent"],
                 "W": precision_bits(row["precision"]),
                 "input": kind,
-                "bits": width,
+                "bits": int(width),
                 "E%": 100 * -float(row["mean - fp32"]) / abs(fp32) if fp32 else math.nan,
                 "rows": row["rows"],
             }
@@ -229,7 +202,7 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
     records = []
     for _, row in statistics.iterrows():
         key = row["rows"].split()[0]
-        if bytes_of.get(key) is None or any(ACTIVATION_TOKEN.match(t) for t in row["spec"].split()):
+        if bytes_of.get(key) is None or row["inputs quantized"]:
             continue  # quantized inputs change no stored byte: the heatmap shows them
         records.append(
             {
@@ -238,6 +211,7 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
                 "agent": row["agent"],
                 "precision": row["precision"],
                 "spec": row["spec"],
+                "family": row["family"],
                 "acting bytes": int(bytes_of[key]),
                 "nonzero weights": nonzero_of.get(key),
                 "IQM": row["IQM"],
@@ -261,10 +235,7 @@ def certified_method_summary(verdicts: pd.DataFrame, certified: pd.DataFrame) ->
     """Per method, over the certified agents: the median certified width ('> W' as W + 1), the share of its verdicts
     that ended undetermined, and the median paired episodes per decided verdict."""
     frame = verdicts.copy()
-    frame["method"] = [
-        method_of(" ".join(s.split()[1:]) or "default", p)
-        for s, p in zip(frame["spec"], frame["precision"], strict=True)
-    ]
+    frame["method"] = _verdict_methods(frame)
     medians = method_medians(certified.drop(columns=["tolerance", "seed base"])).set_index("method")
     records = []
     for method, group in frame[frame["method"].notna()].groupby("method"):
@@ -388,8 +359,7 @@ def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
     rows, columns = _grid(len(agents))
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
     for ax, ((algo, env, _), group) in zip(axes.flat, agents, strict=False):
-        families = group["spec"].map(_family)
-        for family, points in group.groupby(families):
+        for family, points in group.groupby("family"):
             color = FAMILY_COLORS.get(family, "grey")
             ax.errorbar(
                 points["acting bytes"],
@@ -429,15 +399,3 @@ FAMILY_COLORS = {
     "learned rounding": "tab:purple",
     "pruned": "tab:brown",
 }
-
-
-def _family(spec: str) -> str:
-    """A plot legend's group for a spec label."""
-    for token, family in (("prune", "pruned"), ("gptq", "GPTQ"), ("learned-round", "learned rounding")):
-        if token in spec:
-            return family
-    if re.search(r"\b(a|obs|out)\d", spec):
-        return "activations"
-    if re.search(r"\bg\d+", spec):
-        return "group-wise"
-    return "RTN / formats" if spec == "default" else "RTN " + spec

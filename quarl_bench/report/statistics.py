@@ -15,7 +15,6 @@ import pandas as pd
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import is_int
-from quarl_bench.report.console import spec_extras
 from quarl_bench.report.estimators import (
     iqm,
     minimum_safe_bits,
@@ -25,8 +24,10 @@ from quarl_bench.report.estimators import (
     probability_of_improvement,
     stratified_bootstrap_ci,
 )
+from quarl_bench.spec_kinds import input_quantization, legend_family, spec_of, variant_label, weight_method
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.statistics.wording import safe_width_text
+from quarl_bench.types import QuantSpec
 
 CELL = (
     "algo",
@@ -79,10 +80,6 @@ def in_cell(frame: pd.DataFrame, cell: pd.Series | dict) -> pd.DataFrame:
     return frame[mask]
 
 
-def _spec_label(row: pd.Series) -> str:
-    return " ".join(spec_extras(row)) or "default"
-
-
 def paired_row_rewards(quantized: pd.Series, reference: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Two stored rows' rewards on the episodes both played, matched by episode identity."""
     return paired_rewards(
@@ -111,13 +108,14 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             continue
         cell_info = dict(zip(CELL, cell_values, strict=True)) | {"agent": name_of(cell.iloc[0])}
         quantized = cell[~reference].copy()
-        quantized["spec"] = [_spec_label(r) for _, r in quantized.iterrows()] if len(quantized) else []
+        quantized["spec"] = [variant_label(spec_of(fields)) for fields in quantized["spec_json"]]
         reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
         point, low, high = stratified_bootstrap_ci(reference)
         records.append(
             _record(
                 cell_info, "default", "fp32", 32, sorted(fp32), point, low, high, [fp32[s]["key"] for s in sorted(fp32)]
             )
+            | spec_kind_columns(QuantSpec())
         )
         for (spec, precision), group in quantized.groupby(["spec", "precision"]):
             by_seed = _by_seed(group)
@@ -155,6 +153,7 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
                 high,
                 [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds],
             )
+            record |= spec_kind_columns(spec_of(group["spec_json"].iloc[0]))
             record.update(
                 {
                     "fp32 mean": fp32_mean,
@@ -170,6 +169,19 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             )
             records.append(record)
     return pd.DataFrame.from_records(records)
+
+
+def spec_kind_columns(spec: QuantSpec) -> dict[str, Any]:
+    """What a statistics row measures, from its spec's fields: the weight method (None when more than weights
+    changed), the one input quantized (``A 8``, ``obs 6``; ``A 32``: weights only; '' otherwise), whether any input
+    is, and the frontier's legend family."""
+    inputs = input_quantization(spec)
+    return {
+        "weight method": weight_method(spec),
+        "input": f"{inputs[0]} {inputs[1]}" if inputs else "",
+        "inputs quantized": spec.activations,
+        "family": legend_family(spec),
+    }
 
 
 def tolerance_of(tolerance_pct: float, fp32_mean: float, random_mean: float | None) -> float:

@@ -15,11 +15,17 @@ import pandas as pd
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.tables import write_table
+from quarl_bench.spec_kinds import spec_of
 from quarl_bench.statistics.certification import family, minimum_safe
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.types import QuantSpec
 
 LINE = ("algo", "env_id", "agent_hash", "family", "tolerance", "alpha", "seed")
+
+
+def _column(spec: QuantSpec) -> str:
+    """A verdict's column: its precision, or its per-layer allocation."""
+    return "/".join(spec.layer_precisions) if spec.layer_precisions else spec.precision
 
 
 def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -31,8 +37,8 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     frame = verdicts.assign(
         seed=[settings["seed"] for settings in verdicts["settings"]],
-        family=[family(QuantSpec(**spec)) for spec in verdicts["spec_json"]],
-        column=[spec.split()[0] for spec in verdicts["spec"]],  # the precision, or a per-layer allocation
+        family=[family(spec_of(fields)) for fields in verdicts["spec_json"]],
+        column=[_column(spec_of(fields)) for fields in verdicts["spec_json"]],
     )
     narrowest = dict(zip(frame["column"], frame["precision"], strict=True))
     order = sorted(narrowest, key=lambda column: (-precision_bits(narrowest[column]), column))

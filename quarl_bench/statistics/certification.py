@@ -50,12 +50,7 @@ def minimum_safe(verdicts: Sequence[tuple[str, str]]) -> str | None:
 def family(spec: QuantSpec) -> str:
     """The ladder a spec is walked on: the same grid and recipe, and integers (with fp16/bf16 above them), or one
     float format family (fp8-e4m3, fp8-e5m2, MX, NVFP4). Each family has its own certified minimum."""
-    if spec.precision.startswith("mx"):
-        kind = "MX"
-    elif not spec.number_format.is_format:  # integer widths and the float casts share one ladder
-        kind = "int"
-    else:
-        kind = spec.precision
+    kind = spec.number_format.ladder
     grid = [spec.granularity] if spec.granularity != "auto" else []
     grid += ["symmetric"] if spec.symmetric else []
     grid += [spec.recipe_label()] if spec.recipe_label() else []

@@ -1,0 +1,105 @@
+"""What a stored spec is, read from its fields: a stored row's spec is JSON of :class:`QuantSpec`'s fields (the
+store's ``spec_json``), so reports group and name rows by those fields, never by parsing a label."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from functools import lru_cache
+from typing import Any
+
+from quarl_bench.precision import precision
+from quarl_bench.types import QuantSpec
+
+MX_METHOD = "MX (mxfp8/6/4)"
+
+
+def spec_of(fields: dict[str, Any] | str) -> QuantSpec:
+    """The spec of a stored row (its ``spec_json``, decoded or not)."""
+    return _spec(fields if isinstance(fields, str) else json.dumps(fields, sort_keys=True))
+
+
+@lru_cache(maxsize=4096)
+def _spec(text: str) -> QuantSpec:
+    return QuantSpec(**json.loads(text))
+
+
+def spec_json(spec: QuantSpec) -> str:
+    """Every field of a spec as JSON (what the store keeps; :func:`spec_of` reads it back)."""
+    return json.dumps(asdict(spec), sort_keys=True)
+
+
+def spec_extras(spec: QuantSpec) -> list[str]:
+    """What sets a spec apart from plain weight PTQ at its precision: grid options, layer mode, recipe."""
+    extras = [spec.granularity] if spec.granularity != "auto" else []
+    extras += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
+    extras += [spec.layers] if spec.layers != "paper" else []
+    return extras + ([spec.recipe_label()] if spec.recipe_label() else [])
+
+
+def variant_label(spec: QuantSpec) -> str:
+    """A spec's options without its precision (``per-channel gptq cal1000``); ``default`` for plain RTN."""
+    return " ".join(spec_extras(spec)) or "default"
+
+
+def weight_method(spec: QuantSpec) -> str | None:
+    """The weight-quantization method a spec measures (``RTN``, ``GPTQ per-channel``, ``RTN group 32``, ``nvfp4``,
+    the MX ladder); None for specs that change more than weights (activations, pruning) and for fp32."""
+    if spec.activations or spec.prune or spec.precision == "fp32":
+        return None
+    plain = not spec_extras(spec)
+    number = spec.number_format
+    if not number.is_int:
+        if not plain:
+            return None
+        return MX_METHOD if number.ladder == "MX" else spec.precision
+    rounding = {"gptq": "GPTQ", "learned-round": "learned rounding"}.get(spec.ptq, "RTN")
+    grid = f"group {spec.group_size}" if spec.group_size else "per-channel" if spec.granularity == "per-channel" else ""
+    rest = [spec.granularity] if spec.granularity not in ("auto", "per-channel") else []
+    rest += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
+    rest += [spec.layers] if spec.layers != "paper" else []
+    return " ".join([rounding, *([grid] if grid else []), *rest])
+
+
+def input_quantization(spec: QuantSpec) -> tuple[str, int] | None:
+    """For the weight x activation heatmap: ``("A", bits)`` when only every layer's input is quantized (at an
+    integer width), ``("obs", bits)`` for the observation only, ``("A", 32)`` for integer weights alone; None for
+    anything else (formats, outputs, groups, rounding, pruning, several inputs at once)."""
+    if spec.method != "ptq" or not (spec.number_format.is_int or spec.precision == "fp32"):
+        return None
+    inputs = [
+        (kind, getattr(spec, name)) for kind, name in (("A", "act_bits"), ("obs", "obs_bits")) if getattr(spec, name)
+    ]
+    if spec.out_bits or len(inputs) > 1:
+        return None
+    bare = QuantSpec(
+        spec.precision,
+        layers=spec.layers,
+        act_bits=spec.act_bits,
+        obs_bits=spec.obs_bits,
+        calibration_states=spec.calibration_states,
+        calibration_method=spec.calibration_method,
+    )
+    if spec != bare:  # another option changed too
+        return None
+    if not inputs:
+        return ("A", 32) if spec.precision != "fp32" else None
+    kind, width = inputs[0]
+    number = precision(width)
+    return (kind, number.bits) if number.is_int else None
+
+
+def legend_family(spec: QuantSpec) -> str:
+    """The compression frontier's legend group of a spec."""
+    if spec.prune:
+        return "pruned"
+    if spec.ptq == "gptq":
+        return "GPTQ"
+    if spec.ptq == "learned-round":
+        return "learned rounding"
+    if spec.activations:
+        return "activations"
+    if spec.group_size:
+        return "group-wise"
+    label = variant_label(spec)
+    return "RTN / formats" if label == "default" else "RTN " + label

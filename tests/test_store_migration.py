@@ -1,0 +1,78 @@
+"""A store written by an older release (tests/data/store_schema8.sqlite, see tests/data/README.md) opens, reports
+and keeps every row; a new run on it adds rows and deletes none."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from quarl_bench.spec_kinds import spec_of
+from quarl_bench.store import ResultStore
+from quarl_bench.store_schema import SCHEMA_VERSION
+from quarl_bench.types import ActionMode, Job
+
+OLD_STORE = Path(__file__).parent / "data" / "store_schema8.sqlite"
+
+
+@pytest.fixture()
+def old_store(tmp_path: Path) -> Path:
+    path = tmp_path / "old.sqlite"
+    shutil.copy(OLD_STORE, path)
+    return path
+
+
+def test_the_fixture_is_a_schema_8_store() -> None:
+    with sqlite3.connect(f"file:{OLD_STORE}?mode=ro", uri=True) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+        columns = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+        assert "spec_json" not in columns and "recipe" in columns
+        assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 20
+
+
+def test_every_old_row_gets_the_spec_that_made_its_key(old_store: Path) -> None:
+    """The migrated spec rebuilds each row's job key exactly: the legacy recipe labels were read without loss."""
+    with ResultStore(old_store) as store:
+        frame = store.to_dataframe()
+        assert len(frame) == 20 and len(store.verdicts()) == 2 and len(store.fidelity()) == 2
+    for _, row in frame.iterrows():
+        job = Job(
+            row["algo"],
+            row["env_id"],
+            spec_of(row["spec_json"]),
+            row["agent_hash"],
+            row["episodes"],
+            row["seed"],
+            row["n_envs"],
+            ActionMode(row["action_mode"], row["epsilon"]),
+            row["setting"],
+            row["obs_noise"],
+        )
+        assert job.key == row["key"], (row["precision"], row["recipe"], row["layer_bits"])
+    recipes = {spec_of(f).recipe_label() for f in frame["spec_json"]}
+    assert {"a8 g32 cal-minmax50", "gptq cal50", "prune0.5"} <= recipes
+    with sqlite3.connect(old_store) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_an_old_store_reports_and_a_new_run_adds_rows(cli, old_store: Path, tmp_path: Path) -> None:
+    code, _, err = cli("report", "--store", old_store, "--out", tmp_path / "report", "--html", "--formats", "svg")
+    assert code == 0, err
+    statistics = pd.read_csv(tmp_path / "report" / "reward_statistics.csv")
+    assert set(statistics["spec"]) == {"default", "a8 g32 cal-minmax50", "gptq cal50", "prune0.5"}
+    assert "gptq cal50" in (tmp_path / "report" / "report.html").read_text()
+    module = tmp_path / "tiny_policy.py"
+    module.write_text(
+        "import torch\n\ndef make():\n    torch.manual_seed(0)\n    return torch.nn.Sequential(torch.nn.Linear(4, 2))\n"
+    )
+    before = set(ResultStore(old_store).to_dataframe()["key"])
+    code, _, err = cli(
+        "run", "--policy-module", f"{module}:make", "--env", "CartPole-v1", "--bits", "32", "8", "-n", "2",
+        "--store", old_store,
+    )  # fmt: skip
+    assert code == 0, err
+    after = ResultStore(old_store).to_dataframe()
+    assert before < set(after["key"]) and len(after) == 22
