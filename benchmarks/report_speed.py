@@ -1,5 +1,5 @@
-"""Report generation time on a real store (default ``results/methods.sqlite``, the methods sweep: 2,293 rows): the
-report files (tables and figures) and the one-page ``report.html`` built from them, timed apart, one run.
+"""Report generation time on a real store (default ``results/methods.sqlite``, the methods sweep: 2,293 rows):
+``quarl-bench report --html`` (tables, figures and the one-page ``report.html``), as the command runs it.
 
 Run: python benchmarks/report_speed.py [--store results/methods.sqlite] [--out /tmp/report_speed]
 """
@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from quarl_bench.config import config_dir
-from quarl_bench.report.html import write_html_report
 from quarl_bench.report.writer import write_report
 from quarl_bench.store import ResultStore
 
@@ -27,13 +26,15 @@ def main() -> None:
         if rows < 1000:
             raise SystemExit(f"{args.store} has {rows} rows: expected a store of at least 1000 (a sweep's)")
         start = time.perf_counter()
-        write_report(store, args.out, config_dir() / "paper", formats=tuple(args.formats))
-        files = time.perf_counter() - start
-        start = time.perf_counter()
-        page = write_html_report(store, args.out)
-        html = time.perf_counter() - start
-    print(f"{rows} rows: report files {files:.1f} s, report.html {html:.1f} s ({page.stat().st_size / 1e6:.1f} MB)")
-    print(f"report --html: {files + html:.1f} s for {rows} rows")
+        report = write_report(store, args.out, config_dir() / "paper", formats=tuple(args.formats), html=True)
+        seconds = time.perf_counter() - start
+    figures = sum(1 for item in report.items if not hasattr(item, "frame"))
+    assert report.page is not None
+    print(
+        f"{rows} rows: {len(report.items)} report objects ({figures} figures), {len(report.written)} files, "
+        f"report.html {report.page.stat().st_size / 1e6:.1f} MB"
+    )
+    print(f"report --html: {seconds:.1f} s for {rows} rows")
 
 
 if __name__ == "__main__":

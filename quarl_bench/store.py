@@ -93,6 +93,7 @@ class ResultStore:
     def __init__(self, path: str | Path = DEFAULT_STORE) -> None:
         self.path = Path(path)
         self._db: sqlite3.Connection | None = None
+        self._names: tuple[int, dict[str, str]] | None = None  # agent_names() and the row count it was read at
 
     @property
     def _connection(self) -> sqlite3.Connection:
@@ -247,11 +248,15 @@ class ResultStore:
 
     def agent_names(self) -> dict[str, str]:
         """agent hash -> the agent as a person knows it (:func:`~quarl_bench.agent_names.row_agent_name`)."""
+        count = self._connection.execute("SELECT COUNT(*) FROM results").fetchone()[0]  # other processes write too
+        if self._names is not None and self._names[0] == count:
+            return self._names[1]
         query = "SELECT algo, env_id, agent_source, agent_path, agent_hash, provenance FROM results GROUP BY agent_hash"
         names = {}
         for algo, env_id, source, path, agent_hash, provenance in self._connection.execute(query).fetchall():
             row = {"algo": algo, "env_id": env_id, "agent_source": source, "agent_path": path}
             names[agent_hash] = row_agent_name(row | {"agent_hash": agent_hash, "provenance": json.loads(provenance)})
+        self._names = (count, names)
         return names
 
     def unpaired_rows(self, agent_hash: str) -> int:

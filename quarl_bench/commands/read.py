@@ -11,7 +11,7 @@ from quarl_bench.store import ResultStore
 
 
 def report(args: argparse.Namespace) -> int:
-    from quarl_bench.report.writer import write_report
+    from quarl_bench.report.writer import console_lines, write_report
 
     with ResultStore(existing_store(args.store)) as store:
         if store.to_dataframe().empty and store.timings().empty:
@@ -19,12 +19,9 @@ def report(args: argparse.Namespace) -> int:
                 f"the store {str(store.path)!r} holds no rows: nothing to report "
                 "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
             )
-        for line in write_report(store, args.out, args.paper, args.tolerance, tuple(args.formats)):
-            console.print(line)
-        if args.html:
-            from quarl_bench.report.html import write_html_report
-
-            console.print(f"wrote {write_html_report(store, args.out)}")
+        made = write_report(store, args.out, args.paper, args.tolerance, tuple(args.formats), args.html)
+    for line in console_lines(made):
+        console.print(line, markup=False)
     return 0
 
 

@@ -12,8 +12,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward  # noqa: E402
-from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
-from quarl_bench.report.tables import write_table  # noqa: E402
+from quarl_bench.report.objects import Figure, Table  # noqa: E402
+from quarl_bench.report.plots import file_label  # noqa: E402
 
 
 def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
@@ -150,41 +150,47 @@ def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     return table.join(pd.DataFrame(found, index=table.index, columns=list(PAPER_COLUMNS)))
 
 
-def write_actorq_report(results: pd.DataFrame, out_dir: Path, paper_dir: Path | None = None) -> list[Path]:
-    """``actorq_speedup.{md,csv}`` (ours next to ActorQ Table 2 where it has the task) and one figure per setting."""
+def actorq_report(results: pd.DataFrame, paper_dir: Path | None = None) -> list[Table | Figure]:
+    """``actorq_speedup`` (ours next to ActorQ Table 2 where it has the task) and one figure per setting."""
     runs = actorq_runs(results)
     if runs.empty:
         return []
     paper_file = paper_dir / "actorq_table2.csv" if paper_dir is not None else None
     paper = pd.read_csv(paper_file) if paper_file is not None and paper_file.is_file() else pd.DataFrame()
-    paths = write_table(with_paper(speedup_table(runs), paper), out_dir, "actorq_speedup")
+    items: list[Table | Figure] = [Table("actorq_speedup", "ActorQ", with_paper(speedup_table(runs), paper))]
     for setting, group in runs.groupby("setting"):
-        fig, (curves, mismatch, bars) = plt.subplots(1, 3, figsize=(17, 4))
-        for _, run in group.iterrows():
-            curve = pd.DataFrame(run["curve"])
-            label = f"{run['precision']} actors, seed {run['seed']}"
-            curves.plot(curve["seconds"], curve["reward"], marker=".", label=label)
-            if run["mismatch"]:
-                points = pd.DataFrame(run["mismatch"]).sort_values("seconds")
-                mismatch.plot(points["seconds"], points["agreement"], marker=".", linestyle="", label=label)
-        mismatch.set_xlabel("wall-clock time (s)")
-        mismatch.set_ylabel("actor vs learner fp32: agreement")
-        mismatch.set_ylim(-0.02, 1.02)
-        mismatch.set_title("policy mismatch at each pull")
-        mismatch.legend(fontsize="small")
-        curves.set_xlabel("wall-clock time (s)")
-        curves.set_ylabel("learner reward (deterministic fp32 policy)")
-        curves.set_title(f"{group['env'].iloc[0]}: convergence")
-        curves.legend()
-        bottom = [0.0] * len(group)
-        labels = [f"{p} s{seed}" for p, seed in zip(group["precision"], group["seed"], strict=True)]
-        for phase in PHASES:
-            values = list(group[phase])
-            bars.bar(labels, values, bottom=bottom, label=phase)
-            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        bars.set_ylabel("seconds, summed over actors")
-        bars.set_title("actor runtime breakdown")
-        bars.legend(fontsize="small")
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"actorq_{file_label(group['env'].iloc[0])}_{setting}", dpi=110)
-    return paths
+        name = f"actorq_{file_label(group['env'].iloc[0])}_{setting}"
+        items.append(Figure(name, "ActorQ", draw_actorq, (group,), 110, tuple(group["row"])))
+    return items
+
+
+def draw_actorq(group: pd.DataFrame) -> plt.Figure:
+    """Convergence curves, policy mismatch at each pull, and the actors' runtime breakdown of one setting."""
+    fig, (curves, mismatch, bars) = plt.subplots(1, 3, figsize=(17, 4))
+    for _, run in group.iterrows():
+        curve = pd.DataFrame(run["curve"])
+        label = f"{run['precision']} actors, seed {run['seed']}"
+        curves.plot(curve["seconds"], curve["reward"], marker=".", label=label)
+        if run["mismatch"]:
+            points = pd.DataFrame(run["mismatch"]).sort_values("seconds")
+            mismatch.plot(points["seconds"], points["agreement"], marker=".", linestyle="", label=label)
+    mismatch.set_xlabel("wall-clock time (s)")
+    mismatch.set_ylabel("actor vs learner fp32: agreement")
+    mismatch.set_ylim(-0.02, 1.02)
+    mismatch.set_title("policy mismatch at each pull")
+    mismatch.legend(fontsize="small")
+    curves.set_xlabel("wall-clock time (s)")
+    curves.set_ylabel("learner reward (deterministic fp32 policy)")
+    curves.set_title(f"{group['env'].iloc[0]}: convergence")
+    curves.legend()
+    bottom = [0.0] * len(group)
+    labels = [f"{p} s{seed}" for p, seed in zip(group["precision"], group["seed"], strict=True)]
+    for phase in PHASES:
+        values = list(group[phase])
+        bars.bar(labels, values, bottom=bottom, label=phase)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    bars.set_ylabel("seconds, summed over actors")
+    bars.set_title("actor runtime breakdown")
+    bars.legend(fontsize="small")
+    fig.tight_layout()
+    return fig

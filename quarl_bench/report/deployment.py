@@ -4,7 +4,6 @@ a latency-vs-reward figure."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import matplotlib
 
@@ -12,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
-from quarl_bench.report.tables import write_table  # noqa: E402
+from quarl_bench.report.objects import Figure, Table  # noqa: E402
+from quarl_bench.report.plots import file_label  # noqa: E402
 from quarl_bench.types import BACKEND_PRECISIONS  # noqa: E402
 
 
@@ -80,30 +79,37 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
     return pd.DataFrame.from_records(records)
 
 
-def write_deployment_report(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``deployment.{md,csv}`` and one ``deployment_{algo}_{env}.{png,pdf,svg}`` (p50 latency vs reward) per agent."""
-    paths = write_table(table, out_dir, "deployment")
-    for (algo, env, agent), group in table.groupby(["algo", "env", "agent"]) if len(table) else []:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for _, row in group.iterrows():
-            fp32 = row["backend"] == "torch-fp32"
-            ax.errorbar(
-                row["p50 ms"],
-                row["reward"],
-                yerr=row["std"],
-                marker="*" if fp32 else "o",
-                markersize=12 if fp32 else 6,
-                capsize=3,
-                label=row["backend"],
-            )
-        ax.set_xscale("log")
-        ax.set_xlabel("batch-1 latency, p50 (ms, one thread)")
-        ax.set_ylabel("mean episode reward (± std)")
-        ax.set_title(f"{algo.upper()} {env}: deployed artifacts (★ fp32 reference)")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"deployment_{algo}_{file_label(env)}_{agent[:8]}", dpi=110)
-    return paths
+def deployment_report(table: pd.DataFrame) -> list[Table | Figure]:
+    """``deployment`` and one figure (p50 latency vs reward) per agent."""
+    if table.empty:
+        return []
+    items: list[Table | Figure] = [Table("deployment", "Deployment", table)]
+    for (algo, env, agent), group in table.groupby(["algo", "env", "agent"]):
+        name = f"deployment_{algo}_{file_label(env)}_{agent[:8]}"
+        items.append(Figure(name, "Deployment", draw_deployment, (algo, env, group), 110, tuple(group["row key"])))
+    return items
+
+
+def draw_deployment(algo: str, env: str, group: pd.DataFrame) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for _, row in group.iterrows():
+        fp32 = row["backend"] == "torch-fp32"
+        ax.errorbar(
+            row["p50 ms"],
+            row["reward"],
+            yerr=row["std"],
+            marker="*" if fp32 else "o",
+            markersize=12 if fp32 else 6,
+            capsize=3,
+            label=row["backend"],
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("batch-1 latency, p50 (ms, one thread)")
+    ax.set_ylabel("mean episode reward (± std)")
+    ax.set_title(f"{algo.upper()} {env}: deployed artifacts (★ fp32 reference)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
 
 
 INT8_BACKENDS = tuple(backend for backend, precision in BACKEND_PRECISIONS.items() if precision == "int8")
@@ -158,8 +164,8 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
     return pd.DataFrame.from_records(records)
 
 
-def write_table4(comparison: pd.DataFrame, timings: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``table4.{md,csv}`` (the paper next to ours) and ``table4_backends.{md,csv}`` (every stored timing row)."""
+def table4_report(comparison: pd.DataFrame, timings: pd.DataFrame) -> list[Table]:
+    """``table4`` (the paper next to ours) and ``table4_backends`` (every stored timing row)."""
     if timings.empty:
         return []
     columns = [
@@ -174,6 +180,14 @@ def write_table4(comparison: pd.DataFrame, timings: pd.DataFrame, out_dir: Path)
         "calls",
         "key",
     ]
-    return write_table(comparison, out_dir, "table4", decimals=3) + write_table(
-        timings[columns], out_dir, "table4_backends", decimals=3
-    )
+    return [
+        Table("table4", SECTION_TABLE4, comparison, TABLE4_CAPTION, decimals=3, console=True),
+        Table("table4_backends", SECTION_TABLE4, timings[columns], decimals=3, on_page=False),
+    ]
+
+
+SECTION_TABLE4 = "QuaRL Table 4: deployment latency"
+TABLE4_CAPTION = (
+    "QuaRL Table 4: the paper's RasPi-3b+ (4x ARM A53) next to this machine; fp32 = torch fp32, int8 = the fastest "
+    "int8 backend, p50 ms"
+)

@@ -3,13 +3,14 @@ from the fp32 one's (``quarl-bench fidelity`` rows), one curve per precision."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import precision_bits
+from quarl_bench.report.objects import Figure, Table
 from quarl_bench.types import file_name
 
 
@@ -40,31 +41,39 @@ def fidelity_summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def write_fidelity_report(rows: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``fidelity.{md,csv}`` and per agent and setting ``fidelity_{algo}_{env}.png``: the share of episodes whose
-    trajectories have parted by step t, per precision."""
+def fidelity_report(rows: pd.DataFrame) -> list[Table | Figure]:
+    """``fidelity`` and per agent and setting a figure: the share of episodes whose trajectories have parted by
+    step t, per precision."""
     if rows.empty:
         return []
-    import matplotlib.pyplot as plt
-
-    from quarl_bench.report.plots import save_figure
-    from quarl_bench.report.tables import write_table
-
-    written = write_table(fidelity_summary(rows), out_dir, "fidelity")
+    items: list[Table | Figure] = [Table("fidelity", SECTION, fidelity_summary(rows))]
     groups = rows.groupby(["algo", "env_id", "agent_hash", "seed", "episodes", "threshold", "obs_noise"])
     for (algo, env_id, _agent, _seed, _episodes, threshold, noise), group in groups:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        curves = []
         for _, row in group.sort_values("precision", key=lambda s: -s.map(precision_bits)).iterrows():
             steps = np.array([s for s in row["first_obs"] if s is not None], dtype=float)
             horizon = max(row["lengths"]) if row["lengths"] else 1
             grid = np.arange(horizon + 1)
-            parted = [(steps <= t).sum() / row["episodes"] for t in grid]
-            ax.step(grid, parted, where="post", label=row["precision"])
-        ax.set_xlabel("step")
-        ax.set_ylabel("share of episodes parted from fp32")
-        ax.set_title(f"{name_of(group.iloc[0])}: threshold {threshold:g}, obs noise {noise:g}", wrap=True)
-        ax.legend()
-        fig.tight_layout()
+            curves.append((row["precision"], grid, [(steps <= t).sum() / row["episodes"] for t in grid]))
+        title = f"{name_of(group.iloc[0])}: threshold {threshold:g}, obs noise {noise:g}"
         suffix = f"_noise{noise:g}" if noise else ""
-        written += save_figure(fig, out_dir / f"fidelity_{algo}_{file_name(env_id)}{suffix}", 120)
-    return written
+        name = f"fidelity_{algo}_{file_name(env_id)}{suffix}"
+        items.append(Figure(name, SECTION, draw_fidelity, (curves, title), 120, tuple(group["job_key"])))
+    return items
+
+
+SECTION = "Closed-loop fidelity"
+
+
+def draw_fidelity(curves: list[tuple[str, np.ndarray, list[float]]], title: str) -> Any:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for precision, grid, parted in curves:
+        ax.step(grid, parted, where="post", label=precision)
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of episodes parted from fp32")
+    ax.set_title(title, wrap=True)
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -20,10 +20,11 @@ def _bootstrap_ci(rewards: tuple[float, ...], confidence: float, seed: int) -> t
     values = np.asarray(rewards, dtype=float)
     if len(values) < 2 or np.all(values == values[0]):
         return float(values.mean()), float(values.mean())
-    result = stats.bootstrap(
-        (values,), np.mean, confidence_level=confidence, n_resamples=2000, method="percentile", random_state=seed
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    # scipy.stats.bootstrap's percentile method, vectorised: its per-call overhead made a 2,400-row report spend
+    # seconds here
+    means = np.random.default_rng(seed).choice(values, size=(N_RESAMPLES, len(values))).mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
 def paired_ratio_ci(
@@ -54,11 +55,17 @@ N_RESAMPLES = 2000
 
 
 def iqm(values: Sequence[float] | np.ndarray, axis: int | None = None):
-    """Interquartile mean: the mean of the middle 50% (25% trimmed from each end, as rliable and scipy trim); along
-    ``axis`` of a 2-D array, one per row."""
+    """Interquartile mean: the mean of the middle 50% (``int(n / 4)`` values trimmed from each end after sorting, as
+    rliable and scipy's ``trim_mean(x, 0.25)`` do); along ``axis`` of a 2-D array, one per row."""
+    array = np.asarray(values, dtype=float)
     if axis is None:
-        return float(stats.trim_mean(np.asarray(values, dtype=float), 0.25))
-    return stats.trim_mean(np.asarray(values, dtype=float), 0.25, axis=axis)
+        array, axis = array.ravel(), 0
+    ordered = np.sort(array, axis=axis)
+    count = ordered.shape[axis]
+    cut = int(0.25 * count)
+    middle = np.take(ordered, np.arange(cut, count - cut), axis=axis)
+    mean = middle.mean(axis=axis)
+    return float(mean) if np.ndim(mean) == 0 else mean
 
 
 def _pooled(strata: Strata) -> np.ndarray:

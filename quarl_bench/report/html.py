@@ -8,35 +8,15 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from quarl_bench.report.estimators import bootstrap_ci
+from quarl_bench.report.objects import CELL_ROWS_SUFFIX, ROW_COLUMNS, SECTIONS, Figure, Item, Table, keys_in
 from quarl_bench.store import ResultStore, Variant
 
-# (title, table file stem in the report folder, figure file prefixes): a section appears when any of them exists
-SECTIONS = (
-    ("Minimum safe bits", "minimum_safe_bits", ()),
-    ("Sweet spot: reward against bits", None, ("sweetspot_",)),
-    ("Weight distributions", "weight_spread_vs_error", ("weights_",)),
-    ("Quantization methods", "methods_safe_width", ("wa_heatmap", "compression_frontier")),
-    ("Per-layer sensitivity", "sensitivity", ("sensitivity_",)),
-    ("Mixed precision", "mixed_pareto", ("mixed_pareto_",)),
-    ("Closed-loop fidelity", "fidelity", ("fidelity_",)),
-    ("QAT against PTQ", "qat_vs_ptq", ("qat_vs_ptq_",)),
-    ("Normalised scores", "normalised_aggregates", ("performance_profile",)),
-    ("Deployment", "deployment", ("deployment_",)),
-    ("QuaRL Table 4: deployment latency", "table4", ()),
-    ("ActorQ", "actorq_speedup", ("actorq_",)),
-    ("Quantized rollouts", "rollout_final", ("rollout_",)),
-    ("Paper vs measured", "paper_vs_measured", ()),
-)
-ROW_KEY = re.compile(r"\b[0-9a-f]{24}\b")
-ROW_COLUMNS = ("rows", "row", "row key", "row keys")  # name the stored rows behind the whole line
-CELL_ROWS_SUFFIX = " rows"  # "X rows" names the stored rows behind column X's cell
 SCRIPT = """
 const select = document.getElementById('variant');
 function show() {
@@ -63,7 +43,8 @@ def variant_rows(selected: pd.DataFrame) -> pd.DataFrame:
     """One line per stored row of a variant: reward with its bootstrap CI, E% and agreement against its own fp32
     reference row, and the row's key, command and commit."""
     records = []
-    for _, row in selected.sort_values(["algo", "env_id", "bits"], ascending=[True, True, False]).iterrows():
+    ordered = selected.sort_values(["algo", "env_id", "bits"], ascending=[True, True, False])
+    for row in ordered.to_dict("records"):
         low, high = bootstrap_ci(row["episode_rewards"])
         provenance = row["provenance"]
         records.append(
@@ -120,7 +101,7 @@ def row_origins(store: ResultStore, results: pd.DataFrame) -> dict[str, tuple[st
 
 def row_keys(text: object) -> list[str]:
     """The stored row keys a report cell names (``rows``-style columns hold them space- or comma-separated)."""
-    return ROW_KEY.findall(text) if isinstance(text, str) else []
+    return list(keys_in([text]))
 
 
 def origin_title(text: object, origins: dict[str, tuple[str, str]]) -> str:
@@ -148,10 +129,9 @@ def _title(text: str) -> str:
     return f' title="{html.escape(text)}"' if text else ""
 
 
-def table_html(path: Path, origins: dict[str, tuple[str, str]]) -> str:
-    """A report table (its CSV) as HTML whose cells name the stored rows behind them (keys, command, commit) in a
-    tooltip: a line's ``rows``/``row key`` column covers the line; column "X rows" covers column X's cell."""
-    frame = pd.read_csv(path)
+def table_html(frame: pd.DataFrame, origins: dict[str, tuple[str, str]]) -> str:
+    """A report table as HTML whose cells name the stored rows behind them (keys, command, commit) in a tooltip: a
+    line's ``rows``/``row key`` column covers the line; column "X rows" covers column X's cell."""
     cell_rows = {c[: -len(CELL_ROWS_SUFFIX)]: c for c in frame.columns if c.endswith(CELL_ROWS_SUFFIX)}
     line_rows = [c for c in frame.columns if c in ROW_COLUMNS]
     shown = [c for c in frame.columns if c not in cell_rows.values()]
@@ -168,28 +148,37 @@ def table_html(path: Path, origins: dict[str, tuple[str, str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def figure_html(path: Path) -> str:
-    """A figure as an embedded image: its SVG where the report wrote one, else its PNG."""
-    mime = "image/svg+xml" if path.suffix == ".svg" else "image/png"
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<figure><img alt="{html.escape(path.stem)}" src="data:{mime};base64,{data}"></figure>'
+def figure_html(figure: Figure, out_dir: Path, formats: tuple[str, ...]) -> str:
+    """A figure as an embedded image: its SVG where the report wrote one, else its PNG, else where its files are."""
+    for ext, mime in (("svg", "image/svg+xml"), ("png", "image/png")):
+        if ext in formats:
+            data = base64.b64encode((out_dir / f"{figure.name}.{ext}").read_bytes()).decode()
+            return f'<figure><img alt="{html.escape(figure.name)}" src="data:{mime};base64,{data}"></figure>'
+    written = ", ".join(f"{figure.name}.{ext}" for ext in formats)
+    return f"<p class='note'>Figure {html.escape(figure.name)}: written as {html.escape(written)}.</p>"
 
 
-def section_figures(out_dir: Path, prefixes: tuple[str, ...]) -> list[Path]:
-    """The report's figures of a section, one file per figure, SVG preferred."""
-    names = sorted({p.stem for prefix in prefixes for ext in ("svg", "png") for p in out_dir.glob(f"{prefix}*.{ext}")})
-    names = [name for name in names if not name.endswith("_grid")]  # a grid repeats the figures beside it
-    return [svg if (svg := out_dir / f"{name}.svg").is_file() else out_dir / f"{name}.png" for name in names]
+def write_html_report(
+    store: ResultStore,
+    items: list[Item],
+    out_dir: Path,
+    formats: tuple[str, ...] = ("svg", "png"),
+    selected: dict[Variant, pd.DataFrame] | None = None,
+    results: pd.DataFrame | None = None,
+) -> Path:
+    """``report.html`` in ``out_dir``: the report's objects section by section (every figure; every table marked
+    ``on_page``), after the reward rows of every variant, one stored row per line.
 
-
-def write_html_report(store: ResultStore, out_dir: Path) -> Path:
-    """``report.html`` in ``out_dir``, from the store and the report files already written there."""
-    results = store.to_dataframe()
+    :param selected: the PTQ variants' rows where the caller selected them already.
+    :param results: every stored row, where the caller read them already.
+    """
+    results = store.to_dataframe() if results is None else results
     origins = row_origins(store, results)
+    selected = selected or {}
     variants = store.variants("ptq") or [Variant()]
     options, blocks = [], []
     for i, variant in enumerate(variants):
-        rows = variant_rows(store.select(variant))
+        rows = variant_rows(selected[variant] if variant in selected else store.select(variant))
         if rows.empty:
             continue
         value = f"v{i}"
@@ -202,38 +191,39 @@ def write_html_report(store: ResultStore, out_dir: Path) -> Path:
         f"<p class='note'>Store <code>{html.escape(str(store.path))}</code>, {len(results)} rows; "
         f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Hover a line or a cell for the stored rows behind it.</p>",
     ]
-    verdicts = out_dir / "certified_verdicts.csv"
-    if verdicts.is_file():  # the answer first
-        parts += [
-            "<h2>Certified verdicts</h2>",
-            "<p class='note'>Per agent and precision: safe, unsafe or undetermined against the tolerance δ, decided by "
-            "an anytime-valid confidence sequence on paired episodes (their count in brackets); the certified "
-            "minimum is the narrowest precision safe with every wider one safe too.</p>",
-            table_html(verdicts, origins),
-        ]
-    if blocks:
-        parts += [
-            "<h2>Reward and E% per variant</h2>",
-            "<p class='note'>E% = (R_fp32 − R_q) / |R_fp32| · 100, from each row's own fp32 reference row.</p>",
-            f"<label>Variant <select id='variant'>{''.join(options)}</select></label>",
-            *blocks,
-        ]
-    for title, stem, prefixes in SECTIONS:
-        table = out_dir / f"{stem}.csv" if stem else None
-        figures = section_figures(out_dir, prefixes)
-        if not (table is not None and table.is_file()) and not figures:
+    shown = [item for item in items if item.on_page]
+    sections = list(dict.fromkeys([*SECTIONS, *(item.section for item in shown)]))
+    for section in sections:
+        members = [item for item in shown if item.section == section]
+        if section == "Reward and E% per variant" and blocks:
+            parts += [
+                f"<h2>{html.escape(section)}</h2>",
+                "<p class='note'>E% = (R_fp32 − R_q) / |R_fp32| · 100, from each row's own fp32 reference row.</p>",
+                f"<label>Variant <select id='variant'>{''.join(options)}</select></label>",
+                *blocks,
+            ]
+        if not members:
             continue
-        parts.append(f"<h2>{html.escape(title)}</h2>")
-        if table is not None and table.is_file():
-            parts.append(table_html(table, origins))
-        parts += [figure_html(figure) for figure in figures]
-    claimed = {prefix for _, _, prefixes in SECTIONS for prefix in prefixes}
-    unclaimed = [f for f in section_figures(out_dir, ("",)) if not f.name.startswith(tuple(claimed))]
-    if unclaimed:  # a figure family no section names yet still reaches the page
-        parts += ["<h2>More figures</h2>", *(figure_html(figure) for figure in unclaimed)]
+        if section != "Reward and E% per variant":
+            parts.append(f"<h2>{html.escape(section)}</h2>")
+        if section == "Certified verdicts":
+            parts.append(VERDICT_NOTE)
+        for item in members:
+            if isinstance(item, Table):
+                parts.append(table_html(item.frame, origins))
+            else:
+                parts.append(figure_html(item, out_dir, formats))
     if blocks:
         parts.append(f"<script>{SCRIPT}</script>")
     parts.append("</body></html>")
     path = out_dir / "report.html"
+    out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts))
     return path
+
+
+VERDICT_NOTE = (
+    "<p class='note'>Per agent and precision: safe, unsafe or undetermined against the tolerance δ, decided by an "
+    "anytime-valid confidence sequence on paired episodes (their count in brackets); the certified minimum is the "
+    "narrowest precision safe with every wider one safe too.</p>"
+)

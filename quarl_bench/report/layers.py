@@ -4,7 +4,7 @@ allocations against uniform PTQ (acting bytes vs reward with CIs). Reads stored 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,7 @@ import pandas as pd
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import stratified_bootstrap_ci
+from quarl_bench.report.objects import Figure, Table, keys_in
 from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
 from quarl_bench.types import file_name
 
@@ -104,60 +105,72 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records).drop_duplicates(["agent", "policy", "seed list"])
 
 
-def write_layer_report(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``sensitivity.{md,csv}`` with a heatmap per agent, ``mixed_pareto.{md,csv}`` with a front per agent."""
-    from quarl_bench.report.plots import save_figure
-    from quarl_bench.report.tables import write_table
-
-    written: list[Path] = []
-    import matplotlib.pyplot as plt
-
+def layer_report(frame: pd.DataFrame) -> list[Table | Figure]:
+    """``sensitivity`` with a heatmap per agent, ``mixed_pareto`` with a front per agent."""
+    items: list[Table | Figure] = []
     sensitivity = sensitivity_frame(frame)
     if len(sensitivity):
-        written += write_table(sensitivity, out_dir, "sensitivity", decimals=4)
+        items.append(Table("sensitivity", "Per-layer sensitivity", sensitivity, decimals=4))
         for (algo, env_id, _hash), group in sensitivity.groupby(["algo", "env_id", "agent_hash"]):
             grid = group.pivot_table(index="name", columns="bits", values="E %").sort_index(axis=1, ascending=False)
-            fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 1.5))
-            image = ax.imshow(grid.to_numpy(dtype=float), cmap="Reds", aspect="auto")
-            ax.set_xticks(range(len(grid.columns)), [f"{b} bits" for b in grid.columns])
-            ax.set_yticks(range(len(grid)), list(grid.index))
-            for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
-                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=8)
-            fig.colorbar(image, ax=ax, label="E % (others fp32)")
-            ax.set_title(f"{algo} {env_id} {name_of(group.iloc[0])}: one layer quantized", wrap=True)
-            fig.tight_layout()
-            written += save_figure(fig, out_dir / f"sensitivity_{algo}_{file_name(env_id)}", 120)
+            title = f"{algo} {env_id} {name_of(group.iloc[0])}: one layer quantized"
+            name = f"sensitivity_{algo}_{file_name(env_id)}"
+            keys = keys_in(value for column in group.columns for value in group[column])
+            items.append(Figure(name, "Per-layer sensitivity", draw_sensitivity, (grid, title), 120, keys))
     pareto = pareto_frame(frame)
     if len(pareto):
-        written += write_table(pareto, out_dir, "mixed_pareto")
+        items.append(Table("mixed_pareto", "Mixed precision", pareto))
         for (algo, env_id, agent), group in pareto.groupby(["algo", "env", "agent"]):
-            fig, ax = plt.subplots(figsize=(6, 4))
-            for method, points in group.groupby("method"):
-                points = points.sort_values("acting bytes")
-                errors = [points["mean reward"] - points["CI low"], points["CI high"] - points["mean reward"]]
-                ax.errorbar(
-                    points["acting bytes"],
-                    points["mean reward"],
-                    yerr=errors,
-                    marker="o" if method == "ptq" else "*",
-                    markersize=6 if method == "ptq" else 12,
-                    linestyle="-" if method == "ptq" else "",
-                    label="uniform PTQ" if method == "ptq" else "mixed (found)",
-                    capsize=3,
-                )
-                for _, point in points.iterrows():
-                    ax.annotate(
-                        point["policy"],
-                        (point["acting bytes"], point["mean reward"]),
-                        fontsize=7,
-                        xytext=(3, 3),
-                        textcoords="offset points",
-                    )
-            ax.set_xscale("log")
-            ax.set_xlabel("acting-network bytes")
-            ax.set_ylabel("mean reward (95% CI over verify seeds)")
-            ax.set_title(f"{algo} {env_id} ({agent}): size vs reward")
-            ax.legend()
-            fig.tight_layout()
-            written += save_figure(fig, out_dir / f"mixed_pareto_{algo}_{file_name(env_id)}", 120)
-    return written
+            name = f"mixed_pareto_{algo}_{file_name(env_id)}"
+            keys = keys_in(value for column in group.columns for value in group[column])
+            items.append(Figure(name, "Mixed precision", draw_pareto, (algo, env_id, agent, group), 120, keys))
+    return items
+
+
+def draw_sensitivity(grid: pd.DataFrame, title: str) -> Any:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.2 * len(grid.columns) + 3, 0.6 * len(grid) + 1.5))
+    image = ax.imshow(grid.to_numpy(dtype=float), cmap="Reds", aspect="auto")
+    ax.set_xticks(range(len(grid.columns)), [f"{b} bits" for b in grid.columns])
+    ax.set_yticks(range(len(grid)), list(grid.index))
+    for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
+        ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=8)
+    fig.colorbar(image, ax=ax, label="E % (others fp32)")
+    ax.set_title(title, wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+def draw_pareto(algo: str, env_id: str, agent: str, group: pd.DataFrame) -> Any:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, points in group.groupby("method"):
+        points = points.sort_values("acting bytes")
+        errors = [points["mean reward"] - points["CI low"], points["CI high"] - points["mean reward"]]
+        ax.errorbar(
+            points["acting bytes"],
+            points["mean reward"],
+            yerr=errors,
+            marker="o" if method == "ptq" else "*",
+            markersize=6 if method == "ptq" else 12,
+            linestyle="-" if method == "ptq" else "",
+            label="uniform PTQ" if method == "ptq" else "mixed (found)",
+            capsize=3,
+        )
+        for _, point in points.iterrows():
+            ax.annotate(
+                point["policy"],
+                (point["acting bytes"], point["mean reward"]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+    ax.set_xscale("log")
+    ax.set_xlabel("acting-network bytes")
+    ax.set_ylabel("mean reward (95% CI over verify seeds)")
+    ax.set_title(f"{algo} {env_id} ({agent}): size vs reward")
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -12,7 +12,6 @@ Every cell names the rows it came from (the statistics' ``rows`` keys).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import pandas as pd
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
+from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins
 from quarl_bench.spec_kinds import spec_of, weight_method
 from quarl_bench.statistics.wording import safe_width_text
 
@@ -197,10 +197,10 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
     at most as large and scores higher."""
     if statistics.empty:
         return pd.DataFrame()
-    bytes_of = {row["key"]: row["weights"].get("acting_bytes") for _, row in frame.iterrows()}
-    nonzero_of = {row["key"]: row["weights"].get("nonzero_weights") for _, row in frame.iterrows()}
+    bytes_of = {key: w.get("acting_bytes") for key, w in zip(frame["key"], frame["weights"], strict=True)}
+    nonzero_of = {key: w.get("nonzero_weights") for key, w in zip(frame["key"], frame["weights"], strict=True)}
     records = []
-    for _, row in statistics.iterrows():
+    for row in statistics.to_dict("records"):
         key = row["rows"].split()[0]
         if bytes_of.get(key) is None or row["inputs quantized"]:
             continue  # quantized inputs change no stored byte: the heatmap shows them
@@ -249,23 +249,17 @@ def certified_method_summary(verdicts: pd.DataFrame, certified: pd.DataFrame) ->
     return pd.DataFrame.from_records(records)
 
 
-def write_methods_report(
-    statistics: pd.DataFrame,
-    frame: pd.DataFrame,
-    out_dir: Path,
-    tolerance_pct: float,
-    verdicts: pd.DataFrame | None = None,
-) -> list:
-    """The three tables (.md/.csv) and their figures; nothing for a store without such rows. The safe widths come
-    from certified verdicts where the store has them (``methods_safe_width``); fixed-episode rows alone give the
+def methods_report(
+    statistics: pd.DataFrame, frame: pd.DataFrame, tolerance_pct: float, verdicts: pd.DataFrame | None = None
+) -> list[Table | Figure]:
+    """The three tables and their figures; nothing for a store without such rows. The safe widths come from
+    certified verdicts where the store has them (``methods_safe_width``); fixed-episode rows alone give the
     reward-CI evidence (``methods_safe_width_fixed``), labelled as such."""
-    from quarl_bench.report.tables import write_table
-
-    written: list[Path] = []
+    tables: list[Table] = []
     sections = []
     certified = certified_width_table(verdicts) if verdicts is not None else pd.DataFrame()
     if len(certified.columns) > 5:
-        written += write_table(certified, out_dir, "methods_safe_width")
+        tables.append(Table("methods_safe_width", SECTION, certified))
         shown = certified[[c for c in certified.columns if not c.endswith(" rows")]]
         sections.append(
             "## Certified (`quarl-bench certify`)\n\nThe narrowest weight width certified safe with every wider width "
@@ -279,7 +273,7 @@ def write_methods_report(
     safe = safe_width_table(statistics, tolerance_pct, "ci")
     if not (safe.empty or len(safe.columns) <= 4):
         stem = "methods_safe_width_fixed" if sections else "methods_safe_width"
-        written += write_table(safe, out_dir, stem)
+        tables.append(Table(stem, SECTION, safe, on_page=not sections))
         shown = safe[[c for c in safe.columns if not c.endswith(" rows")]]
         gains = [paired_gain(safe, m) for m in ("GPTQ", "learned rounding", "RTN per-channel", "RTN group 32")]
         summary = pd.DataFrame.from_records([g for g in gains if g])
@@ -297,18 +291,20 @@ def write_methods_report(
             )
         )
     if sections:
-        (out_dir / "methods_safe_width.md").write_text(
-            "# Minimum safe weight width per method\n\n" + "\n\n".join(sections) + "\n"
-        )
+        tables[0].markdown = "# Minimum safe weight width per method\n\n" + "\n\n".join(sections) + "\n"
+    items: list[Table | Figure] = list(tables)
     heat = heatmap_table(statistics)
     if not heat.empty and (heat["bits"] != 32).any():
-        written += write_table(heat, out_dir, "wa_heatmap")
-        written += _heatmap_figure(heat, out_dir)
+        items.append(Table("wa_heatmap", SECTION, heat))
+        items.append(Figure("wa_heatmap", SECTION, draw_heatmap, (heat,), 110, keys_in(heat["rows"])))
     frontier = frontier_table(statistics, frame)
     if not frontier.empty and frontier["spec"].nunique() > 1:
-        written += write_table(frontier, out_dir, "compression_frontier")
-        written += _frontier_figure(frontier, out_dir)
-    return written
+        items.append(Table("compression_frontier", SECTION, frontier))
+        items.append(Figure("compression_frontier", SECTION, draw_frontier, (frontier,), 110, keys_in(frontier["row"])))
+    return items
+
+
+SECTION = "Quantization methods"
 
 
 def _grid(count: int) -> tuple[int, int]:
@@ -316,11 +312,9 @@ def _grid(count: int) -> tuple[int, int]:
     return math.ceil(count / columns), columns
 
 
-def _heatmap_figure(heat: pd.DataFrame, out_dir: Path) -> list[Path]:
+def draw_heatmap(heat: pd.DataFrame) -> Any:
     import matplotlib.pyplot as plt
     import seaborn as sns
-
-    from quarl_bench.report.plots import save_figure
 
     agents = list(heat.groupby(AGENT))
     rows, columns = _grid(len(agents))
@@ -346,14 +340,12 @@ def _heatmap_figure(heat: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.axis("off")
     fig.suptitle("E% by weight width x activation width (A: every layer's input; obs: observations only)")
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (2.6 * rows)))
-    return save_figure(fig, out_dir / "wa_heatmap", 110)
+    return fig
 
 
-def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
+def draw_frontier(frontier: pd.DataFrame) -> Any:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
-
-    from quarl_bench.report.plots import save_figure
 
     agents = list(frontier.groupby(AGENT))
     rows, columns = _grid(len(agents))
@@ -387,8 +379,8 @@ def _frontier_figure(frontier: pd.DataFrame, out_dir: Path) -> list[Path]:
     handles = [legend[label] for label in labels]
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
     fig.suptitle("Compression frontier: bytes against reward (95% CI), black: Pareto front")
-    fig.tight_layout(rect=(0, 0.1 if rows == 1 else 0.04, 1, 1 - 0.35 / (3.2 * rows)))
-    return save_figure(fig, out_dir / "compression_frontier", 110)
+    panel_margins(fig, top=1.0, bottom=1.0 if rows == 1 else 1.1, wspace=0.8, hspace=0.9)
+    return fig
 
 
 FAMILY_COLORS = {

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import math
-import pickle
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 import matplotlib
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import is_int
+from quarl_bench.report.objects import Figure, keys_in, panel_margins
 from quarl_bench.statistics.wording import safe_width_text
 
 matplotlib.use("Agg")
@@ -21,57 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
-_formats: list[tuple[str, ...]] = [("svg", "png")]  # what save_figure writes (report --formats)
-
-
-_renderers: list[Any] = []  # a process that renders figure files while this one computes the next table
-
-
-@contextmanager
-def figure_formats(formats: tuple[str, ...], background: bool = False) -> Iterator[None]:
-    """Within the block, :func:`save_figure` writes these formats (``report --formats``; svg is what report.html
-    embeds, png what the README and slides take, pdf for papers). With ``background``, one other process renders
-    the files (rendering is most of a report's time, and the tables need only this one); the block ends when every
-    file is written, and a failed rendering raises there."""
-    _formats.append(tuple(formats))
-    if background:
-        _renderers.append({"pool": None, "futures": []})  # the process starts with the first figure
-    try:
-        yield
-        if background:
-            for future in _renderers[-1]["futures"]:
-                future.result()
-    finally:
-        _formats.pop()
-        if background and (pool := _renderers.pop()["pool"]) is not None:
-            pool.shutdown(cancel_futures=True)
-
-
-def save_figure(fig: plt.Figure, stem: Path, dpi: int) -> list[Path]:
-    """Write the figure in the chosen formats (default ``stem.svg`` and ``stem.png``) and close it; in the
-    background process when one renders (:func:`figure_formats`)."""
-    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in _formats[-1]]
-    if _renderers:
-        renderer = _renderers[-1]
-        if renderer["pool"] is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            renderer["pool"] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        renderer["futures"].append(renderer["pool"].submit(render_pickled, pickle.dumps(fig), paths, dpi))
-    else:
-        for path in paths:
-            fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return paths
-
-
-def render_pickled(figure: bytes, paths: list[Path], dpi: int) -> None:
-    """The background process's half of :func:`save_figure`."""
-    fig = pickle.loads(figure)
-    for path in paths:
-        fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+CURVE_COLUMNS = ["bits", "mean_reward", "std_reward"]
 
 
 def sweet_spot(curve: pd.DataFrame, fp32_reward: float) -> tuple[int, int | None]:
@@ -113,46 +59,81 @@ def draw_curve(ax: plt.Axes, algo: str, env_id: str, curve: pd.DataFrame, fp32_r
     ax.legend(fontsize="small")
 
 
-def write_sweet_spot_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One PNG+PDF per cell of one variant and a grid figure of all of them."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def sweet_spot_figures(selected: pd.DataFrame) -> list[Figure]:
+    """One figure per cell of one variant, and a grid of all of them (not on the page: it repeats them)."""
     curves = integer_curves(selected)
-    paths: list[Path] = []
-    for (algo, env_id), (curve, fp32) in curves.items():
-        fig, ax = plt.subplots(figsize=(6, 4))
+    keys = {cell: tuple(curve["key"]) for cell, (curve, _) in curves.items()}
+    data = {cell: (curve[CURVE_COLUMNS], fp32) for cell, (curve, fp32) in curves.items()}
+    figures = [
+        Figure(
+            f"sweetspot_{algo}_{file_label(env_id)}",
+            SECTION,
+            draw_sweet_spot,
+            (algo, env_id, curve, fp32),
+            120,
+            keys[(algo, env_id)],
+        )
+        for (algo, env_id), (curve, fp32) in data.items()
+    ]
+    if data:
+        every = tuple(key for cell in keys for key in keys[cell])
+        figures.append(Figure("sweetspot_grid", SECTION, draw_sweet_spot_grid, (data,), 100, every, on_page=False))
+    return figures
+
+
+SECTION = "Sweet spot: reward against bits"
+
+
+def draw_sweet_spot(algo: str, env_id: str, curve: pd.DataFrame, fp32: float) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    draw_curve(ax, algo, env_id, curve, fp32)
+    fig.tight_layout()
+    return fig
+
+
+def draw_sweet_spot_grid(curves: dict[tuple[str, str], tuple[pd.DataFrame, float]]) -> plt.Figure:
+    cols = min(3, len(curves))
+    rows = math.ceil(len(curves) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    for ax, ((algo, env_id), (curve, fp32)) in zip(axes.flat, curves.items(), strict=False):
         draw_curve(ax, algo, env_id, curve, fp32)
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"sweetspot_{algo}_{file_label(env_id)}", dpi=120)
-    if curves:
-        cols = min(3, len(curves))
-        rows = math.ceil(len(curves) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
-        for ax, ((algo, env_id), (curve, fp32)) in zip(axes.flat, curves.items(), strict=False):
-            draw_curve(ax, algo, env_id, curve, fp32)
-        for ax in list(axes.flat)[len(curves) :]:
-            ax.set_visible(False)
-        fig.suptitle("Reward vs weight bits (post-training quantization)")
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / "sweetspot_grid", dpi=100)
-    return paths
+    for ax in list(axes.flat)[len(curves) :]:
+        ax.set_visible(False)
+    fig.suptitle("Reward vs weight bits (post-training quantization)")
+    panel_margins(fig, left=0.9, top=1.1, wspace=1.0, hspace=1.0)
+    return fig
 
 
-def write_weight_figures(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
+def weight_figures(selected: pd.DataFrame) -> list[Figure]:
     """QuaRL Figure 2/3: per env, the fp32 acting-weight histogram of each agent (each fp32 row of one variant)
     with the int8 grid marked."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     if selected.empty:
         return []
     fp32 = selected[(selected["precision"] == "fp32") & selected["weights"].map(bool)]
-    paths: list[Path] = []
+    figures = []
     for env_id, group in fp32.groupby("env_id"):
-        fig, axes = plt.subplots(1, len(group), figsize=(4.5 * len(group), 3.6), squeeze=False)
-        for ax, (_, row) in zip(axes.flat, group.sort_values("algo").iterrows(), strict=True):
-            draw_weight_histogram(ax, f"{row['algo']} {name_of(row)}", row["weights"])
-        fig.suptitle(f"{env_id}: fp32 weights, int8 step = range / 256", wrap=True)
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"weights_{file_label(env_id)}", dpi=110)
-    return paths
+        group = group.sort_values("algo")
+        panels = [(f"{row['algo']} {name_of(row)}", row["weights"]) for _, row in group.iterrows()]
+        figures.append(
+            Figure(
+                f"weights_{file_label(env_id)}",
+                "Weight distributions",
+                draw_weight_figure,
+                (env_id, panels),
+                110,
+                tuple(group["key"]),
+            )
+        )
+    return figures
+
+
+def draw_weight_figure(env_id: str, panels: list[tuple[str, dict]]) -> plt.Figure:
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
+    for ax, (title, profile) in zip(axes.flat, panels, strict=True):
+        draw_weight_histogram(ax, title, profile)
+    fig.suptitle(f"{env_id}: fp32 weights, int8 step = range / 256", wrap=True)
+    panel_margins(fig, bottom=0.65, wspace=1.1)
+    return fig
 
 
 def file_label(label: str) -> str:
@@ -175,26 +156,39 @@ def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:
     ax.set_ylabel("count (log)")
 
 
-def write_qat_figures(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+def qat_figures(table: pd.DataFrame) -> list[Figure]:
     """QuaRL Figure 1/5: reward vs bits for fp32, PTQ and QAT on the same axes, one figure per algo/env."""
-    paths: list[Path] = []
+    figures = []
     for (algo, env_id), group in table.groupby(["algo", "env"]) if len(table) else []:
-        group = group.sort_values("bits")
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.axhline(group["fp32 Rwd"].iloc[0], color="black", linestyle="--", linewidth=1, label="fp32")
-        ax.plot(group["bits"], group["PTQ Rwd"], marker="o", label="PTQ")
-        ax.errorbar(
-            group["bits"],
-            group["QAT Rwd"],
-            yerr=group["QAT std over seeds"],
-            marker="s",
-            capsize=3,
-            label=f"QAT (mean ± std over {int(group['QAT seeds'].max())} seeds)",
+        keys = keys_in(value for column in group.columns for value in group[column])
+        figures.append(
+            Figure(
+                f"qat_vs_ptq_{algo}_{file_label(env_id)}",
+                "QAT against PTQ",
+                draw_qat_figure,
+                (algo, env_id, group.sort_values("bits")),
+                120,
+                keys,
+            )
         )
-        ax.set_title(f"{algo.upper()} {env_id}: QAT vs PTQ")
-        ax.set_xlabel("weight bits")
-        ax.set_ylabel("mean episode reward")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"qat_vs_ptq_{algo}_{file_label(env_id)}", dpi=120)
-    return paths
+    return figures
+
+
+def draw_qat_figure(algo: str, env_id: str, group: pd.DataFrame) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.axhline(group["fp32 Rwd"].iloc[0], color="black", linestyle="--", linewidth=1, label="fp32")
+    ax.plot(group["bits"], group["PTQ Rwd"], marker="o", label="PTQ")
+    ax.errorbar(
+        group["bits"],
+        group["QAT Rwd"],
+        yerr=group["QAT std over seeds"],
+        marker="s",
+        capsize=3,
+        label=f"QAT (mean ± std over {int(group['QAT seeds'].max())} seeds)",
+    )
+    ax.set_title(f"{algo.upper()} {env_id}: QAT vs PTQ")
+    ax.set_xlabel("weight bits")
+    ax.set_ylabel("mean episode reward")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -3,7 +3,6 @@ training seed), time to threshold, mismatch and entropy; learning and mismatch c
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -14,7 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from quarl_bench.report.estimators import bootstrap_ci, iqm, stratified_bootstrap_ci  # noqa: E402
-from quarl_bench.report.plots import file_label, save_figure  # noqa: E402
+from quarl_bench.report.objects import Figure, Table  # noqa: E402
+from quarl_bench.report.plots import file_label  # noqa: E402
 from quarl_bench.types import ROLLOUT_REFERENCE  # noqa: E402
 
 # per-update diagnostics (training/mismatch.py) -> the table's column: their mean over all updates of all seeds
@@ -156,43 +156,49 @@ PANELS = (
 LINESTYLES = {"none": "-", "tis": "--", "mis": ":"}
 
 
-def write_rollout_figures(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One figure per study: the panels of :data:`PANELS` against env steps; colour: rollout precision, line style:
-    correction (solid none, dashed tis, dotted mis)."""
-    paths: list[Path] = []
-    for (study, env, algo), group in runs.groupby(["study", "env", "algo"], sort=False):
-        fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4.2))
-        colours = {p: f"C{i}" for i, p in enumerate(dict.fromkeys(group["precision"]))}
-        for (precision, correction), runs_at in group.groupby(["precision", "correction"], sort=False):
-            style = {"color": colours[precision], "linestyle": LINESTYLES[correction.split("-")[0]]}
-            label = f"{precision} {correction} ({len(runs_at)} seeds)"
-            for ax, (name, _, log) in zip(axes, PANELS, strict=True):
-                if name == "kl" and precision == "fp32":
-                    continue  # zero up to rounding: nothing to draw on a log axis
-                _band(ax, curve_frame(runs_at, name), label, style, log)
-        for ax, (_, title, log) in zip(axes, PANELS, strict=True):
-            ax.set_xlabel("env steps")
-            ax.set_title(title, fontsize="medium")
-            if log:
-                ax.set_yscale("log")
-        threshold = group["threshold"].iloc[0]
-        if threshold is not None:
-            axes[0].axhline(threshold, color="grey", linestyle=":", label=f"threshold {threshold:g}")
-        axes[0].legend(fontsize="x-small", ncol=2)
-        fig.suptitle(f"{algo} {env}: quantized rollouts (mean over seeds in {CURVE_BINS} bins, 95% CI)")
-        fig.tight_layout()
-        paths += save_figure(fig, out_dir / f"rollout_{file_label(env)}_{study}", dpi=110)
-    return paths
+def rollout_figures(runs: pd.DataFrame) -> list[Figure]:
+    """One figure per study (:func:`draw_rollout`)."""
+    return [
+        Figure(
+            f"rollout_{file_label(env)}_{study}", SECTION, draw_rollout, (algo, env, group), 110, tuple(group["row"])
+        )
+        for (study, env, algo), group in runs.groupby(["study", "env", "algo"], sort=False)
+    ]
 
 
-def write_rollout_report(results: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``rollout_final.{md,csv}`` and one curve figure per study; nothing when the store has no rollout rows."""
+SECTION = "Quantized rollouts"
+
+
+def draw_rollout(algo: str, env: str, group: pd.DataFrame) -> plt.Figure:
+    """The panels of :data:`PANELS` against env steps; colour: rollout precision, line style: correction (solid
+    none, dashed tis, dotted mis)."""
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4.2))
+    colours = {p: f"C{i}" for i, p in enumerate(dict.fromkeys(group["precision"]))}
+    for (precision, correction), runs_at in group.groupby(["precision", "correction"], sort=False):
+        style = {"color": colours[precision], "linestyle": LINESTYLES[correction.split("-")[0]]}
+        label = f"{precision} {correction} ({len(runs_at)} seeds)"
+        for ax, (name, _, log) in zip(axes, PANELS, strict=True):
+            if name == "kl" and precision == "fp32":
+                continue  # zero up to rounding: nothing to draw on a log axis
+            _band(ax, curve_frame(runs_at, name), label, style, log)
+    for ax, (_, title, log) in zip(axes, PANELS, strict=True):
+        ax.set_xlabel("env steps")
+        ax.set_title(title, fontsize="medium")
+        if log:
+            ax.set_yscale("log")
+    threshold = group["threshold"].iloc[0]
+    if threshold is not None:
+        axes[0].axhline(threshold, color="grey", linestyle=":", label=f"threshold {threshold:g}")
+    axes[0].legend(fontsize="x-small", ncol=2)
+    fig.suptitle(f"{algo} {env}: quantized rollouts (mean over seeds in {CURVE_BINS} bins, 95% CI)")
+    fig.tight_layout()
+    return fig
+
+
+def rollout_report(results: pd.DataFrame) -> list[Table | Figure]:
+    """``rollout_final`` and one curve figure per study; nothing when the store has no rollout rows."""
     runs = rollout_runs(results)
     if runs.empty:
         return []
-    table = rollout_table(runs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = out_dir / "rollout_final.csv", out_dir / "rollout_final.md"
-    table.to_csv(csv, index=False)
-    md.write_text(table.to_markdown(index=False, floatfmt=".4g") + "\n")  # KL spans 1e-8 to 1: no fixed decimals
-    return [csv, md, *write_rollout_figures(runs, out_dir)]
+    table = Table("rollout_final", SECTION, rollout_table(runs), decimals=None)  # KL spans 1e-8 to 1: .4g
+    return [table, *rollout_figures(runs)]

@@ -7,7 +7,6 @@ strata are the evaluation seeds for which both the fp32 row and the quantized ro
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from quarl_bench.report.estimators import (
     probability_of_improvement,
     stratified_bootstrap_ci,
 )
+from quarl_bench.report.objects import Figure, Table, keys_in
 from quarl_bench.spec_kinds import input_quantization, legend_family, spec_of, variant_label, weight_method
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.statistics.wording import safe_width_text
@@ -72,6 +72,13 @@ def uniform_default_ptq(frame: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+# the columns seeded statistics read besides the cell's
+STATISTICS_COLUMNS = (
+    "key", "method", "layer_bits", "precision", "recipe", "spec_json", "bits", "seed", "agent", "agent_hash",
+    "episode_rewards", "episode_ids",
+)  # fmt: skip
+
+
 def in_cell(frame: pd.DataFrame, cell: pd.Series | dict) -> pd.DataFrame:
     """The rows of ``frame`` in the same agent cell (every ``CELL`` field equal) as ``cell``."""
     mask = np.ones(len(frame), dtype=bool)
@@ -80,15 +87,15 @@ def in_cell(frame: pd.DataFrame, cell: pd.Series | dict) -> pd.DataFrame:
     return frame[mask]
 
 
-def paired_row_rewards(quantized: pd.Series, reference: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def paired_row_rewards(quantized: pd.Series | dict, reference: pd.Series | dict) -> tuple[np.ndarray, np.ndarray]:
     """Two stored rows' rewards on the episodes both played, matched by episode identity."""
     return paired_rewards(
         quantized["episode_rewards"], quantized["episode_ids"], reference["episode_rewards"], reference["episode_ids"]
     )
 
 
-def _by_seed(rows: pd.DataFrame) -> dict[int, pd.Series]:
-    return {int(row["seed"]): row for _, row in rows.iterrows()}  # one row per seed: the key holds the seed
+def _by_seed(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {int(row["seed"]): row for row in rows}  # one row per seed: the key holds the seed
 
 
 def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
@@ -98,17 +105,19 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
     (ties count half), the reward's CI lower bound (fp32 mean + lower bound of the difference), whether that is within
     ``tolerance_pct`` of fp32, and the keys of the rows used.
     """
+    used = [*CELL, *STATISTICS_COLUMNS]
+    frame = frame[[c for c in dict.fromkeys(used) if c in frame.columns]]  # narrow rows: pandas per row is slow
     rows = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "")] if len(frame) else frame
     random = frame[frame["method"] == "random"] if len(frame) else frame
     records: list[dict[str, Any]] = []
-    for cell_values, cell in rows.groupby(list(CELL)):
-        reference = (cell["precision"] == "fp32") & (cell["recipe"] == "")  # a pruned fp32 row is not the reference
-        fp32 = _by_seed(cell[reference])
+    for cell_values, cell_frame in rows.groupby(list(CELL)):
+        cell = cell_frame.to_dict("records")  # plain dicts: pandas per row was most of this function's time
+        is_reference = [row["precision"] == "fp32" and row["recipe"] == "" for row in cell]  # not a pruned fp32 row
+        fp32 = _by_seed([row for row, ref in zip(cell, is_reference, strict=True) if ref])
         if not fp32:
             continue
-        cell_info = dict(zip(CELL, cell_values, strict=True)) | {"agent": name_of(cell.iloc[0])}
-        quantized = cell[~reference].copy()
-        quantized["spec"] = [variant_label(spec_of(fields)) for fields in quantized["spec_json"]]
+        cell_info = dict(zip(CELL, cell_values, strict=True)) | {"agent": name_of(cell[0])}
+        cell_random = in_cell(random, cell[0])
         reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
         point, low, high = stratified_bootstrap_ci(reference)
         records.append(
@@ -117,7 +126,11 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             )
             | spec_kind_columns(QuantSpec())
         )
-        for (spec, precision), group in quantized.groupby(["spec", "precision"]):
+        specs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row, ref in zip(cell, is_reference, strict=True):
+            if not ref:
+                specs.setdefault((variant_label(spec_of(row["spec_json"])), row["precision"]), []).append(row)
+        for (spec, precision), group in sorted(specs.items(), key=lambda item: item[0]):
             by_seed = _by_seed(group)
             seeds = sorted(set(by_seed) & set(fp32))
             if not seeds:
@@ -126,8 +139,7 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
             r_strata = [fp32[s]["episode_rewards"] for s in seeds]
             point, low, high = stratified_bootstrap_ci(q_strata)
             fp32_mean = float(np.mean(np.concatenate(r_strata)))
-            random_rows = in_cell(random, cell.iloc[0])
-            random_rows = random_rows[random_rows["seed"].isin(seeds)]
+            random_rows = cell_random[cell_random["seed"].isin(seeds)]
             random_mean = (
                 float(np.mean(np.concatenate(list(random_rows["episode_rewards"])))) if len(random_rows) else None
             )
@@ -146,14 +158,14 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
                 cell_info,
                 spec,
                 precision,
-                int(group["bits"].iloc[0]),
+                int(group[0]["bits"]),
                 seeds,
                 point,
                 low,
                 high,
                 [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds],
             )
-            record |= spec_kind_columns(spec_of(group["spec_json"].iloc[0]))
+            record |= spec_kind_columns(spec_of(group[0]["spec_json"]))
             record.update(
                 {
                     "fp32 mean": fp32_mean,
@@ -331,64 +343,82 @@ def profile_curves(scores: pd.DataFrame) -> dict[str, np.ndarray]:
     return curves
 
 
-def write_statistics_report(
-    frame: pd.DataFrame, out_dir: Path, tolerance_pct: float = 5.0, statistics: pd.DataFrame | None = None
-) -> list[Path]:
-    """``reward_statistics``, ``minimum_safe_bits``, ``normalised_aggregates`` (.md/.csv) and
-    ``performance_profile.png``; nothing for a store without PTQ rows.
+def statistics_report(
+    frame: pd.DataFrame, tolerance_pct: float = 5.0, statistics: pd.DataFrame | None = None
+) -> list[Table | Figure]:
+    """``reward_statistics``, ``minimum_safe_bits``, ``normalised_aggregates`` and the performance profile;
+    nothing for a store without PTQ rows.
 
     :param statistics: ``seeded_statistics(frame, tolerance_pct)`` when the caller has it already.
     """
-    from quarl_bench.report.plots import save_figure
-
     statistics = seeded_statistics(frame, tolerance_pct) if statistics is None else statistics
     if statistics.empty:
         return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = _write(
-        statistics,
-        out_dir,
-        "reward_statistics",
-        "IQM [95% stratified bootstrap CI over seeds]; mean - fp32 with its paired CI; P(q >= fp32), ties "
-        "count half; reward CI low = fp32 mean + the difference's lower bound.",
-    )
+    items: list[Table | Figure] = [
+        Table(
+            "reward_statistics",
+            "Minimum safe bits",
+            statistics,
+            "IQM [95% stratified bootstrap CI over seeds]; mean - fp32 with its paired CI; P(q >= fp32), ties "
+            "count half; reward CI low = fp32 mean + the difference's lower bound.",
+            decimals=3,
+            on_page=False,  # every spec's line: the CSV is the place to read it
+        )
+    ]
     safe = safe_bits_table(statistics, tolerance_pct)
-    written += _write(
-        safe,
-        out_dir,
-        "minimum_safe_bits",
-        f"Smallest integer width whose paired difference lower bound, and every wider one's, stays above -δ "
-        f"(δ = {tolerance_pct:g}% of R_fp32 - R_random, or of |R_fp32| without a random baseline); fixed episodes, "
-        "not certified: `quarl-bench certify` decides with a confidence sequence.",
-    )
+    if len(safe):
+        items.append(
+            Table(
+                "minimum_safe_bits",
+                "Minimum safe bits",
+                safe,
+                f"Smallest integer width whose paired difference lower bound, and every wider one's, stays above -δ "
+                f"(δ = {tolerance_pct:g}% of R_fp32 - R_random, or of |R_fp32| without a random baseline); fixed "
+                "episodes, not certified: `quarl-bench certify` decides with a confidence sequence.",
+                decimals=3,
+            )
+        )
     scores = normalised_episodes(frame)
     if scores.empty:
-        return written
-    written += _write(
-        aggregate_table(scores),
-        out_dir,
-        "normalised_aggregates",
-        "IQM of normalised scores (0 = the agent's measured random policy, 1 = its fp32 policy), "
-        "stratified bootstrap 95% CI over agents.",
+        return items
+    aggregates = aggregate_table(scores)
+    if len(aggregates):
+        items.append(
+            Table(
+                "normalised_aggregates",
+                "Normalised scores",
+                aggregates,
+                "IQM of normalised scores (0 = the agent's measured random policy, 1 = its fp32 policy), "
+                "stratified bootstrap 95% CI over agents.",
+                decimals=3,
+            )
+        )
+    curves = profile_curves(scores)
+    order = sorted(curves, key=lambda p: -int(scores[scores["precision"] == p]["bits"].iloc[0]))
+    agents = scores.groupby(["env", "agent"]).ngroups
+    keys = keys_in(statistics["rows"])
+    items.append(
+        Figure(
+            "performance_profile",
+            "Normalised scores",
+            draw_profile,
+            ([(p, curves[p]) for p in order], agents),
+            120,
+            keys,
+        )
     )
+    return items
+
+
+def draw_profile(curves: list[tuple[str, np.ndarray]], agents: int) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    curves = profile_curves(scores)
-    for precision in sorted(curves, key=lambda p: -int(scores[scores["precision"] == p]["bits"].iloc[0])):
-        ax.plot(PROFILE_TAUS, curves[precision], label=precision)
+    for precision, curve in curves:
+        ax.plot(PROFILE_TAUS, curve, label=precision)
     ax.set_xlabel("normalised score tau (0 random, 1 fp32)")
     ax.set_ylabel("fraction of episodes with score > tau")
-    ax.set_title(f"Performance profile, {scores.groupby(['env', 'agent']).ngroups} agent(s)")
+    ax.set_title(f"Performance profile, {agents} agent(s)")
     ax.legend()
     fig.tight_layout()
-    return written + save_figure(fig, out_dir / "performance_profile", 120)
-
-
-def _write(table: pd.DataFrame, out_dir: Path, name: str, caption: str) -> list[Path]:
-    if table.empty:
-        return []
-    csv, md = out_dir / f"{name}.csv", out_dir / f"{name}.md"
-    table.to_csv(csv, index=False)
-    md.write_text(caption + "\n\n" + table.round(3).to_markdown(index=False) + "\n")
-    return [md, csv]
+    return fig

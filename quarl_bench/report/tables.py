@@ -8,6 +8,7 @@ import pandas as pd
 
 from quarl_bench.agent_names import ZOO_SOURCES, name_of
 from quarl_bench.report.estimators import bootstrap_ci
+from quarl_bench.report.objects import Table
 
 TABLE_PRECISIONS = ("fp16", "int8")
 CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells of one algo/env apart
@@ -16,17 +17,19 @@ CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells 
 def cell_labels(frame: pd.DataFrame) -> dict[str, str]:
     """A row label per reference key: the env id, plus what sets the cell apart when one algo/env has several
     (another agent, env count or action mode); never merged."""
+    named = ["algo", "env_id", "reference_key", "agent_source", "agent", *CELL_FIELDS]
+    columns = [c for c in named if c in frame.columns]
+    groups: dict[tuple[str, str], dict[str, dict]] = {}  # (algo, env) -> reference key -> its first row
+    for row in frame[columns].to_dict("records"):  # plain dicts: pandas per group was most of a report's time
+        groups.setdefault((row["algo"], row["env_id"]), {}).setdefault(row["reference_key"], row)
     labels: dict[str, str] = {}
-    for (_algo, env_id), group in frame.groupby(["algo", "env_id"]):
-        cells = group.drop_duplicates("reference_key")
-        varying = [f for f in CELL_FIELDS if cells[f].nunique() > 1]
-        if (
-            "agent_hash" not in varying
-            and "agent_source" in cells
-            and not cells["agent_source"].isin(ZOO_SOURCES).all()
-        ):
+    for (_algo, env_id), cells in groups.items():
+        rows = list(cells.values())
+        varying = [f for f in CELL_FIELDS if len({row[f] for row in rows}) > 1]
+        own_file = "agent_source" in columns and any(row["agent_source"] not in ZOO_SOURCES for row in rows)
+        if "agent_hash" not in varying and own_file:
             varying.insert(0, "agent_hash")  # a user's own file is named, even alone
-        for _, cell in cells.iterrows():
+        for cell in rows:
             shown = {"agent_hash": name_of(cell)}  # the agent as a person knows it, not its bare hash
             extra = ", ".join(shown.get(f, f"{f.replace('_', ' ')} {cell[f]}") for f in varying)
             labels[cell["reference_key"]] = f"{env_id} ({extra})" if extra else env_id
@@ -43,19 +46,22 @@ def reward_error_table(selected: pd.DataFrame) -> pd.DataFrame:
     if selected.empty:
         return pd.DataFrame()
     labels = cell_labels(selected)
+    columns = ["reference_key", "precision", "algo", "mean_reward", "episode_rewards", "error_pct", "agreement"]
+    cells: dict[str, dict[str, dict]] = {}  # reference key -> precision -> row (plain dicts: pandas per cell was slow)
+    for row in selected[columns].to_dict("records"):
+        cells.setdefault(row["reference_key"], {})[row["precision"]] = row
     records = []
-    for reference_key, cell in selected.groupby("reference_key"):
-        by_precision = cell.set_index("precision")
-        if "fp32" not in by_precision.index:
+    for reference_key, by_precision in sorted(cells.items()):
+        if "fp32" not in by_precision:
             continue
-        fp32 = by_precision.loc["fp32"]
+        fp32 = by_precision["fp32"]
         record = {"algo": fp32["algo"], "env": labels[reference_key], "fp32 Rwd": fp32["mean_reward"]}
         low, high = bootstrap_ci(fp32["episode_rewards"])
         record["fp32 CI"] = f"[{low:.1f}, {high:.1f}]"
         for precision in TABLE_PRECISIONS:
-            if precision not in by_precision.index:
+            if precision not in by_precision:
                 continue
-            row = by_precision.loc[precision]
+            row = by_precision[precision]
             low, high = bootstrap_ci(row["episode_rewards"])
             record[f"{precision} Rwd"] = row["mean_reward"]
             record[f"{precision} CI"] = f"[{low:.1f}, {high:.1f}]"
@@ -78,17 +84,25 @@ def reward_error_table(selected: pd.DataFrame) -> pd.DataFrame:
     return wide.reindex([*envs, "Mean"])
 
 
-def write_reward_error_table(table: pd.DataFrame, out_dir: Path, suffix: str = "", label: str = "") -> list[Path]:
-    """``reward_error_table{suffix}.{md,tex,csv}`` in ``out_dir``; the Markdown names the variant (``label``)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"reward_error_table{suffix}.{ext}" for ext in ("md", "tex", "csv")]
-    table.to_csv(paths[2])
+def reward_error_report(table: pd.DataFrame, suffix: str = "", label: str = "") -> Table:
+    """``reward_error_table{suffix}`` (.md, .tex, .csv); the Markdown names the variant (``label``). On the page,
+    the variant selector shows the same rows one stored row per line."""
     text = table.round(2).astype(object).where(table.notna(), "")
     flat = text.copy()
     flat.columns = [f"{algo} {metric}" for algo, metric in text.columns]
-    paths[0].write_text((f"Variant: {label}\n\n" if label else "") + flat.to_markdown() + "\n")
-    paths[1].write_text(text.to_latex() + "\n")
-    return paths
+    markdown = (f"Variant: {label}\n\n" if label else "") + flat.to_markdown() + "\n"
+    caption = f"Reward-error table, variant: {label or 'default'}"
+    return Table(
+        f"reward_error_table{suffix}",
+        "Reward and E% per variant",
+        table,
+        caption,
+        markdown=markdown,
+        latex=True,
+        index=True,
+        on_page=False,
+        console=True,
+    )
 
 
 SPREAD_METRICS = ("std", "range", "kurtosis")
@@ -142,16 +156,13 @@ def spread_error_correlation(table: pd.DataFrame, precision: str = "int8") -> pd
     return pd.DataFrame(rows)
 
 
-def write_weight_spread(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``weight_spread_vs_error.{md,csv}``: the per-agent table, then the correlations."""
+def weight_spread_report(selected: pd.DataFrame) -> list[Table]:
+    """``weight_spread_vs_error``: the per-agent table, then the correlations."""
     table = weight_spread_table(selected)
     if table.empty:
         return []
-    out_dir.mkdir(parents=True, exist_ok=True)
     correlation = spread_error_correlation(table)
-    csv, md = out_dir / "weight_spread_vs_error.csv", out_dir / "weight_spread_vs_error.md"
-    table.to_csv(csv, index=False)
-    md.write_text(
+    markdown = (
         table.round(4).to_markdown(index=False)
         + "\n\nmargin_median: the fp32 policy's median gap between its best and second-best action (Q-values or "
         "logits) on the states it visited; discrete-action agents only.\n\nCorrelation of weight spread and decision "
@@ -159,7 +170,7 @@ def write_weight_spread(selected: pd.DataFrame, out_dir: Path) -> list[Path]:
         + correlation.round(3).to_markdown(index=False)
         + "\n"
     )
-    return [csv, md]
+    return [Table("weight_spread_vs_error", "Weight distributions", table, markdown=markdown, decimals=4)]
 
 
 def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
@@ -199,17 +210,6 @@ def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
     if not records:
         return pd.DataFrame()
     return pd.DataFrame.from_records(records).sort_values(["algo", "env", "bits"], ascending=[True, True, False])
-
-
-def write_table(table: pd.DataFrame, out_dir: Path, stem: str, decimals: int = 2) -> list[Path]:
-    """``stem.csv`` and ``stem.md`` (rounded to ``decimals``) of a flat table; nothing for an empty one."""
-    if table.empty:
-        return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
-    table.to_csv(csv, index=False)
-    md.write_text(table.round(decimals).to_markdown(index=False) + "\n")
-    return [csv, md]
 
 
 PAPER_PRECISIONS = ("fp32", "fp16", "int8")
@@ -349,8 +349,9 @@ def fp32_baseline(row: pd.Series, fp32: pd.DataFrame, keys: list[str]) -> pd.Ser
     return match.iloc[0] if len(match) == 1 else None
 
 
-def write_amp_table(results: pd.DataFrame, out_dir: Path, paper_dir: Path | None = None) -> list[Path]:
-    """``amp_timing.{md,csv}``, next to QuaRL Table 5 when ``paper_dir`` has it."""
+def amp_report(results: pd.DataFrame, paper_dir: Path | None = None) -> list[Table]:
+    """``amp_timing``, next to QuaRL Table 5 when ``paper_dir`` has it."""
     paper_file = paper_dir / "quarl_table5_mixed_precision.csv" if paper_dir is not None else None
     paper = pd.read_csv(paper_file) if paper_file is not None and paper_file.is_file() else None
-    return write_table(amp_table(results, paper), out_dir, "amp_timing")
+    table = amp_table(results, paper)
+    return [Table("amp_timing", "Mixed-precision training", table)] if len(table) else []

@@ -8,13 +8,11 @@ fixed-episode means.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import precision_bits
-from quarl_bench.report.tables import write_table
+from quarl_bench.report.objects import Table
 from quarl_bench.spec_kinds import spec_of
 from quarl_bench.statistics.certification import family, minimum_safe
 from quarl_bench.statistics.wording import safe_width_text
@@ -64,6 +62,9 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def write_verdict_report(verdicts: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """``certified_verdicts.{csv,md}``; nothing when the store holds no verdict."""
-    return write_table(verdict_grid(verdicts), out_dir, "certified_verdicts")
+def verdict_report(verdicts: pd.DataFrame) -> list[Table]:
+    """``certified_verdicts``, first on the console and the page; nothing when the store holds no verdict."""
+    if verdicts.empty:
+        return []
+    caption = "Certified verdicts (paired episodes per decision in brackets)"
+    return [Table("certified_verdicts", "Certified verdicts", verdict_grid(verdicts), caption, console=True)]

@@ -1,13 +1,28 @@
-"""``quarl-bench report``: every table and figure, each from rows the store selects for one explicit variant."""
+"""``quarl-bench report``: every table and figure, each from rows the store selects for one explicit variant.
+
+The writers return :class:`~quarl_bench.report.objects.Table` and ``Figure`` objects; this module collects them
+into one list, which the files, the console (:func:`console_lines`) and ``report.html`` all render.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
+from quarl_bench.report.objects import FileWriter, Item, Table
 from quarl_bench.store import ResultStore, Variant
+
+
+@dataclass
+class Report:
+    """What ``report`` made: its objects, the files written from them, and notes for the console."""
+
+    items: list[Item]
+    written: list[Path]
+    notes: list[str] = field(default_factory=list)
+    page: Path | None = None
 
 
 def write_report(
@@ -16,109 +31,122 @@ def write_report(
     paper_dir: Path,
     tolerance_pct: float = 5.0,
     formats: tuple[str, ...] = ("svg", "png"),
-) -> list:
-    """:func:`_write_report` with figures in ``formats`` (svg: what report.html embeds; png; pdf on request)."""
-    from quarl_bench.report.plots import figure_formats
-
-    with figure_formats(formats, background=True):
-        return _write_report(store, out_dir, paper_dir, tolerance_pct)
-
-
-def _write_report(store: ResultStore, out_dir: Path, paper_dir: Path, tolerance_pct: float = 5.0) -> list:
-    """Write the report files into ``out_dir``; returns the lines to print (tables, variants, files written).
+    html: bool = False,
+    figure_workers: int = 2,
+) -> Report:
+    """Write the report files into ``out_dir`` (figures in ``formats``: svg is what report.html embeds; png; pdf on
+    request), and ``report.html`` with ``html``.
 
     The reward-error table is written once per PTQ variant in the store (seed, episodes, grid options, layer mode),
     each file named after its variant (no suffix for the default: seed 0, 100 episodes, default spec). Figures and
     the other tables use the primary variant: the default if the store has it, else the first one found.
     """
-    from quarl_bench.report.actorq import write_actorq_report
-    from quarl_bench.report.divergence import write_fidelity_report
-    from quarl_bench.report.layers import write_layer_report
-    from quarl_bench.report.methods import write_methods_report
-    from quarl_bench.report.plots import write_qat_figures, write_sweet_spot_figures, write_weight_figures
-    from quarl_bench.report.rollout import write_rollout_report
-    from quarl_bench.report.statistics import seeded_statistics, write_statistics_report
+    files = FileWriter(out_dir, formats, figure_workers)
+    read = Read()
+    try:
+        notes = _collect(store, paper_dir, tolerance_pct, files, read)
+    finally:
+        written = files.close()
+    report = Report(files.items, written, notes)
+    if html:
+        from quarl_bench.report.html import write_html_report
+
+        report.page = write_html_report(store, report.items, out_dir, formats, read.variants, read.everything)
+    return report
+
+
+def console_lines(report: Report) -> list[str]:
+    """What ``report`` prints: the console tables (verdicts first), the notes, then every file written."""
+    lines = []
+    for item in report.items:
+        if isinstance(item, Table) and item.console:
+            shown = item.frame.drop(columns=[c for c in ("rows",) if c in item.frame.columns])
+            lines += [item.caption or item.name, shown.round(2).to_string(na_rep="-")]
+    lines += report.notes
+    return lines + [f"wrote {path}" for path in report.written + ([report.page] if report.page else [])]
+
+
+@dataclass
+class Read:
+    """The store's rows a report read, kept for report.html: every row, and each PTQ variant's."""
+
+    everything: pd.DataFrame | None = None
+    variants: dict[Variant, pd.DataFrame] = field(default_factory=dict)
+
+
+def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: FileWriter, read: Read) -> list[str]:
+    """Hand every report object to ``files`` as it is made (figures draw meanwhile); returns the notes."""
+    from quarl_bench.report.actorq import actorq_report
+    from quarl_bench.report.deployment import deployment_report, deployment_table, table4_comparison, table4_report
+    from quarl_bench.report.divergence import fidelity_report
+    from quarl_bench.report.layers import layer_report
+    from quarl_bench.report.methods import methods_report
+    from quarl_bench.report.plots import qat_figures, sweet_spot_figures, weight_figures
+    from quarl_bench.report.rollout import rollout_report
+    from quarl_bench.report.statistics import seeded_statistics, statistics_report
     from quarl_bench.report.tables import (
+        amp_report,
         paper_reference,
         paper_vs_measured,
         qat_vs_ptq_table,
+        reward_error_report,
         reward_error_table,
-        write_amp_table,
-        write_reward_error_table,
-        write_table,
-        write_weight_spread,
+        weight_spread_report,
     )
-    from quarl_bench.report.verdicts import verdict_grid, write_verdict_report
+    from quarl_bench.report.verdicts import verdict_report
 
-    lines: list = []  # strings and rich tables
-    written: list[Path] = []
+    notes: list[str] = []
     verdicts = store.verdicts()
-    if len(verdicts):  # the answer first: certified verdicts, agents x precisions
-        grid = verdict_grid(verdicts)
-        lines += [
-            "Certified verdicts (paired episodes per decision in brackets)",
-            grid.drop(columns="rows").to_string(na_rep="-"),
-        ]
-        written += write_verdict_report(verdicts, out_dir)
+    files.add(verdict_report(verdicts))  # the answer first: certified verdicts, agents x precisions
     variants = store.variants("ptq") or [Variant()]
-    for variant in variants:
-        table = reward_error_table(store.select(variant))
-        if table.empty:
-            continue
-        written += write_reward_error_table(table, out_dir, variant.slug(), variant.label())
-        lines += [f"Reward-error table, variant: {variant.label()}", table.round(2).to_string(na_rep="-")]
     primary = variants[0]
-    lines.append(f"Figures and comparisons use the variant: {primary.label()}")
-    default = store.select(primary)
-    written += write_sweet_spot_figures(default, out_dir)
-    written += write_weight_figures(default, out_dir)
-    written += write_weight_spread(default, out_dir)
+    default = read.variants[primary] = store.select(primary)
+    # figures first, the slowest soonest: they draw in other processes while the tables compute
+    everything = read.everything = store.to_dataframe()
+    statistics = seeded_statistics(everything, tolerance_pct)
+    files.add(methods_report(statistics, everything, tolerance_pct, verdicts))
+    files.add(sweet_spot_figures(default))
+    files.add(weight_figures(default))
+    files.add(statistics_report(everything, tolerance_pct, statistics))
+    files.add(layer_report(everything))
+    files.add(fidelity_report(store.fidelity()))
+    files.add(actorq_report(everything, paper_dir))
+    files.add(rollout_report(everything))
+    for variant in variants:
+        frame = read.variants[variant] = default if variant == primary else store.select(variant)
+        table = reward_error_table(frame)
+        if not table.empty:
+            files.add([reward_error_report(table, variant.slug(), variant.label())])
+    notes.append(f"Figures and comparisons use the variant: {primary.label()}")
+    files.add(weight_spread_report(default))
     qat_variants = store.variants("qat")
     qat_vs_ptq = qat_vs_ptq_table(store.select(qat_variants[0]), default) if qat_variants else pd.DataFrame()
-    written += write_table(qat_vs_ptq, out_dir, "qat_vs_ptq")
-    written += write_qat_figures(qat_vs_ptq, out_dir)
+    if len(qat_vs_ptq):
+        files.add([Table("qat_vs_ptq", "QAT against PTQ", qat_vs_ptq), *qat_figures(qat_vs_ptq)])
     paper = paper_reference(paper_dir)
     comparisons = [
         paper_vs_measured(store.select(replace(primary, layers=mode)), paper, mode) for mode in ("paper", "quarl-code")
     ]
     comparisons = [c for c in comparisons if not c.empty]
-    comparison = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
-    written += write_table(comparison, out_dir, "paper_vs_measured")
-    if not comparison.empty:
+    if comparisons:
+        comparison = pd.concat(comparisons, ignore_index=True)
+        files.add([Table("paper_vs_measured", "Paper vs measured", comparison)])
         inside = comparison["paper inside CI"]
-        lines.append(
+        notes.append(
             f"Paper vs measured: {int(inside.sum())} of {len(inside)} published rewards lie inside the "
             "measured 95% CI (paper_vs_measured.md)"
         )
-    from quarl_bench.report.deployment import (
-        deployment_table,
-        table4_comparison,
-        write_deployment_report,
-        write_table4,
-    )
-
     tables = [
         deployment_table(store.select(v), store.select(Variant("ptq", v.seed, v.episodes)))
         for v in store.variants("deploy")
     ]
-    written += write_deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), out_dir)
+    files.add(deployment_report(pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()))
     timings = store.timings()
     if len(timings):
-        from quarl_bench.report.console_deployment import table4_table
-
         table4 = table4_comparison(timings, pd.read_csv(paper_dir / "quarl_table4_deployment.csv"))
-        lines.append(table4_table(table4))
-        written += write_table4(table4, timings, out_dir)
-    everything = store.to_dataframe()
-    statistics = seeded_statistics(everything, tolerance_pct)
-    written += write_statistics_report(everything, out_dir, tolerance_pct, statistics)
-    written += write_methods_report(statistics, everything, out_dir, tolerance_pct, verdicts)
-    written += write_layer_report(everything, out_dir)
-    written += write_fidelity_report(store.fidelity(), out_dir)
-    written += write_actorq_report(everything, out_dir, paper_dir)
-    written += write_rollout_report(everything, out_dir)
-    written += write_amp_table(everything, out_dir, paper_dir)
+        files.add(table4_report(table4, timings))
+    files.add(amp_report(everything, paper_dir))
     others = [v.label() for v in variants if v != primary]
     if others:
-        lines.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
-    return lines + [f"wrote {path}" for path in written]
+        notes.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
+    return notes

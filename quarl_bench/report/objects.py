@@ -1,0 +1,248 @@
+"""What a report is made of: :class:`Table` and :class:`Figure` objects, each carrying its page section and the
+stored rows behind it. Report writers return a list of them; the files (:func:`write_files`), the console and
+``report.html`` all render that one list, so nothing written can be missing from the page.
+
+A figure is a drawing function and its data rather than a drawn matplotlib figure: drawing and saving (most of a
+report's time) then run in other processes while this one computes the next table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# The page's sections, in order (report.html); a section with no object is left out.
+SECTIONS = (
+    "Certified verdicts",
+    "Reward and E% per variant",
+    "Minimum safe bits",
+    "Sweet spot: reward against bits",
+    "Weight distributions",
+    "Quantization methods",
+    "Per-layer sensitivity",
+    "Mixed precision",
+    "Closed-loop fidelity",
+    "QAT against PTQ",
+    "Normalised scores",
+    "Deployment",
+    "QuaRL Table 4: deployment latency",
+    "ActorQ",
+    "Quantized rollouts",
+    "Paper vs measured",
+    "Mixed-precision training",
+)
+ROW_KEY = re.compile(r"\b[0-9a-f]{24}\b")
+ROW_COLUMNS = ("rows", "row", "row key", "row keys", "key")  # name the stored rows behind the whole line
+CELL_ROWS_SUFFIX = " rows"  # "X rows" names the stored rows behind column X's cell
+
+
+def keys_in(values: Iterable[Any]) -> tuple[str, ...]:
+    """The stored row keys named in some cells (``rows``-style columns hold them space-separated), in order."""
+    found: dict[str, None] = {}
+    for value in values:
+        if isinstance(value, str):
+            found.update(dict.fromkeys(ROW_KEY.findall(value)))
+    return tuple(found)
+
+
+@dataclass
+class Table:
+    """A table of the report.
+
+    :param name: its file stem (``name.csv``, ``name.md``, and ``name.tex`` with ``latex``).
+    :param section: the page section it belongs to (one of :data:`SECTIONS`).
+    :param frame: what it shows; ``rows``-style columns name the stored rows behind lines and cells.
+    :param caption: a line above it in the Markdown file and on the console.
+    :param markdown: the whole Markdown file when it is more than the caption and the frame.
+    :param decimals: rounding in the Markdown file (None: ``floatfmt`` ``.4g``).
+    :param index: whether the frame's index is part of the table (the reward-error table's envs).
+    :param on_page: shown in report.html (the reward-error tables are, as the variant selector's rows).
+    :param console: printed by ``quarl-bench report``.
+    """
+
+    name: str
+    section: str
+    frame: pd.DataFrame
+    caption: str = ""
+    markdown: str | None = None
+    decimals: int | None = 2
+    latex: bool = False
+    index: bool = False
+    on_page: bool = True
+    console: bool = False
+
+    @property
+    def row_keys(self) -> tuple[str, ...]:
+        columns = [c for c in self.frame.columns if c in ROW_COLUMNS or str(c).endswith(CELL_ROWS_SUFFIX)]
+        return keys_in(value for column in columns for value in self.frame[column])
+
+    def markdown_text(self) -> str:
+        if self.markdown is not None:
+            return self.markdown
+        shown = self.frame.round(self.decimals) if self.decimals is not None else self.frame
+        body = shown.to_markdown(index=self.index, **({} if self.decimals is not None else {"floatfmt": ".4g"}))
+        return (f"{self.caption}\n\n" if self.caption else "") + body + "\n"
+
+
+@dataclass
+class Figure:
+    """A figure of the report: ``draw(*data)`` returns a matplotlib figure (a module-level function, so another
+    process can run it), saved as ``name.{svg,png,...}`` at ``dpi``.
+
+    :param row_keys: the stored rows it is drawn from.
+    :param on_page: shown in report.html (False only for a grid that repeats the figures beside it).
+    """
+
+    name: str
+    section: str
+    draw: Callable[..., Any]
+    data: tuple[Any, ...]
+    dpi: int
+    row_keys: tuple[str, ...] = ()
+    on_page: bool = True
+
+
+Item = Table | Figure
+
+
+def panel_margins(
+    fig: Any,
+    left: float = 0.75,
+    right: float = 0.25,
+    top: float = 0.7,
+    bottom: float = 0.6,
+    wspace: float = 0.75,
+    hspace: float = 0.9,
+) -> None:
+    """Margins in inches for a figure of several panels, in place of ``tight_layout``: measuring every tick label
+    of many log axes was most of a report's drawing time. ``wspace``/``hspace``: inches between panels."""
+    width, height = fig.get_size_inches()
+    columns, rows = _grid_shape(fig)
+    panel_w = (width - left - right - wspace * (columns - 1)) / columns
+    panel_h = (height - top - bottom - hspace * (rows - 1)) / rows
+    fig.subplots_adjust(
+        left=left / width,
+        right=1 - right / width,
+        top=1 - top / height,
+        bottom=bottom / height,
+        wspace=wspace / panel_w,
+        hspace=hspace / panel_h,
+    )
+
+
+def _grid_shape(fig: Any) -> tuple[int, int]:
+    """(columns, rows) of a figure's subplot grid."""
+    spec = fig.axes[0].get_subplotspec().get_gridspec()
+    return spec.ncols, spec.nrows
+
+
+def table_files(table: Table, out_dir: Path) -> list[Path]:
+    """Write a table's CSV and Markdown (and LaTeX) files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, md = out_dir / f"{table.name}.csv", out_dir / f"{table.name}.md"
+    table.frame.to_csv(csv, index=table.index)
+    md.write_text(table.markdown_text())
+    paths = [md, csv]
+    if table.latex:
+        tex = out_dir / f"{table.name}.tex"
+        tex.write_text(latex_tabular(table.frame))
+        paths.append(tex)
+    return paths
+
+
+LATEX_SPECIAL = str.maketrans({c: "\\" + c for c in "&%$#_{}"})
+
+
+def latex_tabular(frame: pd.DataFrame, decimals: int = 2) -> str:
+    """A booktabs ``tabular`` of a frame, its index as the first column and two-level columns as two header rows
+    (pandas' ``to_latex`` goes through its Styler, which took a second per report)."""
+
+    def cell(value: Any) -> str:
+        if value is None or (isinstance(value, float) and pd.isna(value)):
+            return ""
+        return f"{value:.{decimals}f}" if isinstance(value, float) else str(value).translate(LATEX_SPECIAL)
+
+    columns = list(frame.columns)
+    lines = [f"\\begin{{tabular}}{{l{'r' * len(columns)}}}", "\\toprule"]
+    if isinstance(frame.columns, pd.MultiIndex):
+        groups: list[tuple[Any, int]] = []
+        for top, _ in columns:
+            if groups and groups[-1][0] == top:
+                groups[-1] = (top, groups[-1][1] + 1)
+            else:
+                groups.append((top, 1))
+        lines.append(" & " + " & ".join(f"\\multicolumn{{{n}}}{{c}}{{{cell(top)}}}" for top, n in groups) + " \\\\")
+        lines.append(" & " + " & ".join(cell(metric) for _, metric in columns) + " \\\\")
+    else:
+        lines.append(" & " + " & ".join(cell(c) for c in columns) + " \\\\")
+    lines.append("\\midrule")
+    for index, row in zip(frame.index, frame.itertuples(index=False), strict=True):
+        lines.append(" & ".join([cell(index), *(cell(v) for v in row)]) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def figure_paths(figure: Figure, out_dir: Path, formats: tuple[str, ...]) -> list[Path]:
+    return [out_dir / f"{figure.name}.{ext}" for ext in formats]
+
+
+def draw_and_save(draw: Callable[..., Any], data: tuple[Any, ...], paths: list[Path], dpi: int) -> None:
+    """Draw one figure and save it in every format (in a worker process, or this one)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a third of the SVG time, and smaller files
+    import matplotlib.pyplot as plt
+
+    fig = draw(*data)
+    for path in paths:
+        fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
+class FileWriter:
+    """Writes the report's files as its objects arrive: tables at once, figures in ``workers`` other processes
+    (spawned on the first figure; 0: in this process). :meth:`close` waits for every figure, and a failed one
+    raises there."""
+
+    def __init__(self, out_dir: Path, formats: tuple[str, ...] = ("svg", "png"), workers: int = 2) -> None:
+        self.out_dir, self.formats, self.workers = out_dir, tuple(formats), workers
+        self.items: list[Item] = []
+        self.written: list[Path] = []
+        self.pool: Any = None
+        self.futures: list[Any] = []
+
+    def add(self, items: Iterable[Item]) -> None:
+        for item in items:
+            self.items.append(item)
+            if isinstance(item, Table):
+                self.written += table_files(item, self.out_dir)
+                continue
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            paths = figure_paths(item, self.out_dir, self.formats)
+            self.written += paths
+            if self.workers == 0:
+                draw_and_save(item.draw, item.data, paths, item.dpi)
+                continue
+            if self.pool is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                context = multiprocessing.get_context("fork")
+                self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self.futures.append(self.pool.submit(draw_and_save, item.draw, item.data, paths, item.dpi))
+
+    def close(self) -> list[Path]:
+        try:
+            for future in self.futures:
+                future.result()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+                self.pool = None
+        return self.written
