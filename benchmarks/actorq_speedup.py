@@ -17,12 +17,16 @@ import argparse
 import os
 from pathlib import Path
 
-from quarl_bench.actorq.config import ActorQConfig
-from quarl_bench.actorq.driver import run_actorq, store_run
-from quarl_bench.actorq.metrics import breakdown
-from quarl_bench.devices import training_device
-from quarl_bench.report.actorq import actorq_runs, speedup_table
-from quarl_bench.store import ResultStore
+from quarl_bench import (
+    ActorQConfig,
+    ResultStore,
+    actorq_result,
+    actorq_runs,
+    run_actorq,
+    speedup_table,
+    training_device,
+)
+from quarl_bench import actor_breakdown as breakdown
 
 
 def main() -> None:
@@ -59,7 +63,9 @@ def main() -> None:
             )
             outcome = run_actorq(config)
             with ResultStore(args.store) as store:
-                keys.append(store_run(config, outcome, store)["key"])
+                result = actorq_result(config, outcome)
+                store.put(result, replace=True)
+                keys.append(result.job.key)
             learner, phases = outcome.learner, breakdown(outcome.actors)
             steps = sum(learner["per_actor"].values())
             print(

@@ -19,11 +19,16 @@ from pathlib import Path
 
 import torch
 
-from quarl_bench.api import AgentQuery, certify_agent, find_agent, run_ptq
-from quarl_bench.methods.certify import CertifyConfig
-from quarl_bench.registry import EvalSettings
-from quarl_bench.store import ResultStore
-from quarl_bench.types import QuantSpec
+from quarl_bench import (
+    AgentQuery,
+    CertifyConfig,
+    EvalSettings,
+    QuantSpec,
+    ResultStore,
+    certify_agent,
+    run_ptq,
+)
+from quarl_bench import resolve as find_agent
 
 AGENTS = (
     ("ppo", "LunarLander-v3"),

@@ -22,13 +22,19 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from quarl_bench.config import config_dir
-from quarl_bench.deploy import synthetic
-from quarl_bench.deploy.backends import build, runner
-from quarl_bench.deploy.timing import latency, peak_memory_mb
-from quarl_bench.report.console import console
-from quarl_bench.report.deployment import INT8_BACKENDS
-from quarl_bench.types import BACKEND_PRECISIONS
+from quarl_bench import (
+    BACKEND_PRECISIONS,
+    INT8_BACKENDS,
+    TABLE4_POLICIES,
+    config_dir,
+    console,
+    greedy_mlp,
+    latency,
+    peak_memory_mb,
+    synthetic_observations,
+)
+from quarl_bench import artifact_runner as runner
+from quarl_bench import build_artifact as build
 
 BACKENDS = tuple(BACKEND_PRECISIONS)
 INT8 = INT8_BACKENDS
@@ -37,11 +43,9 @@ ZOO_AGENTS = (("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "Breako
 
 def policies(folder: Path):
     """(name, module, observations for timing and calibration) for each benchmarked policy."""
-    for name, hidden in synthetic.TABLE4_POLICIES.items():
-        yield f"policy {name}", synthetic.greedy_mlp(hidden), synthetic.observations()
-    from quarl_bench.deploy.export import DeployablePolicy, split_normalizer
-    from quarl_bench.methods.deploy import deploy_calibration_states
-    from quarl_bench.zoo.agents import load_agent, resolve_agent
+    for name, hidden in TABLE4_POLICIES.items():
+        yield f"policy {name}", greedy_mlp(hidden), synthetic_observations()
+    from quarl_bench import DeployablePolicy, deploy_calibration_states, load_agent, resolve_agent, split_normalizer
 
     for algo, env_id in ZOO_AGENTS:
         agent = load_agent(resolve_agent(algo, env_id, folder, Path("results/agents"), use_hub=False))

@@ -10,9 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from quarl_bench.config import config_dir
-from quarl_bench.report.writer import write_report
-from quarl_bench.store import ResultStore
+from quarl_bench import ResultStore, config_dir, write_report
 
 
 def main() -> None:

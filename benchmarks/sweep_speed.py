@@ -15,15 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from quarl_bench.config import config_dir
-from quarl_bench.registry import load_study, select
+from quarl_bench import config_dir, load_study
+from quarl_bench import select_cells as select
 
 ONE_PROCESS_PER_BIT_WIDTH = """
 import sys
 from stable_baselines3.common.evaluation import evaluate_policy
-from quarl_bench.quant.quantize import quantize
-from quarl_bench.types import QuantSpec
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench import QuantSpec, load_agent, quantize, resolve_agent
 agent = load_agent(resolve_agent("ppo", "CartPole-v1", sys.argv[1], use_hub=False))
 policy, _ = quantize(agent.model.policy, QuantSpec(sys.argv[2]))
 rewards, _ = evaluate_policy(policy, agent.make_env(1, seed=0), n_eval_episodes=100, return_episode_rewards=True)

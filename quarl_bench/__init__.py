@@ -8,25 +8,64 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# name -> the module that defines it (or "module:name" where the public name differs)
 _API = {
+    # one call per command (quarl_bench.api) and what they take and return
     "AgentQuery": "quarl_bench.api",
     "evaluate_agent": "quarl_bench.api",
     "certify_agent": "quarl_bench.api",
-    "CertifyConfig": "quarl_bench.methods.certify",
+    "run_ptq": "quarl_bench.api",
+    "run_rollouts": "quarl_bench.api",
+    "resolve": "quarl_bench.api",
     "find_agent": "quarl_bench.api",
+    "CertifyConfig": "quarl_bench.methods.certify",
+    "RolloutConfig": "quarl_bench.methods.rollout",
+    "ActorQConfig": "quarl_bench.actorq.config",
+    "EvalSettings": "quarl_bench.registry",
     "EvalResult": "quarl_bench.types",
     "Job": "quarl_bench.types",
     "QuantSpec": "quarl_bench.types",
     "QuarlError": "quarl_bench.errors",
     "ResultStore": "quarl_bench.store",
     "Variant": "quarl_bench.store",
-    "evaluate": "quarl_bench.evaluation.evaluate",
-    "load_agent": "quarl_bench.zoo.agents",
     "load_results": "quarl_bench.results",
-    "quantize": "quarl_bench.quant.quantize",
-    "RolloutConfig": "quarl_bench.methods.rollout",
-    "run_rollouts": "quarl_bench.api",
+    "write_report": "quarl_bench.report.writer",
+    "config_dir": "quarl_bench.config",
+    # building blocks, as the benchmarks time them
+    "load_agent": "quarl_bench.zoo.agents",
     "resolve_agent": "quarl_bench.zoo.agents",
+    "quantize": "quarl_bench.quant.quantize",
+    "evaluate": "quarl_bench.evaluation.evaluate",
+    "evaluate_in_workers": "quarl_bench.evaluation.workers",
+    "action_mode": "quarl_bench.registry",
+    "default_eval_envs": "quarl_bench.zoo.envs",
+    "visited_states": "quarl_bench.evaluation.calibration",
+    "load_study": "quarl_bench.registry",
+    "select_cells": "quarl_bench.registry:select",
+    "build_artifact": "quarl_bench.deploy.backends:build",
+    "artifact_runner": "quarl_bench.deploy.backends:runner",
+    "BACKEND_PRECISIONS": "quarl_bench.types",
+    "INT8_BACKENDS": "quarl_bench.deploy.backends",
+    "DeployablePolicy": "quarl_bench.deploy.export",
+    "split_normalizer": "quarl_bench.deploy.export",
+    "deploy_calibration_states": "quarl_bench.methods.deploy",
+    "TABLE4_POLICIES": "quarl_bench.deploy.synthetic",
+    "greedy_mlp": "quarl_bench.deploy.synthetic",
+    "synthetic_observations": "quarl_bench.deploy.synthetic:observations",
+    "latency": "quarl_bench.deploy.timing",
+    "peak_memory_mb": "quarl_bench.deploy.timing",
+    "run_actorq": "quarl_bench.actorq.driver",
+    "actorq_result": "quarl_bench.actorq.driver",
+    "actor_breakdown": "quarl_bench.actorq.metrics:breakdown",
+    "actorq_runs": "quarl_bench.report.actorq",
+    "speedup_table": "quarl_bench.report.actorq",
+    "acting_network": "quarl_bench.actorq.policy",
+    "actor_policy": "quarl_bench.actorq.policy",
+    "build_policy": "quarl_bench.actorq.policy",
+    "training_device": "quarl_bench.devices",
+    "RolloutPPO": "quarl_bench.training.quantized_rollouts",
+    "silence_library_warnings": "quarl_bench.zoo.quiet",
+    "console": "quarl_bench.report.console",
 }
 __all__ = sorted(_API)
 
@@ -34,4 +73,5 @@ __all__ = sorted(_API)
 def __getattr__(name: str) -> Any:
     if name not in _API:
         raise AttributeError(f"module 'quarl_bench' has no attribute {name!r}")
-    return getattr(importlib.import_module(_API[name]), name)
+    module, _, attribute = _API[name].partition(":")
+    return getattr(importlib.import_module(module), attribute or name)

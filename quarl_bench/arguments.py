@@ -10,7 +10,6 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.precision import help_text, parse_precision
 from quarl_bench.types import (
     ACT_CALIBRATION_METHODS,
-    ALGOS,
     CALIBRATION_METHODS,
     DEFAULT_CALIBRATION_STATES,
     GRANULARITIES,
@@ -19,6 +18,7 @@ from quarl_bench.types import (
     PRUNE_STRUCTURES,
     PTQ_ROUNDING,
 )
+from quarl_bench.zoo.ids import ALGOS
 
 
 def precision_arg(value: str) -> str:

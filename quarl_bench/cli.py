@@ -1,5 +1,6 @@
-"""``quarl-bench`` command line: argparse and one call per command (the ``commands`` package). No torch, gymnasium or Ray
-is imported until a command runs, so ``--help`` and argument errors are instant."""
+"""``quarl-bench`` command line: argparse, and the one function each subcommand names as its ``handler`` (in the
+``commands`` package). No torch, gymnasium or Ray is imported until a command runs, so ``--help`` and argument errors
+are instant."""
 
 from __future__ import annotations
 
@@ -65,13 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     import_from_current_folder()
-    from quarl_bench import commands, provenance
+    from quarl_bench import provenance
     from quarl_bench.zoo.quiet import quiet_libraries
 
     provenance.set_command(argv)
     try:
         with quiet_libraries():
-            return getattr(commands, args.command)(args)
+            return args.handler(args)
     except QuarlError as error:
         print(f"quarl-bench: error: {error}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from quarl_bench.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
+from quarl_bench.methods.protocol import handler
 from quarl_bench.runner import Work, evaluations, run_work
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
@@ -66,18 +67,11 @@ def run_in_worker(work: Work, store_path: str, force: bool) -> list[dict[str, An
         return run_work(work, store, force=force)
 
 
-LocalEntry = Callable[[Any, str, bool], list[dict[str, Any]]]  # (work, store path, force) -> stored rows
-RemoteEntry = Callable[[Any], list[EvalResult]]  # work -> results for the driver to store
-
-
 class InlineExecutor:
-    """Runs each work in this process, one after another (``--workers 1``).
+    """Runs each work in this process, one after another (``--workers 1``)."""
 
-    :param entry: what runs one work and stores its rows (default: a sweep's evaluations).
-    """
-
-    def __init__(self, store_path: Path, force: bool = False, entry: LocalEntry = run_in_worker) -> None:
-        self.store_path, self.force, self.entry = store_path, force, entry
+    def __init__(self, store_path: Path, force: bool = False) -> None:
+        self.store_path, self.force = store_path, force
         self.queue: list[Any] = []
 
     def submit(self, work: Work) -> None:
@@ -89,7 +83,7 @@ class InlineExecutor:
     def finished(self, timeout: float) -> Iterator[Finished]:
         work = self.queue.pop(0)
         try:
-            rows = self.entry(work, str(self.store_path), self.force)
+            rows = run_in_worker(work, str(self.store_path), self.force)
         except Exception as error:  # reported per work, the sweep goes on
             yield work, None, error
         else:
@@ -102,13 +96,13 @@ class InlineExecutor:
 class PoolExecutor:
     """A local process pool (spawned: no fork of a process that already holds torch threads)."""
 
-    def __init__(self, store_path: Path, workers: int, force: bool = False, entry: LocalEntry = run_in_worker) -> None:
-        self.store_path, self.force, self.entry = store_path, force, entry
+    def __init__(self, store_path: Path, workers: int, force: bool = False) -> None:
+        self.store_path, self.force = store_path, force
         self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
         self.running: dict[Future, Work] = {}
 
     def submit(self, work: Work) -> None:
-        self.running[self.pool.submit(self.entry, work, str(self.store_path), self.force)] = work
+        self.running[self.pool.submit(run_in_worker, work, str(self.store_path), self.force)] = work
 
     def busy(self) -> bool:
         return bool(self.running)
@@ -125,7 +119,7 @@ class PoolExecutor:
 
 
 def evaluate_remotely(work: Work) -> list[EvalResult]:
-    """Ray entry point: evaluate a work's jobs (those not in ``work.skip``) and return the results."""
+    """Ray entry point: produce a work's jobs (those not in ``work.skip``) and return the results."""
     one_torch_thread()
     return list(evaluations(work, lambda _key: False))
 
@@ -133,22 +127,20 @@ def evaluate_remotely(work: Work) -> list[EvalResult]:
 class RayExecutor:
     """A Ray cluster (a local one when ``address`` is None); the driver stores every result."""
 
-    def __init__(
-        self, store: ResultStore, address: str | None, force: bool = False, entry: RemoteEntry = evaluate_remotely
-    ) -> None:
+    def __init__(self, store: ResultStore, address: str | None, force: bool = False) -> None:
         import ray
 
         from quarl_bench.ray_cluster import connect, ray_log_path
 
-        self.store, self.force, self.ray, self.entry = store, force, ray, entry
+        self.store, self.force, self.ray = store, force, ray
         connect(address, ray_log_path(store.path))
-        self.remote = ray.remote(num_cpus=1, max_retries=1)(entry)
+        self.remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_remotely)
         self.pending: dict[Any, Work] = {}
 
     def submit(self, work: Work) -> None:
         """``work.skip`` already holds every stored job (``runner.plan`` deals only pending ones to works)."""
-        if self.entry is evaluate_remotely and work.training is not None:
-            raise QuarlError(f"{work.method} grids run on the local executor: drop --executor ray")
+        if not handler(work.config).remote:
+            raise QuarlError(f"{work.method} works run on the local executor: drop --executor ray")
         self.pending[self.remote.remote(work)] = work
 
     def busy(self) -> bool:
@@ -172,22 +164,13 @@ class RayExecutor:
 
 
 def make_executor(
-    kind: str,
-    store: ResultStore,
-    workers: int,
-    force: bool = False,
-    address: str | None = None,
-    local_entry: LocalEntry = run_in_worker,
-    remote_entry: RemoteEntry = evaluate_remotely,
+    kind: str, store: ResultStore, workers: int, force: bool = False, address: str | None = None
 ) -> Executor:
     """The one place an executor is chosen: ``ray`` (a cluster at ``address``, or a local one), else this process
-    for one worker, else a process pool of ``workers``.
-
-    :param local_entry: what a local worker runs per work (evaluation by default; quantized-rollout training).
-    :param remote_entry: what a Ray task runs per work.
-    """
+    for one worker, else a process pool of ``workers``. Every executor runs :class:`~quarl_bench.runner.Work`
+    through its method's handler (``methods/protocol.py``)."""
     if kind == "ray":
-        return RayExecutor(store, address, force, entry=remote_entry)
+        return RayExecutor(store, address, force)
     if workers == 1:
-        return InlineExecutor(store.path, force, entry=local_entry)
-    return PoolExecutor(store.path, workers, force, entry=local_entry)
+        return InlineExecutor(store.path, force)
+    return PoolExecutor(store.path, workers, force)

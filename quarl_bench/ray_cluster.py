@@ -55,7 +55,8 @@ def connect(address: str | None, log_path: Path | None = None) -> None:
     if address is not None:
         probe(address)
     # only a process that owns its stderr (the CLI): under a test runner or a notebook, stderr is theirs
-    if log_path is not None and not ray.is_initialized() and sys.stderr is sys.__stderr__:
+    quiet = log_path is not None and not ray.is_initialized() and sys.stderr is sys.__stderr__
+    if quiet:
         native_stderr_to(log_path)
     try:
         ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
@@ -63,3 +64,26 @@ def connect(address: str | None, log_path: Path | None = None) -> None:
         # Ray 2.60 (measured here) starts clusters with token authentication on; a driver only sends the token in token mode.
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else "; if it uses token auth, set RAY_AUTH_MODE=token"
         raise QuarlError(f"cannot join the Ray cluster at {address!r}: {str(error).splitlines()[0]}{hint}") from error
+    if quiet:
+        cluster_errors_to(log_path)
+
+
+def cluster_errors_to(log_path: Path) -> None:
+    """Ray's driver prints the errors the cluster publishes (a raylet's death comes with its last 20 log lines,
+    mostly ``[state-dump]``) to stdout from a thread of its own (``listen_error_messages``); Ray 2.60 has no
+    switch for it. They go to ``log_path`` instead, and the terminal gets one line saying where."""
+    import ray._private.worker as ray_worker
+
+    told: list[bool] = []
+
+    def to_log(data: dict, ignore_prefix: bool) -> None:
+        with open(log_path, "a", encoding="utf-8") as log:
+            ray_worker.print_worker_logs(data, log, ignore_prefix)
+        if not told:
+            told.append(True)
+            print(
+                f"quarl-bench: the Ray cluster reported an error (a node lost?); Ray retries its tasks; see {log_path}",
+                file=sys.stderr,
+            )
+
+    ray_worker.print_to_stdstream = to_log

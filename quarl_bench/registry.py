@@ -15,18 +15,8 @@ from typing import Any
 import yaml
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import (
-    ALGOS,
-    FOREIGN_ALGOS,
-    GRANULARITIES,
-    LAYER_MODES,
-    METHODS,
-    RECIPE_FIELDS,
-    ActionMode,
-    AgentRef,
-    Job,
-    QuantSpec,
-)
+from quarl_bench.types import GRANULARITIES, LAYER_MODES, METHODS, RECIPE_FIELDS, ActionMode, AgentRef, Job, QuantSpec
+from quarl_bench.zoo.ids import ALGOS, FOREIGN_ALGOS
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
 # PTQ recipe keys a block may sweep too, with QuantSpec's defaults (it validates each value and fills in the

@@ -1,64 +1,71 @@
-"""Run work: find or train the agent, build its jobs, skip the stored ones, evaluate the rest, store each row.
+"""Run work: a method config's jobs, the stored ones skipped, the rest produced by the method's handler and stored
+one row at a time (``methods/protocol.py``).
 
-A :class:`Work` is one agent's share of a command or sweep; executors (``executors.py``) run many of them.
+A :class:`Work` is one unit of a command or sweep (some jobs of one agent, one training run); executors
+(``executors.py``) run many of them, all through the same two functions below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.methods import trainer
-from quarl_bench.registry import EvalSettings, GridCell, build_jobs
+from quarl_bench.methods.protocol import handler
+from quarl_bench.registry import EvalSettings, GridCell
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, QuantSpec
 
 
 @dataclass(frozen=True)
 class Work:
-    """Some jobs of one agent, run by one worker from one loaded copy of the agent.
+    """One method config's jobs, run by one worker (an agent is loaded or trained once per work).
 
-    :param method: the spec method (``ptq``, ``qat``, ``amp``): the jobs' method and the handler that gets the agent.
-    :param ref: the agent, when it exists already (PTQ); otherwise ``training`` says how to train it.
-    :param training: a training method's config (``QATConfig``, ``AmpConfig``).
+    :param config: a registered method config (``PTQConfig``, ``DeployConfig``, ``QATConfig``, ``AmpConfig``,
+        ``RolloutConfig``, ``ActorQConfig``).
+    :param settings: how the method's agent is evaluated (methods whose runs evaluate themselves ignore it).
     :param cache: where trained agents are kept.
-    :param skip: keys already stored (executors whose workers cannot read the store).
+    :param skip: keys left to other works (executors whose workers cannot read the store).
     :param driver: the driver's provenance, stored with every row.
     :param eval_workers: processes that play each evaluation's envs (``--eval-workers``; 1: this process).
+    :param retrain: train again even when the cache holds the run (``rollout --force``).
+    :param address: a Ray cluster for methods that start their own (ActorQ); None: a local one.
+    :param log_path: where such a method sends Ray's own logging.
+    :param progress: called with a method's progress reports (ActorQ's evaluations); in-process works only.
     """
 
-    method: str
-    algo: str
-    env_id: str
-    specs: tuple[QuantSpec, ...]
-    settings: EvalSettings
-    ref: AgentRef | None = None
-    training: Any = None
+    config: Any
+    settings: EvalSettings = field(default_factory=EvalSettings)
     cache: Path = Path("results/agents")
     skip: frozenset[str] = frozenset()
     driver: dict[str, Any] = field(default_factory=dict)
     eval_workers: int = 1
+    retrain: bool = False
+    address: str | None = None
+    log_path: Path | None = None
+    progress: Callable[..., None] | None = field(default=None, compare=False)
 
-    def agent(self) -> AgentRef:
-        if self.ref is not None:
-            return self.ref
-        return trainer(self.method)(self.training, self.cache)
+    @property
+    def method(self) -> str:
+        return self.config.method
+
+    @property
+    def algo(self) -> str:
+        return self.config.algo
+
+    @property
+    def env_id(self) -> str:
+        return self.config.env_id
 
 
 def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
-    """Evaluate the work's jobs that are not stored; the agent is loaded at most once, and only if needed."""
-    from quarl_bench.methods import evaluator
-    from quarl_bench.zoo.agents import load_agent
-
-    ref = work.agent()
-    agent = None
-    for job in build_jobs(ref, list(work.specs), work.settings, work.method):
-        if job.key in work.skip or is_stored(job.key):
-            continue
-        agent = agent or load_agent(ref)
-        yield evaluator(job.spec.method)(agent, job, work.driver, eval_workers=work.eval_workers)
+    """The results of the work's jobs that are not stored (nor left to another work)."""
+    method = handler(work.config)
+    agent = method.agent(work)
+    jobs = [job for job in method.jobs(work, agent) if job.key not in work.skip and not is_stored(job.key)]
+    if jobs:
+        yield from method.produce(work, agent, jobs)
 
 
 def run_work(
@@ -67,19 +74,23 @@ def run_work(
     force: bool = False,
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate and store the jobs not yet stored (all with ``force``); return the stored rows in job order (a job
+    """Produce and store the jobs not yet stored (all with ``force``); return the stored rows in job order (a job
     left to another worker, ``work.skip``, only once it is stored).
 
     ``on_result(row, reused)`` is called per job as it is stored or found.
     """
-    ref = work.agent()
-    keys = [job.key for job in build_jobs(ref, list(work.specs), work.settings, work.method)]
-    keys = [key for key in keys if key not in work.skip or store.has(key)]  # another worker's job: maybe not yet
+    method = handler(work.config)
+    agent = method.agent(work)
+    jobs = method.jobs(work, agent)
+    keys = [
+        job.key for job in jobs if job.key not in work.skip or store.has(job.key)
+    ]  # another worker's: maybe not yet
     reused = {key for key in keys if not force and store.has(key)}
     for key in reused:
         if on_result:
             on_result(_stored(store, key), True)
-    for result in evaluations(replace(work, ref=ref), lambda key: key in reused):
+    pending = [job for job in jobs if job.key not in reused and job.key not in work.skip]
+    for result in method.produce(work, agent, pending) if pending else ():
         store.put(result, replace=force)
         if on_result:
             on_result(_stored(store, result.job.key), False)
@@ -94,7 +105,7 @@ def _stored(store: ResultStore, key: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AgentSources:
-    """Where a sweep may take agents from (see :func:`quarl_bench.zoo.agents.resolve_agent`)."""
+    """Where a sweep may take agents from (see :func:`quarl_bench.zoo.resolve.resolve`)."""
 
     folder: Path | None
     cache: Path
@@ -124,31 +135,21 @@ def plan(
 
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
+    from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.methods.qat import QATConfig
+    from quarl_bench.registry import build_jobs
 
     works: list[Work] = []
     ptq_cells: list[GridCell] = []
     for cell in cells:
         if cell.method == "qat":
             config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
-            works.append(
-                Work(
-                    "qat",
-                    cell.algo,
-                    cell.env_id,
-                    (cell.spec,),
-                    EvalSettings(cell.episodes, 0),
-                    training=config,
-                    cache=sources.cache,
-                    driver=driver,
-                )
-            )
+            works.append(Work(config, EvalSettings(cell.episodes, 0), sources.cache, driver=driver))
         else:
             ptq_cells.append(cell)
     agents, skipped = resolve_cells(ptq_cells, sources)
     done = 0
     for ref, group in agents:
-        env_id = group[0].env_id
         for (seed, episodes), specs in _by_settings(group).items():
             settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
             jobs = build_jobs(ref, specs, settings)
@@ -158,18 +159,9 @@ def plan(
             shares = [pending[i :: min(workers, len(pending))] for i in range(min(workers, len(pending)))]
             for share in shares:  # the fp32 reference is evaluated by the first share only
                 mine = {job.key for job in share}
-                works.append(
-                    Work(
-                        "ptq",
-                        ref.algo,
-                        env_id,
-                        tuple(j.spec for j in share if not j.spec.is_identity),
-                        settings,
-                        ref,
-                        skip=frozenset(keys - mine),
-                        driver=driver,
-                    )
-                )
+                specs = tuple(j.spec for j in share if not j.spec.is_identity and j.spec.method != "random")
+                config = PTQConfig(ref, specs)
+                works.append(Work(config, settings, sources.cache, frozenset(keys - mine), driver))
     return works, skipped, done
 
 
@@ -192,24 +184,24 @@ def resolve_cells(
 
 
 def cell_agent(cell: GridCell, sources: AgentSources, use_hub: bool) -> AgentRef:
-    """The agent of a PTQ grid cell: its policy file, or the zoo agent the sources have.
+    """The agent of a PTQ grid cell (its policy file, or the zoo agent the sources have), by the one resolver.
 
     :raises QuarlError: when there is none.
     """
-    from quarl_bench.zoo.agents import resolve_agent
-    from quarl_bench.zoo.model_file import model_ref
+    from quarl_bench.zoo.resolve import AgentQuery, resolve
 
-    if cell.model:
-        return model_ref(cell.model, cell.env_id, env_packages=cell.env_packages)
-    return resolve_agent(
-        cell.algo,
+    query = AgentQuery(
         cell.env_id,
-        sources.folder,
-        sources.cache,
-        use_hub,
-        sources.train_if_missing,
+        None if cell.model else cell.algo,
+        cell.model or None,
+        env_packages=cell.env_packages,
+        folder=str(sources.folder) if sources.folder else None,
+        cache=str(sources.cache),
+        use_hub=use_hub,
+        train_if_missing=sources.train_if_missing,
         trust_remote_code=sources.trust_remote_code,
     )
+    return resolve(query)
 
 
 def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int], list[QuantSpec]]:

@@ -11,13 +11,6 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
-ON_POLICY_ALGOS = ("ppo", "a2c")  # what quantized rollouts train
-ROLLOUT_CORRECTIONS = (
-    "none",
-    "tis",
-    "mis",
-)  # naive, truncated / masked importance sampling (training/quantized_rollouts.py)
-ROLLOUT_BACKENDS = ("torch", "onnxruntime")  # how the behaviour policy acts (training/behaviour.py)
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
 METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random", "rollout")
 # mixed: a per-layer bit allocation found by ``quarl-bench mixed``; random: the uniform-random policy, the 0 of
@@ -59,11 +52,6 @@ EVAL_DRAWS = "per-env"
 # How an evaluation's episodes start: each from a reset seed of its own (evaluation/episode_seeds.py), so fp32 and
 # quantized episodes pair one to one. Part of every key: rows stored before carry no episode identity.
 EPISODE_SEEDS = "reset seed per episode"
-ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
-# What a row's algo says for a policy that is no SB3 agent: a user's torch module or ONNX graph.
-FOREIGN_ALGOS = ("torch-module", "onnx")
-ACTORQ_ALGOS = ("dqn", "td3", "ddpg", "d4pg")  # ActorQ learners: DQN for discrete actions, the others continuous
-DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)
 
 
 @dataclass(frozen=True)

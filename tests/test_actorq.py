@@ -12,7 +12,7 @@ import pytest
 import ray
 
 from quarl_bench.actorq.config import ActorQConfig
-from quarl_bench.actorq.driver import run_actorq, store_run
+from quarl_bench.actorq.driver import actorq_result, run_actorq
 from quarl_bench.actorq.exploration import epsilons
 from quarl_bench.actorq.metrics import breakdown
 from quarl_bench.errors import QuarlError
@@ -72,7 +72,8 @@ def test_short_run_with_a_killed_actor(tmp_path: Path) -> None:
     assert breakdown(outcome.actors)["step"] > 0
     assert outcome.energy["kwh"] > 0 and outcome.energy["source"] in ("hardware counters", "estimate (TDP x CPU load)")
     with ResultStore(tmp_path / "quarl.sqlite") as store:
-        row = store_run(config, outcome, store)
+        store.put(actorq_result(config, outcome))
+        row = store.get(actorq_result(config, outcome).job.key)
     frame = load_results(tmp_path / "quarl.sqlite")
     assert list(frame["method"]) == ["actorq"] and row["provenance"]["restarts"] >= 1 and row["provenance"]["curve"]
 
@@ -102,7 +103,8 @@ def test_learner_crash_keeps_what_was_measured(tmp_path: Path) -> None:
     # the run ended at the learner's death, not by collecting its 1M-step budget (events, not the clock)
     assert len(outcome.curve) >= 2 and outcome.curve[-1]["actor_steps"] < config.max_actor_steps
     with ResultStore(tmp_path / "quarl.sqlite") as store:
-        row = store_run(config, outcome, store)
+        store.put(actorq_result(config, outcome))
+        row = store.get(actorq_result(config, outcome).job.key)
     assert row["provenance"]["error"] == outcome.error and len(row["provenance"]["curve"]) == len(outcome.curve)
     # its real last evaluation (2 episodes), not one synthetic episode of the mean
     assert list(row["episode_rewards"]) == outcome.curve[-1]["episodes"] and len(row["episode_rewards"]) == 2

@@ -36,12 +36,12 @@ def test_ptq_table_lists_missing_agents_as_skipped(zoo: Path, tmp_path: Path) ->
     assert "no td3 agent for Pendulum-v1" in reasons[("td3", "Pendulum-v1")]
     assert ("a2c", "BreakoutNoFrameskip-v4") in reasons  # the shared zoo has Atari configs, one PPO Breakout zip
     assert ("ppo", "BreakoutNoFrameskip-v4") not in reasons
-    agents = {(w.ref.algo, w.ref.env_id) for w in works}
+    agents = {(w.algo, w.env_id) for w in works}
     assert agents >= {("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "BreakoutNoFrameskip-v4")}
     assert done == 0
     # fp32, fp16, int8 of one agent over 2 workers: the fp32 reference is evaluated by exactly one work
-    ppo_cartpole = [w for w in works if (w.ref.algo, w.ref.env_id) == ("ppo", "CartPole-v1")]
-    assert sorted(len(w.specs) for w in ppo_cartpole) == [1, 1]
+    ppo_cartpole = [w for w in works if (w.algo, w.env_id) == ("ppo", "CartPole-v1")]
+    assert sorted(len(w.config.specs) for w in ppo_cartpole) == [1, 1]
     assert sorted(len(w.skip) for w in ppo_cartpole) == [1, 2]  # 3 jobs: each work skips the other's
 
 

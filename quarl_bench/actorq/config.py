@@ -8,12 +8,12 @@ import itertools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
+from quarl_bench.actorq import ACTORQ_ALGOS
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ACTORQ_ALGOS
 from quarl_bench.zoo.envs import resolve_env_id
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
@@ -25,6 +25,7 @@ LEARNER_ALGOS = ACTORQ_ALGOS
 class ActorQConfig:
     """One distributed training run (fields as the ``quarl-bench actorq`` flags)."""
 
+    method: ClassVar[str] = "actorq"
     env_id: str
     actor_precision: str = "int8"
     comm_bits: int = 32

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
+from quarl_bench.errors import QuarlError
+from quarl_bench.methods.protocol import register
 from quarl_bench.provenance import driver_provenance
 from quarl_bench.ray_cluster import connect
 from quarl_bench.store import ResultStore
-from quarl_bench.types import EvalResult, Job, QuantSpec
+from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
+
+if TYPE_CHECKING:
+    from quarl_bench.runner import Work
 
 
 @dataclass
@@ -167,15 +173,14 @@ def already_stored(config: ActorQConfig, store: ResultStore) -> bool:
     return row is not None and not row["provenance"].get("error")
 
 
-def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> dict[str, Any]:
+def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
     """One ``actorq`` row: final reward of the learner's policy; curve, breakdown, bytes and speed in provenance."""
-    job = job_for(config)
     delivered = outcome.learner.get("per_actor")
     # what the learner received, over actors' restarts; a crashed run has no learner counters: the actors' reports
     steps = sum(delivered.values()) if delivered else sum(actor["steps"] for actor in outcome.actors)
     final = outcome.final_rewards or outcome.curve[-1]["episodes"]  # a crashed run: its last evaluation's episodes
-    result = EvalResult(
-        job=job,
+    return EvalResult(
+        job=job_for(config),
         episode_rewards=tuple(final),
         episode_lengths=tuple(0 for _ in final),  # learner evaluation; lengths not kept
         wall_seconds=outcome.wall_seconds,
@@ -198,7 +203,25 @@ def store_run(config: ActorQConfig, outcome: RunOutcome, store: ResultStore) -> 
             "setting": config.run_key(),
         },
     )
-    store.put(result, replace=True)
-    row = store.get(job.key)
-    assert row is not None
-    return row
+
+
+@register(ActorQConfig)
+class ActorQHandler:
+    """One ActorQ run (:func:`run_actorq`) and its row. A run the learner's failure ended keeps the evaluations it
+    made: that row is produced, then the failure raised."""
+
+    remote = False  # a run starts its own Ray cluster
+
+    def agent(self, work: Work) -> None:
+        return None
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        return [job_for(work.config)]
+
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
+        outcome = run_actorq(work.config, work.address, work.progress, work.log_path)
+        if outcome.error and outcome.curve:
+            yield actorq_result(work.config, outcome)
+        if outcome.error:
+            raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
+        yield actorq_result(work.config, outcome)

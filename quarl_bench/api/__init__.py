@@ -7,7 +7,7 @@ callers use them directly. ``evaluate_agent`` is the one-call entry point (lm-ev
 
 from __future__ import annotations
 
-from quarl_bench.api.agents import AgentQuery, acting_layer_names, find_agent
+from quarl_bench.api.agents import AgentQuery, acting_layer_names, find_agent, resolve
 from quarl_bench.api.deploy import export_artifact, run_deploy, time_table4
 from quarl_bench.api.evaluate import (
     MixedSearch,
@@ -16,13 +16,28 @@ from quarl_bench.api.evaluate import (
     measure_fidelity,
     mixed_ladder,
     run_ptq,
+    run_sensitivity,
     search_mixed,
 )
 from quarl_bench.api.rollout import run_rollouts
+from quarl_bench.api.sweep import SweepOutcome, SweepPlan, agent_sources, grid_agents, plan_sweep, run_sweep
+from quarl_bench.api.train import run_actorq_runs, run_amp, run_qat, train_agent
 
 __all__ = [
     "AgentQuery",
     "MixedSearch",
+    "SweepOutcome",
+    "SweepPlan",
+    "agent_sources",
+    "grid_agents",
+    "plan_sweep",
+    "resolve",
+    "run_actorq_runs",
+    "run_amp",
+    "run_qat",
+    "run_sensitivity",
+    "run_sweep",
+    "train_agent",
     "acting_layer_names",
     "certify_agent",
     "evaluate_agent",

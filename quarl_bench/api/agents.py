@@ -1,74 +1,16 @@
-"""Where an agent comes from: a zoo id, a policy file, an in-memory model or module, an env factory."""
+"""Agents for the application layer: the one resolver (``zoo/resolve.py``), an agent's acting layers, and env
+factories registered under ids of their own."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef
+from quarl_bench.zoo.resolve import AgentQuery, find_agent, resolve
 
-
-@dataclass(frozen=True)
-class AgentQuery:
-    """Where one agent comes from: the zoo (``algo``), a policy file (``model``: SB3 zip or ONNX) or a torch module
-    (``policy_module``: ``FILE.py:FUNCTION``), on ``env`` (an id, an alias or ``module:EnvId-v0``).
-
-    :param vecnormalize: normalisation statistics for a ``model`` zip.
-    :param env_kwargs: keyword arguments for the env (override the saved ones).
-    :param env_packages: modules imported before the env is made.
-    :param folder: rl-zoo3 log folder (default ``$QUARL_ZOO``); ``cache``: trained and downloaded agents.
-    """
-
-    env: str
-    algo: str | None = None
-    model: str | None = None
-    policy_module: str | None = None
-    vecnormalize: str | None = None
-    env_kwargs: dict[str, Any] | None = None
-    env_packages: tuple[str, ...] = ()
-    folder: str | None = None
-    cache: str | None = None
-    use_hub: bool = True
-    train_if_missing: bool = False
-    seed: int = 0
-    trust_remote_code: bool = False
-
-
-def find_agent(query: AgentQuery) -> AgentRef:
-    """Resolve a query to a loadable agent.
-
-    :raises QuarlError: for a bad env, package, file or missing agent, in one line.
-    """
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, resolve_agent
-    from quarl_bench.zoo.envs import env_with_packages
-    from quarl_bench.zoo.model_file import model_ref, module_ref
-
-    if query.model and query.policy_module:
-        raise QuarlError("bad agent: expected --model or --policy-module, not both")
-    env_id, packages = env_with_packages(query.env, query.env_packages)
-    if query.model:
-        return model_ref(query.model, env_id, query.algo, query.vecnormalize, query.env_kwargs, packages)
-    if query.policy_module:
-        return module_ref(query.policy_module, env_id, packages)
-    if query.vecnormalize or query.env_kwargs:
-        raise QuarlError("bad agent: --vecnormalize and --env-kwargs apply to a --model file; zoo agents use theirs")
-    if not query.algo:
-        raise QuarlError("no agent given: expected --algo (a zoo agent), --model FILE or --policy-module FILE.py:FUNC")
-    return resolve_agent(
-        query.algo,
-        env_id,
-        query.folder,
-        query.cache or DEFAULT_CACHE,
-        query.use_hub,
-        query.train_if_missing,
-        query.seed,
-        query.trust_remote_code,
-    )
+__all__ = ["AgentQuery", "acting_layer_names", "code_identity", "factory_env_id", "find_agent", "resolve"]
 
 
 def acting_layer_names(ref: AgentRef) -> list[str]:
@@ -77,38 +19,6 @@ def acting_layer_names(ref: AgentRef) -> list[str]:
     from quarl_bench.zoo.agents import load_agent
 
     return names(load_agent(ref).model.policy)
-
-
-def object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) -> AgentRef:
-    """An in-memory SB3 model (saved once to ``cache/objects/{hash}.zip``) or torch module (kept in this process)
-    as an agent; its identity is the hash of its weights."""
-    import torch
-    from stable_baselines3.common.base_class import BaseAlgorithm
-
-    from quarl_bench.zoo.foreign import register_module
-    from quarl_bench.zoo.model_file import algo_of_zip, model_ref, weights_hash
-    from quarl_bench.zoo.sb3_zip import saved_data
-
-    if isinstance(model, BaseAlgorithm):
-        state = model.policy.state_dict()
-    elif isinstance(model, torch.nn.Module):
-        state = model.state_dict()
-    else:
-        raise QuarlError(
-            f"bad model {type(model).__name__}: expected a path (.zip or .onnx), an SB3 model or a torch.nn.Module"
-        )
-    key = weights_hash(state, type(model).__qualname__.encode())
-    if isinstance(model, torch.nn.Module):
-        return AgentRef(
-            "torch-module", env_id, env_id, "object", "", key, register_module(key, model), "", "", packages
-        )
-    path = cache / "objects" / f"{key}.zip"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{key}.partial.zip")
-        model.save(partial)
-        os.replace(partial, path)
-    return model_ref(path, env_id, algo_of_zip(saved_data(path), path), env_packages=packages)
 
 
 def factory_env_id(env: Callable[[], Any]) -> str:

@@ -22,6 +22,7 @@ def run_deploy(
 ) -> list[dict[str, Any]]:
     """Build, play, time and weigh each deployment backend's artifact (torch-fp32, the reference, always); a
     backend that cannot run here is reported through ``on_error(backend, reason)`` and the others still run."""
+    from quarl_bench.methods.deploy import DeployConfig
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.runner import Work, run_work
 
@@ -29,7 +30,7 @@ def run_deploy(
     driver = driver_provenance()
     rows: dict[str, dict[str, Any]] = {}
     for spec in specs:
-        work = Work("deploy", ref.algo, ref.env_id, (spec,), settings, ref, driver=driver)
+        work = Work(DeployConfig(ref, (spec,)), settings, driver=driver)
         try:
             for row in run_work(work, store, force, on_result):
                 rows[row["key"]] = row

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.api.agents import AgentQuery, acting_layer_names, factory_env_id, find_agent, object_ref
+from quarl_bench.api.agents import AgentQuery, acting_layer_names, factory_env_id, resolve
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, QuantSpec
 
@@ -47,14 +47,11 @@ def evaluate_agent(
     from quarl_bench.registry import EvalSettings
     from quarl_bench.results import results_frame
     from quarl_bench.store import ResultStore
-    from quarl_bench.zoo.envs import env_with_packages
 
     env_name = factory_env_id(env) if callable(env) and not isinstance(env, str) else str(env)
-    if isinstance(model, str | os.PathLike):
-        ref = find_agent(AgentQuery(env_name, algo, str(model), None, vecnormalize, env_kwargs, tuple(env_packages)))
-    else:
-        env_id, packages = env_with_packages(env_name, tuple(env_packages))
-        ref = object_ref(model, env_id, packages, Path(cache))
+    path = str(model) if isinstance(model, str | os.PathLike) else model
+    query = AgentQuery(env_name, algo, path, None, vecnormalize, env_kwargs, tuple(env_packages), cache=str(cache))
+    ref = resolve(query)
     specs = tuple(QuantSpec(p) for p in precisions)
     settings = EvalSettings(episodes, seed, n_envs)
     with tempfile.TemporaryDirectory() as scratch:
@@ -74,6 +71,7 @@ def run_ptq(
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
+    from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.quant.quantize import ONNX_REFUSAL
     from quarl_bench.runner import Work, run_work
@@ -87,10 +85,32 @@ def run_ptq(
             f"--ptq {calibrated_rounding[0]}: {ref.env_id}'s policy has no quantizable layer "
             "(expected Linear or Conv layers)"
         )
-    work = Work(
-        "ptq", ref.algo, ref.env_id, specs, settings, ref, driver=driver_provenance(), eval_workers=eval_workers
-    )
+    work = Work(PTQConfig(ref, specs), settings, driver=driver_provenance(), eval_workers=eval_workers)
     return run_work(work, store, force=force, on_result=on_result)
+
+
+def run_sensitivity(
+    ref: AgentRef,
+    bits: Sequence[str],
+    settings: Any,
+    store: Any,
+    force: bool = False,
+    eval_workers: int = 1,
+    on_plan: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Each acting layer quantized alone at each of ``bits`` (the others fp32), next to the fp32 reference; the
+    stored rows. ``on_plan(layers, evaluations)`` before the first evaluation."""
+    from quarl_bench.methods.mixed import sensitivity_specs
+    from quarl_bench.methods.ptq import PTQConfig
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.runner import Work, run_work
+
+    store.check()
+    specs = tuple(sensitivity_specs(len(acting_layer_names(ref)), list(bits)))
+    if on_plan:
+        on_plan(len(acting_layer_names(ref)), len(specs))
+    work = Work(PTQConfig(ref, specs), settings, driver=driver_provenance(), eval_workers=eval_workers)
+    return run_work(work, store, force=force)
 
 
 def certify_agent(
@@ -118,7 +138,7 @@ def certify_agent(
     if isinstance(model, str | os.PathLike):
         if env is None:
             raise QuarlError("certify_agent on a policy file needs env: expected an env id such as 'CartPole-v1'")
-        model = find_agent(AgentQuery(env, model=str(model)))
+        model = resolve(AgentQuery(env, model=str(model)))
     specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
     if isinstance(store, ResultStore):
         return _certify_in(model, specs, config, store, force, on_verdict)
@@ -206,6 +226,7 @@ def search_mixed(
 
     from quarl_bench.methods.certify import Certifier, CertifyConfig, certify_specs
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
+    from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.layers import sensitivity_frame
@@ -219,7 +240,7 @@ def search_mixed(
     search = EvalSettings(episodes, seeds=tuple(search_seeds), n_envs=n_envs)
 
     def evaluated(specs: list[QuantSpec], settings: EvalSettings) -> list[dict[str, Any]]:
-        return run_work(Work("ptq", ref.algo, ref.env_id, tuple(specs), settings, ref, driver=driver), store)
+        return run_work(Work(PTQConfig(ref, tuple(specs)), settings, driver=driver), store)
 
     rows = evaluated(sensitivity_specs(len(names), ladder), search)
     fp32 = float(np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]]))

@@ -20,25 +20,17 @@ def run_rollouts(
     """Train and store every quantized-rollout run (``methods.rollout.RolloutConfig``) the store lacks (all with
     ``force``), on local processes or a Ray cluster; the stored rows of all of them, in order."""
     from quarl_bench.executors import make_executor, run_all
-    from quarl_bench.methods.rollout import RolloutWork, job_for, rollout_remotely, run_rollout_in_worker
+    from quarl_bench.methods.rollout import job_for
     from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import EvalSettings
+    from quarl_bench.runner import Work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()
     driver = driver_provenance()
     pending = [c for c in configs if force or not store.has(job_for(c).key)]
-    works = [RolloutWork(c, cache or DEFAULT_CACHE, driver, force) for c in pending]
-    if works:
-        # Ray tasks return rows the driver stores, so its force is always on; local workers store their own
-        runner = make_executor(
-            executor,
-            store,
-            min(workers, len(works)),
-            force or executor == "ray",
-            address,
-            local_entry=run_rollout_in_worker,
-            remote_entry=rollout_remotely,
-        )
-        run_all(runner, works, on_done)
+    works = [Work(c, EvalSettings(), cache or DEFAULT_CACHE, driver=driver, retrain=force) for c in pending]
+    if works:  # a run not stored is stored whole: a run whose row was deleted trains again only with force
+        run_all(make_executor(executor, store, min(workers, len(works)), True, address), works, on_done)
     rows = [store.get(job_for(c).key) for c in configs]
     return [row for row in rows if row is not None]

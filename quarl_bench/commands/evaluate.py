@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from rich.markup import escape
 
@@ -77,7 +75,7 @@ def certify(args: argparse.Namespace) -> int:
     )
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
-        agents = grid_agents(args) if args.grid else [(None, specs)]
+        agents = grid_certify_agents(args) if args.grid else [(None, specs)]
         for ref, agent_specs in agents:
             if ref is None:
                 ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
@@ -94,61 +92,31 @@ def certify(args: argparse.Namespace) -> int:
     return 0
 
 
-def grid_agents(args: argparse.Namespace) -> list:
-    """``--grid``'s agents (filtered by --algo/--env) with the PTQ specs each is certified at; agents the sources
-    lack are listed on stderr and skipped, as ``sweep`` does."""
-    import sys
+def grid_certify_agents(args: argparse.Namespace) -> list:
+    """``--grid``'s agents (filtered by --algo/--env), each with the PTQ specs the grid evaluates it at."""
+    from quarl_bench.api import agent_sources, grid_agents
 
-    from quarl_bench.registry import load_study, select
-    from quarl_bench.runner import AgentSources, resolve_cells
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
-
-    cells = select(load_study(args.grid).cells, [args.algo] if args.algo else None, [args.env] if args.env else None)
-    cells = [cell for cell in cells if cell.method == "ptq"]
-    if not cells:
-        raise QuarlError(f"no PTQ cell in {args.grid} matches the filters: check --algo/--env")
-    folder = args.folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
-    sources = AgentSources(
-        folder, args.cache or DEFAULT_CACHE, not args.no_hub, args.train_if_missing, args.trust_remote_code
-    )
-    agents, skipped = resolve_cells(cells, sources)
-    for missing in skipped:
-        print(f"quarl-bench: skipped {missing.algo}/{missing.env_id}: {missing.reason}", file=sys.stderr)
-    return [(ref, tuple(dict.fromkeys(cell.spec for cell in group))) for ref, group in agents]
+    sources = agent_sources(args.folder, args.cache, not args.no_hub, args.train_if_missing, args.trust_remote_code)
+    return grid_agents(args.grid, args.algo, args.env, sources)
 
 
 def sensitivity(args: argparse.Namespace) -> int:
     """Each acting layer alone at each precision (others fp32): reward, E%, agreement and decision-margin change."""
     import pandas as pd
 
-    from quarl_bench.api import acting_layer_names
-    from quarl_bench.methods.mixed import sensitivity_specs
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.api import run_sensitivity
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import sensitivity_table
     from quarl_bench.report.layers import sensitivity_frame
-    from quarl_bench.runner import Work, run_work
 
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        names = acting_layer_names(ref)
         settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise)
-        specs = tuple(sensitivity_specs(len(names), args.bits))
-        console.print(f"{len(names)} acting layers x {len(args.bits)} precisions = {len(specs)} evaluations per seed")
-        rows = run_work(
-            Work(
-                "ptq",
-                ref.algo,
-                ref.env_id,
-                specs,
-                settings,
-                ref,
-                driver=driver_provenance(),
-                eval_workers=args.eval_workers,
-            ),
-            store,
-            force=args.force,
-        )
+
+        def planned(layers: int, evaluations: int) -> None:
+            console.print(f"{layers} acting layers x {len(args.bits)} precisions = {evaluations} evaluations per seed")
+
+        rows = run_sensitivity(ref, args.bits, settings, store, args.force, args.eval_workers, planned)
         console.print(sensitivity_table(sensitivity_frame(pd.DataFrame(rows))))
         print_not_quantized(rows)
         console.print(f"Stored in {store.path}; `quarl-bench report` draws the heatmap (sensitivity_*.png)")

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from quarl_bench.errors import QuarlError
 from quarl_bench.extras import require
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 
 def qat(args: argparse.Namespace) -> int:
+    from quarl_bench.api import run_qat
     from quarl_bench.methods.qat import resolve_config
-    from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import result_table
-    from quarl_bench.runner import Work, run_work
-    from quarl_bench.types import QuantSpec
-    from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     config = resolve_config(
         args.algo,
@@ -31,18 +26,7 @@ def qat(args: argparse.Namespace) -> int:
     )
     console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.check()
-        work = Work(
-            "qat",
-            config.algo,
-            config.env_id,
-            (QuantSpec(config.precision, method="qat"),),
-            EvalSettings(args.episodes, args.eval_seed),
-            training=config,
-            cache=args.cache or DEFAULT_CACHE,
-            driver=driver_provenance(),
-        )
-        rows = run_work(work, store)
+        rows = run_qat(config, EvalSettings(args.episodes, args.eval_seed), store, args.cache)
         training = rows[-1]["provenance"]["training"]
         console.print(
             f"trained {training['training_steps']} steps, fake quantization on from step {training['enabled_at_step']}"
@@ -54,37 +38,28 @@ def qat(args: argparse.Namespace) -> int:
 
 
 def amp(args: argparse.Namespace) -> int:
+    from quarl_bench.api import run_amp
     from quarl_bench.devices import training_device
     from quarl_bench.methods.amp import AmpConfig, default_dtype
-    from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.console import amp_console_table
-    from quarl_bench.runner import Work, run_work
-    from quarl_bench.zoo.agents import DEFAULT_CACHE
     from quarl_bench.zoo.envs import resolve_env_id
 
     env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()
     device = training_device(args.device)
     seeds = list(dict.fromkeys(args.seeds))
-    rows = []
+    configs = [
+        AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, seed, device)
+        for arch in args.policy_arch
+        for seed in seeds
+        for precision in ("fp32", dtype)
+    ]
+
+    def starting(config: AmpConfig) -> None:
+        console.print(f"training {config.arch} policy in {config.dtype} on {device}, seed {config.seed} ...")
+
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        store.check()
-        for arch in args.policy_arch:
-            for seed in seeds:
-                for precision in ("fp32", dtype):
-                    config = AmpConfig(args.algo, env_id, arch, precision, args.n_timesteps, seed, device)
-                    console.print(f"training {arch} policy in {precision} on {device}, seed {seed} ...")
-                    work = Work(
-                        "amp",
-                        args.algo,
-                        env_id,
-                        (),
-                        EvalSettings(args.episodes, 0),
-                        training=config,
-                        cache=args.cache or DEFAULT_CACHE,
-                        driver=driver_provenance(),
-                    )
-                    rows.append(run_work(work, store)[0])
+        rows = run_amp(configs, EvalSettings(args.episodes, 0), store, args.cache, starting)
     title = f"Mixed-precision training: {args.algo} {env_id}, {args.n_timesteps} steps on {device}, seeds {seeds}"
     console.print(amp_console_table(title, rows))
     return 0
@@ -111,60 +86,49 @@ ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can
 def actorq(args: argparse.Namespace) -> int:
     require("distributed", "ActorQ")
     from quarl_bench.actorq.config import requested_runs
-    from quarl_bench.actorq.driver import already_stored, run_actorq, store_run
     from quarl_bench.actorq.metrics import breakdown
-    from quarl_bench.ray_cluster import ray_log_path
+    from quarl_bench.api import run_actorq_runs
     from quarl_bench.report.console import breakdown_table
 
     overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
     configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seeds)
-    from quarl_bench.devices import training_device
-
-    for config in configs:
-        config.env_spaces()  # a bad algo/env pair or learner device fails before any run starts
-        training_device(config.learner_device, "learner device")
     store_path = args.store or DEFAULT_STORE
-    for number, config in enumerate(configs, 1):
+
+    def starting(number: int, config, skipped: bool) -> None:
         prefix = f"[{number}/{len(configs)}] " if len(configs) > 1 else ""
-        with ResultStore(store_path) as store:
-            if len(configs) > 1 and already_stored(config, store):
-                console.print(
-                    f"{prefix}{config.algo} {config.env_id} {config.actor_precision}: already in the store, skipped"
-                )
-                continue
+        if skipped:
+            console.print(
+                f"{prefix}{config.algo} {config.env_id} {config.actor_precision}: already in the store, skipped"
+            )
+            return
         console.print(
             f"{prefix}ActorQ: {config.algo} {config.env_id}, {config.n_actors} {config.actor_precision} actors, "
             f"policy {list(config.policy_arch)}, comm {config.comm_bits} bits, seed {config.seed}"
         )
-        outcome = run_actorq(
-            config,
-            args.address,
-            log_path=ray_log_path(Path(store_path)),
-            on_eval=lambda p, _: console.print(
-                f"  {p['seconds']:7.1f} s  {p['actor_steps']:>8} actor steps  {p['updates']:>7} updates  reward {p['reward']:.1f}"
-            ),
-        )
-        with ResultStore(store_path) as store:
-            if outcome.error:
-                if outcome.curve:
-                    store_run(config, outcome, store)
-                raise QuarlError(
-                    f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store"
-                )
-            row = store_run(config, outcome, store)
-        console.print(breakdown_table(breakdown(outcome.actors)))
-        prov = row["provenance"]
+
+    def evaluated(point: dict, _cluster) -> None:
         console.print(
-            f"{prov['actor_steps']} actor steps in {outcome.wall_seconds:.1f} s ({prov['actor_steps_per_s']:.0f}/s); "
-            f"learner {outcome.learner['updates']} updates (samples per insert {outcome.learner['samples_per_insert']:.2f}); "
-            f"{outcome.broadcasts} broadcasts of {outcome.broadcast_bytes} bytes; int8 weights on actors: "
-            f"{all(a['int8_weights'] for a in outcome.actors)}; actor restarts: {outcome.restarts}; "
+            f"  {point['seconds']:7.1f} s  {point['actor_steps']:>8} actor steps  {point['updates']:>7} updates  "
+            f"reward {point['reward']:.1f}"
+        )
+
+    def finished(row: dict) -> None:
+        prov = row["provenance"]
+        learner = prov["learner"]
+        console.print(breakdown_table(breakdown(prov["actors"])))
+        console.print(
+            f"{prov['actor_steps']} actor steps in {row['wall_seconds']:.1f} s ({prov['actor_steps_per_s']:.0f}/s); "
+            f"learner {learner['updates']} updates (samples per insert {learner['samples_per_insert']:.2f}); "
+            f"{prov['broadcasts']} broadcasts of {prov['broadcast_bytes']} bytes; int8 weights on actors: "
+            f"{all(a['int8_weights'] for a in prov['actors'])}; actor restarts: {prov['restarts']}; "
             f"final reward {row['mean_reward']:.1f}; stored in {store_path}"
         )
-        energy = outcome.energy
+        energy = prov["energy"]
         console.print(
             f"energy {energy['kwh'] * 1000:.3f} Wh, {energy['emissions_kg'] * 1000:.3f} g CO2eq ({energy['source']})"
         )
+
+    run_actorq_runs(configs, store_path, args.address, starting, evaluated, finished)
     return 0
 
 
@@ -226,13 +190,8 @@ def rollout(args: argparse.Namespace) -> int:
 
 
 def train(args: argparse.Namespace) -> int:
-    from quarl_bench.zoo.agents import DEFAULT_CACHE, find_in_folder
-    from quarl_bench.zoo.envs import resolve_env_id
-    from quarl_bench.zoo.train import train_baseline
+    from quarl_bench.api import train_agent
 
-    env_id = resolve_env_id(args.env)
-    cache = args.cache or DEFAULT_CACHE
-    train_baseline(args.algo, env_id, cache, args.seed, args.n_timesteps)
-    ref = find_in_folder(cache, args.algo, env_id, "trained")
-    console.print(f"Saved {args.algo}/{env_id} in {ref.run_dir if ref else cache}")
+    ref = train_agent(args.algo, args.env, args.cache, args.seed, args.n_timesteps)
+    console.print(f"Saved {args.algo}/{ref.env_id if ref else args.env} in {ref.run_dir if ref else args.cache}")
     return 0

@@ -36,6 +36,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.types import BACKEND_PRECISIONS
 
 BACKENDS = tuple(BACKEND_PRECISIONS)
+INT8_BACKENDS = tuple(backend for backend, precision in BACKEND_PRECISIONS.items() if precision == "int8")
 
 
 @dataclass(frozen=True)

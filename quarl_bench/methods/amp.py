@@ -8,17 +8,23 @@ import json
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from quarl_bench.methods.protocol import register
+from quarl_bench.methods.ptq import AgentEvaluation
 from quarl_bench.provenance import TRAINING_RECORD
+from quarl_bench.registry import build_jobs
 from quarl_bench.training.amp_hooks import enable_mixed_precision
-from quarl_bench.types import AgentRef
+from quarl_bench.types import AgentRef, Job
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.train import train_with_callbacks
+
+if TYPE_CHECKING:
+    from quarl_bench.runner import Work
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
 POLICY_SIZES: dict[str, list[int]] = {"small": [64, 64], "medium": [256, 256], "large": [1024, 1024, 1024]}
@@ -40,6 +46,8 @@ class AmpConfig:
     n_timesteps: int
     seed: int = 0
     device: str = "cpu"
+
+    method: ClassVar[str] = "amp"
 
     def __post_init__(self) -> None:
         check_algo(self.algo)
@@ -133,3 +141,17 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")
     assert ref is not None
     return ref
+
+
+@register(AmpConfig)
+class AmpHandler(AgentEvaluation):
+    """The agent trained with mixed precision (or the cache's), then evaluated like any agent."""
+
+    remote = False  # the trained agent goes to this machine's cache
+
+    def agent(self, work: Work) -> AgentRef:
+        return train_amp(work.config, work.cache)
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        assert agent is not None
+        return build_jobs(agent, [], work.settings, "amp")

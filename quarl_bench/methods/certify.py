@@ -257,7 +257,7 @@ class Certifier:
 
     def row(self, job: Job) -> dict[str, Any]:
         """The job's stored row, evaluated and stored first if the store lacks it."""
-        from quarl_bench.methods import evaluator
+        from quarl_bench.methods.ptq import evaluator
         from quarl_bench.zoo.agents import load_agent
 
         row = self.store.get(job.key)

@@ -9,13 +9,57 @@ its own episodes, seeded apart from the evaluation episodes.
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from quarl_bench.types import EvalResult, Job
+from quarl_bench.errors import QuarlError
+from quarl_bench.methods.protocol import register
+from quarl_bench.methods.ptq import AgentEvaluation
+from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
+
+if TYPE_CHECKING:
+    from quarl_bench.runner import Work
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    """Deployment of an existing agent: the torch-fp32 reference and one artifact per backend spec.
+
+    :param specs: specs of method ``deploy`` (``QuantSpec(method="deploy", backend=...)``).
+    """
+
+    ref: AgentRef
+    specs: tuple[QuantSpec, ...] = ()
+    method: ClassVar[str] = "deploy"
+
+    def __post_init__(self) -> None:
+        for spec in self.specs:
+            if spec.method != "deploy":
+                raise QuarlError(f"bad deploy spec method {spec.method!r}: expected 'deploy' with a backend")
+
+    @property
+    def algo(self) -> str:
+        return self.ref.algo
+
+    @property
+    def env_id(self) -> str:
+        return self.ref.env_id
+
+
+@register(DeployConfig)
+class DeployHandler(AgentEvaluation):
+    def agent(self, work: Work) -> AgentRef:
+        return work.config.ref
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        from quarl_bench.registry import build_jobs
+
+        assert agent is not None
+        return build_jobs(agent, list(work.config.specs), work.settings, "deploy")
 
 
 class ArtifactPolicy:

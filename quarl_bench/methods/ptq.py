@@ -1,25 +1,102 @@
 """Post-training quantization: quantize a copy of the agent's policy per the job's spec and evaluate it.
 
-Every method ends here: QAT and AMP agents are evaluated the same way once trained (their jobs carry their method).
+Every method that evaluates an agent ends here: QAT and AMP agents are evaluated the same way once trained (their
+jobs carry their method), and :class:`AgentEvaluation` is the handler half they share.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gymnasium import spaces
 
+from quarl_bench.errors import QuarlError
 from quarl_bench.evaluation.calibration import states_hash, visited_states
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
+from quarl_bench.methods.protocol import register
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
-from quarl_bench.types import CALIBRATION_SEED, EvalResult, Job, QuantSpec
+from quarl_bench.types import CALIBRATION_SEED, AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent
+
+if TYPE_CHECKING:
+    from quarl_bench.runner import Work
+
+PTQ_METHODS = ("ptq", "mixed")
+
+
+@dataclass(frozen=True)
+class PTQConfig:
+    """Post-training quantization of an existing agent: its fp32 reference and one job per spec, per evaluation
+    seed (the random policy's too with ``EvalSettings.random_baseline``).
+
+    :param specs: PTQ specs (method ``ptq``, or ``mixed`` for a per-layer allocation).
+    """
+
+    ref: AgentRef
+    specs: tuple[QuantSpec, ...] = ()
+    method: ClassVar[str] = "ptq"
+
+    def __post_init__(self) -> None:
+        for spec in self.specs:
+            if spec.method not in PTQ_METHODS:
+                raise QuarlError(f"bad PTQ spec method {spec.method!r}: expected one of {', '.join(PTQ_METHODS)}")
+
+    @property
+    def algo(self) -> str:
+        return self.ref.algo
+
+    @property
+    def env_id(self) -> str:
+        return self.ref.env_id
+
+
+# spec method -> "module:function" that evaluates one job of it on a loaded agent; PTQ's serves the others
+EVALUATORS = {
+    "deploy": "quarl_bench.methods.deploy:evaluate_job",
+    "random": "quarl_bench.methods.random_policy:evaluate_job",
+}
+
+
+class AgentEvaluation:
+    """The handler half shared by methods whose jobs evaluate one agent: the agent is loaded once per work and
+    each job evaluated by its spec method's evaluator (quantize and play, deploy an artifact, the random policy)."""
+
+    remote = True
+
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
+        from quarl_bench.zoo.agents import load_agent
+
+        assert agent is not None
+        loaded = load_agent(agent)
+        for job in jobs:
+            yield evaluator(job.spec.method)(loaded, job, work.driver, eval_workers=work.eval_workers)
+
+
+def evaluator(method: str) -> Any:
+    """``(agent, job, driver, eval_workers) -> EvalResult`` for a job of spec method ``method``."""
+    module, _, name = EVALUATORS.get(method, "quarl_bench.methods.ptq:evaluate_job").partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@register(PTQConfig)
+class PTQHandler(AgentEvaluation):
+    def agent(self, work: Work) -> AgentRef:
+        return work.config.ref
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        from quarl_bench.registry import build_jobs
+
+        assert agent is not None
+        return build_jobs(agent, list(work.config.specs), work.settings)
 
 
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:

@@ -5,18 +5,24 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.methods.protocol import register
+from quarl_bench.methods.ptq import AgentEvaluation
 from quarl_bench.provenance import TRAINING_RECORD
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
-from quarl_bench.types import AgentRef, QuantSpec
+from quarl_bench.registry import build_jobs
+from quarl_bench.types import AgentRef, Job, QuantSpec
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.envs import resolve_env_id
 from quarl_bench.zoo.train import train_with_callbacks
+
+if TYPE_CHECKING:
+    from quarl_bench.runner import Work
 
 QAT_BITS = (2, 3, 4, 5, 6, 7, 8, 16)
 
@@ -39,6 +45,8 @@ class QATConfig:
     n_timesteps: int | None = None
     seed: int = 0
     quantize_activations: bool = False
+
+    method: ClassVar[str] = "qat"
 
     def __post_init__(self) -> None:
         check_algo(self.algo)
@@ -88,3 +96,17 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
 
 def resolve_config(algo: str, env: str, bits: str, **kwargs: Any) -> QATConfig:
     return QATConfig(algo, resolve_env_id(env), bits, **kwargs)
+
+
+@register(QATConfig)
+class QATHandler(AgentEvaluation):
+    """The agent QAT-trains (or the cache's), then evaluated like any agent."""
+
+    remote = False  # the trained agent goes to this machine's cache
+
+    def agent(self, work: Work) -> AgentRef:
+        return train_qat(work.config, work.cache)
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        assert agent is not None
+        return build_jobs(agent, [QuantSpec(work.config.precision, method="qat")], work.settings, "qat")

@@ -10,22 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from quarl_bench.config import zoo_hyperparameters
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import (
-    ALGOS,
-    ON_POLICY_ALGOS,
-    ROLLOUT_BACKENDS,
-    ROLLOUT_CORRECTIONS,
-    ROLLOUT_REFERENCE,
-    EvalResult,
-    Job,
-    QuantSpec,
-)
+from quarl_bench.methods.protocol import register
+from quarl_bench.training.options import ON_POLICY_ALGOS, ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
+from quarl_bench.types import ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, QuantSpec
+from quarl_bench.zoo.ids import ALGOS
+
+if TYPE_CHECKING:
+    from quarl_bench.runner import Work
 
 # Reward a run must reach for "time to threshold": gymnasium's reward_threshold where the env has one, else these.
 THRESHOLDS = {"Pendulum-v1": -200.0, "HalfCheetahBulletEnv-v0": 2500.0}
@@ -53,6 +51,8 @@ class RolloutConfig:
     n_timesteps: int | None = None
     backend: str = "torch"
     episodes: int = 100
+
+    method: ClassVar[str] = "rollout"
 
     def __post_init__(self) -> None:
         if self.algo not in ON_POLICY_ALGOS:
@@ -99,25 +99,6 @@ class RolloutConfig:
 
     def folder(self, cache_dir: Path) -> Path:
         return cache_dir / "rollout" / f"{self.study()}-{self.precision}-{self.label()}-seed{self.seed}"
-
-
-@dataclass(frozen=True)
-class RolloutWork:
-    """One run for an executor: the config, where trained agents go, the driver's provenance."""
-
-    config: RolloutConfig
-    cache: Path = Path("results/agents")
-    driver: dict[str, Any] = field(default_factory=dict)
-    force: bool = False
-    method = "rollout"  # what the executors' progress lines name
-
-    @property
-    def algo(self) -> str:
-        return self.config.algo
-
-    @property
-    def env_id(self) -> str:
-        return self.config.env_id
 
 
 def job_for(config: RolloutConfig) -> Job:
@@ -193,44 +174,34 @@ def train_rollout(config: RolloutConfig, cache_dir: Path, force: bool = False):
     return ref
 
 
-def rollout_result(work: RolloutWork) -> EvalResult:
-    """Train the run, then evaluate the trained fp32 policy on the row's episodes (the learner's product: the
-    quantized copy only played the training env)."""
-    from quarl_bench.methods.ptq import evaluate_job
-    from quarl_bench.zoo.agents import load_agent
+@register(RolloutConfig)
+class RolloutHandler:
+    """One run: train (or find in the cache) PPO/A2C on quantized rollouts, then evaluate the trained fp32 policy
+    on the row's episodes (the learner's product: the quantized copy only played the training env)."""
 
-    ref = train_rollout(work.config, work.cache, work.force)
-    job = job_for(work.config)
-    result = evaluate_job(load_agent(ref), replace(job, spec=QuantSpec("fp32", method="rollout")), work.driver)
-    # the row's precision is the rollouts'; what played its episodes is said here, in words and as a precision
-    evaluated = {
-        "evaluated_policy": f"the fp32 learner trained on {work.config.precision} rollouts",
-        "evaluated_precision": "fp32",
-        "rollout_precision": work.config.precision,
-    }
-    return replace(result, job=job, provenance=result.provenance | evaluated)
+    remote = True  # a run trains in a task's own folder; the driver stores its row
 
+    def agent(self, work: Work) -> None:
+        return None  # the run makes its agent
 
-def run_rollout_in_worker(work: RolloutWork, store_path: str, force: bool) -> list[dict[str, Any]]:
-    """Local executor entry point: one run, its row stored."""
-    from quarl_bench.devices import one_torch_thread
-    from quarl_bench.store import ResultStore
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        return [job_for(work.config)]
 
-    one_torch_thread()
-    with ResultStore(store_path) as store:
-        result = rollout_result(work)
-        store.put(result, replace=True)
-        row = store.get(result.job.key)
-        assert row is not None
-        return [row]
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
+        from quarl_bench.methods.ptq import evaluate_job
+        from quarl_bench.zoo.agents import load_agent
 
-
-def rollout_remotely(work: RolloutWork) -> list[EvalResult]:
-    """Ray entry point: one run's result, stored by the driver."""
-    from quarl_bench.devices import one_torch_thread
-
-    one_torch_thread()
-    return [rollout_result(work)]
+        config = work.config
+        ref = train_rollout(config, work.cache, work.retrain)
+        job = job_for(config)
+        result = evaluate_job(load_agent(ref), replace(job, spec=QuantSpec("fp32", method="rollout")), work.driver)
+        # the row's precision is the rollouts'; what played its episodes is said here, in words and as a precision
+        evaluated = {
+            "evaluated_policy": f"the fp32 learner trained on {config.precision} rollouts",
+            "evaluated_precision": "fp32",
+            "rollout_precision": config.precision,
+        }
+        yield replace(result, job=job, provenance=result.provenance | evaluated)
 
 
 def with_references(configs: list[RolloutConfig]) -> list[RolloutConfig]:

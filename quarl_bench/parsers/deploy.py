@@ -11,16 +11,15 @@ from quarl_bench.arguments import (
     add_store,
     positive_int,
 )
-from quarl_bench.parsers import Subcommands
-from quarl_bench.types import (
-    BACKEND_PRECISIONS,
-)
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.types import BACKEND_PRECISIONS
 
 BACKENDS = tuple(BACKEND_PRECISIONS)
 
 
 def add_deploy(commands: Subcommands) -> None:
     deploy = commands.add_parser("deploy", help="build real fp16/int8 artifacts of an agent, play, time and weigh them")
+    deploy.set_defaults(handler=handler("deploy:deploy"))
     add_agent(deploy, hub=False)
     deploy.add_argument(
         "--backend",
@@ -36,6 +35,7 @@ def add_deploy(commands: Subcommands) -> None:
 
 def add_export(commands: Subcommands) -> None:
     export = commands.add_parser("export", help="write one backend's artifact of an agent, with a README next to it")
+    export.set_defaults(handler=handler("deploy:export"))
     add_agent(export, hub=False)
     export.add_argument("--backend", required=True, choices=BACKENDS, metavar="B", help=f"one of {', '.join(BACKENDS)}")
     add_calibration(export)
@@ -44,6 +44,7 @@ def add_export(commands: Subcommands) -> None:
 
 def add_table4(commands: Subcommands) -> None:
     table4 = commands.add_parser("table4", help="QuaRL Table 4: time synthetic policies I-III per backend, store it")
+    table4.set_defaults(handler=handler("deploy:table4"))
     table4.add_argument(
         "--policy",
         nargs="+",

@@ -17,12 +17,13 @@ from quarl_bench.arguments import (
     precision_arg,
     tolerance,
 )
-from quarl_bench.parsers import Subcommands
+from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.precision import help_text
 
 
 def add_run(commands: Subcommands) -> None:
     run = commands.add_parser("run", help="post-training quantize an agent and evaluate it against fp32")
+    run.set_defaults(handler=handler("evaluate:run"))
     add_agent(run)
     run.add_argument(
         "--bits",
@@ -46,6 +47,7 @@ def add_certify(commands: Subcommands) -> None:
     certify = commands.add_parser(
         "certify", help="decide which precisions are safe: a sequential paired test per width, widest first"
     )
+    certify.set_defaults(handler=handler("evaluate:certify"))
     add_agent(certify, env_required=False)
     certify.add_argument(
         "--grid",
@@ -104,6 +106,7 @@ def add_sensitivity(commands: Subcommands) -> None:
     sensitivity = commands.add_parser(
         "sensitivity", help="quantize one acting layer at a time: which layers break a policy"
     )
+    sensitivity.set_defaults(handler=handler("evaluate:sensitivity"))
     add_agent(sensitivity)
     sensitivity.add_argument(
         "--bits",
@@ -118,6 +121,7 @@ def add_sensitivity(commands: Subcommands) -> None:
 
 def add_mixed(commands: Subcommands) -> None:
     mixed = commands.add_parser("mixed", help="search a per-layer bit allocation within a reward tolerance")
+    mixed.set_defaults(handler=handler("evaluate:mixed"))
     add_agent(mixed)
     mixed.add_argument(
         "--bits",
@@ -160,6 +164,7 @@ def add_mixed(commands: Subcommands) -> None:
 
 def add_fidelity(commands: Subcommands) -> None:
     fidelity = commands.add_parser("fidelity", help="fp32 and quantized policies side by side: where trajectories part")
+    fidelity.set_defaults(handler=handler("evaluate:fidelity"))
     add_agent(fidelity)
     fidelity.add_argument(
         "--bits",
@@ -191,6 +196,7 @@ def add_fidelity(commands: Subcommands) -> None:
 
 def add_sweep(commands: Subcommands) -> None:
     sweep = commands.add_parser("sweep", help="run a YAML job grid (zoo_configs/*.yaml), resuming where it stopped")
+    sweep.set_defaults(handler=handler("sweep:sweep"))
     sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
     sweep.add_argument("--algo", nargs="+", type=str.lower, default=None, help="only these algos")
     sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")

@@ -9,11 +9,12 @@ from quarl_bench.arguments import (
     tolerance,
 )
 from quarl_bench.config import config_dir
-from quarl_bench.parsers import Subcommands
+from quarl_bench.parsers import Subcommands, handler
 
 
 def add_report(commands: Subcommands) -> None:
     report = commands.add_parser("report", help="write the paper's tables and figures from the store")
+    report.set_defaults(handler=handler("read:report"))
     add_store(report)
     report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
     report.add_argument(
@@ -42,6 +43,7 @@ def add_report(commands: Subcommands) -> None:
 
 def add_results(commands: Subcommands) -> None:
     results = commands.add_parser("results", help="print the results store; export it")
+    results.set_defaults(handler=handler("read:results"))
     add_store(results)
     results.add_argument("--algo", default=None)
     results.add_argument("--env", default=None)

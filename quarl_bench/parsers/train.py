@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.actorq import ACTORQ_ALGOS
 from quarl_bench.arguments import (
     add_algo,
     add_executor,
@@ -14,13 +15,15 @@ from quarl_bench.arguments import (
     ratio_cap,
     widths,
 )
-from quarl_bench.parsers import Subcommands
+from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.precision import help_text
-from quarl_bench.types import ACTORQ_ALGOS, ALGOS, ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
+from quarl_bench.training.options import ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
+from quarl_bench.zoo.ids import ALGOS
 
 
 def add_qat(commands: Subcommands) -> None:
     qat = commands.add_parser("qat", help="quantization-aware training with rl-zoo3 hyperparameters, then evaluation")
+    qat.set_defaults(handler=handler("train:qat"))
     add_algo(qat, required=True)
     qat.add_argument("--env", required=True, help="env id or alias")
     qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="2-8 or 16 (or fp16, bf16)")
@@ -38,6 +41,7 @@ def add_qat(commands: Subcommands) -> None:
 
 def add_amp(commands: Subcommands) -> None:
     amp = commands.add_parser("amp", help="mixed-precision training timing: fp32 vs autocast for three policy sizes")
+    amp.set_defaults(handler=handler("train:amp"))
     add_algo(amp, default="dqn")
     amp.add_argument("--env", default="CartPole-v1", help="env id or alias (default CartPole-v1)")
     amp.add_argument(
@@ -68,6 +72,7 @@ def add_actorq(commands: Subcommands) -> None:
         description="One run from the flags, or every run of --grid (flags given override its settings). "
         "Defaults: dqn, CartPole-v1, int8 actors, 2 actors, 2048,2048,2048.",
     )
+    actorq.set_defaults(handler=handler("train:actorq"))
     actorq.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/actorq.yaml")
     actorq.add_argument(
         "--algo",
@@ -123,6 +128,7 @@ def add_rollout(commands: Subcommands) -> None:
         "(or the runs of --grid, filtered by the flags). rl-zoo3's hyperparameters; the behaviour policy is "
         "re-quantized after every update; the trained fp32 policy is evaluated at the end.",
     )
+    rollout.set_defaults(handler=handler("train:rollout"))
     rollout.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/rollout.yaml")
     rollout.add_argument("--algo", default=None, type=str.lower, choices=ALGOS, help="ppo (default) or a2c")
     rollout.add_argument("--env", default=None, help="env id or alias")
@@ -164,6 +170,7 @@ def add_rollout(commands: Subcommands) -> None:
 
 def add_train(commands: Subcommands) -> None:
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
+    train.set_defaults(handler=handler("train:train"))
     train.add_argument("--algo", required=True, choices=ALGOS)
     train.add_argument("--env", required=True)
     train.add_argument("--seed", type=int, default=0)

@@ -116,7 +116,7 @@ def paper_env_id(task: str, suite: str) -> str:
     """The env id a row of ActorQ's Table 2 names: ``Cartpole Balance`` (dm_control) -> ``dmc/cartpole-balance-v0``,
     ``CartPole`` (gym) -> ``CartPole-v1``."""
     from quarl_bench.config import alias_env_id
-    from quarl_bench.types import DMC_PREFIX
+    from quarl_bench.zoo.ids import DMC_PREFIX
 
     if suite == "dm_control":
         return f"{DMC_PREFIX}{task.lower().replace(' ', '-')}-v0"

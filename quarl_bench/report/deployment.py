@@ -11,9 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from quarl_bench.deploy.backends import INT8_BACKENDS  # noqa: E402
 from quarl_bench.report.objects import Figure, Table  # noqa: E402
 from quarl_bench.report.plots import file_label  # noqa: E402
-from quarl_bench.types import BACKEND_PRECISIONS  # noqa: E402
 
 
 def fp32_file_of(backend: str) -> str:
@@ -110,9 +110,6 @@ def draw_deployment(algo: str, env: str, group: pd.DataFrame) -> plt.Figure:
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
-
-
-INT8_BACKENDS = tuple(backend for backend, precision in BACKEND_PRECISIONS.items() if precision == "int8")
 
 
 def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:

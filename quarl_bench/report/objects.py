@@ -108,6 +108,7 @@ class Figure:
 
 
 Item = Table | Figure
+DRAWING_MODULES = ["matplotlib.pyplot", "pandas", "quarl_bench.report.plots", "quarl_bench.report.methods"]
 
 
 def panel_margins(
@@ -233,7 +234,10 @@ class FileWriter:
                 import multiprocessing
                 from concurrent.futures import ProcessPoolExecutor
 
-                context = multiprocessing.get_context("fork")
+                # a fresh server process imports the drawing modules once and forks each worker from itself: no fork
+                # of this process (it may hold torch's threads), no import per worker
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload(DRAWING_MODULES)
                 self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
             self.futures.append(self.pool.submit(draw_and_save, item.draw, item.data, paths, item.dpi))
 

@@ -20,7 +20,8 @@ from torch import nn
 from quarl_bench.errors import QuarlError
 from quarl_bench.quant.layers import selected_tensors
 from quarl_bench.quant.quantize import clone_policy, quantize_tensor
-from quarl_bench.types import ROLLOUT_BACKENDS, QuantSpec
+from quarl_bench.training.options import ROLLOUT_BACKENDS
+from quarl_bench.types import QuantSpec
 
 ONNX_ACTIVATIONS = {nn.ReLU: "Relu", nn.Tanh: "Tanh"}
 

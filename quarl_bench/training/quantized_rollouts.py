@@ -29,7 +29,7 @@ from torch.nn import functional as F
 from quarl_bench.errors import QuarlError
 from quarl_bench.training.behaviour import BehaviourPolicy
 from quarl_bench.training.mismatch import concat_distributions, correction_weights, mismatch_stats
-from quarl_bench.types import ROLLOUT_CORRECTIONS
+from quarl_bench.training.options import ROLLOUT_CORRECTIONS
 
 LEARNER_CHUNK = 4096  # states per batched fp32 forward when the learner re-reads a rollout
 

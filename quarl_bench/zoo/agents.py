@@ -18,9 +18,11 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, FOREIGN_ALGOS, AgentRef, file_name
+from quarl_bench.types import AgentRef, file_name
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
-from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, files_hash, stats_dir
+from quarl_bench.zoo.identity import content_hash
+from quarl_bench.zoo.ids import ALGOS, FOREIGN_ALGOS
+from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, stats_dir
 from quarl_bench.zoo.sb3_zip import saved_action_space, saved_data, saved_observation_shape
 
 ZOO_ENV = "QUARL_ZOO"
@@ -73,13 +75,14 @@ def find_in_folder(folder: Path, algo: str, env_id: str, source: str) -> AgentRe
         )
         for run_dir in reversed(runs):
             if (run_dir / f"{name}.zip").is_file():
-                return AgentRef(algo, env_id, saved_id, source, str(run_dir), content_hash(run_dir, name))
+                return AgentRef(algo, env_id, saved_id, source, str(run_dir), zoo_content_hash(run_dir, name))
     return None
 
 
-def content_hash(run_dir: Path, saved_name: str) -> str:
-    """sha256 over the model zip and every saved file that changes how it is evaluated (``BEHAVIOUR_FILES``)."""
-    return files_hash([run_dir / f"{saved_name}.zip", *(run_dir / saved_name / n for n in BEHAVIOUR_FILES)])
+def zoo_content_hash(run_dir: Path, saved_name: str) -> str:
+    """The content hash of a zoo-layout agent: its zip and every saved file that changes how it is evaluated
+    (``BEHAVIOUR_FILES``), as ``--model`` hashes the same zip."""
+    return content_hash([run_dir / f"{saved_name}.zip", *(run_dir / saved_name / n for n in BEHAVIOUR_FILES)])
 
 
 def resolve_agent(

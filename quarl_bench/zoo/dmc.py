@@ -14,7 +14,7 @@ import os
 import gymnasium as gym
 import numpy as np
 
-from quarl_bench.types import DMC_PREFIX as PREFIX
+from quarl_bench.zoo.ids import DMC_PREFIX as PREFIX
 
 os.environ.setdefault("MUJOCO_GL", "disable")  # before dm_control is imported: it picks a GL backend on import
 

@@ -15,7 +15,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from quarl_bench.config import env_settings
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import DMC_PREFIX
+from quarl_bench.zoo.ids import DMC_PREFIX
 
 
 @cache

@@ -3,13 +3,14 @@ policy.onnx``) or a torch module (``--policy-module FILE.py:FUNCTION``), on any 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import ALGOS, AgentRef
+from quarl_bench.types import AgentRef
+from quarl_bench.zoo.identity import content_hash, weights_hash
+from quarl_bench.zoo.ids import ALGOS
 
 # An SB3 zip's policy class module -> the algorithm that saved it (actor-critic and TD3 policies: see algo_of_zip).
 POLICY_MODULES = {
@@ -49,17 +50,6 @@ def stats_dir(zip_path: Path) -> Path:
     return zip_path.with_suffix("")
 
 
-def files_hash(paths: list[Path], extra: str = "") -> str:
-    """sha256 over each existing file's name and bytes, then ``extra`` (16 hex digits, as the zoo's agents)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    digest.update(extra.encode())
-    return digest.hexdigest()[:16]
-
-
 def model_ref(
     model: str | Path,
     env_id: str,
@@ -83,7 +73,7 @@ def model_ref(
     if vec_path is not None and not vec_path.is_file():
         raise QuarlError(f"vecnormalize file {str(vecnormalize)!r} not found: expected a VecNormalize .pkl file")
     kwargs = json.dumps(env_kwargs, sort_keys=True) if env_kwargs else ""
-    extra = kwargs + (f"vecnormalize:{files_hash([vec_path])}" if vec_path else "")
+    extra = kwargs + (f"vecnormalize:{content_hash([vec_path])}" if vec_path else "")
     if path.suffix.lower() == ".onnx":
         from quarl_bench.extras import require
 
@@ -96,7 +86,7 @@ def model_ref(
             env_id,
             "model",
             str(path.parent),
-            files_hash([path], extra),
+            content_hash([path], extra),
             str(path),
             str(vec_path or ""),
             kwargs,
@@ -109,20 +99,10 @@ def model_ref(
         raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGOS)}")
     algo = algo or algo_of_zip(data, path)
     behaviour = [stats_dir(path) / name for name in BEHAVIOUR_FILES if not (vec_path and name == "vecnormalize.pkl")]
-    content = files_hash([path, *behaviour], extra)
+    content = content_hash([path, *behaviour], extra)
     return AgentRef(
         algo, env_id, env_id, "model", str(path.parent), content, str(path), str(vec_path or ""), kwargs, env_packages
     )
-
-
-def weights_hash(state: dict[str, Any], prefix: bytes = b"") -> str:
-    """sha256 over ``prefix`` and a state dict's names and tensor bytes (16 hex digits): a policy's identity when
-    no file holds it."""
-    digest = hashlib.sha256(prefix)
-    for name, tensor in state.items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 def module_ref(target: str, env_id: str, env_packages: tuple[str, ...] = ()) -> AgentRef:

@@ -56,7 +56,7 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
 def zoo_extras(algo: str, env_id: str) -> list[str]:
     """rl-zoo3 train flags for envs it does not know: our hyperparameters file, the module registering the env."""
     from quarl_bench.config import hyperparams_file
-    from quarl_bench.types import DMC_PREFIX
+    from quarl_bench.zoo.ids import DMC_PREFIX
 
     extras = []
     conf = hyperparams_file(algo, env_id)

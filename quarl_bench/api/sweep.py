@@ -1,0 +1,175 @@
+"""YAML grids: plan a sweep's works, run them on an executor (resuming where a sweep stopped), and the agents of a
+grid for commands that take ``--grid``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.extras import require
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep will do: its grid cells, the works still to run, and what it skips."""
+
+    study: str
+    cells: list[Any]
+    works: list[Any]
+    skipped: list[Any]
+    already_stored: int
+    workers: int
+
+    @property
+    def training_runs(self) -> int:
+        return sum(work.method != "ptq" for work in self.works)
+
+
+@dataclass
+class SweepOutcome:
+    plan: SweepPlan
+    failures: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def agent_sources(
+    folder: Path | None,
+    cache: Path | None,
+    use_hub: bool,
+    train_if_missing: bool = False,
+    trust_remote_code: bool = False,
+) -> Any:
+    """Where a grid's agents come from: ``folder`` (else ``$QUARL_ZOO``), the cache, the hub, training."""
+    from quarl_bench.runner import AgentSources
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
+
+    folder = folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
+    return AgentSources(folder, cache or DEFAULT_CACHE, use_hub, train_if_missing, trust_remote_code)
+
+
+def plan_sweep(
+    grid: str | Path,
+    sources: Any,
+    store: Any,
+    algos: Sequence[str] | None = None,
+    envs: Sequence[str] | None = None,
+    bits: Sequence[str] | None = None,
+    episodes: int | None = None,
+    eval_seeds: Sequence[int] | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    force: bool = False,
+    random_baseline: bool = False,
+) -> SweepPlan:
+    """The works of a grid (filtered) that the store lacks, dealt over ``workers``.
+
+    :raises QuarlError: when no cell matches the filters, or a training grid asks for Ray.
+    """
+    from quarl_bench.executors import default_workers
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.registry import load_study, select
+    from quarl_bench.runner import plan
+
+    study = load_study(grid)
+    cells = with_eval_seeds(select(study.cells, algos, envs, bits, episodes), eval_seeds)
+    if not cells:
+        raise QuarlError(f"no job in {grid} matches the filters: check --algo/--env/--bits")
+    if executor == "ray":
+        require("distributed", "--executor ray", ("ray",))
+        if any(cell.method != "ptq" for cell in cells):
+            raise QuarlError(f"{cells[0].method} grids run on the local executor: drop --executor ray")
+    workers = workers or default_workers()
+    works, skipped, already = plan(cells, sources, store, workers, force, driver_provenance(), random_baseline)
+    return SweepPlan(study.name, cells, works, skipped, already, workers)
+
+
+def run_sweep(
+    planned: SweepPlan,
+    sources: Any,
+    store: Any,
+    executor: str = "local",
+    force: bool = False,
+    address: str | None = None,
+    on_done: Callable[[Any, list[dict[str, Any]] | None, BaseException | None], None] | None = None,
+) -> SweepOutcome:
+    """Run a planned sweep's works (each row stored as it is made: an interrupted sweep resumes); the outcome holds
+    the failures (the other works went on) and the stored rows of every cell of the grid."""
+    from quarl_bench.executors import make_executor, run_all
+
+    outcome = SweepOutcome(planned)
+
+    def done(work, rows, error) -> None:
+        if error is not None:
+            outcome.failures.append(f"{work.algo}/{work.env_id} {work.method}: {error}")
+        if on_done:
+            on_done(work, rows, error)
+
+    run_all(make_executor(executor, store, planned.workers, force, address), planned.works, done)
+    outcome.rows = study_rows(store, planned.cells, sources)
+    return outcome
+
+
+def with_eval_seeds(cells: list[Any], seeds: Sequence[int] | None) -> list[Any]:
+    """Every PTQ cell once per evaluation seed in ``seeds`` (none: the grid's seeds); QAT cells' seeds are
+    training seeds and stay."""
+    if not seeds:
+        return cells
+    seeded = [replace(cell, seed=seed) if cell.method != "qat" else cell for cell in cells for seed in seeds]
+    return list(dict.fromkeys(seeded))
+
+
+def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any]]:
+    """The stored rows of a study's cells, found by their job keys (QAT: each training seed's agent, if trained).
+
+    Each PTQ agent is resolved (its files hashed) once, not once per cell.
+    """
+    from quarl_bench.methods.qat import QATConfig
+    from quarl_bench.registry import EvalSettings, build_jobs
+    from quarl_bench.runner import cell_agent
+    from quarl_bench.zoo.agents import find_in_folder
+
+    agents: dict[tuple[str, str, str], Any] = {}
+
+    def ptq_agent(cell: Any) -> Any:
+        who = (cell.algo, cell.env_id, cell.model)
+        if who not in agents:
+            try:
+                agents[who] = cell_agent(cell, sources, use_hub=False)
+            except QuarlError:
+                agents[who] = None
+        return agents[who]
+
+    rows: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        if cell.method == "qat":
+            config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
+            ref = find_in_folder(config.folder(sources.cache), cell.algo, cell.env_id, "qat")
+            settings = EvalSettings(cell.episodes, 0)
+        else:
+            ref, settings = ptq_agent(cell), EvalSettings(cell.episodes, cell.seed)
+        for job in build_jobs(ref, [cell.spec], settings, cell.method) if ref is not None else []:
+            row = rows.get(job.key) or store.get(job.key)
+            if row is not None:
+                rows[job.key] = row
+    return list(rows.values())
+
+
+def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: Any) -> list[tuple[Any, tuple]]:
+    """A grid's PTQ agents (filtered by ``algo``/``env``) with the specs each is evaluated at; agents the sources
+    lack are listed on stderr and skipped, as ``sweep`` does."""
+    from quarl_bench.registry import load_study, select
+    from quarl_bench.runner import resolve_cells
+
+    cells = select(load_study(grid).cells, [algo] if algo else None, [env] if env else None)
+    cells = [cell for cell in cells if cell.method == "ptq"]
+    if not cells:
+        raise QuarlError(f"no PTQ cell in {grid} matches the filters: check --algo/--env")
+    agents, skipped = resolve_cells(cells, sources)
+    for missing in skipped:
+        print(f"quarl-bench: skipped {missing.algo}/{missing.env_id}: {missing.reason}", file=sys.stderr)
+    return [(ref, tuple(dict.fromkeys(cell.spec for cell in group))) for ref, group in agents]

@@ -1,0 +1,101 @@
+"""Methods that train: QAT, mixed-precision training, ActorQ runs and fp32 baselines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from quarl_bench.types import AgentRef
+
+
+def run_qat(config: Any, settings: Any, store: Any, cache: Path | None = None) -> list[dict[str, Any]]:
+    """Train (or find in the cache) the QAT agent of ``config`` (``methods.qat.QATConfig``) and evaluate it next to
+    its fp32 reference job; the stored rows, the QAT row last."""
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    store.check()
+    return run_work(Work(config, settings, cache or DEFAULT_CACHE, driver=driver_provenance()), store)
+
+
+def run_amp(
+    configs: Sequence[Any],
+    settings: Any,
+    store: Any,
+    cache: Path | None = None,
+    on_start: Callable[[Any], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Train each mixed-precision config (``methods.amp.AmpConfig``; the cache's when it has it), timed per
+    update, and evaluate its agent; one stored row per config, in order."""
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    store.check()
+    rows = []
+    for config in configs:
+        if on_start:
+            on_start(config)
+        rows.append(run_work(Work(config, settings, cache or DEFAULT_CACHE, driver=driver_provenance()), store)[0])
+    return rows
+
+
+def run_actorq_runs(
+    configs: Sequence[Any],
+    store_path: Path,
+    address: str | None = None,
+    on_start: Callable[[int, Any, bool], None] | None = None,
+    on_eval: Callable[[dict[str, Any], Any], None] | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run each ActorQ config (``actorq.config.ActorQConfig``) on Ray and store its row; of several configs, a
+    finished run already stored is skipped. ``on_start(number, config, skipped)`` before each run,
+    ``on_eval(point, cluster)`` after each evaluation of the learner, ``on_row(row)`` after each finished run. Ray's own logging goes beside the store.
+
+    :raises QuarlError: when a run's learner fails (the evaluations it made are stored first).
+    """
+    from quarl_bench.actorq.driver import already_stored, job_for
+    from quarl_bench.devices import training_device
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.ray_cluster import ray_log_path
+    from quarl_bench.runner import Work, run_work
+    from quarl_bench.store import ResultStore
+
+    for config in configs:  # a bad algo/env pair or learner device fails before any run starts
+        config.env_spaces()
+        training_device(config.learner_device, "learner device")
+    rows = []
+    for number, config in enumerate(configs, 1):
+        with ResultStore(store_path) as store:
+            skipped = len(configs) > 1 and already_stored(config, store)
+            if on_start:
+                on_start(number, config, skipped)
+            if skipped:
+                rows.append(store.get(job_for(config).key))
+                continue
+            work = Work(
+                config,
+                driver=driver_provenance(),
+                address=address,
+                log_path=ray_log_path(Path(store_path)),
+                progress=on_eval,
+            )
+            rows += run_work(work, store, force=True)
+            if on_row:
+                on_row(rows[-1])
+    return rows
+
+
+def train_agent(algo: str, env: str, cache: Path | None = None, seed: int = 0, n_timesteps: int | None = None) -> Any:
+    """Train an fp32 baseline with rl-zoo3's hyperparameters into the cache; the trained agent."""
+    from quarl_bench.zoo.agents import DEFAULT_CACHE, find_in_folder
+    from quarl_bench.zoo.envs import resolve_env_id
+    from quarl_bench.zoo.train import train_baseline
+
+    env_id = resolve_env_id(env)
+    cache = cache or DEFAULT_CACHE
+    train_baseline(algo, env_id, cache, seed, n_timesteps)
+    ref: AgentRef | None = find_in_folder(cache, algo, env_id, "trained")
+    return ref

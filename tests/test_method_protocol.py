@@ -1,0 +1,85 @@
+"""A new method is one module: a config, a handler registered for it, and nothing else. This file is that module
+for a toy method, run by the same executors as every real one; its rows resume like a sweep's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.executors import make_executor, run_all
+from quarl_bench.methods.protocol import handler, register
+from quarl_bench.registry import EvalSettings
+from quarl_bench.runner import Work, run_work
+from quarl_bench.store import ResultStore
+from quarl_bench.types import EvalResult, Job, QuantSpec
+
+
+@dataclass(frozen=True)
+class ConstantConfig:
+    """A "method" whose policy scores ``value`` in every episode, once per precision."""
+
+    value: float
+    precisions: tuple[str, ...] = ("fp32", "int8")
+    algo: str = "toy"
+    env_id: str = "Constant-v0"
+    method: ClassVar[str] = "constant"
+
+
+@register(ConstantConfig)
+class ConstantHandler:
+    remote = True
+
+    def agent(self, work: Work) -> None:
+        return None
+
+    def jobs(self, work: Work, agent: None) -> list[Job]:
+        config = work.config
+        return [
+            Job(
+                config.algo,
+                config.env_id,
+                QuantSpec(p, method="constant"),
+                f"value{config.value}",
+                work.settings.episodes,
+            )
+            for p in config.precisions
+        ]
+
+    def produce(self, work: Work, agent: None, jobs: list[Job]) -> Iterator[EvalResult]:
+        for job in jobs:
+            rewards = (work.config.value,) * job.episodes
+            yield EvalResult(job, rewards, (1,) * job.episodes, 0.0, provenance={"agent_source": "constant"})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_registered_toy_method_runs_on_the_executors_and_resumes(tmp_path: Path, workers: int) -> None:
+    store_path = tmp_path / "quarl.sqlite"
+    works = [Work(ConstantConfig(value), EvalSettings(3)) for value in (1.0, 2.0)]
+    with ResultStore(store_path) as store:
+        run_all(make_executor("local", store, workers), works)
+        frame = store.to_dataframe()
+    assert sorted(zip(frame["precision"], frame["mean_reward"], strict=True)) == [
+        ("fp32", 1.0), ("fp32", 2.0), ("int8", 1.0), ("int8", 2.0),
+    ]  # fmt: skip
+    assert set(frame["method"]) == {"constant"} and (frame["episodes"] == 3).all()
+    int8 = frame[frame["precision"] == "int8"]
+    assert (int8["error_pct"] == 0).all()  # each int8 row's E% from its own fp32 reference row
+    with ResultStore(store_path) as store:  # run again: every row is found, none made twice
+        rows = run_work(works[0], store)
+        assert [row["created_at"] for row in rows] == list(
+            frame.set_index("key").loc[[r["key"] for r in rows]]["created_at"]
+        )
+
+
+def test_an_unregistered_config_is_refused_by_name() -> None:
+    @dataclass(frozen=True)
+    class Unknown:
+        method: ClassVar[str] = "unknown"
+
+    with pytest.raises(QuarlError, match="no method handles a Unknown: expected one of .*ConstantConfig.*PTQConfig"):
+        handler(Unknown())
