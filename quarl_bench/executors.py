@@ -17,9 +17,10 @@ from typing import Any, Protocol
 from quarl_bench.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import handler
-from quarl_bench.runner import Work, evaluations, run_work
+from quarl_bench.runner import evaluations, run_work
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
+from quarl_bench.work import Work
 
 Finished = tuple[Work, list[dict[str, Any]] | None, BaseException | None]  # rows, or the error that ended it
 

@@ -1,14 +1,14 @@
 """Run work: a method config's jobs, the stored ones skipped, the rest produced by the method's handler and stored
-one row at a time (``methods/protocol.py``).
+one row at a time (``methods/protocol.py``); and a sweep's plan of works.
 
-A :class:`Work` is one unit of a command or sweep (some jobs of one agent, one training run); executors
-(``executors.py``) run many of them, all through the same two functions below.
+A :class:`~quarl_bench.work.Work` is one unit of a command or sweep (some jobs of one agent, one training run);
+executors (``executors.py``) run many of them, all through the same two functions below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,47 +16,7 @@ from quarl_bench.methods.protocol import handler
 from quarl_bench.registry import EvalSettings, GridCell
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, QuantSpec
-
-
-@dataclass(frozen=True)
-class Work:
-    """One method config's jobs, run by one worker (an agent is loaded or trained once per work).
-
-    :param config: a registered method config (``PTQConfig``, ``DeployConfig``, ``QATConfig``, ``AmpConfig``,
-        ``RolloutConfig``, ``ActorQConfig``).
-    :param settings: how the method's agent is evaluated (methods whose runs evaluate themselves ignore it).
-    :param cache: where trained agents are kept.
-    :param skip: keys left to other works (executors whose workers cannot read the store).
-    :param driver: the driver's provenance, stored with every row.
-    :param eval_workers: processes that play each evaluation's envs (``--eval-workers``; 1: this process).
-    :param retrain: train again even when the cache holds the run (``rollout --force``).
-    :param address: a Ray cluster for methods that start their own (ActorQ); None: a local one.
-    :param log_path: where such a method sends Ray's own logging.
-    :param progress: called with a method's progress reports (ActorQ's evaluations); in-process works only.
-    """
-
-    config: Any
-    settings: EvalSettings = field(default_factory=EvalSettings)
-    cache: Path = Path("results/agents")
-    skip: frozenset[str] = frozenset()
-    driver: dict[str, Any] = field(default_factory=dict)
-    eval_workers: int = 1
-    retrain: bool = False
-    address: str | None = None
-    log_path: Path | None = None
-    progress: Callable[..., None] | None = field(default=None, compare=False)
-
-    @property
-    def method(self) -> str:
-        return self.config.method
-
-    @property
-    def algo(self) -> str:
-        return self.config.algo
-
-    @property
-    def env_id(self) -> str:
-        return self.config.env_id
+from quarl_bench.work import Work
 
 
 def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
-from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import register
 from quarl_bench.provenance import driver_provenance
 from quarl_bench.ray_cluster import connect
 from quarl_bench.store import ResultStore
-from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
-
-if TYPE_CHECKING:
-    from quarl_bench.runner import Work
+from quarl_bench.types import EvalResult, Job, QuantSpec
 
 
 @dataclass
@@ -203,25 +197,3 @@ def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
             "setting": config.run_key(),
         },
     )
-
-
-@register(ActorQConfig)
-class ActorQHandler:
-    """One ActorQ run (:func:`run_actorq`) and its row. A run the learner's failure ended keeps the evaluations it
-    made: that row is produced, then the failure raised."""
-
-    remote = False  # a run starts its own Ray cluster
-
-    def agent(self, work: Work) -> None:
-        return None
-
-    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        return [job_for(work.config)]
-
-    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
-        outcome = run_actorq(work.config, work.address, work.progress, work.log_path)
-        if outcome.error and outcome.curve:
-            yield actorq_result(work.config, outcome)
-        if outcome.error:
-            raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
-        yield actorq_result(work.config, outcome)

@@ -24,7 +24,8 @@ def run_deploy(
     backend that cannot run here is reported through ``on_error(backend, reason)`` and the others still run."""
     from quarl_bench.methods.deploy import DeployConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import Work, run_work
+    from quarl_bench.runner import run_work
+    from quarl_bench.work import Work
 
     store.check()
     driver = driver_provenance()

@@ -74,7 +74,8 @@ def run_ptq(
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.quant.quantize import ONNX_REFUSAL
-    from quarl_bench.runner import Work, run_work
+    from quarl_bench.runner import run_work
+    from quarl_bench.work import Work
 
     store.check()
     if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):  # before any row is stored
@@ -103,7 +104,8 @@ def run_sensitivity(
     from quarl_bench.methods.mixed import sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import Work, run_work
+    from quarl_bench.runner import run_work
+    from quarl_bench.work import Work
 
     store.check()
     specs = tuple(sensitivity_specs(len(acting_layer_names(ref)), list(bits)))
@@ -230,7 +232,8 @@ def search_mixed(
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
     from quarl_bench.report.layers import sensitivity_frame
-    from quarl_bench.runner import Work, run_work
+    from quarl_bench.runner import run_work
+    from quarl_bench.work import Work
 
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
     config = replace(certify or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])

@@ -23,7 +23,7 @@ def run_rollouts(
     from quarl_bench.methods.rollout import job_for
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import EvalSettings
-    from quarl_bench.runner import Work
+    from quarl_bench.work import Work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()

@@ -24,7 +24,7 @@ from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.train import train_with_callbacks
 
 if TYPE_CHECKING:
-    from quarl_bench.runner import Work
+    from quarl_bench.work import Work
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
 POLICY_SIZES: dict[str, list[int]] = {"small": [64, 64], "medium": [256, 256], "large": [1024, 1024, 1024]}

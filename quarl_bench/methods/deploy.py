@@ -20,7 +20,7 @@ from quarl_bench.methods.ptq import AgentEvaluation
 from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
 
 if TYPE_CHECKING:
-    from quarl_bench.runner import Work
+    from quarl_bench.work import Work
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
 

@@ -17,8 +17,8 @@ from quarl_bench import types
 from quarl_bench.errors import QuarlError
 
 if TYPE_CHECKING:
-    from quarl_bench.runner import Work
     from quarl_bench.types import AgentRef, EvalResult, Job
+    from quarl_bench.work import Work
 
 
 class Handler(Protocol):
@@ -52,7 +52,7 @@ HANDLER_MODULES = {
     "QATConfig": "quarl_bench.methods.qat",
     "AmpConfig": "quarl_bench.methods.amp",
     "RolloutConfig": "quarl_bench.methods.rollout",
-    "ActorQConfig": "quarl_bench.actorq.driver",
+    "ActorQConfig": "quarl_bench.methods.actorq",
 }
 
 

@@ -28,7 +28,7 @@ from quarl_bench.types import CALIBRATION_SEED, AgentRef, EvalResult, Job, Quant
 from quarl_bench.zoo.agents import LoadedAgent
 
 if TYPE_CHECKING:
-    from quarl_bench.runner import Work
+    from quarl_bench.work import Work
 
 PTQ_METHODS = ("ptq", "mixed")
 

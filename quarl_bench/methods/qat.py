@@ -22,7 +22,7 @@ from quarl_bench.zoo.envs import resolve_env_id
 from quarl_bench.zoo.train import train_with_callbacks
 
 if TYPE_CHECKING:
-    from quarl_bench.runner import Work
+    from quarl_bench.work import Work
 
 QAT_BITS = (2, 3, 4, 5, 6, 7, 8, 16)
 

@@ -23,7 +23,7 @@ from quarl_bench.types import ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, Quan
 from quarl_bench.zoo.ids import ALGOS
 
 if TYPE_CHECKING:
-    from quarl_bench.runner import Work
+    from quarl_bench.work import Work
 
 # Reward a run must reach for "time to threshold": gymnasium's reward_threshold where the env has one, else these.
 THRESHOLDS = {"Pendulum-v1": -200.0, "HalfCheetahBulletEnv-v0": 2500.0}

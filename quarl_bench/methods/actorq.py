@@ -1,0 +1,38 @@
+"""ActorQ (method ``actorq``): one distributed run per config, an fp32 learner with quantized actors on Ray
+(``actorq/driver.py``), stored as one row."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from quarl_bench.actorq.config import ActorQConfig
+from quarl_bench.actorq.driver import actorq_result, job_for, run_actorq
+from quarl_bench.errors import QuarlError
+from quarl_bench.methods.protocol import register
+from quarl_bench.types import AgentRef, EvalResult, Job
+
+if TYPE_CHECKING:
+    from quarl_bench.work import Work
+
+
+@register(ActorQConfig)
+class ActorQHandler:
+    """One ActorQ run (:func:`run_actorq`) and its row. A run the learner's failure ended keeps the evaluations it
+    made: that row is produced, then the failure raised."""
+
+    remote = False  # a run starts its own Ray cluster
+
+    def agent(self, work: Work) -> None:
+        return None
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        return [job_for(work.config)]
+
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
+        outcome = run_actorq(work.config, work.address, work.progress, work.log_path)
+        if outcome.error and outcome.curve:
+            yield actorq_result(work.config, outcome)
+        if outcome.error:
+            raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
+        yield actorq_result(work.config, outcome)
