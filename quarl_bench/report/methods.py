@@ -20,7 +20,7 @@ import pandas as pd
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
-from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins
+from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins, plain_log_axis
 from quarl_bench.spec_kinds import spec_of, weight_method
 from quarl_bench.statistics.wording import safe_width_text
 
@@ -345,7 +345,6 @@ def draw_heatmap(heat: pd.DataFrame) -> Any:
 
 def draw_frontier(frontier: pd.DataFrame) -> Any:
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
 
     agents = list(frontier.groupby(AGENT))
     rows, columns = _grid(len(agents))
@@ -366,7 +365,7 @@ def draw_frontier(frontier: pd.DataFrame) -> Any:
         front = group[group["pareto"]].sort_values("acting bytes")
         ax.plot(front["acting bytes"], front["IQM"], color="black", linewidth=1)
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        plain_log_axis(ax.xaxis)
         ax.set_title(f"{algo} {env}", fontsize=9)
         ax.set_xlabel("acting-network bytes")
         ax.set_ylabel("IQM reward")

@@ -8,7 +8,7 @@ import matplotlib
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import is_int
-from quarl_bench.report.objects import Figure, keys_in, panel_margins
+from quarl_bench.report.objects import Figure, keys_in, panel_margins, plain_log_axis
 from quarl_bench.statistics.wording import safe_width_text
 
 matplotlib.use("Agg")
@@ -113,7 +113,7 @@ def weight_figures(selected: pd.DataFrame) -> list[Figure]:
     figures = []
     for env_id, group in fp32.groupby("env_id"):
         group = group.sort_values("algo")
-        panels = [(f"{row['algo']} {name_of(row)}", row["weights"]) for _, row in group.iterrows()]
+        panels = [(name_of(row), row["weights"]) for _, row in group.iterrows()]  # the name holds the algo
         figures.append(
             Figure(
                 f"weights_{file_label(env_id)}",
@@ -132,7 +132,7 @@ def draw_weight_figure(env_id: str, panels: list[tuple[str, dict]]) -> plt.Figur
     for ax, (title, profile) in zip(axes.flat, panels, strict=True):
         draw_weight_histogram(ax, title, profile)
     fig.suptitle(f"{env_id}: fp32 weights, int8 step = range / 256", wrap=True)
-    panel_margins(fig, bottom=0.65, wspace=1.1)
+    panel_margins(fig, top=1.0, bottom=0.65, wspace=1.0)
     return fig
 
 
@@ -141,17 +141,18 @@ def file_label(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_")
 
 
-def draw_weight_histogram(ax: plt.Axes, algo: str, profile: dict) -> None:
+def draw_weight_histogram(ax: plt.Axes, title: str, profile: dict) -> None:
     counts = profile["histogram"]
     lo, hi = profile["min"], profile["max"]
     edges = np.linspace(lo, hi if hi > lo else lo + 1.0, len(counts) + 1)
     # one filled path, not a rectangle per bin: the same picture at a fraction of the drawing time
     ax.stairs(counts, edges, fill=True, color="tab:blue")
     ax.set_yscale("log")
+    plain_log_axis(ax.yaxis)
     for edge in (lo, hi):
         ax.axvline(edge, color="tab:red", linestyle="--", linewidth=1)
     step = profile["range"] / 256
-    ax.set_title(f"{algo.upper()}: std {profile['std']:.3f}, kurtosis {profile['kurtosis']:.1f}", fontsize="medium")
+    ax.set_title(f"{title}\nstd {profile['std']:.3f}, kurtosis {profile['kurtosis']:.1f}", fontsize="medium")
     ax.set_xlabel(f"weight value (int8 range [{lo:.2f}, {hi:.2f}], step {step:.4f})", fontsize="small")
     ax.set_ylabel("count (log)")
 
