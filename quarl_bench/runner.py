@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.methods.protocol import handler
+from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.registry import EvalSettings, GridCell
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, QuantSpec
@@ -35,32 +35,40 @@ def run_work(
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Produce and store the jobs not yet stored (all with ``force``); return the stored rows in job order (a job
-    left to another worker, ``work.skip``, only once it is stored).
+    left to another worker, ``work.skip``, only once it is stored). A method whose rows go to a side table
+    (``handler.table``) is stored and read there.
 
     ``on_result(row, reused)`` is called per job as it is stored or found.
     """
     method = handler(work.config)
+    table = getattr(method, "table", "results")
+    has, get = (
+        (store.has, store.get)
+        if table == "results"
+        else (lambda key: store.has_side_row(table, key), lambda key: store.get_side_row(table, key))
+    )
+
+    def stored(key: str) -> dict[str, Any]:
+        row = get(key)
+        assert row is not None, f"job {key} is not in {store.path} ({table})"
+        return row
+
     agent = method.agent(work)
     jobs = method.jobs(work, agent)
-    keys = [
-        job.key for job in jobs if job.key not in work.skip or store.has(job.key)
-    ]  # another worker's: maybe not yet
-    reused = {key for key in keys if not force and store.has(key)}
+    keys = [job.key for job in jobs if job.key not in work.skip or has(job.key)]  # another worker's: maybe not yet
+    reused = {key for key in keys if not force and has(key)}
     for key in reused:
         if on_result:
-            on_result(_stored(store, key), True)
+            on_result(stored(key), True)
     pending = [job for job in jobs if job.key not in reused and job.key not in work.skip]
-    for result in method.produce(work, agent, pending) if pending else ():
-        store.put(result, replace=force)
+    for record in method.produce(work, agent, pending) if pending else ():
+        if isinstance(record, SideRow):
+            store.put_side_row(record.table, record.row, replace=force)
+        else:
+            store.put(record, replace=force)
         if on_result:
-            on_result(_stored(store, result.job.key), False)
-    return [_stored(store, key) for key in keys]
-
-
-def _stored(store: ResultStore, key: str) -> dict[str, Any]:
-    row = store.get(key)
-    assert row is not None, f"job {key} is not in {store.path}"
-    return row
+            on_result(stored(record.key if isinstance(record, SideRow) else record.job.key), False)
+    return [stored(key) for key in keys]
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,12 @@ from quarl_bench.store_schema import (
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
+SIDE_TABLES = {"fidelity": "fidelity", "verdicts": "verdicts", "timings": "timings"}  # checked names, not SQL input
+SIDE_JSON_COLUMNS = {
+    "fidelity": FIDELITY_JSON_COLUMNS,
+    "verdicts": VERDICT_JSON_COLUMNS,
+    "timings": TIMING_JSON_COLUMNS,
+}
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 
 
@@ -219,9 +225,30 @@ class ResultStore:
         return self._side_table("fidelity", FIDELITY_JSON_COLUMNS)
 
     def has_fidelity(self, key: str) -> bool:
+        return self.has_side_row("fidelity", key)
+
+    def has_side_row(self, table: str, key: str) -> bool:
+        """Whether a side table (``fidelity``, ``verdicts``, ``timings``) holds ``key``."""
         if not self._readable():
             return False
-        return self._connection.execute("SELECT 1 FROM fidelity WHERE key = ?", (key,)).fetchone() is not None
+        return (
+            self._connection.execute(f"SELECT 1 FROM {SIDE_TABLES[table]} WHERE key = ?", (key,)).fetchone() is not None
+        )
+
+    def put_side_row(self, table: str, row: dict[str, Any], replace: bool = False) -> bool:
+        """Write one row of a side table atomically; False if it exists and not ``replace``."""
+        return self._put_side_row(SIDE_TABLES[table], SIDE_JSON_COLUMNS[table], row, replace)
+
+    def get_side_row(self, table: str, key: str) -> dict[str, Any] | None:
+        """A side table's row (JSON columns decoded), or None."""
+        if not self._readable():
+            return None
+        cursor = self._connection.execute(f"SELECT * FROM {SIDE_TABLES[table]} WHERE key = ?", (key,))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        found = dict(zip([c[0] for c in cursor.description], row, strict=True))
+        return found | {column: json.loads(found[column]) for column in SIDE_JSON_COLUMNS[table]}
 
     def put_verdict(self, row: dict[str, Any], replace: bool = False) -> bool:
         """Write one certified verdict (see :mod:`quarl_bench.methods.certify`) atomically; False if it exists."""
@@ -229,14 +256,7 @@ class ResultStore:
 
     def get_verdict(self, key: str) -> dict[str, Any] | None:
         """A stored verdict (JSON columns decoded), or None."""
-        if not self._readable():
-            return None
-        cursor = self._connection.execute("SELECT * FROM verdicts WHERE key = ?", (key,))
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        found = dict(zip([c[0] for c in cursor.description], row, strict=True))
-        return found | {column: json.loads(found[column]) for column in VERDICT_JSON_COLUMNS}
+        return self.get_side_row("verdicts", key)
 
     def verdicts(self) -> pd.DataFrame:
         """Every certified verdict, JSON columns decoded, oldest first, with its agent's name (``agent``)."""

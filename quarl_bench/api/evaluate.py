@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -276,49 +275,14 @@ def measure_fidelity(
 ) -> Any:
     """Play the fp32 and each quantized policy side by side from the same seeds (one episode per env) and store,
     per episode, the first step whose greedy actions differ and the first whose observations part by more than
-    ``threshold``; returns the stored fidelity rows of these jobs."""
-    from datetime import datetime, timezone
-
-    from quarl_bench.evaluation.fidelity import side_by_side
-    from quarl_bench.provenance import agent_provenance, driver_provenance
-    from quarl_bench.quant.quantize import quantize
-    from quarl_bench.registry import build_jobs
-    from quarl_bench.zoo.agents import load_agent
+    ``threshold`` (``methods/fidelity.py``); returns the stored fidelity rows of these jobs."""
+    from quarl_bench.methods.fidelity import FidelityConfig
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.runner import run_work
+    from quarl_bench.work import Work
 
     store.check()
-    agent, keys = None, []
-    for job in build_jobs(ref, list(specs), settings):
-        key = hashlib.sha256(f"{job.key}:{threshold!r}".encode()).hexdigest()[:24]
-        keys.append(key)
-        if not force and store.has_fidelity(key):
-            continue
-        agent = agent or load_agent(ref)
-        policy, _ = quantize(agent.model.policy, job.spec)
-        reference_env, env = agent.make_env(job.n_envs, job.seed), agent.make_env(job.n_envs, job.seed)
-        try:
-            found = side_by_side(agent.model.policy, policy, reference_env, env, threshold, job.obs_noise, job.seed)
-        finally:
-            reference_env.close()
-            env.close()
-        store.put_fidelity(
-            {
-                "key": key,
-                "job_key": job.key,
-                "algo": ref.algo,
-                "env_id": ref.env_id,
-                "precision": job.spec.precision,
-                "agent_hash": ref.content_hash,
-                "seed": job.seed,
-                "episodes": job.episodes,
-                "threshold": threshold,
-                "obs_noise": job.obs_noise,
-                "first_action": found.first_action,
-                "first_obs": found.first_obs,
-                "lengths": found.lengths,
-                "provenance": driver_provenance() | agent_provenance(ref),
-                "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-            },
-            replace=True,
-        )
+    work = Work(FidelityConfig(ref, tuple(specs), threshold), settings, driver=driver_provenance())
+    keys = [row["key"] for row in run_work(work, store, force=force)]
     frame = store.fidelity()
     return frame[frame["key"].isin(keys)]

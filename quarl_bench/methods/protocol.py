@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarl_bench import types
@@ -21,13 +22,28 @@ if TYPE_CHECKING:
     from quarl_bench.work import Work
 
 
+@dataclass(frozen=True)
+class SideRow:
+    """A row a method stores in a side table (``fidelity``, ``verdicts``) rather than as a result; ``key`` in it."""
+
+    table: str
+    row: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return self.row["key"]
+
+
 class Handler(Protocol):
     """What the runner asks of a method (one instance per registered config type).
 
     :attr remote: whether a Ray task may run its works (training methods keep their cache on the local disk).
+    :attr table: where its rows go: ``results`` (``produce`` yields :class:`EvalResult`), or a side table
+        (``produce`` yields :class:`SideRow`; its jobs are anything with the row's ``key``).
     """
 
     remote: bool
+    table: str
 
     def agent(self, work: Work) -> AgentRef | None:
         """The agent the work's jobs evaluate: given, found in the cache, or trained now; None when the run makes
@@ -38,7 +54,7 @@ class Handler(Protocol):
         """Every job of the work, in order."""
         ...
 
-    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult | SideRow]:
         """The results of ``jobs`` (those the store lacks), one at a time, for the caller to store."""
         ...
 
@@ -53,6 +69,7 @@ HANDLER_MODULES = {
     "AmpConfig": "quarl_bench.methods.amp",
     "RolloutConfig": "quarl_bench.methods.rollout",
     "ActorQConfig": "quarl_bench.methods.actorq",
+    "FidelityConfig": "quarl_bench.methods.fidelity",
 }
 
 
