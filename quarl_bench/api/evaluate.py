@@ -225,7 +225,7 @@ def search_mixed(
     import numpy as np
     import pandas as pd
 
-    from quarl_bench.methods.certify import Certifier, CertifyConfig, certify_specs
+    from quarl_bench.methods.certify import CertifyConfig, certify_specs
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
@@ -250,13 +250,12 @@ def search_mixed(
     errors = {(int(r["layer"]), r["precision"]): float(r["E %"]) for _, r in sensitivity.iterrows()}
     order = rank_layers(errors, len(names))
     tried: list[tuple[tuple[str, ...], Any]] = []
-    certifier = Certifier(ref, config, store, driver)
 
     def acceptable(allocation: tuple[str, ...]) -> bool:
         spec = QuantSpec(layer_precisions=allocation)
         if spec.is_identity:  # every layer fp32: the reference itself
             return True
-        found = certify_specs(ref, (spec,), config, store, driver, certifier=certifier).verdicts[0]
+        found = certify_specs(ref, (spec,), config, store, driver).verdicts[0]
         tried.append((allocation, found))
         if on_try:
             on_try(allocation, found)

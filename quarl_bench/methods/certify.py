@@ -17,20 +17,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.methods.protocol import SideRow, register
 from quarl_bench.precision import precision_bits
 from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.types import AgentRef, Job, QuantSpec
+
+if TYPE_CHECKING:
+    from quarl_bench.work import Work
 
 CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
@@ -329,6 +333,87 @@ def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: fl
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
+@dataclass(frozen=True)
+class CertificationConfig:
+    """The certification of one agent's specs (method ``certify``): ``settings`` say how, ``specs`` what."""
+
+    ref: AgentRef
+    specs: tuple[QuantSpec, ...]
+    settings: CertifyConfig = field(default_factory=CertifyConfig)
+    method: ClassVar[str] = "certify"
+
+    @property
+    def algo(self) -> str:
+        return self.ref.algo
+
+    @property
+    def env_id(self) -> str:
+        return self.ref.env_id
+
+
+@dataclass(frozen=True)
+class VerdictJob:
+    """One spec's verdict to decide; its key holds the δ it is decided against."""
+
+    spec: QuantSpec
+    key: str
+
+
+@register(CertificationConfig)
+class CertifyHandler:
+    """Certification as a method: its jobs are the specs' verdicts, widest first (δ is measured first, on the scale
+    rows, since every verdict's key holds it); ``produce`` walks them and stops a family at its first width that is
+    not safe, so a run may leave later jobs unproduced (``sequential``). Batches are ordinary PTQ rows of the work's
+    store, stored as they are played: an interrupted certification resumes."""
+
+    remote = False
+    table = "verdicts"
+    sequential = True
+    KEPT = 4  # certifiers kept (each holds a loaded agent): ``mixed`` certifies one allocation per call
+
+    def __init__(self) -> None:
+        self.certifiers: dict[tuple, tuple[Certifier, tuple[float, str, tuple[str, ...]]]] = {}
+
+    def certifier(self, work: Work) -> tuple[Certifier, tuple[float, str, tuple[str, ...]]]:
+        """The agent's certifier (one per agent, settings and store) and its δ, its wording and scale rows."""
+        config = work.config
+        # the store object itself is part of the key (and kept by the certifier): another store, even at the same
+        # path, gets a certifier of its own
+        who = (config.ref, config.settings, id(work.store), str(work.store.path))
+        if who not in self.certifiers:
+            while len(self.certifiers) >= self.KEPT:
+                self.certifiers.pop(next(iter(self.certifiers)))
+            certifier = Certifier(config.ref, config.settings, work.store, work.driver)
+            self.certifiers[who] = (certifier, certifier.delta())
+        return self.certifiers[who]
+
+    def agent(self, work: Work) -> AgentRef:
+        return work.config.ref
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[VerdictJob]:
+        config = work.config
+        delta = self.certifier(work)[1][0]
+        return [VerdictJob(s, verdict_key(config.ref, s, config.settings, delta)) for s in widest_first(config.specs)]
+
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[VerdictJob]) -> Iterator[SideRow]:
+        config = work.config
+        certifier, (delta, text, _) = self.certifier(work)
+        pending = {job.key for job in jobs}
+        stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
+        for job in self.jobs(work, agent):
+            if family(job.spec) in stopped:
+                continue
+            if job.key in pending:
+                found = replace(certifier.certify(job.spec, delta), key=job.key)
+                yield SideRow("verdicts", verdict_row(found, config.ref, job.spec, config.settings, text, work.driver))
+                decided = found.verdict
+            else:  # stored before: it decides the walk as it did then
+                stored = certifier.store.get_verdict(job.key)
+                decided = stored["verdict"] if stored else "undetermined"
+            if decided != "safe" and not config.settings.every_width:
+                stopped.add(family(job.spec))
+
+
 def certify_specs(
     ref: AgentRef,
     specs: tuple[QuantSpec, ...],
@@ -337,33 +422,29 @@ def certify_specs(
     driver: dict[str, Any],
     on_verdict: Callable[[Verdict], None] | None = None,
     force: bool = False,
-    certifier: Certifier | None = None,
 ) -> Certification:
-    """Certify ``specs`` widest first (see the module docstring); every batch row and verdict stored.
+    """Certify ``specs`` widest first (see the module docstring) through the method protocol; every batch row and
+    verdict stored."""
+    from quarl_bench.methods.protocol import handler
+    from quarl_bench.runner import run_work
+    from quarl_bench.work import Work
 
-    :param certifier: one to reuse across calls (``mixed`` certifies one allocation per call: the agent loads once).
-    """
-    certifier = certifier or Certifier(ref, config, store, driver)
-    delta, text, scale_rows = certifier.delta()
+    work = Work(CertificationConfig(ref, tuple(specs), config), driver=driver, store=store)
+    certify = handler(work.config)
+    delta, text, scale_rows = certify.certifier(work)[1]
     result = Certification(ref, delta, text, scale_rows)
-    stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
-    for spec in widest_first(specs):
-        if family(spec) in stopped:
-            continue
-        key = verdict_key(ref, spec, config, delta)
-        stored = None if force else store.get_verdict(key)
-        if stored is not None:
-            found = Verdict(**{name: stored[name] for name in VERDICT_FIELDS}, rows=tuple(stored["rows"]))
-            found = replace(found, reused=True, key=key)
-        else:
-            found = replace(certifier.certify(spec, delta), key=key)
-            store.put_verdict(verdict_row(found, ref, spec, config, text, driver), replace=force)
+    family_of = {verdict_key(ref, s, config, delta): family(s) for s in specs}
+
+    def collect(row: dict[str, Any], reused: bool) -> None:
+        found = Verdict(**{n: row[n] for n in VERDICT_FIELDS}, rows=tuple(row["rows"]), reused=reused, key=row["key"])
         result.verdicts.append(found)
-        result.family_of[found.spec] = family(spec)
+        result.family_of[found.spec] = family_of[row["key"]]
         if on_verdict:
             on_verdict(found)
-        if found.verdict != "safe" and not config.every_width:
-            stopped.add(family(spec))
+
+    run_work(work, store, force=force, on_result=collect)
+    order = {key: i for i, key in enumerate(job.key for job in certify.jobs(work, ref))}
+    result.verdicts.sort(key=lambda found: order[found.key])
     return result
 
 
