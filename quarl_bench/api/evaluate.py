@@ -150,7 +150,6 @@ def certify_agent(
 def _certify_in(ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict) -> Any:
     import sys
 
-    from quarl_bench.methods.certify import certify_specs
     from quarl_bench.provenance import driver_provenance
 
     store.check()
@@ -225,7 +224,7 @@ def search_mixed(
     import numpy as np
     import pandas as pd
 
-    from quarl_bench.methods.certify import CertifyConfig, certify_specs
+    from quarl_bench.methods.certify import CertifyConfig
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
@@ -285,3 +284,45 @@ def measure_fidelity(
     keys = [row["key"] for row in run_work(work, store, force=force)]
     frame = store.fidelity()
     return frame[frame["key"].isin(keys)]
+
+
+def certify_specs(
+    ref: AgentRef,
+    specs: tuple[QuantSpec, ...],
+    config: Any,
+    store: Any,
+    driver: dict[str, Any],
+    on_verdict: Callable[[Any], None] | None = None,
+    force: bool = False,
+) -> Any:
+    """Certify ``specs`` widest first (see the module docstring) through the method protocol; every batch row and
+    verdict stored."""
+    from quarl_bench.methods.certify import (
+        VERDICT_FIELDS,
+        Certification,
+        CertificationConfig,
+        Verdict,
+        verdict_key,
+    )
+    from quarl_bench.methods.protocol import handler
+    from quarl_bench.runner import run_work
+    from quarl_bench.statistics.certification import family
+    from quarl_bench.work import Work
+
+    work = Work(CertificationConfig(ref, tuple(specs), config), driver=driver, store=store)
+    certify = handler(work.config)
+    delta, text, scale_rows = certify.certifier(work)[1]
+    result = Certification(ref, delta, text, scale_rows)
+    family_of = {verdict_key(ref, s, config, delta): family(s) for s in specs}
+
+    def collect(row: dict[str, Any], reused: bool) -> None:
+        found = Verdict(**{n: row[n] for n in VERDICT_FIELDS}, rows=tuple(row["rows"]), reused=reused, key=row["key"])
+        result.verdicts.append(found)
+        result.family_of[found.spec] = family_of[row["key"]]
+        if on_verdict:
+            on_verdict(found)
+
+    run_work(work, store, force=force, on_result=collect)
+    order = {key: i for i, key in enumerate(job.key for job in certify.jobs(work, ref))}
+    result.verdicts.sort(key=lambda found: order[found.key])
+    return result

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -412,40 +412,6 @@ class CertifyHandler:
                 decided = stored["verdict"] if stored else "undetermined"
             if decided != "safe" and not config.settings.every_width:
                 stopped.add(family(job.spec))
-
-
-def certify_specs(
-    ref: AgentRef,
-    specs: tuple[QuantSpec, ...],
-    config: CertifyConfig,
-    store: Any,
-    driver: dict[str, Any],
-    on_verdict: Callable[[Verdict], None] | None = None,
-    force: bool = False,
-) -> Certification:
-    """Certify ``specs`` widest first (see the module docstring) through the method protocol; every batch row and
-    verdict stored."""
-    from quarl_bench.methods.protocol import handler
-    from quarl_bench.runner import run_work
-    from quarl_bench.work import Work
-
-    work = Work(CertificationConfig(ref, tuple(specs), config), driver=driver, store=store)
-    certify = handler(work.config)
-    delta, text, scale_rows = certify.certifier(work)[1]
-    result = Certification(ref, delta, text, scale_rows)
-    family_of = {verdict_key(ref, s, config, delta): family(s) for s in specs}
-
-    def collect(row: dict[str, Any], reused: bool) -> None:
-        found = Verdict(**{n: row[n] for n in VERDICT_FIELDS}, rows=tuple(row["rows"]), reused=reused, key=row["key"])
-        result.verdicts.append(found)
-        result.family_of[found.spec] = family_of[row["key"]]
-        if on_verdict:
-            on_verdict(found)
-
-    run_work(work, store, force=force, on_result=collect)
-    order = {key: i for i, key in enumerate(job.key for job in certify.jobs(work, ref))}
-    result.verdicts.sort(key=lambda found: order[found.key])
-    return result
 
 
 VERDICT_FIELDS = ("precision", "spec", "verdict", "episodes", "mean", "lower", "upper", "delta", "alpha")
