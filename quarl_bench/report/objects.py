@@ -245,8 +245,11 @@ class FileWriter:
 
                 # a fresh server process imports the drawing modules once and forks each worker from itself: no fork
                 # of this process (it may hold torch's threads), no import per worker
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(DRAWING_MODULES)
+                if "forkserver" in multiprocessing.get_all_start_methods():
+                    context = multiprocessing.get_context("forkserver")
+                    context.set_forkserver_preload(DRAWING_MODULES)
+                else:  # Windows: each worker imports the drawing modules itself
+                    context = multiprocessing.get_context("spawn")
                 self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
             self.futures.append(self.pool.submit(draw_and_save, item.draw, item.data, paths, item.dpi))
 
