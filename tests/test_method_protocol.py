@@ -65,8 +65,11 @@ def test_a_registered_toy_method_runs_on_the_executors_and_resumes(tmp_path: Pat
         run_all(make_executor("local", store, workers), works)
         frame = store.to_dataframe()
     assert sorted(zip(frame["precision"], frame["mean_reward"], strict=True)) == [
-        ("fp32", 1.0), ("fp32", 2.0), ("int8", 1.0), ("int8", 2.0),
-    ]  # fmt: skip
+        ("fp32", 1.0),
+        ("fp32", 2.0),
+        ("int8", 1.0),
+        ("int8", 2.0),
+    ]
     assert set(frame["method"]) == {"constant"} and (frame["episodes"] == 3).all()
     int8 = frame[frame["precision"] == "int8"]
     assert (int8["error_pct"] == 0).all()  # each int8 row's E% from its own fp32 reference row

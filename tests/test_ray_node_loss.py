@@ -81,10 +81,28 @@ def test_a_sweep_survives_a_node_loss_quietly(two_nodes, zoo: Path, tmp_path: Pa
     address, raylet, env = two_nodes
     store = tmp_path / "quarl.sqlite"
     command = [
-        Path(sys.executable).with_name("quarl-bench"), "sweep", config_dir() / "smoke.yaml", "--algo", "ppo",
-        "-n", str(EPISODES), "--eval-seeds", *SEEDS, "--executor", "ray", "--address", address, "--workers", "4",
-        "--folder", zoo, "--cache", tmp_path / "cache", "--store", store,
-    ]  # fmt: skip
+        Path(sys.executable).with_name("quarl-bench"),
+        "sweep",
+        config_dir() / "smoke.yaml",
+        "--algo",
+        "ppo",
+        "-n",
+        str(EPISODES),
+        "--eval-seeds",
+        *SEEDS,
+        "--executor",
+        "ray",
+        "--address",
+        address,
+        "--workers",
+        "4",
+        "--folder",
+        zoo,
+        "--cache",
+        tmp_path / "cache",
+        "--store",
+        store,
+    ]
     sweep = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed_at = None
     deadline = time.monotonic() + 600

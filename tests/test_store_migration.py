@@ -70,9 +70,19 @@ def test_an_old_store_reports_and_a_new_run_adds_rows(cli, old_store: Path, tmp_
     )
     before = set(ResultStore(old_store).to_dataframe()["key"])
     code, _, err = cli(
-        "run", "--policy-module", f"{module}:make", "--env", "CartPole-v1", "--bits", "32", "8", "-n", "2",
-        "--store", old_store,
-    )  # fmt: skip
+        "run",
+        "--policy-module",
+        f"{module}:make",
+        "--env",
+        "CartPole-v1",
+        "--bits",
+        "32",
+        "8",
+        "-n",
+        "2",
+        "--store",
+        old_store,
+    )
     assert code == 0, err
     after = ResultStore(old_store).to_dataframe()
     assert before < set(after["key"]) and len(after) == 22

@@ -16,9 +16,19 @@ def sweep(args: argparse.Namespace) -> int:
     store_path = args.store or DEFAULT_STORE
     with ResultStore(store_path) as store:
         planned = plan_sweep(
-            args.grid, sources, store, args.algo, args.env, args.bits, args.episodes, args.eval_seeds,
-            args.executor, args.workers, args.force, args.random_baseline,
-        )  # fmt: skip
+            args.grid,
+            sources,
+            store,
+            args.algo,
+            args.env,
+            args.bits,
+            args.episodes,
+            args.eval_seeds,
+            args.executor,
+            args.workers,
+            args.force,
+            args.random_baseline,
+        )
         for skip in planned.skipped:
             console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
         console.print(

@@ -74,9 +74,19 @@ def uniform_default_ptq(frame: pd.DataFrame) -> pd.DataFrame:
 
 # the columns seeded statistics read besides the cell's
 STATISTICS_COLUMNS = (
-    "key", "method", "layer_bits", "precision", "recipe", "spec_json", "bits", "seed", "agent", "agent_hash",
-    "episode_rewards", "episode_ids",
-)  # fmt: skip
+    "key",
+    "method",
+    "layer_bits",
+    "precision",
+    "recipe",
+    "spec_json",
+    "bits",
+    "seed",
+    "agent",
+    "agent_hash",
+    "episode_rewards",
+    "episode_ids",
+)
 
 
 def in_cell(frame: pd.DataFrame, cell: pd.Series | dict) -> pd.DataFrame:
