@@ -15,16 +15,15 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl_bench.methods.protocol import register
-from quarl_bench.methods.ptq import AgentEvaluation
+from quarl_bench.methods.ptq import TrainedAgentEvaluation
 from quarl_bench.provenance import TRAINING_RECORD
-from quarl_bench.registry import build_jobs
 from quarl_bench.training.amp_hooks import enable_mixed_precision
-from quarl_bench.types import AgentRef, Job
+from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.train import train_with_callbacks
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    pass
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
 POLICY_SIZES: dict[str, list[int]] = {"small": [64, 64], "medium": [256, 256], "large": [1024, 1024, 1024]}
@@ -144,14 +143,11 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
 
 
 @register(AmpConfig)
-class AmpHandler(AgentEvaluation):
-    """The agent trained with mixed precision (or the cache's), then evaluated like any agent."""
+class AmpHandler(TrainedAgentEvaluation):
+    """The agent trained with mixed precision (or the cache's), evaluated at fp32 (its one job per seed)."""
 
-    remote = False  # the trained agent goes to this machine's cache
+    def train(self, config: AmpConfig, cache: Path) -> AgentRef:
+        return train_amp(config, cache)
 
-    def agent(self, work: Work) -> AgentRef:
-        return train_amp(work.config, work.cache)
-
-    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        assert agent is not None
-        return build_jobs(agent, [], work.settings, "amp")
+    def specs(self, config: AmpConfig) -> list:
+        return []

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import SideRow, register
+from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.precision import precision_bits
 from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
@@ -334,21 +334,12 @@ def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: fl
 
 
 @dataclass(frozen=True)
-class CertificationConfig:
+class CertificationConfig(OfAgent):
     """The certification of one agent's specs (method ``certify``): ``settings`` say how, ``specs`` what."""
 
-    ref: AgentRef
     specs: tuple[QuantSpec, ...]
     settings: CertifyConfig = field(default_factory=CertifyConfig)
     method: ClassVar[str] = "certify"
-
-    @property
-    def algo(self) -> str:
-        return self.ref.algo
-
-    @property
-    def env_id(self) -> str:
-        return self.ref.env_id
 
 
 @dataclass(frozen=True)

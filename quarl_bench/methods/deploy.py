@@ -15,24 +15,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import register
+from quarl_bench.methods.protocol import OfAgent, register
 from quarl_bench.methods.ptq import AgentEvaluation
-from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
+from quarl_bench.types import EvalResult, Job, QuantSpec
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    pass
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
 
 
 @dataclass(frozen=True)
-class DeployConfig:
+class DeployConfig(OfAgent):
     """Deployment of an existing agent: the torch-fp32 reference and one artifact per backend spec.
 
     :param specs: specs of method ``deploy`` (``QuantSpec(method="deploy", backend=...)``).
     """
 
-    ref: AgentRef
     specs: tuple[QuantSpec, ...] = ()
     method: ClassVar[str] = "deploy"
 
@@ -41,25 +40,10 @@ class DeployConfig:
             if spec.method != "deploy":
                 raise QuarlError(f"bad deploy spec method {spec.method!r}: expected 'deploy' with a backend")
 
-    @property
-    def algo(self) -> str:
-        return self.ref.algo
-
-    @property
-    def env_id(self) -> str:
-        return self.ref.env_id
-
 
 @register(DeployConfig)
 class DeployHandler(AgentEvaluation):
-    def agent(self, work: Work) -> AgentRef:
-        return work.config.ref
-
-    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        from quarl_bench.registry import build_jobs
-
-        assert agent is not None
-        return build_jobs(agent, list(work.config.specs), work.settings, "deploy")
+    pass
 
 
 class ArtifactPolicy:

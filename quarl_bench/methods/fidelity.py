@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import SideRow, register
+from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.types import AgentRef, Job, QuantSpec
 
 if TYPE_CHECKING:
@@ -19,13 +19,12 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class FidelityConfig:
+class FidelityConfig(OfAgent):
     """Side-by-side episodes of an agent at fp32 and at each spec.
 
     :param threshold: observations part when their largest difference exceeds it.
     """
 
-    ref: AgentRef
     specs: tuple[QuantSpec, ...] = ()
     threshold: float = 0.0
     method: ClassVar[str] = "fidelity"
@@ -33,14 +32,6 @@ class FidelityConfig:
     def __post_init__(self) -> None:
         if not self.threshold >= 0:
             raise QuarlError(f"bad threshold {self.threshold}: expected a distance >= 0")
-
-    @property
-    def algo(self) -> str:
-        return self.ref.algo
-
-    @property
-    def env_id(self) -> str:
-        return self.ref.env_id
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,21 @@ class Handler(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class OfAgent:
+    """The base of configs whose works evaluate one existing agent: ``ref``, and its algo and env id."""
+
+    ref: AgentRef
+
+    @property
+    def algo(self) -> str:
+        return self.ref.algo
+
+    @property
+    def env_id(self) -> str:
+        return self.ref.env_id
+
+
 _HANDLERS: dict[type, Handler] = {}
 # Config type name -> the module that registers its handler, imported when a work of that type first runs (torch,
 # rl-zoo3 and Ray stay unimported until then). A new method adds its line here or is imported before it runs.

@@ -19,7 +19,7 @@ from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
-from quarl_bench.methods.protocol import register
+from quarl_bench.methods.protocol import OfAgent, register
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
@@ -34,14 +34,13 @@ PTQ_METHODS = ("ptq", "mixed")
 
 
 @dataclass(frozen=True)
-class PTQConfig:
+class PTQConfig(OfAgent):
     """Post-training quantization of an existing agent: its fp32 reference and one job per spec, per evaluation
     seed (the random policy's too with ``EvalSettings.random_baseline``).
 
     :param specs: PTQ specs (method ``ptq``, or ``mixed`` for a per-layer allocation).
     """
 
-    ref: AgentRef
     specs: tuple[QuantSpec, ...] = ()
     method: ClassVar[str] = "ptq"
 
@@ -49,14 +48,6 @@ class PTQConfig:
         for spec in self.specs:
             if spec.method not in PTQ_METHODS:
                 raise QuarlError(f"bad PTQ spec method {spec.method!r}: expected one of {', '.join(PTQ_METHODS)}")
-
-    @property
-    def algo(self) -> str:
-        return self.ref.algo
-
-    @property
-    def env_id(self) -> str:
-        return self.ref.env_id
 
 
 # spec method -> "module:function" that evaluates one job of it on a loaded agent; PTQ's serves the others
@@ -67,10 +58,23 @@ EVALUATORS = {
 
 
 class AgentEvaluation:
-    """The handler half shared by methods whose jobs evaluate one agent: the agent is loaded once per work and
-    each job evaluated by its spec method's evaluator (quantize and play, deploy an artifact, the random policy)."""
+    """The handler of methods whose jobs evaluate one agent (the config's ``ref``): per evaluation seed its fp32
+    reference and one job per spec (``specs``), of the config's method; the agent is loaded once per work and each
+    job evaluated by its spec method's evaluator (quantize and play, deploy an artifact, the random policy)."""
 
     remote = True
+
+    def agent(self, work: Work) -> AgentRef:
+        return work.config.ref
+
+    def specs(self, config: Any) -> list[QuantSpec]:
+        return list(config.specs)
+
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        from quarl_bench.registry import build_jobs
+
+        assert agent is not None
+        return build_jobs(agent, self.specs(work.config), work.settings, work.config.method)
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
         from quarl_bench.zoo.agents import load_agent
@@ -87,16 +91,21 @@ def evaluator(method: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+class TrainedAgentEvaluation(AgentEvaluation):
+    """:class:`AgentEvaluation` of an agent the method trains first (``train``), or finds in the cache."""
+
+    remote = False  # the trained agent goes to this machine's cache
+
+    def train(self, config: Any, cache: Any) -> AgentRef:
+        raise NotImplementedError
+
+    def agent(self, work: Work) -> AgentRef:
+        return self.train(work.config, work.cache)
+
+
 @register(PTQConfig)
 class PTQHandler(AgentEvaluation):
-    def agent(self, work: Work) -> AgentRef:
-        return work.config.ref
-
-    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        from quarl_bench.registry import build_jobs
-
-        assert agent is not None
-        return build_jobs(agent, list(work.config.specs), work.settings)
+    pass
 
 
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:

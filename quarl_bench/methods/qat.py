@@ -12,17 +12,16 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import register
-from quarl_bench.methods.ptq import AgentEvaluation
+from quarl_bench.methods.ptq import TrainedAgentEvaluation
 from quarl_bench.provenance import TRAINING_RECORD
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
-from quarl_bench.registry import build_jobs
-from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.types import AgentRef, QuantSpec
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.envs import resolve_env_id
 from quarl_bench.zoo.train import train_with_callbacks
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    pass
 
 QAT_BITS = (2, 3, 4, 5, 6, 7, 8, 16)
 
@@ -99,14 +98,11 @@ def resolve_config(algo: str, env: str, bits: str, **kwargs: Any) -> QATConfig:
 
 
 @register(QATConfig)
-class QATHandler(AgentEvaluation):
-    """The agent QAT-trains (or the cache's), then evaluated like any agent."""
+class QATHandler(TrainedAgentEvaluation):
+    """The agent QAT-trains (or the cache's), evaluated at its QAT precision next to its fp32 reference."""
 
-    remote = False  # the trained agent goes to this machine's cache
+    def train(self, config: QATConfig, cache: Path) -> AgentRef:
+        return train_qat(config, cache)
 
-    def agent(self, work: Work) -> AgentRef:
-        return train_qat(work.config, work.cache)
-
-    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        assert agent is not None
-        return build_jobs(agent, [QuantSpec(work.config.precision, method="qat")], work.settings, "qat")
+    def specs(self, config: QATConfig) -> list[QuantSpec]:
+        return [QuantSpec(config.precision, method="qat")]
