@@ -43,14 +43,12 @@ def run_work(
     method = handler(work.config)
     work = work if work.store is not None else replace(work, store=store)
     table = getattr(method, "table", "results")
-    has, get = (
-        (store.has, store.get)
-        if table == "results"
-        else (lambda key: store.has_side_row(table, key), lambda key: store.get_side_row(table, key))
-    )
+
+    def has(key: str) -> bool:
+        return store.has_in(table, key)
 
     def stored(key: str) -> dict[str, Any]:
-        row = get(key)
+        row = store.get_in(table, key)
         assert row is not None, f"job {key} is not in {store.path} ({table})"
         return row
 
@@ -70,7 +68,7 @@ def run_work(
         if on_result:
             on_result(stored(record.key if isinstance(record, SideRow) else record.job.key), False)
     if getattr(method, "sequential", False):  # it may have stopped before its last job
-        return [row for key in keys if (row := get(key)) is not None]
+        return [row for key in keys if (row := store.get_in(table, key)) is not None]
     return [stored(key) for key in keys]
 
 

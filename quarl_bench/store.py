@@ -227,6 +227,14 @@ class ResultStore:
     def has_fidelity(self, key: str) -> bool:
         return self.has_side_row("fidelity", key)
 
+    def has_in(self, table: str, key: str) -> bool:
+        """Whether ``table`` (``results`` or a side table) holds ``key``."""
+        return self.has(key) if table == "results" else self.has_side_row(table, key)
+
+    def get_in(self, table: str, key: str) -> dict[str, Any] | None:
+        """The row of ``key`` in ``table`` (``results``: as :meth:`get`, E% joined), or None."""
+        return self.get(key) if table == "results" else self.get_side_row(table, key)
+
     def has_side_row(self, table: str, key: str) -> bool:
         """Whether a side table (``fidelity``, ``verdicts``, ``timings``) holds ``key``."""
         if not self._readable():

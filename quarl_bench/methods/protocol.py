@@ -39,13 +39,13 @@ class Handler(Protocol):
 
     :attr remote: whether a Ray task may run its works (training methods keep their cache on the local disk).
     :attr table: where its rows go: ``results`` (``produce`` yields :class:`EvalResult`), or a side table
-        (``produce`` yields :class:`SideRow`; its jobs are anything with the row's ``key``).
+        (``produce`` yields :class:`SideRow`; its jobs are anything with the row's ``key``). Optional, default
+        ``results``.
     :attr sequential: ``produce`` may stop before the last job (a certification's walk ends at the first width
         that is not safe); the runner then returns the rows that exist. Optional, default False.
     """
 
     remote: bool
-    table: str
 
     def agent(self, work: Work) -> AgentRef | None:
         """The agent the work's jobs evaluate: given, found in the cache, or trained now; None when the run makes

@@ -8,6 +8,7 @@ report's time) then run in other processes while this one computes the next tabl
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -180,12 +181,7 @@ def latex_tabular(frame: pd.DataFrame, decimals: int = 2) -> str:
     columns = list(frame.columns)
     lines = [f"\\begin{{tabular}}{{l{'r' * len(columns)}}}", "\\toprule"]
     if isinstance(frame.columns, pd.MultiIndex):
-        groups: list[tuple[Any, int]] = []
-        for top, _ in columns:
-            if groups and groups[-1][0] == top:
-                groups[-1] = (top, groups[-1][1] + 1)
-            else:
-                groups.append((top, 1))
+        groups = [(top, len(list(run))) for top, run in itertools.groupby(top for top, _ in columns)]
         lines.append(" & " + " & ".join(f"\\multicolumn{{{n}}}{{c}}{{{cell(top)}}}" for top, n in groups) + " \\\\")
         lines.append(" & " + " & ".join(cell(metric) for _, metric in columns) + " \\\\")
     else:
