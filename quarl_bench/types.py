@@ -23,6 +23,11 @@ BACKEND_PRECISIONS = {
     "ort-int8-dynamic": "int8",
     "ort-int8-static": "int8",
     "torchao-int8": "int8",
+    "litert-fp32": "fp32",
+    "litert-int8": "int8",
+    "executorch-fp32": "fp32",
+    "executorch-int8": "int8",
+    "c-int8": "int8",
 }
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (deploy)
 # PTQ beyond round-to-nearest weights (quant/activations.py, quant/calibrated.py, quant/prune.py).

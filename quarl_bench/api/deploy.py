@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from quarl_bench.deploy.contract import contract, readme
+from quarl_bench.deploy.parity import claimed_spec
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, QuantSpec
 
@@ -42,24 +48,110 @@ def run_deploy(
     return list(rows.values())
 
 
-def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Path]:
-    """Write ``spec.backend``'s artifact of the agent to ``out`` and a README beside it, each whole or not at all.
+@dataclass(frozen=True)
+class Export:
+    """What ``export`` wrote (or refused to write): the artifact, its folder and its contract."""
 
-    :raises QuarlError: for an unwritable path or a backend with no standalone format.
+    artifact: Any
+    folder: Path
+    contract: dict[str, Any]
+
+
+def export_artifact(
+    ref: AgentRef,
+    spec: QuantSpec,
+    out: Path,
+    store: Any,
+    force: bool = False,
+    allow_divergent: bool = False,
+    certify: Any = None,
+    on_step: Callable[[str], None] | None = None,
+) -> Export:
+    """Build ``spec.backend``'s artifact of the agent, gate it on parity with the fake-quant policy it claims to be,
+    certify its closed-loop reward against that policy (the verdict goes to ``store``), and write the folder
+    ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
+
+    :param certify: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 20-episode batches, at most 200).
+    :raises QuarlError: for an unwritable or non-empty ``out`` (without ``force``), a missing runtime, a policy the
+        backend cannot express, or a parity gate failed without ``allow_divergent`` (nothing is written then).
     """
-    from quarl_bench.deploy.artifact_readme import artifact_readme
-    from quarl_bench.deploy.backends import build
+    from quarl_bench.deploy.backends import require_backend
+
+    step = on_step or (lambda text: None)
+    check_out(out, force)
+    require_backend(spec.backend)
+    agent, module, raw_space = _deployable(ref)
+    artifact, _ = _built(agent, spec)
+    claimed = claimed_spec(spec.backend)
+    step(f"built {spec.backend} ({artifact.nbytes} bytes); parity against {spec_text(claimed)} on fixed states")
+    parity = artifact_parity(agent, module, artifact, claimed)
+    step(_parity_line(parity))
+    certification = certify_artifact(ref, spec, claimed, store, certify, step)
+    cortex_m4 = _cortex_m4(artifact) if artifact.kind == "c" else None
+    if not parity["passed"] and not allow_divergent:
+        raise QuarlError(
+            f"parity gate failed for {spec.backend}: {_parity_line(parity)} (limit: {parity['limit']}); nothing "
+            "written, pass --allow-divergent to write it anyway"
+        )
+    document = contract(artifact, ref, module, spec, claimed, parity, allow_divergent, certification, cortex_m4)
+    files = artifact.named_files() | {
+        "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
+        "README.md": readme(artifact, ref, document).encode(),
+    }
+    write_folder(out, files, force)
+    return Export(artifact, out, document)
+
+
+def check_out(out: Path, force: bool) -> None:
+    """``out`` must be a new folder, an empty one, or (with ``force``) one to replace, in a writable parent.
+
+    :raises QuarlError: in one line, naming the path and what is accepted.
+    """
+    if out.exists() and not out.is_dir():
+        raise QuarlError(f"cannot write {str(out)!r}: it is a file; expected a folder path for the artifact")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise QuarlError(f"{str(out)!r} exists and is not empty: expected a new or empty folder, or pass --force")
+    parent = out.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise QuarlError(f"cannot write {str(out)!r}: expected a folder path in an existing, writable folder")
+
+
+def write_folder(out: Path, files: dict[str, bytes], force: bool) -> None:
+    """Write ``files`` into a sibling temporary folder, then rename it to ``out`` (replacing it with ``force``)."""
+    import shutil
+    import tempfile
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.resolve().parent))
+    try:
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+        if out.is_dir():
+            if any(out.iterdir()) and not force:
+                raise QuarlError(f"{str(out)!r} appeared while writing: expected a new folder")
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _deployable(ref: AgentRef) -> tuple[Any, Any, Any]:
     from quarl_bench.deploy.export import deployable, split_normalizer
-    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, deploy_calibration_states
     from quarl_bench.zoo.agents import load_agent
 
-    if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise QuarlError(f"cannot write {str(out)!r}: expected a file path in an existing, writable folder")
     agent = load_agent(ref)
     env = agent.make_env(1, 0)
-    raw, normalizer = split_normalizer(env)
-    module = deployable(agent.model.policy, raw.observation_space, normalizer)
-    env.close()
+    try:
+        raw, normalizer = split_normalizer(env)
+        module = deployable(agent.model.policy, raw.observation_space, normalizer)
+    finally:
+        env.close()
+    return agent, module, raw.observation_space
+
+
+def _built(agent: Any, spec: QuantSpec) -> tuple[Any, float]:
+    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, built_artifact, deploy_calibration_states
+
     calibration = (
         deploy_calibration_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET)
         if spec.calibration_states
@@ -68,18 +160,119 @@ def export_artifact(ref: AgentRef, spec: QuantSpec, out: Path) -> tuple[Any, Pat
     sample = (
         calibration[:1] if calibration is not None else deploy_calibration_states(agent, 1, CALIBRATION_SEED_OFFSET)
     )
-    artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax")
-    if not artifact.standalone:
-        raise QuarlError(
-            f"backend {spec.backend} has no standalone artifact format: expected an ort-* or torch-fp32 backend"
+    return built_artifact(agent, spec, sample, calibration)
+
+
+def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) -> dict[str, Any]:
+    """The parity gate's figures for ``artifact`` against the fake-quant policy ``claimed`` (see
+    :mod:`quarl_bench.deploy.parity`), on the agent's fixed fp32-visited states."""
+    from quarl_bench.deploy.backends import raw_observations, runner
+    from quarl_bench.deploy.parity import parity
+    from quarl_bench.evaluation.evaluate import torch_thread_count
+    from quarl_bench.evaluation.fixed_states import fixed_states
+    from quarl_bench.evaluation.margins import decision_values
+    from quarl_bench.methods.ptq import quantized
+
+    policy = agent.model.policy
+    policy.set_training_mode(False)
+    states = fixed_states(agent.ref.content_hash, policy, agent.make_env)
+    if not len(states):
+        raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
+    reference = policy if claimed.is_identity else quantized(agent, claimed)[0]
+    sample_dtype = np.uint8 if getattr(module, "image", False) else np.float32
+    raw = raw_observations(module, states, sample_dtype)
+    claimed_actions = reference.predict(states, deterministic=True)[0]
+    fp32_actions = policy.predict(states, deterministic=True)[0]
+    bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
+    with torch_thread_count(1):
+        run = runner(artifact, threads=1)
+        return parity(
+            run, raw, claimed_actions, fp32_actions, decision_values(policy, states), bounds, claimed.precision
         )
-    readme = out.with_name(out.name + ".README.md")
-    text = artifact_readme(artifact, ref, module, raw.observation_space, out.name, spec)
-    for path, data in ((out, artifact.data), (readme, text.encode())):  # each written whole, then renamed
-        partial = path.with_name(path.name + ".partial")
-        partial.write_bytes(data)
-        os.replace(partial, path)
-    return artifact, readme
+
+
+def certify_artifact(
+    ref: AgentRef, spec: QuantSpec, claimed: QuantSpec, store: Any, config: Any, step: Callable[[str], None]
+) -> dict[str, Any]:
+    """The closed-loop equivalence of the artifact (``spec``, method deploy) and the fake-quant policy ``claimed``
+    on paired episodes, with the certify command's confidence sequence; stored as a verdict (reused when stored)."""
+    from dataclasses import replace
+
+    from quarl_bench.methods.certify import Certifier, CertifyConfig, verdict_key, verdict_row
+    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.statistics.certification import equivalence
+
+    config = config or CertifyConfig(max_episodes=200)
+    store.check()
+    driver = driver_provenance()
+    certifier = Certifier(ref, config, store, driver)
+    delta, tolerance, _ = certifier.delta()
+    key = verdict_key(ref, spec, config, delta, reference=claimed)
+    stored = store.get_verdict(key)
+    if stored is None:
+        step(f"certifying the closed-loop reward against {spec_text(claimed)} (δ = {delta:.3g}, {tolerance})")
+        found = replace(certifier.certify(spec, delta, reference=claimed, decide=equivalence), key=key)
+        row = verdict_row(found, ref, spec, config, tolerance, driver)
+        row["settings"] = row["settings"] | {"test": "equivalence", "reference": _spec_json(ref, claimed)}
+        store.put_verdict(row)
+        stored = store.get_verdict(key)
+    return {
+        "verdict": stored["verdict"],
+        "test": "equivalence: the mean paired difference (artifact - fake-quant) within ±δ",
+        "episodes": stored["episodes"],
+        "mean_difference": stored["mean"],
+        "lower": stored["lower"],
+        "upper": stored["upper"],
+        "delta": stored["delta"],
+        "tolerance": stored["tolerance"],
+        "confidence": 1 - stored["alpha"],
+        "verdict_key": key,
+        "rows": stored["rows"],
+        "store": str(store.path),
+    }
+
+
+def _spec_json(ref: AgentRef, spec: QuantSpec) -> Any:
+    from quarl_bench.types import Job
+
+    return Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"]
+
+
+def spec_text(spec: QuantSpec) -> str:
+    from quarl_bench.methods.certify import spec_name
+
+    return "fp32 torch" if spec.is_identity else f"fake-quant {spec_name(spec)}"
+
+
+def _parity_line(parity: dict[str, Any]) -> str:
+    if "flip_rate_outside_near_ties" in parity:
+        return (
+            f"flips outside near-ties {parity['flip_rate_outside_near_ties']:.1%} "
+            f"(all states {parity['flip_rate']:.1%}, {parity['states']} states)"
+        )
+    if "flip_rate_outside_exact_ties" in parity:
+        return f"flips outside exact ties {parity['flip_rate_outside_exact_ties']:.1%} ({parity['states']} states)"
+    if "max_abs_error" in parity:
+        return f"max |action - torch| {parity['max_abs_error']:.2g} ({parity['states']} states)"
+    return (
+        f"largest action error {parity['max_error_steps_outside_sensitive']:.2f} steps outside the sensitive quarter "
+        f"({parity['max_error_steps']:.2f} over all {parity['states']} states)"
+    )
+
+
+def _cortex_m4(artifact: Any) -> dict[str, Any]:
+    from quarl_bench.deploy.c_build import APT_PACKAGES, cortex_m4_size, cross_tools_missing
+
+    missing = cross_tools_missing()
+    if missing:
+        return {"skipped": f"{', '.join(missing)} not found: apt-get install {APT_PACKAGES}"}
+    weight_bytes = int(artifact.info("weight_bytes"))
+    size = cortex_m4_size(dict(artifact.files))
+    return size | {
+        "weight_bytes": weight_bytes,
+        "flash_limit_bytes": int(1.2 * (weight_bytes + 4096)),
+        "build": "arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard -Os, minimal startup, no libc",
+    }
 
 
 def time_table4(

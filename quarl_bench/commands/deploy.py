@@ -74,11 +74,36 @@ def table4(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    require("deploy", "export", ("onnx", "onnxruntime"))
     from quarl_bench.api import export_artifact
+    from quarl_bench.api.deploy import check_out, spec_text
+    from quarl_bench.deploy.backends import require_backend
+    from quarl_bench.deploy.parity import claimed_spec
+    from quarl_bench.methods.certify import CertifyConfig
 
     spec = deploy_specs(args, [args.backend])[0]
-    ref = _agent_for(args)
-    artifact, readme = export_artifact(ref, spec, Path(args.out))
-    console.print(f"wrote {args.out} ({artifact.nbytes} bytes, sha256 {artifact.sha256[:16]}) and {readme}")
+    out = Path(args.out)
+    check_out(out, args.force)  # before loading anything: a bad --out or a missing runtime fails at once
+    require_backend(spec.backend)
+    config = CertifyConfig(max_episodes=args.max_episodes, seed=args.seed)
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        ref = _agent_for(args, store)
+        done = export_artifact(
+            ref, spec, out, store, args.force, args.allow_divergent, config, on_step=lambda text: console.print(text)
+        )
+    document = done.contract
+    certification = document["certification"]
+    console.print(
+        f"closed loop against {spec_text(claimed_spec(spec.backend))}: {certification['verdict']} "
+        f"after {certification['episodes']} paired episodes (δ = {certification['delta']:.3g}; verdict stored in "
+        f"{certification['store']})"
+    )
+    if "cortex_m4" in document:
+        m4 = document["cortex_m4"]
+        console.print(
+            f"Cortex-M4: {m4['flash_bytes']} B flash (limit {m4['flash_limit_bytes']}), {m4['ram_bytes']} B RAM"
+            if "flash_bytes" in m4
+            else f"Cortex-M4 size not measured: {m4['skipped']}"
+        )
+    names = ", ".join(document["files"])
+    console.print(f"wrote {out}/ ({names}, policy.json, README.md; sha256 {done.artifact.sha256[:16]})")
     return 0

@@ -16,6 +16,12 @@
   nor pickle as a whole module, so its artifact is the quantized state dict (bytes counted) and the module runs
   in-process; no fresh-process memory figure.
 
+- ``litert-fp32`` / ``litert-int8``: a ``.tflite`` file on the LiteRT interpreter (``deploy/edge.py``); int8 is
+  full-integer, calibrated on the W8A8 fake-quant policy's calibration states.
+- ``executorch-fp32`` / ``executorch-int8``: a ``.pte`` file lowered to XNNPACK, on ExecuTorch's runtime.
+- ``c-int8``: ``policy.h`` + ``policy.c``, dependency-free C99 for MLP policies (``deploy/c_int8.py``), compiled by
+  the system C compiler and called through ``ctypes``.
+
 On an x86 CPU without VNNI the int8 ONNX backends use ORT's ``reduce_range`` (7-bit weights): its u8 x s8 kernels
 saturate otherwise (see ``actorq.onnx_policy.weight_bits``).
 """
@@ -37,17 +43,37 @@ from quarl_bench.types import BACKEND_PRECISIONS
 
 BACKENDS = tuple(BACKEND_PRECISIONS)
 INT8_BACKENDS = tuple(backend for backend, precision in BACKEND_PRECISIONS.items() if precision == "int8")
+# What each backend needs beyond numpy: (extra, modules); the C backend needs a C compiler instead.
+BACKEND_NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "torch-fp32": ("deploy", ()),
+    "ort-fp32": ("deploy", ("onnx", "onnxruntime")),
+    "ort-fp16": ("deploy", ("onnx", "onnxruntime")),
+    "ort-int8-dynamic": ("deploy", ("onnx", "onnxruntime")),
+    "ort-int8-static": ("deploy", ("onnx", "onnxruntime")),
+    "torchao-int8": ("deploy", ("torchao",)),
+    "litert-fp32": ("edge", ("litert_torch", "ai_edge_litert")),
+    "litert-int8": ("edge", ("litert_torch", "ai_edge_litert", "torchao")),
+    "executorch-fp32": ("edge", ("executorch",)),
+    "executorch-int8": ("edge", ("executorch", "torchao")),
+    "c-int8": ("deploy", ()),
+}
+# Backends whose int8 artifact is calibrated on the W8A8 fake-quant policy's states (the policy they claim to be).
+W8A8_BACKENDS = ("litert-int8", "executorch-int8", "c-int8")
+FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy.ts.pt", "tflite": "policy.tflite", "pte": "policy.pte"}
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """A deployable policy file's content: ``kind`` ``onnx`` (ONNX Runtime), ``torchscript``, or ``torch`` (a
+    """A deployable policy's content: ``kind`` ``onnx`` (ONNX Runtime), ``torchscript``, ``tflite`` (LiteRT),
+    ``pte`` (ExecuTorch), ``c`` (``files``: policy.h and policy.c; ``data`` is their concatenation) or ``torch`` (a
     state dict; ``module`` runs it in this process)."""
 
     backend: str
     kind: str
     data: bytes
     module: object = None
+    files: tuple[tuple[str, bytes], ...] = ()
+    meta: tuple[tuple[str, object], ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -59,26 +85,68 @@ class Artifact:
 
     @property
     def suffix(self) -> str:
-        return {"onnx": ".onnx", "torchscript": ".ts.pt"}.get(self.kind, ".pt")
+        return {"onnx": ".onnx", "torchscript": ".ts.pt", "tflite": ".tflite", "pte": ".pte"}.get(self.kind, ".pt")
 
     @property
     def standalone(self) -> bool:
-        """Loadable by a fresh process without quarl-bench (ONNX Runtime or TorchScript)."""
-        return self.kind in ("onnx", "torchscript")
+        """Loadable by a fresh process without quarl-bench."""
+        return self.kind in ("onnx", "torchscript", "tflite", "pte", "c")
+
+    def named_files(self) -> dict[str, bytes]:
+        """The files an artifact folder holds (besides policy.json and README.md)."""
+        return dict(self.files) if self.files else {FILE_NAMES.get(self.kind, "policy.pt"): self.data}
+
+    def info(self, name: str, default: object = None) -> object:
+        return dict(self.meta).get(name, default)
+
+
+def require_backend(backend: str) -> None:
+    """Raise one line naming the extra (or tool) a backend needs when it is missing here.
+
+    :raises QuarlError: ``backend litert-int8 needs the 'edge' extra (litert_torch is not installed): ...``.
+    """
+    import importlib.util
+
+    if backend not in BACKEND_NEEDS:
+        raise QuarlError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    extra, modules = BACKEND_NEEDS[backend]
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise QuarlError(
+                f"backend {backend} needs the '{extra}' extra ({module} is not installed): "
+                f"pip install 'quarl-bench[{extra}]'"
+            )
+    if backend == "c-int8":
+        from quarl_bench.deploy.c_build import compiler
+
+        compiler()
 
 
 def build(
-    backend: str, module, sample: np.ndarray, calibration: np.ndarray | None = None, calibration_method: str = "minmax"
+    backend: str,
+    module,
+    sample: np.ndarray,
+    calibration: np.ndarray | None = None,
+    calibration_method: str = "minmax",
+    network_states: np.ndarray | None = None,
 ) -> Artifact:
     """The artifact of ``backend`` for a :class:`~quarl_bench.deploy.export.DeployablePolicy`.
 
     :param sample: one batch of raw observations (shapes and dtype for the export).
     :param calibration: raw observations the fp32 policy visited (``ort-int8-static`` only).
+    :param network_states: the W8A8 fake-quant policy's calibration states, as the network sees them (after
+        normalisation): ``litert-int8``, ``executorch-int8`` and ``c-int8`` calibrate on them.
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
     import torch
 
     from quarl_bench.deploy.export import GraphPolicy, to_onnx
+
+    require_backend(backend)
+    if backend in ("litert-fp32", "litert-int8", "executorch-fp32", "executorch-int8", "c-int8"):
+        if isinstance(module, GraphPolicy):
+            raise QuarlError(f"backend {backend} needs a torch policy: expected an ort-* backend for an ONNX model")
+        return _edge(backend, module, sample, network_states)
 
     if isinstance(module, GraphPolicy) and backend in ("torch-fp32", "torchao-int8"):
         if backend == "torchao-int8":
@@ -113,6 +181,54 @@ def build(
     if backend in ("ort-int8-dynamic", "ort-int8-static"):
         return Artifact(backend, "onnx", _int8(backend, fp32, calibration, calibration_method))
     raise QuarlError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+
+
+def _edge(backend: str, module, sample: np.ndarray, network_states: np.ndarray | None) -> Artifact:
+    from quarl_bench.deploy import edge
+
+    int8 = backend.endswith("int8")
+    if int8 and (network_states is None or not len(network_states)):
+        raise QuarlError(f"{backend} needs calibration states: none were given")
+    if backend == "c-int8":
+        return c_artifact(module, network_states)
+    raw = raw_observations(module, network_states, sample.dtype) if int8 else None
+    if backend.startswith("litert"):
+        return Artifact(backend, "tflite", edge.litert(module, sample, raw))
+    return Artifact(backend, "pte", edge.executorch(module, sample, raw))
+
+
+def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
+    """Raw observations that normalise to ``network_states`` (the same states, before VecNormalize's statistics)."""
+    states = np.asarray(network_states, dtype=np.float32)
+    if getattr(module, "normalize", False):
+        states = states / module.obs_scale.numpy() + module.obs_mean.numpy()
+    if getattr(module, "image", False):
+        return np.asarray(network_states).astype(dtype)
+    return states.astype(np.float32)
+
+
+def c_artifact(module, network_states: np.ndarray) -> Artifact:
+    """``policy.h`` and ``policy.c`` of an MLP policy (``c-int8``)."""
+    from quarl_bench.deploy.c_int8 import quantize_mlp
+    from quarl_bench.deploy.c_source import header, source
+    from quarl_bench.deploy.mlp import as_mlp
+
+    mlp = as_mlp(module)
+    program = quantize_mlp(mlp, network_states)
+    files = (
+        ("policy.h", header(program, "quarl-bench c-int8 policy").encode()),
+        ("policy.c", source(program).encode()),
+    )
+    meta = (
+        ("obs_dim", mlp.obs_dim),
+        ("action_dim", mlp.action_dim),
+        ("discrete", mlp.head in ("argmax", "quantile-argmax")),
+        ("weight_bytes", program.weight_bytes),
+        ("layers", program.parameters()),
+        ("head", mlp.head),
+        ("normalized", mlp.normalized),
+    )
+    return Artifact("c-int8", "c", b"".join(data for _, data in files), files=files, meta=meta)
 
 
 def _int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:
@@ -179,6 +295,15 @@ def fp32_layers(model: bytes, observations: np.ndarray) -> list[str]:
 
 def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:
     """A function from a batch of raw observations to actions, on ``threads`` intra-op threads."""
+    if artifact.kind in ("tflite", "pte"):
+        from quarl_bench.deploy import edge
+
+        return (edge.litert_runner if artifact.kind == "tflite" else edge.executorch_runner)(artifact.data, threads)
+    if artifact.kind == "c":
+        from quarl_bench.deploy.c_build import host_runner
+
+        info = artifact.info
+        return host_runner(dict(artifact.files), info("obs_dim"), info("action_dim"), info("discrete"))
     if artifact.kind == "onnx":
         import onnxruntime as ort
 

@@ -77,8 +77,8 @@ print(json.dumps({"peak_rss_mb": int(hwm.split()[1]) / 1024}))
 
 def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
     """Peak resident memory (MB) of a fresh Python process that loads the artifact and runs it 100 times (None for
-    an artifact that needs quarl-bench's process to run)."""
-    if not artifact.standalone:
+    an artifact other than ONNX or TorchScript)."""
+    if artifact.kind not in ("onnx", "torchscript"):
         return None
     with tempfile.TemporaryDirectory() as folder:
         path, obs_path = Path(folder) / f"policy{artifact.suffix}", Path(folder) / "obs.npy"

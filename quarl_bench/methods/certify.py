@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from quarl_bench.work import Work
 
 CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
+FP32 = QuantSpec("fp32")
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
 
 
@@ -286,15 +287,18 @@ class Certifier:
         text = f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
         return delta, text, (fp32["key"], random["key"])
 
-    def certify(self, spec: QuantSpec, delta: float) -> Verdict:
-        """Batches of paired episodes until the sequence decides or ``max_episodes`` is reached."""
+    def certify(
+        self, spec: QuantSpec, delta: float, reference: QuantSpec = FP32, decide: Callable = verdict
+    ) -> Verdict:
+        """Batches of paired episodes (``spec`` minus ``reference``, fp32 by default) until ``decide`` (the
+        one-sided :func:`verdict`, or :func:`equivalence`) decides or ``max_episodes`` is reached."""
         config = self.config
         differences: list[np.ndarray] = []
         rows: list[str] = []
         decided, interval = None, None
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
-            fp32 = self.row(self.job(QuantSpec("fp32"), seed))
+            fp32 = self.row(self.job(reference, seed))
             quantized = self.row(self.job(spec, seed))
             q, r = paired_rewards(
                 quantized["episode_rewards"], quantized["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
@@ -302,7 +306,7 @@ class Certifier:
             differences.append(q - r)
             rows += [quantized["key"], fp32["key"]]
             interval = asymptotic_cs(np.concatenate(differences), config.alpha, config.planned_episodes)
-            decided = verdict(interval, delta)
+            decided = decide(interval, delta)
             if decided:
                 break
         assert interval is not None
@@ -320,9 +324,12 @@ class Certifier:
         )
 
 
-def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: float) -> str:
+def verdict_key(
+    ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: float, reference: QuantSpec | None = None
+) -> str:
     """The stored verdict's key: the agent, the spec's job identity, the certification settings and the δ it was
-    decided against (a δ measured again, on other scale rows, is another question)."""
+    decided against (a δ measured again, on other scale rows, is another question); with ``reference``, the spec
+    it was compared with (an equivalence test), else fp32."""
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
@@ -330,6 +337,8 @@ def verdict_key(ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: fl
         "certify": config.identity(),
         "delta": round(delta, 9),
     }
+    if reference is not None:
+        identity["reference"] = Job(ref.algo, ref.env_id, reference, ref.content_hash).identity()["spec"]
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 

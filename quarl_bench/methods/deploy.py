@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from quarl_bench.deploy.backends import W8A8_BACKENDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, register
 from quarl_bench.methods.ptq import AgentEvaluation
-from quarl_bench.types import EvalResult, Job, QuantSpec
+from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, EvalResult, Job, QuantSpec
 
 if TYPE_CHECKING:
     pass
@@ -86,10 +87,48 @@ def deploy_calibration_states(agent, count: int, seed: int, n_envs: int = 4) -> 
     return np.concatenate(states)[:count]
 
 
+W8A8_CALIBRATION = {
+    "states": DEFAULT_CALIBRATION_STATES,
+    "seed": CALIBRATION_SEED,
+    "method": "minmax",
+    "source": "the W8A8 fake-quant policy's calibration states",
+}
+ARTIFACTS_KEPT = 4  # built artifacts kept per process: certification plays one artifact in many batches
+_artifacts: dict[tuple[str, QuantSpec], tuple[Any, float]] = {}
+
+
+def built_artifact(agent, spec: QuantSpec, sample: np.ndarray, calibration: np.ndarray | None) -> tuple[Any, float]:
+    """``spec.backend``'s artifact of the agent and the seconds its build took. Artifacts calibrated on the fixed
+    W8A8 states (and fp32 ones) do not depend on the job, so each is built once per process and agent."""
+    from quarl_bench.deploy.backends import W8A8_BACKENDS, build
+    from quarl_bench.deploy.export import deployable, split_normalizer
+
+    key = (agent.ref.content_hash, spec)
+    if key in _artifacts and calibration is None:
+        return _artifacts[key]
+    env = agent.make_env(1, 0)
+    raw, normalizer = split_normalizer(env)
+    env.close()
+    module = deployable(agent.model.policy, raw.observation_space, normalizer)
+    network_states = None
+    if spec.backend in W8A8_BACKENDS:
+        from quarl_bench.evaluation.calibration import visited_states
+
+        network_states = visited_states(agent.model.policy, agent.make_env, DEFAULT_CALIBRATION_STATES)
+    start = time.perf_counter()
+    artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax", network_states)
+    found = (artifact, time.perf_counter() - start)
+    if calibration is None:
+        while len(_artifacts) >= ARTIFACTS_KEPT:
+            del _artifacts[next(iter(_artifacts))]
+        _artifacts[key] = found
+    return found
+
+
 def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Build ``job.spec.backend``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
-    from quarl_bench.deploy.backends import build, int8_weight_summary, runner
-    from quarl_bench.deploy.export import deployable, split_normalizer
+    from quarl_bench.deploy.backends import int8_weight_summary, runner
+    from quarl_bench.deploy.export import split_normalizer
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluation.evaluate import evaluate, torch_thread_count
     from quarl_bench.provenance import agent_provenance
@@ -103,10 +142,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     env = agent.make_env(job.n_envs, job.seed)
     try:
         raw, normalizer = split_normalizer(env)
-        module = deployable(policy, raw.observation_space, normalizer)
-        start = time.perf_counter()
-        artifact = build(spec.backend, module, sample[:1], calibration, spec.calibration_method or "minmax")
-        build_seconds = time.perf_counter() - start
+        artifact, build_seconds = built_artifact(agent, spec, sample[:1], calibration)
         with torch_thread_count(1):
             run = runner(artifact, threads=1)
             reference = None if spec.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
@@ -127,6 +163,8 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
         "peak_rss_mb": peak_memory_mb(artifact, sample[0]),
         "calibration": {"states": spec.calibration_states, "method": spec.calibration_method}
         if calibration is not None
+        else W8A8_CALIBRATION
+        if spec.backend in W8A8_BACKENDS
         else None,
         "graph": int8_weight_summary(artifact) if artifact.kind == "onnx" else {},
         "threads": 1,

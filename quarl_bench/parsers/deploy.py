@@ -34,12 +34,31 @@ def add_deploy(commands: Subcommands) -> None:
 
 
 def add_export(commands: Subcommands) -> None:
-    export = commands.add_parser("export", help="write one backend's artifact of an agent, with a README next to it")
+    export = commands.add_parser(
+        "export",
+        help="write one backend's artifact of an agent (a folder with policy.json), gated on parity and certified",
+    )
     export.set_defaults(handler=handler("deploy:export"))
     add_agent(export, hub=False)
     export.add_argument("--backend", required=True, choices=BACKENDS, metavar="B", help=f"one of {', '.join(BACKENDS)}")
     add_calibration(export)
-    export.add_argument("--out", type=Path, required=True, help="artifact file to write, e.g. policy.onnx")
+    export.add_argument(
+        "--out", type=Path, required=True, help="artifact folder to write (new or empty), e.g. policy-c-int8/"
+    )
+    export.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    export.add_argument(
+        "--allow-divergent",
+        action="store_true",
+        help="write the artifact even when it fails the parity gate (policy.json records it)",
+    )
+    export.add_argument(
+        "--max-episodes",
+        type=positive_int,
+        default=200,
+        help="paired episodes after which the closed-loop certification is undetermined (default 200)",
+    )
+    export.add_argument("--seed", type=int, default=0, help="the certification's seed base (default 0)")
+    add_store(export)
 
 
 def add_table4(commands: Subcommands) -> None:

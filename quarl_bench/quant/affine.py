@@ -145,13 +145,19 @@ def from_groups(groups: torch.Tensor, pad: int, like: torch.Tensor) -> torch.Ten
     return flat.reshape(like.shape)
 
 
-def activation_grid(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, bits: int) -> torch.Tensor:
-    """``x`` on the asymmetric ``bits``-bit grid of ``[low, high]`` (activations and observations): ``2**bits``
-    levels, zero exact (the zero point is rounded to a code, as integer kernels need), values outside saturate."""
+def activation_grid_parameters(low: torch.Tensor, high: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step and zero point (a code in [0, 2**bits - 1]) of the asymmetric grid of ``[low, high]``, widened to
+    hold zero: what integer kernels (``c-int8``) need to reproduce :func:`activation_grid`."""
     low, high = torch.minimum(low, torch.zeros_like(low)), torch.maximum(high, torch.zeros_like(high))
     step = (high - low) / (2**bits - 1)
     step = torch.where(step > 0, step, torch.ones_like(step))
-    zero_point = torch.round(-low / step)
+    return step, torch.round(-low / step)
+
+
+def activation_grid(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, bits: int) -> torch.Tensor:
+    """``x`` on the asymmetric ``bits``-bit grid of ``[low, high]`` (activations and observations): ``2**bits``
+    levels, zero exact (the zero point is rounded to a code, as integer kernels need), values outside saturate."""
+    step, zero_point = activation_grid_parameters(low, high, bits)
     codes = torch.clamp(torch.round(x / step) + zero_point, 0, 2**bits - 1)
     return (codes - zero_point) * step
 

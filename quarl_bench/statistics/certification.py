@@ -9,6 +9,7 @@ from quarl_bench.statistics.confidence_sequence import Interval
 from quarl_bench.types import QuantSpec
 
 VERDICTS = ("safe", "unsafe", "undetermined")
+EQUIVALENCE_VERDICTS = ("equivalent", "different", "undetermined")
 
 
 def verdict(interval: Interval, delta: float) -> str | None:
@@ -18,6 +19,16 @@ def verdict(interval: Interval, delta: float) -> str | None:
         return "safe"
     if interval.upper < -delta:
         return "unsafe"
+    return None
+
+
+def equivalence(interval: Interval, delta: float) -> str | None:
+    """``equivalent`` when the whole interval lies inside (-δ, δ) (neither policy earns δ more than the other),
+    ``different`` when it lies wholly beyond one side, None while it straddles ``-δ`` or ``δ`` (keep sampling)."""
+    if -delta < interval.lower and interval.upper < delta:
+        return "equivalent"
+    if interval.lower > delta or interval.upper < -delta:
+        return "different"
     return None
 
 

@@ -1,0 +1,192 @@
+"""``c-int8``: an MLP policy as dependency-free C99, integer arithmetic as CMSIS-NN's ``arm_fully_connected_s8``.
+
+- Weights: per-output-channel symmetric int8 (codes in [-127, 127], step max|w|/127), the W8A8 per-channel
+  fake-quant policy's grid.
+- Activations: int8, each layer's input on the asymmetric grid of its calibrated min-max range (the fake-quant
+  policy's ``--act-bits int8`` grid: same states, same ranges, same zero point), int32 accumulators with the bias
+  quantized to the accumulator's scale.
+- Requantization: a Q31 fixed-point multiplier and a shift per output channel, rounding to nearest. ReLU is the
+  clamp at the next grid's zero point. Tanh requantizes to an int16 pre-activation and finds the output code among
+  255 thresholds (tanh is monotone, so the int8 code of tanh(y) is a step function of y): integers only, so a
+  Cortex-M build gives the host's actions bit for bit.
+- The last layer is dequantized to float (its scale per channel, its bias in float); the head follows: argmax, the
+  quantiles' mean then argmax, clipping to the bounds, or tanh then unscaling (a tanh written with + - * / only).
+- Observation normalisation (VecNormalize's mean, scale and clip) happens first, inside.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from quarl_bench.deploy.mlp import Dense, Mlp
+from quarl_bench.quant.affine import activation_grid_parameters, quant_step
+
+INT16_RANGE = 8.0  # the tanh pre-activation's int16 grid covers at least [-8, 8] (tanh(8) = 1 - 2e-7)
+INT16_LIMIT = 32767
+
+
+@dataclass(frozen=True)
+class IntLayer:
+    """One dense layer in integers. Hidden layers requantize to the next layer's int8 input (``multiplier``,
+    ``shift``; ``thresholds`` for tanh); the last one dequantizes with ``output_scale``."""
+
+    weight: np.ndarray  # int8 (out, in)
+    bias: np.ndarray  # int32 (hidden) or float32 (last)
+    input_step: float
+    input_zero: int  # the int8 code of 0.0
+    weight_step: np.ndarray  # float32 (out,)
+    activation: str
+    multiplier: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    shift: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    output_zero: int = 0
+    output_low: int = -128
+    thresholds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    output_scale: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+
+    @property
+    def last(self) -> bool:
+        return len(self.output_scale) > 0
+
+
+@dataclass(frozen=True)
+class IntProgram:
+    mlp: Mlp
+    layers: tuple[IntLayer, ...]
+
+    @property
+    def weight_bytes(self) -> int:
+        """The int8 weight arrays' bytes (the flash goal's base)."""
+        return int(sum(layer.weight.size for layer in self.layers))
+
+    def parameters(self) -> list[dict]:
+        """Per layer: shapes, steps and zero points (``policy.json``'s quantization parameters)."""
+        return [
+            {
+                "shape": list(layer.weight.shape),
+                "activation": layer.activation,
+                "input_step": layer.input_step,
+                "input_zero_point": layer.input_zero,
+                "weight_step": "per output channel, symmetric, codes in [-127, 127]",
+                "output": "float (dequantized)"
+                if layer.last
+                else (
+                    "int16 pre-activation, 255 tanh thresholds" if layer.activation == "tanh" else "int8 requantized"
+                ),
+            }
+            for layer in self.layers
+        ]
+
+
+def fixed_point(multiplier: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``multiplier`` as a Q31 integer and a power-of-two shift: m = q * 2**(shift - 31), q in [2**30, 2**31)."""
+    quantized, shifts = [], []
+    for value in np.asarray(multiplier, dtype=np.float64):
+        if value <= 0:
+            quantized.append(0)
+            shifts.append(0)
+            continue
+        fraction, exponent = math.frexp(value)
+        q = round(fraction * 2**31)
+        if q == 2**31:
+            q, exponent = q // 2, exponent + 1
+        quantized.append(q)
+        shifts.append(max(exponent, -31))
+    return np.asarray(quantized, np.int64).astype(np.int32), np.asarray(shifts, np.int32)
+
+
+def input_grid(values: np.ndarray) -> tuple[float, int]:
+    """The int8 grid of one layer's input: step and the int8 code of zero (min-max, as ``--act-bits int8``)."""
+    tensor = torch.as_tensor(values)
+    step, zero = activation_grid_parameters(tensor.min(), tensor.max(), 8)
+    return float(step), int(zero) - 128
+
+
+def quantize_mlp(mlp: Mlp, states: np.ndarray) -> IntProgram:
+    """The integer program of ``mlp``, its activation ranges calibrated on ``states``: the network's inputs
+    (observations after normalisation), the fake-quant policy's calibration states."""
+    weights = [weight_codes(layer.weight) for layer in mlp.layers]
+    # ranges from the network with its weights already on their grids, activations in float: what the fake-quant
+    # policy calibrates its activation quantizers on (weights are rounded first, then hooks are calibrated)
+    rounded = replace(
+        mlp,
+        layers=tuple(
+            Dense((codes * step[:, None]).astype(np.float32), layer.bias, layer.activation)
+            for (codes, step), layer in zip(weights, mlp.layers, strict=True)
+        ),
+    )
+    inputs, pre_activations = rounded.trace(states)
+    grids = [input_grid(values) for values in inputs]
+    layers = []
+    for index, layer in enumerate(mlp.layers):
+        codes, step = weights[index]
+        input_step, input_zero = grids[index]
+        accumulator_step = np.float64(input_step) * step.astype(np.float64)
+        common = {"weight": codes, "input_step": input_step, "input_zero": input_zero, "weight_step": step}
+        if index == len(mlp.layers) - 1:
+            layers.append(
+                IntLayer(
+                    bias=layer.bias.astype(np.float32),
+                    activation=layer.activation,
+                    output_scale=accumulator_step.astype(np.float32),
+                    **common,
+                )
+            )
+            continue
+        bias = np.clip(np.round(layer.bias / accumulator_step), -(2**31), 2**31 - 1).astype(np.int32)
+        output_step, output_zero = grids[index + 1]
+        if layer.activation == "tanh":
+            reach = max(INT16_RANGE, 1.25 * float(np.abs(pre_activations[index]).max()))
+            int16_step = reach / INT16_LIMIT
+            multiplier, shift = fixed_point(accumulator_step / int16_step)
+            layers.append(
+                IntLayer(
+                    bias=bias,
+                    activation="tanh",
+                    multiplier=multiplier,
+                    shift=shift,
+                    output_zero=output_zero,
+                    thresholds=tanh_thresholds(int16_step, output_step, output_zero),
+                    **common,
+                )
+            )
+            continue
+        multiplier, shift = fixed_point(accumulator_step / output_step)
+        layers.append(
+            IntLayer(
+                bias=bias,
+                activation=layer.activation,
+                multiplier=multiplier,
+                shift=shift,
+                output_zero=output_zero,
+                output_low=output_zero if layer.activation == "relu" else -128,
+                **common,
+            )
+        )
+    return IntProgram(mlp, tuple(layers))
+
+
+def weight_codes(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric int8 codes of ``weight`` and each channel's step (the fake-quant grid's)."""
+    tensor = torch.as_tensor(weight)
+    step = quant_step(tensor, 8, per_channel=True, symmetric=True).reshape(-1)
+    step = torch.where(step > 0, step, torch.ones_like(step)).numpy().astype(np.float32)
+    return np.clip(np.round(weight / step[:, None]), -127, 127).astype(np.int8), step
+
+
+def tanh_thresholds(int16_step: float, output_step: float, output_zero: int) -> np.ndarray:
+    """The 255 int16 pre-activations at which the int8 code of tanh(y) steps up: code -128 + k needs
+    y >= atanh((k - 0.5 - output_zero) * output_step), for k = 1 .. 255."""
+    found = []
+    for k in range(1, 256):
+        level = (-128 + k - 0.5 - output_zero) * output_step
+        if level <= -1:
+            found.append(-INT16_LIMIT)
+        elif level >= 1:
+            found.append(INT16_LIMIT)
+        else:
+            found.append(int(np.clip(math.ceil(math.atanh(level) / int16_step), -INT16_LIMIT, INT16_LIMIT)))
+    return np.asarray(found, np.int16)

@@ -1,0 +1,258 @@
+"""The text of ``policy.h`` and ``policy.c`` for a ``c-int8`` :class:`~quarl_bench.deploy.c_int8.IntProgram`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quarl_bench.deploy.c_int8 import IntLayer, IntProgram
+
+HEADER = """\
+/* {title}
+ * Written by quarl-bench (c-int8): C99, no dependencies, integer arithmetic as CMSIS-NN's arm_fully_connected_s8.
+ * int quarl_policy_act(const float *observation, float *action):
+ *   observation: QUARL_OBS_DIM raw floats, as the env gives them{normalised}.
+ *   Discrete: returns the action index (and writes it to action[0] when action is not NULL).
+ *   Box: writes QUARL_ACTION_DIM floats, already clipped and unscaled to the bounds, and returns 0.
+ */
+#ifndef QUARL_POLICY_H
+#define QUARL_POLICY_H
+#define QUARL_OBS_DIM {obs_dim}
+#define QUARL_ACTION_DIM {action_dim}
+#define QUARL_DISCRETE {discrete}
+int quarl_policy_act(const float *observation, float *action);
+#endif
+"""
+
+RUNTIME = r"""
+typedef struct {
+    int in, out;
+    const int8_t *weight;
+    const int32_t *bias, *multiplier;
+    const int8_t *shift;
+    int32_t input_zero, output_zero, output_low;
+    const int16_t *thresholds; /* tanh only */
+} quarl_layer;
+
+/* acc * multiplier * 2^(shift - 31), rounded to nearest (ties up) */
+static int32_t requantize(int32_t acc, int32_t multiplier, int32_t shift) {
+    int64_t product = (int64_t)acc * (int64_t)multiplier;
+    int32_t right = 31 - shift;
+    if (right <= 0) return (int32_t)(product << (-right));
+    if (right > 62) return 0;
+    return (int32_t)((product + ((int64_t)1 << (right - 1))) >> right);
+}
+
+/* round half to even, as torch.round; v is clamped well inside int32 first */
+static int32_t round_even(float v) {
+    int32_t t;
+    float fraction;
+    if (v > 1.0e6f) v = 1.0e6f;
+    if (v < -1.0e6f) v = -1.0e6f;
+    t = (int32_t)v;
+    fraction = v - (float)t;
+    if (fraction > 0.5f || (fraction == 0.5f && (t & 1))) return t + 1;
+    if (fraction < -0.5f || (fraction == -0.5f && (t & 1))) return t - 1;
+    return t;
+}
+
+static int32_t clamp32(int32_t v, int32_t low, int32_t high) { return v < low ? low : (v > high ? high : v); }
+
+static int32_t dot(const quarl_layer *layer, const int8_t *in, int row) {
+    const int8_t *w = layer->weight + (long)row * layer->in;
+    int32_t acc = 0;
+    int i;
+    for (i = 0; i < layer->in; i++) acc += (int32_t)w[i] * ((int32_t)in[i] - layer->input_zero);
+    return acc;
+}
+
+static void hidden(const quarl_layer *layer, const int8_t *in, int8_t *out) {
+    int row;
+    for (row = 0; row < layer->out; row++) {
+        int32_t value = requantize(dot(layer, in, row) + layer->bias[row], layer->multiplier[row], layer->shift[row]);
+        if (layer->thresholds) { /* tanh: the code is how many thresholds the int16 pre-activation reaches */
+            int32_t low = 0, high = 255;
+            value = clamp32(value, -32767, 32766);
+            while (low < high) {
+                int32_t middle = (low + high) / 2;
+                if (value >= layer->thresholds[middle]) low = middle + 1; else high = middle;
+            }
+            out[row] = (int8_t)(-128 + low);
+        } else {
+            out[row] = (int8_t)clamp32(value + layer->output_zero, layer->output_low, 127);
+        }
+    }
+}
+
+"""
+
+FLOAT_TANH = r"""
+/* e^x with + - * / only (Cody-Waite reduction, degree-7 polynomial): the same bits on every IEEE float32 target */
+static float quarl_exp(float x) {
+    union { float f; uint32_t u; } scale;
+    float r, p;
+    int32_t n;
+    if (x > 88.0f) x = 88.0f;
+    if (x < -87.0f) return 0.0f;
+    n = round_even(x * 1.44269504f);
+    r = x - (float)n * 0.693145752f - (float)n * 1.42860677e-6f;
+    p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f + r * (0.00833333377f
+        + r * (0.00138888892f + r * 0.000198412701f))))));
+    scale.u = (uint32_t)(n + 127) << 23;
+    return p * scale.f;
+}
+
+static float quarl_tanh(float x) {
+    float e;
+    if (x > 9.0f) return 1.0f;
+    if (x < -9.0f) return -1.0f;
+    if (x > -0.0004f && x < 0.0004f) return x;
+    e = quarl_exp(2.0f * x);
+    return (e - 1.0f) / (e + 1.0f);
+}
+"""
+
+
+def header(program: IntProgram, title: str) -> str:
+    mlp = program.mlp
+    discrete = mlp.head in ("argmax", "quantile-argmax")
+    return HEADER.format(
+        title=title,
+        normalised="; VecNormalize's statistics are applied inside" if mlp.normalized else "",
+        obs_dim=mlp.obs_dim,
+        action_dim=mlp.action_dim,
+        discrete=int(discrete),
+    )
+
+
+def source(program: IntProgram) -> str:
+    """``policy.c``: the tables, the integer kernels and ``quarl_policy_act``."""
+    mlp = program.mlp
+    width = max(layer.weight.shape[0] for layer in program.layers[:-1]) if len(program.layers) > 1 else 1
+    lines = ["#include <stdint.h>", '#include "policy.h"', RUNTIME]
+    if ("tanh",) in program.mlp.final:
+        lines.append(FLOAT_TANH)
+    lines += [_floats("INPUT_STEP", [program.layers[0].input_step])]
+    if mlp.normalized:
+        lines += [_floats("OBS_MEAN", mlp.obs_mean), _floats("OBS_SCALE", mlp.obs_scale)]
+        lines += [_floats("OBS_CLIP", [mlp.clip_obs])]
+    if mlp.head in ("clip", "unscale"):
+        lines += [_floats("ACTION_LOW", mlp.low.reshape(-1)), _floats("ACTION_HIGH", mlp.high.reshape(-1))]
+    for index, layer in enumerate(program.layers):
+        lines += _layer_tables(index, layer)
+    last = program.layers[-1]
+    outputs = last.weight.shape[0]
+    lines.append(f"static int8_t buffer_a[{width}], buffer_b[{width}];")
+    lines.append(f"static float scores[{outputs}];")
+    lines.append("")
+    lines.append("int quarl_policy_act(const float *observation, float *action) {")
+    lines.append("    int8_t *in = buffer_a, *out = buffer_b, *swap;")
+    lines.append("    int i, row;")
+    lines.append("    for (i = 0; i < QUARL_OBS_DIM; i++) {")
+    lines.append("        float x = observation[i];")
+    if mlp.normalized:
+        lines.append("        x = (x - OBS_MEAN[i]) * OBS_SCALE[i];")
+        lines.append("        x = x < -OBS_CLIP[0] ? -OBS_CLIP[0] : (x > OBS_CLIP[0] ? OBS_CLIP[0] : x);")
+    zero = last.input_zero if len(program.layers) == 1 else program.layers[0].input_zero
+    lines.append(f"        in[i] = (int8_t)(clamp32(round_even(x / INPUT_STEP[0]) + {zero + 128}, 0, 255) - 128);")
+    lines.append("    }")
+    for index in range(len(program.layers) - 1):
+        lines.append(f"    hidden(&LAYER_{index}, in, out);")
+        lines.append("    swap = in; in = out; out = swap;")
+    lines += _last_layer(program, len(program.layers) - 1)
+    lines += _head(program)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _layer_tables(index: int, layer: IntLayer) -> list[str]:
+    out, inputs = layer.weight.shape
+    lines = [_ints(f"W{index}", "int8_t", layer.weight.reshape(-1), 32)]
+    if layer.last:
+        lines += [_floats(f"B{index}", layer.bias), _floats(f"SCALE{index}", layer.output_scale)]
+        return lines
+    lines += [_ints(f"B{index}", "int32_t", layer.bias), _ints(f"M{index}", "int32_t", layer.multiplier)]
+    lines.append(_ints(f"S{index}", "int8_t", layer.shift))
+    thresholds = "0"
+    if layer.activation == "tanh":
+        lines.append(_ints(f"T{index}", "int16_t", layer.thresholds, 16))
+        thresholds = f"T{index}"
+    lines.append(
+        f"static const quarl_layer LAYER_{index} = {{{inputs}, {out}, W{index}, B{index}, M{index}, S{index}, "
+        f"{layer.input_zero}, {layer.output_zero}, {layer.output_low}, {thresholds}}};"
+    )
+    return lines
+
+
+def _last_layer(program: IntProgram, index: int) -> list[str]:
+    layer = program.layers[index]
+    out, inputs = layer.weight.shape
+    lines = [f"    for (row = 0; row < {out}; row++) {{"]
+    lines.append(f"        const int8_t *w = W{index} + (long)row * {inputs};")
+    lines.append("        int32_t acc = 0;")
+    lines.append(
+        f"        for (i = 0; i < {inputs}; i++) acc += (int32_t)w[i] * ((int32_t)in[i] - ({layer.input_zero}));"
+    )
+    lines.append(f"        float value = (float)acc * SCALE{index}[row] + B{index}[row];")
+    for op in program.mlp.final:
+        if op[0] == "tanh":
+            lines.append("        value = quarl_tanh(value);")
+        elif op[0] == "relu":
+            lines.append("        value = value > 0.0f ? value : 0.0f;")
+        else:
+            low, high = _float(op[1]), _float(op[2])
+            lines.append(f"        value = value < {low} ? {low} : (value > {high} ? {high} : value);")
+    value = "value"
+    lines.append(f"        scores[row] = {value};")
+    lines.append("    }")
+    lines.append("    (void)out;")
+    return lines
+
+
+def _head(program: IntProgram) -> list[str]:
+    mlp = program.mlp
+    last = program.layers[-1].weight.shape[0]
+    if mlp.head in ("argmax", "quantile-argmax"):
+        actions = last // mlp.quantiles
+        lines = ["    {", "        int best = 0;", "        float best_value = 0.0f;"]
+        lines.append(f"        for (row = 0; row < {actions}; row++) {{")
+        if mlp.head == "quantile-argmax":
+            lines.append("            float value = 0.0f;")
+            lines.append(f"            for (i = 0; i < {mlp.quantiles}; i++) value += scores[i * {actions} + row];")
+            lines.append(f"            value /= {mlp.quantiles}.0f;")
+        else:
+            lines.append("            float value = scores[row];")
+        lines.append("            if (row == 0 || value > best_value) { best = row; best_value = value; }")
+        lines.append("        }")
+        lines.append("        if (action) action[0] = (float)best;")
+        lines.append("        return best;")
+        lines.append("    }")
+        return lines
+    lines = ["    for (row = 0; row < QUARL_ACTION_DIM; row++) {", "        float a = scores[row];"]
+    if mlp.head == "clip":
+        lines.append(
+            "        a = a < ACTION_LOW[row] ? ACTION_LOW[row] : (a > ACTION_HIGH[row] ? ACTION_HIGH[row] : a);"
+        )
+    else:
+        lines.append("        a = ACTION_LOW[row] + 0.5f * (a + 1.0f) * (ACTION_HIGH[row] - ACTION_LOW[row]);")
+    lines += ["        action[row] = a;", "    }", "    return 0;"]
+    return lines
+
+
+def _floats(name: str, values) -> str:
+    items = ", ".join(_float(float(v)) for v in np.asarray(values, dtype=np.float32).reshape(-1))
+    return f"static const float {name}[] = {{{items}}};"
+
+
+def _float(value: float) -> str:
+    text = float(np.float32(value)).hex()  # exact: C99 hexadecimal float literal
+    return text + "f" if "p" in text else text + "p+0f"
+
+
+def _ints(name: str, ctype: str, values, per_line: int = 16) -> str:
+    flat = [int(v) for v in np.asarray(values).reshape(-1)]
+    if ctype == "int32_t":
+        items = [f"{v}" if v != -(2**31) else "(-2147483647 - 1)" for v in flat]
+    else:
+        items = [str(v) for v in flat]
+    rows = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
+    return f"static const {ctype} {name}[] = {{\n    " + ",\n    ".join(rows) + "\n};"

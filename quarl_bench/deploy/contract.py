@@ -1,0 +1,222 @@
+"""The policy contract (``policy.json``) and README of an artifact folder: what goes in, what comes out, what was
+checked, and a plain client (gymnasium plus the runtime, no quarl-bench) that plays it."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from quarl_bench.deploy.backends import Artifact
+from quarl_bench.types import AgentRef, Job, QuantSpec
+
+CONTRACT_VERSION = 1
+
+ACT = {
+    "onnx": """\
+import onnxruntime as ort
+
+session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
+
+
+def act(obs):
+    return session.run(None, {"obs": np.asarray(obs, dtype=np.float32)[None]})[0][0]
+""",
+    "tflite": """\
+from ai_edge_litert.interpreter import Interpreter
+
+interpreter = Interpreter(model_path="policy.tflite", num_threads=1)
+interpreter.allocate_tensors()
+source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+
+
+def act(obs):
+    x = np.asarray(obs, dtype=np.float32)[None]
+    scale, zero = source["quantization"]
+    if scale:  # a full-integer model takes int8: quantize with the input tensor's own scale and zero point
+        x = np.clip(np.round(x / scale) + zero, -128, 127)
+    interpreter.set_tensor(source["index"], x.astype(source["dtype"]))
+    interpreter.invoke()
+    y = interpreter.get_tensor(target["index"])
+    scale, zero = target["quantization"]
+    if scale and y.dtype == np.int8:
+        y = (y.astype(np.float32) - zero) * scale
+    return y[0]
+""",
+    "pte": """\
+import torch
+from executorch.runtime import Runtime
+
+method = Runtime.get().load_program("policy.pte").load_method("forward")
+
+
+def act(obs):
+    return method.execute([torch.as_tensor(np.asarray(obs, dtype=np.float32)[None])])[0].numpy()[0]
+""",
+    "torchscript": """\
+import torch
+
+policy = torch.jit.load("policy.ts.pt")
+
+
+def act(obs):
+    return policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)[None]))[0].numpy()
+""",
+    "c": """\
+import ctypes
+import subprocess
+
+subprocess.run(["cc", "-std=c99", "-O2", "-shared", "-fPIC", "policy.c", "-o", "libpolicy.so"], check=True)
+library = ctypes.CDLL("./libpolicy.so")
+floats = ctypes.POINTER(ctypes.c_float)
+action = np.zeros(max(1, contract["action"]["dim"]), dtype=np.float32)
+
+
+def act(obs):
+    x = np.ascontiguousarray(obs, dtype=np.float32)
+    index = library.quarl_policy_act(x.ctypes.data_as(floats), action.ctypes.data_as(floats))
+    return index if contract["action"]["space"] == "Discrete" else action.copy()
+""",
+}
+
+PLAY = """\
+env = gym.make(contract["env_id"])
+obs, _ = env.reset(seed=0)
+total, done = 0.0, False
+while not done:
+    obs, reward, terminated, truncated, _ = env.step(act(obs))
+    total, done = total + float(reward), terminated or truncated
+print(f"return {total:.1f}")
+"""
+
+
+def client(kind: str) -> str:
+    """A plain client for an artifact of ``kind``, run in the artifact folder: one seeded episode, its return."""
+    head = "import json\n\nimport gymnasium as gym\nimport numpy as np\n\n"
+    head += 'contract = json.load(open("policy.json"))\n'
+    return head + ACT[kind] + "\n\n" + PLAY
+
+
+def contract(
+    artifact: Artifact,
+    ref: AgentRef,
+    module,
+    spec: QuantSpec,
+    claimed: QuantSpec,
+    parity: dict[str, Any],
+    allowed_divergent: bool,
+    certification: dict[str, Any] | None,
+    cortex_m4: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """``policy.json``'s content."""
+    policy = module.policy
+    action_space = policy.action_space
+    observation = {
+        "shape": list(policy.observation_space.shape),
+        "dtype": "uint8" if getattr(module, "image", False) else "float32",
+        "normalization_inside": bool(getattr(module, "normalize", False)),
+    }
+    if observation["normalization_inside"]:
+        observation["normalization"] = {
+            "mean": module.obs_mean.tolist(),
+            "scale": module.obs_scale.tolist(),
+            "clip": module.clip_obs,
+        }
+    if module.discrete:
+        action = {"space": "Discrete", "n": int(action_space.n), "dim": 0, "mapping": "argmax"}
+    else:
+        squashed = getattr(module, "family", "") == "actor" or getattr(policy, "squash_output", False)
+        action = {
+            "space": "Box",
+            "dim": int(np.prod(action_space.shape)),
+            "low": np.asarray(action_space.low).reshape(-1).tolist(),
+            "high": np.asarray(action_space.high).reshape(-1).tolist(),
+            "mapping": "unscale [-1, 1] to [low, high]" if squashed else "clip to [low, high]",
+        }
+    files = {name: hashlib.sha256(data).hexdigest() for name, data in artifact.named_files().items()}
+    found = {
+        "contract_version": CONTRACT_VERSION,
+        "backend": artifact.backend,
+        "env_id": ref.env_id,
+        "files": files,
+        "observation": observation,
+        "action": action,
+        "precision": spec.precision,
+        "claimed_spec": Job(ref.algo, ref.env_id, claimed, ref.content_hash).identity()["spec"],
+        "quantization": quantization(artifact, claimed),
+        "source": {
+            "algo": ref.algo,
+            "env_id": ref.env_id,
+            "agent_hash": ref.content_hash,
+            "agent_path": str(ref.model_path or ref.run_dir or ""),
+            "deploy_spec": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
+        },
+        "parity": parity | {"allowed_divergent": allowed_divergent},
+        "certification": certification,
+    }
+    if cortex_m4 is not None:
+        found["cortex_m4"] = cortex_m4
+    return found
+
+
+def quantization(artifact: Artifact, claimed: QuantSpec) -> dict[str, Any]:
+    """What the artifact's numbers are: per layer for ``c-int8``, the recipe otherwise."""
+    if artifact.kind == "c":
+        return {
+            "weights": "int8, per output channel, symmetric (codes in [-127, 127])",
+            "activations": "int8, per tensor, asymmetric min-max over the calibration states",
+            "accumulators": "int32; requantization by a Q31 multiplier and a shift per channel",
+            "calibration": "the W8A8 fake-quant policy's 1000 visited states (seed 1000000)",
+            "weight_bytes": artifact.info("weight_bytes"),
+            "layers": artifact.info("layers"),
+        }
+    recipes = {
+        "tflite": "PT2E static int8: per-channel symmetric weights, per-tensor activations",
+        "pte": "XNNPACK PT2E int8: per-channel symmetric weights, per-tensor activations",
+    }
+    if claimed.precision == "fp32":
+        return {"weights": "fp32"}
+    from quarl_bench.methods.certify import spec_name
+
+    return {"recipe": recipes.get(artifact.kind, artifact.backend), "claimed": spec_name(claimed)}
+
+
+def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
+    """The folder's README.md: what it is, what was checked, and the plain client."""
+    files = ", ".join(f"`{name}`" for name in document["files"])
+    parity = document["parity"]
+    certification = document.get("certification") or {}
+    lines = [
+        f"# {ref.algo} {ref.env_id}: backend {artifact.backend}",
+        "",
+        f"Made by quarl-bench from the agent with content sha256 {ref.content_hash}. Files: {files}; the contract "
+        "(observation, action mapping, quantization, parity, certification) is `policy.json`.",
+        "",
+        f"- Parity gate against the fake-quant policy it claims to be ({parity['limit']}): "
+        f"{'passed' if parity['passed'] else 'FAILED, written with --allow-divergent'}.",
+    ]
+    if certification:
+        lines.append(
+            f"- Closed-loop reward against that policy: {certification['verdict']} within δ = "
+            f"{certification['delta']:.3g} after {certification['episodes']} paired episodes "
+            f"(confidence {certification['confidence']:.2f})."
+        )
+    if "cortex_m4" in document:
+        m4 = document["cortex_m4"]
+        lines.append(
+            f"- Cortex-M4 build: {m4['flash_bytes']} bytes of flash, {m4['ram_bytes']} bytes of RAM."
+            if "flash_bytes" in m4
+            else f"- Cortex-M4 build: not measured ({m4.get('skipped', '')})."
+        )
+    runtime = {"onnx": "onnxruntime", "tflite": "ai-edge-litert", "pte": "executorch", "c": "a C compiler"}
+    lines += [
+        "",
+        f"Play it with gymnasium and {runtime.get(artifact.kind, 'torch')} alone, from this folder:",
+        "",
+        "```python",
+        client(artifact.kind).rstrip(),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

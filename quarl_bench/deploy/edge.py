@@ -1,0 +1,144 @@
+"""LiteRT (``.tflite``) and ExecuTorch (``.pte``, XNNPACK) artifacts of a deployable policy, and how to play them.
+
+- ``litert-fp32``: ``litert_torch.convert`` of the whole policy (normalisation, network, action head).
+- ``litert-int8``: full-integer int8. PT2E calibration (per-channel symmetric weights, per-tensor activations,
+  static ranges) on the fp32 policy's visited observations, then conversion. Its input and output tensors may be
+  int8: a client quantizes the observation and dequantizes the output with the tensors' own (scale, zero point)
+  (fed floats, it agreed with fp32 on 57.6% of argmaxes in the feasibility run). The graph takes batch 1.
+- ``executorch-fp32`` / ``executorch-int8``: ``torch.export``, XNNPACK's PT2E quantizer for int8, lowered to the
+  XNNPACK delegate; the ``.pte`` takes and returns float32 (and int64 action indices), batch 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from quarl_bench.errors import QuarlError
+
+
+def litert(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray | None) -> bytes:
+    """The ``.tflite`` bytes: fp32, or full-integer int8 calibrated on ``calibration`` (raw observations)."""
+    import tempfile
+
+    import litert_torch
+
+    example = (torch.as_tensor(sample[:1]),)
+    with _quiet(), tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "policy.tflite")
+        if calibration is None:
+            litert_torch.convert(module.eval(), example).export(path)
+        else:
+            from litert_torch.quantize import pt2e_quantizer
+            from litert_torch.quantize.quant_config import QuantConfig
+
+            quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
+                pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
+            )
+            prepared = _calibrated(module, example, quantizer, calibration, fold=False)
+            litert_torch.convert(prepared, example, quant_config=QuantConfig(pt2e_quantizer=quantizer)).export(path)
+        with open(path, "rb") as file:
+            return file.read()
+
+
+def executorch(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray | None) -> bytes:
+    """The ``.pte`` bytes lowered to XNNPACK: fp32, or PT2E int8 calibrated on ``calibration``."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    example = (torch.as_tensor(sample[:1]),)
+    with _quiet():
+        model = module.eval()
+        if calibration is not None:
+            from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+                XNNPACKQuantizer,
+                get_symmetric_quantization_config,
+            )
+
+            quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+            model = _calibrated(module, example, quantizer, calibration, fold=True)
+        program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()])
+        return program.to_executorch().buffer
+
+
+def _calibrated(module, example: tuple, quantizer, calibration: np.ndarray, fold: bool):
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    prepared = prepare_pt2e(torch.export.export(module.eval(), example).module(), quantizer)
+    with torch.no_grad():
+        for row in range(len(calibration)):
+            prepared(torch.as_tensor(calibration[row : row + 1]))
+    return convert_pt2e(prepared, fold_quantize=fold)
+
+
+def litert_runner(data: bytes, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:
+    """Batch of raw observations -> actions through the LiteRT interpreter, one observation per call."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    with _quiet():
+        interpreter = Interpreter(model_content=data, num_threads=threads)
+        interpreter.allocate_tensors()
+    source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+
+    def run(observations: np.ndarray) -> np.ndarray:
+        out = []
+        for row in np.asarray(observations):
+            interpreter.set_tensor(source["index"], quantized_input(row[None], source))
+            interpreter.invoke()
+            out.append(dequantized_output(interpreter.get_tensor(target["index"]), target))
+        return np.concatenate(out)
+
+    return run
+
+
+def quantized_input(observation: np.ndarray, detail: dict) -> np.ndarray:
+    """The observation as the input tensor takes it: quantized with the tensor's (scale, zero point) when the
+    tensor is quantized (a uint8 image's pixel values included)."""
+    dtype = detail["dtype"]
+    scale, zero = detail["quantization"]
+    if scale and np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return np.clip(np.round(observation.astype(np.float32) / scale) + zero, info.min, info.max).astype(dtype)
+    return observation.astype(dtype)
+
+
+def dequantized_output(values: np.ndarray, detail: dict) -> np.ndarray:
+    scale, zero = detail["quantization"]
+    if scale and detail["dtype"] in (np.int8, np.uint8, np.int16):
+        return (values.astype(np.float32) - zero) * scale
+    return values
+
+
+def executorch_runner(data: bytes, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:
+    """Batch of raw observations -> actions through ExecuTorch's runtime, one observation per call."""
+    from executorch.extension.pybindings import portable_lib
+    from executorch.runtime import Runtime
+
+    with _quiet():
+        portable_lib._unsafe_reset_threadpool(threads)
+        method = Runtime.get().load_program(data).load_method("forward")
+
+    def run(observations: np.ndarray) -> np.ndarray:
+        out = [method.execute([torch.as_tensor(row[None])])[0].numpy() for row in np.asarray(observations)]
+        return np.concatenate(out)
+
+    return run
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Converters print progress bars (Python) and logs (C++): both go to a buffer unless they fail."""
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer), native_output_silenced():
+            yield
+    except Exception as error:
+        text = str(error).strip().splitlines()
+        raise QuarlError(f"conversion failed: {type(error).__name__}: {text[0] if text else ''}") from error

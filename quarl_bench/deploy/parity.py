@@ -1,0 +1,114 @@
+"""The parity gate: an artifact played against the fake-quant policy it claims to be, on one fixed set of
+fp32-visited states, before anything is written.
+
+- Discrete actions: the flip rate (artifact action != fake-quant action) outside near-ties, the quarter of states
+  with the smallest fp32 decision margin (the fixed-state fidelity's split: a flip there is a coin toss either
+  implementation could make).
+- Continuous actions: the largest action error in quantization steps of the action range ((high - low) / 255, the
+  int8 grid of the bounds), outside the quarter of states where quantization itself moves the fake-quant action
+  most from fp32 (a bang-bang controller's switching states, where two int8 implementations part like each parts
+  from fp32); the largest error over all states is reported beside it.
+- fp32 artifacts are held to torch: actions within 1e-5 (continuous), the same action outside exact ties whose
+  fp32 top-2 gap is under 1e-5 (discrete).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from quarl_bench.types import BACKEND_PRECISIONS, DEFAULT_CALIBRATION_STATES, QuantSpec
+
+FLIP_LIMIT = 0.02  # discrete: flips outside near-ties
+STEP_LIMIT = 4.0  # continuous: largest error outside the sensitive quarter, in int8 steps of the action range
+FP32_TOLERANCE = 1e-5
+NEAR_TIE_SHARE = 0.25
+W8A8 = QuantSpec(
+    "int8",
+    granularity="per-channel",
+    symmetric=True,
+    act_bits="int8",
+    calibration_states=DEFAULT_CALIBRATION_STATES,
+    calibration_method="minmax",
+)
+# The fake-quant policy each backend claims to be (its weights' grid, and its activations' where they are static).
+CLAIMS: dict[str, QuantSpec] = {
+    "ort-fp16": QuantSpec("fp16"),
+    "ort-int8-dynamic": QuantSpec("int8", granularity="per-tensor", symmetric=True),  # activations dynamic
+    "torchao-int8": QuantSpec("int8", granularity="per-channel", symmetric=True),  # activations dynamic
+}
+
+
+def claimed_spec(backend: str) -> QuantSpec:
+    """The fake-quant spec ``backend``'s artifact claims to be: fp32, fp16, or W8A8 per-channel (static int8)."""
+    if backend in CLAIMS:
+        return CLAIMS[backend]
+    return QuantSpec("fp32") if BACKEND_PRECISIONS[backend] == "fp32" else W8A8
+
+
+def parity(
+    run: Callable[[np.ndarray], np.ndarray],
+    raw_states: np.ndarray,
+    claimed: np.ndarray,
+    fp32: np.ndarray,
+    fp32_values: np.ndarray | None,
+    bounds: tuple[np.ndarray, np.ndarray] | None,
+    precision: str,
+) -> dict[str, Any]:
+    """The gate's figures and verdict for an artifact (``run``) on ``raw_states``.
+
+    :param claimed: the claimed fake-quant policy's actions on the same states; ``fp32``: the fp32 policy's.
+    :param fp32_values: the fp32 decision values (discrete), for near-ties; ``bounds``: (low, high) (continuous).
+    """
+    actions = np.asarray(run(raw_states))
+    n = len(raw_states)
+    if bounds is None:
+        actions, claimed = actions.reshape(n), np.asarray(claimed).reshape(n)
+        from quarl_bench.evaluation.margins import top2_gap
+
+        gaps = top2_gap(fp32_values) if fp32_values is not None else np.ones(n)
+        flipped = actions != claimed
+        if precision == "fp32":
+            outside = gaps >= FP32_TOLERANCE
+            figure = float(flipped[outside].mean()) if outside.any() else 0.0
+            return _verdict(
+                {"states": n, "flip_rate": float(flipped.mean()), "flip_rate_outside_exact_ties": figure},
+                figure == 0.0,
+                "no flip outside fp32 ties under 1e-5",
+            )
+        near_tie = gaps <= np.quantile(gaps, NEAR_TIE_SHARE)
+        figure = float(flipped[~near_tie].mean()) if (~near_tie).any() else 0.0
+        figures = {
+            "states": n,
+            "flip_rate": float(flipped.mean()),
+            "flip_rate_near_ties": float(flipped[near_tie].mean()) if near_tie.any() else 0.0,
+            "flip_rate_outside_near_ties": figure,
+        }
+        return _verdict(figures, figure <= FLIP_LIMIT, f"flip rate outside near-ties <= {FLIP_LIMIT:.0%}")
+    actions = actions.reshape(n, -1).astype(np.float64)
+    claimed = np.asarray(claimed, dtype=np.float64).reshape(n, -1)
+    low, high = (np.asarray(b, dtype=np.float64).reshape(-1) for b in bounds)
+    if precision == "fp32":
+        error = float(np.abs(actions - claimed).max())
+        return _verdict({"states": n, "max_abs_error": error}, error <= FP32_TOLERANCE, "max |action - torch| <= 1e-5")
+    step = (high - low) / 255
+    steps = (np.abs(actions - claimed) / step).max(axis=1)
+    moved = np.abs(claimed - np.asarray(fp32, dtype=np.float64).reshape(n, -1)).max(axis=1)
+    calm = moved <= np.quantile(moved, 1 - NEAR_TIE_SHARE)
+    figure = float(steps[calm].max()) if calm.any() else 0.0
+    figures = {
+        "states": n,
+        "step": step.tolist(),
+        "max_error_steps": float(steps.max()),
+        "max_error_steps_outside_sensitive": figure,
+        "median_error_steps": float(np.median(steps)),
+    }
+    return _verdict(
+        figures, figure <= STEP_LIMIT, f"largest error outside the sensitive quarter <= {STEP_LIMIT:g} steps"
+    )
+
+
+def _verdict(figures: dict[str, Any], passed: bool, limit: str) -> dict[str, Any]:
+    return figures | {"passed": bool(passed), "limit": limit}
