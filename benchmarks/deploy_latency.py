@@ -1,117 +1,160 @@
-"""Deployed-policy latency and size: fp32 vs every int8 backend, one run, ratios side by side.
+"""Latency and size per deployment backend at batch 1 on one thread, measured side by side in one run.
 
-QuaRL Table 4's Policies I, II, III (3-layer MLPs of 64, 256 and 4096-512-1024 hidden units; the paper gives only
-the hidden widths, so the input is 64 features and the output 4 discrete actions here) built synthetically, and
-the shared zoo's ppo/CartPole, dqn/LunarLander and ppo/Breakout (CNN). Batch 1, one thread, 1000 timed calls after
-100 warm-up ones; sizes are the artifacts' bytes; peak MB is the resident memory of a fresh process that loads
-and runs the artifact (ONNX Runtime or TorchScript; none for torchao's state dict). ``quarl-bench table4`` times
-the same three policies and stores them for ``quarl-bench report``. Speed-ups are against torch fp32 (the SB3 policy as it runs in
-PyTorch) and against ONNX Runtime fp32.
+Policies: QuaRL Table 4's synthetic MLPs I-III and the zoo's ppo CartPole, dqn LunarLander and ppo Breakout (a
+CNN: c-int8 writes MLPs only). For each policy and backend: the artifact's bytes, the median and p99 latency of
+batch-1 calls, and int8's speed-up over the same runtime's fp32. Then ONNX Runtime's per-operator profile of the
+slowest policy (its fp32 and int8-static graphs).
 
-    python benchmarks/deploy_latency.py [--folder ../shared/zoo] [--calls 1000]
+    python benchmarks/deploy_latency.py --zoo ../shared/zoo --calls 500
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import json
 import os
-import warnings
+import tempfile
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 import torch
 
 from quarl_bench import (
-    BACKEND_PRECISIONS,
-    INT8_BACKENDS,
     TABLE4_POLICIES,
-    config_dir,
-    console,
+    AgentQuery,
+    QuarlError,
+    artifact_runner,
+    build_artifact,
+    deploy_calibration_states,
     greedy_mlp,
     latency,
-    peak_memory_mb,
+    load_agent,
+    resolve,
+    split_normalizer,
     synthetic_observations,
+    visited_states,
 )
-from quarl_bench import artifact_runner as runner
-from quarl_bench import build_artifact as build
+from quarl_bench import DeployablePolicy as Deployable
 
-BACKENDS = tuple(BACKEND_PRECISIONS)
-INT8 = INT8_BACKENDS
-ZOO_AGENTS = (("ppo", "CartPole-v1"), ("dqn", "LunarLander-v3"), ("ppo", "BreakoutNoFrameskip-v4"))
+BACKENDS = (
+    "torch-fp32",
+    "ort-fp32",
+    "ort-int8-static",
+    "litert-fp32",
+    "litert-int8",
+    "executorch-fp32",
+    "executorch-int8",
+    "c-int8",
+)
+PAIRS = (("ort-fp32", "ort-int8-static"), ("litert-fp32", "litert-int8"), ("executorch-fp32", "executorch-int8"))
+ZOO_AGENTS = (("ppo", "CartPole-v1"), ("dqn", "LunarLander-v2"), ("ppo", "BreakoutNoFrameskip-v4"))
 
 
-def policies(folder: Path):
-    """(name, module, observations for timing and calibration) for each benchmarked policy."""
-    for name, hidden in TABLE4_POLICIES.items():
-        yield f"policy {name}", greedy_mlp(hidden), synthetic_observations()
-    from quarl_bench import DeployablePolicy, deploy_calibration_states, load_agent, resolve_agent, split_normalizer
+def synthetic(name: str) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
+    states = synthetic_observations()
+    return greedy_mlp(TABLE4_POLICIES[name]), states, states
 
-    for algo, env_id in ZOO_AGENTS:
-        agent = load_agent(resolve_agent(algo, env_id, folder, Path("results/agents"), use_hub=False))
-        env = agent.make_env(1, 0)
-        raw, normalizer = split_normalizer(env)
-        module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
-        env.close()
-        yield f"{algo} {env_id}", module, deploy_calibration_states(agent, 256, seed=10_000)
+
+def zoo_policy(zoo: str, algo: str, env: str, count: int) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
+    agent = load_agent(resolve(AgentQuery(env=env, algo=algo, folder=zoo, use_hub=False)))
+    made = agent.make_env(1, 0)
+    raw, normalizer = split_normalizer(made)
+    made.close()
+    module = Deployable(agent.model.policy, raw.observation_space, normalizer).eval()
+    return (
+        module,
+        deploy_calibration_states(agent, count, 1000),
+        visited_states(agent.model.policy, agent.make_env, count),
+    )
+
+
+def time_backend(backend: str, module, raw: np.ndarray, network: np.ndarray, calls: int) -> dict:
+    calibration = raw if backend == "ort-int8-static" else None
+    artifact = build_artifact(backend, module, raw[:1], calibration, "minmax", network)
+    run = artifact_runner(artifact, threads=1)
+    timing = latency(run, raw[0], calls=calls, warmup=max(10, calls // 10))
+    return {"bytes": artifact.nbytes, "p50_us": timing["p50_ms"] * 1e3, "p99_us": timing["p99_ms"] * 1e3}
+
+
+def ort_profile(module, raw: np.ndarray, network: np.ndarray, calls: int) -> dict[str, dict[str, float]]:
+    """Per ONNX operator type: microseconds per call (ORT's own profiler), fp32 and int8-static graphs."""
+    import onnxruntime as ort
+
+    found = {}
+    for backend in ("ort-fp32", "ort-int8-static"):
+        artifact = build_artifact(
+            backend, module, raw[:1], raw if backend.endswith("static") else None, "minmax", network
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+            options.enable_profiling, options.profile_file_prefix = True, os.path.join(folder, "profile")
+            session = ort.InferenceSession(artifact.data, options, providers=["CPUExecutionProvider"])
+            for _ in range(calls):
+                session.run(None, {"obs": raw[:1]})
+            events = json.loads(Path(session.end_profiling()).read_text())
+        per_op: dict[str, float] = {}
+        for event in events:
+            if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+                op = event.get("args", {}).get("op_name", "?")
+                per_op[op] = per_op.get(op, 0.0) + event["dur"] / calls
+        found[backend] = dict(sorted(per_op.items(), key=lambda item: -item[1]))
+    return found
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--folder", type=Path, default=Path(os.environ.get("QUARL_ZOO", "../shared/zoo")))
-    parser.add_argument("--calls", type=int, default=1000)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
+    parser.add_argument("--calls", type=int, default=500, help="timed batch-1 calls per policy and backend")
+    parser.add_argument("--states", type=int, default=300, help="calibration states of the zoo agents")
+    parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
-    logging.disable(logging.WARNING)  # onnxruntime's "consider pre-processing" advice
-    warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    rows, summary = [], {}
-    for name, module, observations in policies(args.folder):
-        timings: dict[str, tuple[float, int]] = {}
+    policies = {f"Table 4 {name}": (lambda name=name: synthetic(name)) for name in TABLE4_POLICIES}
+    for algo, env in ZOO_AGENTS:
+        policies[f"{algo} {env}"] = lambda algo=algo, env=env: zoo_policy(args.zoo, algo, env, args.states)
+    results: dict[str, dict[str, dict]] = {}
+    loaded = {}
+    for name, load in policies.items():
+        try:
+            loaded[name] = load()
+        except QuarlError as error:
+            print(f"{name}: skipped ({error})")
+            continue
+        module, raw, network = loaded[name]
+        calls = args.calls if raw[0].size < 10_000 else max(50, args.calls // 5)
+        results[name] = {}
         for backend in BACKENDS:
             try:
-                artifact = build(backend, module, observations[:1], observations)
-            except Exception as error:  # a backend that cannot run here says why; the others go on
-                console.print(f"{name}: {backend} unavailable: {type(error).__name__}: {str(error).splitlines()[0]}")
-                continue
-            timing = latency(runner(artifact), observations[0], calls=args.calls)
-            timings[backend] = (timing["p50_ms"], artifact.nbytes)
-            rows.append(
-                {
-                    "policy": name,
-                    "backend": backend,
-                    "p50 ms": timing["p50_ms"],
-                    "p99 ms": timing["p99_ms"],
-                    "bytes": artifact.nbytes,
-                    "peak MB": peak_memory_mb(artifact, observations[0]),
-                }
+                results[name][backend] = time_backend(backend, module, raw, network, calls)
+            except QuarlError as error:
+                results[name][backend] = {"error": str(error)}
+            figure = results[name][backend]
+            shown = (
+                f"{figure['p50_us']:9.1f} µs p50 {figure['p99_us']:9.1f} p99 {figure['bytes']:>10,d} B"
+                if "p50_us" in figure
+                else figure["error"][:90]
             )
-        base_ms, base_bytes = timings["torch-fp32"]
-        ort_ms = timings["ort-fp32"][0]
-        for row in rows:
-            if row["policy"] == name:
-                row["vs torch fp32"] = base_ms / row["p50 ms"]
-                row["vs ort fp32"] = ort_ms / row["p50 ms"]
-                row["size vs fp32"] = timings["ort-fp32"][1] / row["bytes"]
-        best = min((b for b in INT8 if b in timings), key=lambda b: timings[b][0])
-        speed, size = base_ms / timings[best][0], timings["ort-fp32"][1] / timings[best][1]
-        summary[name] = f"{name}: int8 {speed:.1f}x faster than fp32, {size:.1f}x smaller"
-        console.print(f"{summary[name]} (best int8: {best}; {ort_ms / timings[best][0]:.1f}x vs ONNX Runtime fp32)")
-    console.print(pd.DataFrame(rows).round(3).to_markdown(index=False))
-    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
-    ours = pd.DataFrame(rows)
-    console.print(
-        "QuaRL Table 4 (RasPi-3b+, fp32 vs int8 weights and activations) next to this machine (x86, 1 thread):"
-    )
-    for _, published in paper.iterrows():
-        name = published["policy"].lower()
-        mine = ours[ours["policy"].str.lower() == name].set_index("backend")["p50 ms"]
-        best = mine.reindex(list(INT8)).dropna()
-        console.print(
-            f"  {published['policy']}: paper {published['fp32_ms']} -> {published['int8_ms']} ms "
-            f"({published['speedup']}x, {published['device']}); here torch fp32 {mine['torch-fp32']:.3f} -> "
-            f"{best.min():.3f} ms ({mine['torch-fp32'] / best.min():.1f}x, {best.idxmin()})"
-        )
-    print(summary["policy III"])  # fp32 = the torch fp32 policy; size against the fp32 ONNX artifact
+            print(f"{name:32s} {backend:16s} {shown}", flush=True)
+    print("\nint8 speed-up over the same runtime's fp32 (p50 ratio; < 1 means int8 is slower):")
+    for name, by_backend in results.items():
+        ratios = []
+        for fp32, int8 in PAIRS:
+            if "p50_us" in by_backend.get(fp32, {}) and "p50_us" in by_backend.get(int8, {}):
+                ratios.append(f"{fp32.split('-')[0]} {by_backend[fp32]['p50_us'] / by_backend[int8]['p50_us']:.2f}x")
+        if "p50_us" in by_backend.get("c-int8", {}):
+            ratios.append(
+                f"c-int8 vs torch-fp32 {by_backend['torch-fp32']['p50_us'] / by_backend['c-int8']['p50_us']:.2f}x"
+            )
+        print(f"  {name:32s} " + ", ".join(ratios))
+    slowest = max(results, key=lambda name: results[name].get("ort-fp32", {}).get("p50_us", 0))
+    module, raw, network = loaded[slowest]
+    profile = ort_profile(module, raw, network, 100)
+    print(f"\nONNX Runtime per-operator time of the slowest policy ({slowest}), µs per batch-1 call:")
+    for backend, per_op in profile.items():
+        print(f"  {backend}: " + ", ".join(f"{op} {us:.1f}" for op, us in per_op.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"latency": results, "ort_profile": {slowest: profile}}, indent=1))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ _API = {
     "load_study": "quarl_bench.registry",
     "select_cells": "quarl_bench.registry:select",
     "build_artifact": "quarl_bench.deploy.backends:build",
+    "export_artifact": "quarl_bench.api",
+    "BACKEND_NEEDS": "quarl_bench.deploy.backends",
     "artifact_runner": "quarl_bench.deploy.backends:runner",
     "BACKEND_PRECISIONS": "quarl_bench.types",
     "INT8_BACKENDS": "quarl_bench.deploy.backends",

@@ -12,6 +12,7 @@ EXTRAS = {
     "distributed": ("ray", "codecarbon", "onnx", "onnxruntime"),
     "deploy": ("onnx", "onnxruntime", "torchao"),
     "mujoco": ("mujoco", "dm_control", "shimmy"),
+    "edge": ("litert_torch", "ai_edge_litert", "executorch"),
 }
 
 

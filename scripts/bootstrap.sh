@@ -12,6 +12,21 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(not torch.__version__.star
         || .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0"
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -e ".[dev,all]"
+# Edge runtimes (LiteRT, ExecuTorch) after the rest, torch held at 2.13.0: xdsl (litert-torch's) pins
+# typing-extensions<4.13 while selenium needs >=4.15; LiteRT's converter works with 4.16, so it is put back after.
+if ! .venv/bin/python -c "import litert_torch, ai_edge_litert, executorch" 2>/dev/null; then
+    echo "torch==2.13.0" > .venv/edge-constraints.txt
+    .venv/bin/pip install --quiet --disable-pip-version-check -c .venv/edge-constraints.txt -e ".[edge]" 2>/dev/null \
+        || echo "bootstrap: the edge extra did not install: litert-* and executorch-* backends will say so"
+    .venv/bin/pip install --quiet --disable-pip-version-check -c .venv/edge-constraints.txt \
+        "typing-extensions>=4.15" "cattrs<26" 2>/dev/null
+fi
+# c-int8's Cortex-M4 build runs under QEMU (tests skip it without these).
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v qemu-system-arm >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-arm-none-eabi \
+        libnewlib-arm-none-eabi qemu-system-arm) >/dev/null 2>&1 \
+        || echo "bootstrap: the Cortex-M toolchain is not installed (no apt access?): its test will be skipped"
+fi
 # The HTML report's browser test drives Debian's chromium (playwright's own browser download is unreachable here).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromedriver >/dev/null; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \

@@ -156,9 +156,10 @@ def test_the_written_commands_run_from_a_folder_of_their_own(cli, zoo: Path, tmp
     (work / "cleanrl_agent.py").write_text(textwrap.dedent(CLEANRL))
     PPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu").save(work / "my_agent.zip")
     code, _, err = cli(
-        "export", "--model", "my_agent.zip", "--env", "CartPole-v1", "--backend", "ort-fp32", "--out", "policy.onnx"
+        "export", "--model", "my_agent.zip", "--env", "CartPole-v1", "--backend", "ort-fp32", "--out", "exported"
     )
     assert code == 0, err
+    (work / "policy.onnx").write_bytes((work / "exported" / "policy.onnx").read_bytes())  # "your ONNX file"
     ran = []
     order = sorted(COMMANDS, key=lambda found: arguments(found[1])[0] in ("report", "results"))  # reports last
     for source, command in order:

@@ -211,11 +211,12 @@ def test_deploy_and_export_an_onnx_policy(cli, own: Path, tmp_path: Path) -> Non
     assert sorted(frame["backend"]) == ["ort-int8-dynamic", "torch-fp32"]
     int8 = frame.set_index("backend").loc["ort-int8-dynamic", "provenance"]["deployment"]
     assert int8["graph"].get("INT8", 0) + int8["graph"].get("UINT8", 0) >= 2  # both weight matrices int8
-    code, _, err = cli("export", *agent, "--backend", "ort-int8-dynamic", "--out", tmp_path / "p.onnx")
+    store = ("--store", tmp_path / "e.sqlite")
+    code, _, err = cli("export", *agent, "--backend", "ort-int8-dynamic", "--out", tmp_path / "p", *store)
     assert code == 0, err
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(tmp_path / "p.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(tmp_path / "p" / "policy.onnx"), providers=["CPUExecutionProvider"])
     actions = session.run(None, {"obs": np.array([[0.5, 0.5], [0.9, 0.1]], np.float32)})[0]
     assert actions.dtype == np.int64 and actions.shape == (2,)
 
@@ -238,10 +239,11 @@ def test_onnx_round_trip_and_sb3_recipe_play_greedy_on_their_actions(cli, own: P
 
     env = ("--env", "corridor_env:Corridor-v0")
     play = (*env, "--bits", "32", "4", "-n", "10")
-    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
-    code, _, err = cli("export", "--model", own / "corridor_ppo.zip", *env, "--backend", "ort-fp32", "--out", first)
+    store = ("--store", tmp_path / "e.sqlite")
+    code, _, err = cli("export", "--model", own / "corridor_ppo.zip", *env, "--backend", "ort-fp32", "--out", tmp_path / "first", *store)
     assert code == 0, err
-    code, _, err = cli("export", "--model", first, *env, "--backend", "ort-fp32", "--out", second)
+    first, second = tmp_path / "first" / "policy.onnx", tmp_path / "second" / "policy.onnx"
+    code, _, err = cli("export", "--model", first, *env, "--backend", "ort-fp32", "--out", second.parent, *store)
     assert code == 0, err
     model = PPO.load(own / "corridor_ppo.zip", device="cpu")
     sb3_graph = tmp_path / "sb3_recipe.onnx"

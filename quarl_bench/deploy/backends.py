@@ -191,10 +191,32 @@ def _edge(backend: str, module, sample: np.ndarray, network_states: np.ndarray |
         raise QuarlError(f"{backend} needs calibration states: none were given")
     if backend == "c-int8":
         return c_artifact(module, network_states)
-    raw = raw_observations(module, network_states, sample.dtype) if int8 else None
+    meta: tuple[tuple[str, object], ...] = ()
+    if int8 and getattr(module, "normalize", False):
+        # Full-integer graphs quantize their input per tensor: the raw observation's features have very different
+        # scales (MountainCar: position +-1.2, velocity +-0.07), so VecNormalize's statistics stay outside, as the
+        # fake-quant policy quantizes the normalised observation. policy.json carries them for the client.
+        meta = (("normalization", normalization(module)),)
+        module = copy.copy(module)
+        module.normalize = False
+        raw = np.asarray(network_states, dtype=np.float32)
+    else:
+        raw = raw_observations(module, network_states, sample.dtype) if int8 else None
+    sample = sample if not meta else normalized(sample, dict(meta)["normalization"])
     if backend.startswith("litert"):
-        return Artifact(backend, "tflite", edge.litert(module, sample, raw))
-    return Artifact(backend, "pte", edge.executorch(module, sample, raw))
+        return Artifact(backend, "tflite", edge.litert(module, sample, raw), meta=meta)
+    return Artifact(backend, "pte", edge.executorch(module, sample, raw), meta=meta)
+
+
+def normalization(module) -> dict[str, object]:
+    """VecNormalize's observation statistics as the client applies them: clip((obs - mean) * scale, -clip, clip)."""
+    return {"mean": module.obs_mean.tolist(), "scale": module.obs_scale.tolist(), "clip": module.clip_obs}
+
+
+def normalized(observations: np.ndarray, statistics: dict) -> np.ndarray:
+    mean, scale = np.asarray(statistics["mean"], np.float32), np.asarray(statistics["scale"], np.float32)
+    x = (np.asarray(observations, dtype=np.float32) - mean) * scale
+    return np.clip(x, -statistics["clip"], statistics["clip"]).astype(np.float32)
 
 
 def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
@@ -298,7 +320,9 @@ def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.nd
     if artifact.kind in ("tflite", "pte"):
         from quarl_bench.deploy import edge
 
-        return (edge.litert_runner if artifact.kind == "tflite" else edge.executorch_runner)(artifact.data, threads)
+        run = (edge.litert_runner if artifact.kind == "tflite" else edge.executorch_runner)(artifact.data, threads)
+        statistics = artifact.info("normalization")
+        return run if statistics is None else (lambda obs: run(normalized(obs, statistics)))
     if artifact.kind == "c":
         from quarl_bench.deploy.c_build import host_runner
 

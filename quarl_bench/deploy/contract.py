@@ -81,11 +81,22 @@ def act(obs):
 }
 
 PLAY = """\
+observation = contract["observation"]
+statistics = None if observation["normalization_inside"] else observation.get("normalization")
+
+
+def prepare(obs):  # VecNormalize's statistics, where the artifact leaves them to the client
+    if statistics is None:
+        return obs
+    x = (np.asarray(obs, dtype=np.float32) - np.float32(statistics["mean"])) * np.float32(statistics["scale"])
+    return np.clip(x, -statistics["clip"], statistics["clip"])
+
+
 env = gym.make(contract["env_id"])
 obs, _ = env.reset(seed=0)
 total, done = 0.0, False
 while not done:
-    obs, reward, terminated, truncated, _ = env.step(act(obs))
+    obs, reward, terminated, truncated, _ = env.step(act(prepare(obs)))
     total, done = total + float(reward), terminated or truncated
 print(f"return {total:.1f}")
 """
@@ -112,16 +123,21 @@ def contract(
     """``policy.json``'s content."""
     policy = module.policy
     action_space = policy.action_space
+    normalizes = bool(getattr(module, "normalize", False))
+    outside = artifact.info("normalization") is not None
     observation = {
         "shape": list(policy.observation_space.shape),
         "dtype": "uint8" if getattr(module, "image", False) else "float32",
-        "normalization_inside": bool(getattr(module, "normalize", False)),
+        "normalization_inside": normalizes and not outside,
     }
-    if observation["normalization_inside"]:
+    if normalizes:
         observation["normalization"] = {
             "mean": module.obs_mean.tolist(),
             "scale": module.obs_scale.tolist(),
             "clip": module.clip_obs,
+            "applied": "inside the artifact"
+            if not outside
+            else "by the client, before the artifact: clip((obs - mean) * scale, -clip, clip)",
         }
     if module.discrete:
         action = {"space": "Discrete", "n": int(action_space.n), "dim": 0, "mapping": "argmax"}

@@ -1,0 +1,201 @@
+"""Edge artifacts: c-int8 (host and Cortex-M4 under QEMU), LiteRT and ExecuTorch, each behind the parity gate, with
+policy.json and a plain client that plays the artifact without quarl-bench."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from quarl_bench.deploy.c_build import cross_tools_missing, play_recorded
+from quarl_bench.deploy.c_int8 import fixed_point, tanh_thresholds
+
+EDGE = all(importlib.util.find_spec(m) for m in ("litert_torch", "ai_edge_litert", "executorch"))
+
+
+def client_of(folder: Path) -> str:
+    """The python block of the artifact folder's README: the plain client."""
+    return re.search(r"```python\n(.*?)```", (folder / "README.md").read_text(), re.S).group(1)
+
+
+def play_client(folder: Path) -> float:
+    code = client_of(folder)
+    assert "quarl_bench" not in code  # gymnasium and the runtime alone
+    done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.strip().splitlines()[-1].split()[-1])
+
+
+def test_fixed_point_multipliers_are_exact_where_a_q31_value_is() -> None:
+    q, shift = fixed_point(np.array([0.75, 0.5, 3.0, 2.0**-10]))
+    assert q.tolist() == [3 * 2**29, 2**30, 3 * 2**29, 2**30]
+    assert shift.tolist() == [0, 0, 2, -9]  # m = q * 2**(shift - 31)
+
+
+def test_tanh_thresholds_step_where_the_int8_code_of_tanh_changes() -> None:
+    # output grid: step 1/127.5, zero at code 0 (int8); an int16 pre-activation step of 1/4096
+    thresholds = tanh_thresholds(1 / 4096, 1 / 127.5, 0)
+    assert len(thresholds) == 255 and np.all(np.diff(thresholds.astype(int)) >= 0)
+    # code 0 -> 1 when tanh(y) >= 0.5 / 127.5: y = atanh(0.00392...) = 0.0039216, 16.06 int16 steps -> 17
+    assert thresholds[128] == 17 and thresholds[127] == -16
+
+
+def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cartpole-c"
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
+    code, printed, err = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "policy.c", "policy.h", "policy.json"]
+    contract = json.loads((out / "policy.json").read_text())
+    assert contract["action"] == {"space": "Discrete", "n": 2, "dim": 0, "mapping": "argmax"}
+    assert contract["parity"]["passed"] and contract["parity"]["flip_rate_outside_near_ties"] <= 0.02
+    assert contract["certification"]["verdict"] == "equivalent"
+    assert contract["quantization"]["weight_bytes"] == 4 * 64 + 64 * 64 + 64 * 2
+    assert (
+        "#include <stdint.h>" in (out / "policy.c").read_text()
+        and "#include <math.h>" not in (out / "policy.c").read_text()
+    )
+    if not cross_tools_missing():
+        m4 = contract["cortex_m4"]
+        assert m4["flash_bytes"] <= 1.2 * (m4["weight_bytes"] + 4096)
+    assert play_client(out) >= 475  # CartPole's solved threshold, on one seeded episode
+    again = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
+    assert again[0] == 2 and "not empty" in again[2] and len(again[2].strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(
+    bool(cross_tools_missing()), reason="needs gcc-arm-none-eabi, libnewlib-arm-none-eabi, qemu-system-arm"
+)
+def test_a_cortex_m4_under_qemu_acts_bit_for_bit_as_the_host_on_1000_observations(zoo: Path) -> None:
+    from quarl_bench import AgentQuery, resolve
+    from quarl_bench.deploy.backends import c_artifact
+    from quarl_bench.deploy.export import deployable, split_normalizer
+    from quarl_bench.evaluation.calibration import visited_states
+    from quarl_bench.methods.deploy import deploy_calibration_states
+    from quarl_bench.zoo.agents import load_agent
+
+    agent = load_agent(resolve(AgentQuery(env="Pendulum-v1", algo="sac", folder=str(zoo), use_hub=False)))
+    env = agent.make_env(1, 0)
+    raw, normalizer = split_normalizer(env)
+    artifact = c_artifact(
+        deployable(agent.model.policy, raw.observation_space, normalizer),
+        visited_states(agent.model.policy, agent.make_env, 1000),
+    )
+    observations = deploy_calibration_states(agent, 1000, 123)
+    host = play_recorded(dict(artifact.files), observations, "host")
+    emulated = play_recorded(dict(artifact.files), observations, "qemu")
+    assert len(host) == 1000 and host == emulated
+    assert len({line for line in host}) > 100  # continuous actions, as float bits: not one constant line
+
+
+@pytest.mark.skipif(not EDGE, reason="needs the 'edge' extra (litert-torch, ai-edge-litert, executorch)")
+@pytest.mark.parametrize("backend", ["litert-int8", "executorch-int8", "litert-fp32"])
+def test_litert_and_executorch_exports_pass_the_gate_and_play_alone(
+    cli, zoo: Path, tmp_path: Path, backend: str
+) -> None:
+    out = tmp_path / backend
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
+    code, _, err = cli("export", *agent, "--backend", backend, "--out", out, "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    contract = json.loads((out / "policy.json").read_text())
+    assert contract["parity"]["passed"] and contract["certification"]["verdict"] == "equivalent"
+    assert contract["files"].keys() == {"policy.tflite" if backend.startswith("litert") else "policy.pte"}
+    assert play_client(out) >= 475
+
+
+@pytest.mark.skipif(not EDGE, reason="needs the 'edge' extra")
+def test_a_normalised_agent_keeps_its_statistics_outside_a_full_integer_graph(cli, zoo: Path, tmp_path: Path) -> None:
+    """a2c MountainCarContinuous runs under VecNormalize: quantizing the raw observation per tensor (position +-1.2,
+    velocity +-0.07) failed the gate by 32 steps; with the statistics outside, the client applies them."""
+    out = tmp_path / "mcc"
+    agent = ("--algo", "a2c", "--env", "MountainCarContinuous-v0", "--folder", zoo)
+    code, _, err = cli("export", *agent, "--backend", "litert-int8", "--out", out, "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    contract = json.loads((out / "policy.json").read_text())
+    assert (
+        not contract["observation"]["normalization_inside"]
+        and "client" in contract["observation"]["normalization"]["applied"]
+    )
+    assert contract["parity"]["max_error_steps_outside_sensitive"] <= 4
+    assert play_client(out) > 80  # the fp32 agent's return is about 91
+
+
+def test_a_failed_gate_writes_nothing_unless_allowed(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
+    from quarl_bench.deploy import parity
+
+    monkeypatch.setattr(parity, "FLIP_LIMIT", -1.0)  # no artifact can pass: the refusal path
+    agent = (
+        "--algo",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--folder",
+        zoo,
+        "--backend",
+        "c-int8",
+        "--store",
+        tmp_path / "q.sqlite",
+    )
+    code, _, err = cli("export", *agent, "--out", tmp_path / "refused")
+    assert code == 2 and "parity gate failed" in err and "--allow-divergent" in err
+    assert not (tmp_path / "refused").exists() and not list(tmp_path.glob(".refused*"))
+    code, _, err = cli("export", *agent, "--out", tmp_path / "allowed", "--allow-divergent")
+    assert code == 0, err
+    contract = json.loads((tmp_path / "allowed" / "policy.json").read_text())
+    assert contract["parity"]["allowed_divergent"] and not contract["parity"]["passed"]
+
+
+def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
+    from quarl_bench.deploy import backends
+
+    store = ("--store", tmp_path / "q.sqlite")
+    cnn = ("--algo", "ppo", "--env", "BreakoutNoFrameskip-v4", "--folder", zoo)
+    if (zoo / "ppo" / "BreakoutNoFrameskip-v4_1" / "BreakoutNoFrameskip-v4.zip").is_file():
+        code, _, err = cli("export", *cnn, "--backend", "c-int8", "--out", tmp_path / "cnn", *store)
+        assert code == 2 and "MLP policies only" in err and len(err.strip().splitlines()) == 1
+    cartpole = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
+    code, _, err = cli("export", *cartpole, "--backend", "tensorrt-int8", "--out", tmp_path / "trt", *store)
+    assert code == 2 and "tensorrt-int8" in err and "c-int8" in err
+    monkeypatch.setitem(backends.BACKEND_NEEDS, "litert-int8", ("edge", ("no_such_litert_module",)))
+    code, _, err = cli("export", *cartpole, "--backend", "litert-int8", "--out", tmp_path / "lite", *store)
+    assert code == 2 and "'edge' extra" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    code, _, err = cli("export", *cartpole, "--backend", "c-int8", "--out", tmp_path / "full", *store)
+    assert code == 2 and "--force" in err and (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    assert not any((tmp_path / name).exists() for name in ("cnn", "trt", "lite"))
+
+
+class TwoSwitches(gym.Env):
+    """A MultiDiscrete action space: no deployable head expresses it."""
+
+    observation_space = spaces.Box(-1, 1, (3,), np.float32)
+    action_space = spaces.MultiDiscrete([2, 3])
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, True, False, {}
+
+
+def test_a_multidiscrete_policy_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    from quarl_bench import AgentQuery, QuantSpec, QuarlError, ResultStore, export_artifact, resolve
+
+    gym.register("TwoSwitches-v0", entry_point=TwoSwitches)
+    model = PPO("MlpPolicy", "TwoSwitches-v0", n_steps=16, batch_size=16, device="cpu")
+    ref = resolve(AgentQuery(env="TwoSwitches-v0", model=model, cache=str(tmp_path / "cache")))
+    with ResultStore(tmp_path / "q.sqlite") as store, pytest.raises(QuarlError, match="MultiDiscrete"):
+        export_artifact(ref, QuantSpec(method="deploy", backend="c-int8"), tmp_path / "out", store)
+    assert not (tmp_path / "out").exists()
