@@ -108,11 +108,14 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="timed batch-1 calls per policy and backend")
     parser.add_argument("--states", type=int, default=300, help="calibration states of the zoo agents")
     parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument("--only", nargs="+", default=None, help="policies whose name contains one of these (e.g. III)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     policies = {f"Table 4 {name}": (lambda name=name: synthetic(name)) for name in TABLE4_POLICIES}
     for algo, env in ZOO_AGENTS:
         policies[f"{algo} {env}"] = lambda algo=algo, env=env: zoo_policy(args.zoo, algo, env, args.states)
+    if args.only:
+        policies = {name: load for name, load in policies.items() if any(part in name for part in args.only)}
     results: dict[str, dict[str, dict]] = {}
     loaded = {}
     for name, load in policies.items():

@@ -102,7 +102,9 @@ def test_deploy_command_int8_static_plays_500_and_reports_next_to_ptq(cli, zoo: 
 def test_export_writes_an_artifact_that_runs_with_onnxruntime_alone(cli, zoo: Path, tmp_path: Path) -> None:
     out = tmp_path / "a2c-acrobot-int8"
     agent = ("--algo", "a2c", "--env", "Acrobot", "--folder", zoo)
-    code, _, err = cli("export", *agent, "--backend", "ort-int8-dynamic", "--out", out, "--store", tmp_path / "q.sqlite")
+    code, _, err = cli(
+        "export", *agent, "--backend", "ort-int8-dynamic", "--out", out, "--store", tmp_path / "q.sqlite"
+    )
     assert code == 0, err
     contract = json.loads((out / "policy.json").read_text())
     assert contract["observation"]["normalization_inside"]  # the zoo's a2c Acrobot runs under VecNormalize

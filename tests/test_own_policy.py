@@ -240,7 +240,17 @@ def test_onnx_round_trip_and_sb3_recipe_play_greedy_on_their_actions(cli, own: P
     env = ("--env", "corridor_env:Corridor-v0")
     play = (*env, "--bits", "32", "4", "-n", "10")
     store = ("--store", tmp_path / "e.sqlite")
-    code, _, err = cli("export", "--model", own / "corridor_ppo.zip", *env, "--backend", "ort-fp32", "--out", tmp_path / "first", *store)
+    code, _, err = cli(
+        "export",
+        "--model",
+        own / "corridor_ppo.zip",
+        *env,
+        "--backend",
+        "ort-fp32",
+        "--out",
+        tmp_path / "first",
+        *store,
+    )
     assert code == 0, err
     first, second = tmp_path / "first" / "policy.onnx", tmp_path / "second" / "policy.onnx"
     code, _, err = cli("export", "--model", first, *env, "--backend", "ort-fp32", "--out", second.parent, *store)
