@@ -93,7 +93,9 @@ def export_artifact(
             f"parity gate failed for {spec.backend}: {_parity_line(parity)} (limit: {parity['limit']}); nothing "
             "written, pass --allow-divergent to write it anyway"
         )
-    document = contract(artifact, ref, module, spec, claimed, parity, allow_divergent, certification, cortex_m4)
+    document = contract(
+        artifact, ref, module, spec, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
+    )
     files = artifact.named_files() | {
         "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
         "README.md": readme(artifact, ref, document).encode(),

@@ -119,8 +119,9 @@ def contract(
     allowed_divergent: bool,
     certification: dict[str, Any] | None,
     cortex_m4: dict[str, Any] | None,
+    claimed_text: str = "",
 ) -> dict[str, Any]:
-    """``policy.json``'s content."""
+    """``policy.json``'s content (``claimed_text``: the claimed spec in words)."""
     policy = module.policy
     action_space = policy.action_space
     normalizes = bool(getattr(module, "normalize", False))
@@ -160,7 +161,7 @@ def contract(
         "action": action,
         "precision": spec.precision,
         "claimed_spec": Job(ref.algo, ref.env_id, claimed, ref.content_hash).identity()["spec"],
-        "quantization": quantization(artifact, claimed),
+        "quantization": quantization(artifact, claimed, claimed_text),
         "source": {
             "algo": ref.algo,
             "env_id": ref.env_id,
@@ -176,7 +177,7 @@ def contract(
     return found
 
 
-def quantization(artifact: Artifact, claimed: QuantSpec) -> dict[str, Any]:
+def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> dict[str, Any]:
     """What the artifact's numbers are: per layer for ``c-int8``, the recipe otherwise."""
     if artifact.kind == "c":
         return {
@@ -193,9 +194,7 @@ def quantization(artifact: Artifact, claimed: QuantSpec) -> dict[str, Any]:
     }
     if claimed.precision == "fp32":
         return {"weights": "fp32"}
-    from quarl_bench.methods.certify import spec_name
-
-    return {"recipe": recipes.get(artifact.kind, artifact.backend), "claimed": spec_name(claimed)}
+    return {"recipe": recipes.get(artifact.kind, artifact.backend), "claimed": claimed_text}
 
 
 def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
