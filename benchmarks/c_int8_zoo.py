@@ -41,7 +41,8 @@ def main() -> None:
     parser.add_argument("--max-episodes", type=int, default=100)
     args = parser.parse_args()
     zoo = Path(args.zoo)
-    agents = [(a, e) for a in ALGOS for e in ENVS if (zoo / a / f"{e}_1").is_dir()]
+    # a folder with configs only (no zip) holds no agent
+    agents = [(a, e) for a in ALGOS for e in ENVS if (zoo / a / f"{e}_1" / f"{e}.zip").is_file()]
     summary = []
     Path(args.out).mkdir(parents=True, exist_ok=True)
     with ResultStore(args.store) as store, tempfile.TemporaryDirectory() as folder:

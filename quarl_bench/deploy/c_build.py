@@ -215,10 +215,10 @@ def _size(elf: Path) -> tuple[int, int, int]:
 
 
 def _observations_header(observations: np.ndarray) -> bytes:
-    from quarl_bench.deploy.c_source import _float
+    from quarl_bench.deploy.c_source import c_float
 
     rows = np.asarray(observations, dtype=np.float32).reshape(len(observations), -1)
-    body = ",\n".join("    {" + ", ".join(_float(float(v)) for v in row) + "}" for row in rows)
+    body = ",\n".join("    {" + ", ".join(c_float(float(v)) for v in row) + "}" for row in rows)
     text = f"#define QUARL_RECORDED {len(rows)}\nstatic const float QUARL_OBSERVATIONS[{len(rows)}][{rows.shape[1]}] = {{\n{body}\n}};\n"
     return text.encode()
 

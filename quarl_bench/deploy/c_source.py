@@ -199,7 +199,7 @@ def _last_layer(program: IntProgram, index: int) -> list[str]:
         elif op[0] == "relu":
             lines.append("        value = value > 0.0f ? value : 0.0f;")
         else:
-            low, high = _float(op[1]), _float(op[2])
+            low, high = c_float(op[1]), c_float(op[2])
             lines.append(f"        value = value < {low} ? {low} : (value > {high} ? {high} : value);")
     value = "value"
     lines.append(f"        scores[row] = {value};")
@@ -239,11 +239,12 @@ def _head(program: IntProgram) -> list[str]:
 
 
 def _floats(name: str, values) -> str:
-    items = ", ".join(_float(float(v)) for v in np.asarray(values, dtype=np.float32).reshape(-1))
+    items = ", ".join(c_float(float(v)) for v in np.asarray(values, dtype=np.float32).reshape(-1))
     return f"static const float {name}[] = {{{items}}};"
 
 
-def _float(value: float) -> str:
+def c_float(value: float) -> str:
+    """``value`` as an exact C99 float literal (hexadecimal)."""
     text = float(np.float32(value)).hex()  # exact: C99 hexadecimal float literal
     return text + "f" if "p" in text else text + "p+0f"
 

@@ -87,7 +87,7 @@ def time_policy(policy: str, backend: str, calls: int, key: str, provenance: dic
     from quarl_bench.evaluation.evaluate import torch_thread_count
 
     module, sample = greedy_mlp(TABLE4_POLICIES[policy]), observations()
-    artifact = build(backend, module, sample[:1], sample)
+    artifact = build(backend, module, sample[:1], sample, "minmax", sample)
     with torch_thread_count(1):
         run = runner(artifact, threads=1)
         timing = latency(run, sample[0], calls=calls)
