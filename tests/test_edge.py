@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pandas as pd
 import pytest
 from gymnasium import spaces
 
@@ -67,6 +68,11 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
         m4 = contract["cortex_m4"]
         assert m4["flash_bytes"] <= 1.2 * (m4["weight_bytes"] + 4096)
     assert play_client(out) >= 475  # CartPole's solved threshold, on one seeded episode
+    code, _, err = cli("report", "--store", tmp_path / "q.sqlite", "--out", tmp_path / "report")
+    assert code == 0, err
+    certified = pd.read_csv(tmp_path / "report" / "artifact_certifications.csv")
+    assert certified[["backend", "verdict"]].values.tolist() == [["c-int8", "equivalent"]]
+    assert not (tmp_path / "report" / "certified_verdicts.csv").exists()  # no precision was certified against fp32
     again = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
     assert again[0] == 2 and "not empty" in again[2] and len(again[2].strip().splitlines()) == 1
 

@@ -62,9 +62,60 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
+def is_equivalence(settings: dict) -> bool:
+    """Whether a verdict is an exported artifact's closed-loop equivalence to its fake-quant policy (``export``),
+    not a precision's safety against fp32 (``certify``)."""
+    return settings.get("test") == "equivalence"
+
+
+def artifact_certifications(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """One line per exported artifact's certification: the backend against the fake-quant spec it claims."""
+    records = []
+    for _, row in verdicts.iterrows():
+        backend = row["spec_json"].get("backend", "")
+        records.append(
+            {
+                "algo": row["algo"],
+                "env": row["env_id"],
+                "agent": name_of(row),
+                "backend": backend,
+                "against": _claimed(row["settings"]["reference"]),
+                "verdict": row["verdict"],
+                "episodes": row["episodes"],
+                "mean artifact - fake-quant": round(float(row["mean"]), 3),
+                "lower": round(float(row["lower"]), 3),
+                "upper": round(float(row["upper"]), 3),
+                "δ": round(float(row["delta"]), 3),
+                "rows": " ".join(row["rows"]),
+            }
+        )
+    return pd.DataFrame.from_records(records)
+
+
+def _claimed(fields: dict) -> str:
+    spec = spec_of(fields)
+    if spec.is_identity:
+        return "fp32"
+    parts = [spec.precision, spec.granularity if spec.granularity != "auto" else ""]
+    return " ".join(part for part in [*parts, "symmetric" if spec.symmetric else "", spec.recipe_label()] if part)
+
+
 def verdict_report(verdicts: pd.DataFrame) -> list[Table]:
-    """``certified_verdicts``, first on the console and the page; nothing when the store holds no verdict."""
+    """``certified_verdicts``, first on the console and the page, and ``artifact_certifications`` (export's
+    equivalence verdicts) where there are any; nothing when the store holds no verdict."""
     if verdicts.empty:
         return []
-    caption = "Certified verdicts (paired episodes per decision in brackets)"
-    return [Table("certified_verdicts", "Certified verdicts", verdict_grid(verdicts), caption, console=True)]
+    artifacts = verdicts["settings"].map(is_equivalence)
+    tables = []
+    if (~artifacts).any():
+        caption = "Certified verdicts (paired episodes per decision in brackets)"
+        grid = verdict_grid(verdicts[~artifacts])
+        tables.append(Table("certified_verdicts", "Certified verdicts", grid, caption, console=True))
+    if artifacts.any():
+        caption = (
+            "Exported artifacts certified against the fake-quant policy each claims to be: equivalent when the "
+            "mean paired difference's confidence sequence lies within ±δ"
+        )
+        frame = artifact_certifications(verdicts[artifacts])
+        tables.append(Table("artifact_certifications", "Artifact certifications", frame, caption, console=True))
+    return tables

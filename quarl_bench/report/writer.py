@@ -93,7 +93,7 @@ def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: F
         reward_error_table,
         weight_spread_report,
     )
-    from quarl_bench.report.verdicts import verdict_report
+    from quarl_bench.report.verdicts import is_equivalence, verdict_report
 
     notes: list[str] = []
     verdicts = store.verdicts()
@@ -104,7 +104,8 @@ def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: F
     # figures first, the slowest soonest: they draw in other processes while the tables compute
     everything = read.everything = store.to_dataframe()
     statistics = seeded_statistics(everything, tolerance_pct)
-    files.add(methods_report(statistics, everything, tolerance_pct, verdicts))
+    certified = verdicts[~verdicts["settings"].map(is_equivalence)] if len(verdicts) else verdicts
+    files.add(methods_report(statistics, everything, tolerance_pct, certified))
     files.add(sweet_spot_figures(default))
     files.add(weight_figures(default))
     files.add(statistics_report(everything, tolerance_pct, statistics))
