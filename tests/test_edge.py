@@ -102,18 +102,23 @@ def test_a_cortex_m4_under_qemu_acts_bit_for_bit_as_the_host_on_1000_observation
     assert len({line for line in host}) > 100  # continuous actions, as float bits: not one constant line
 
 
-@pytest.mark.skipif(not EDGE, reason="needs the 'edge' extra (litert-torch, ai-edge-litert, executorch)")
-@pytest.mark.parametrize("backend", ["litert-int8", "executorch-int8", "litert-fp32"])
-def test_litert_and_executorch_exports_pass_the_gate_and_play_alone(
-    cli, zoo: Path, tmp_path: Path, backend: str
-) -> None:
+FILES = {"litert": "policy.tflite", "executorch": "policy.pte", "ort": "policy.onnx", "torch": "policy.ts.pt"}
+
+
+@pytest.mark.parametrize(
+    "backend", ["litert-int8", "executorch-int8", "litert-fp32", "executorch-fp32", "ort-int8-static", "torch-fp32"]
+)
+def test_every_backend_s_export_passes_the_gate_and_plays_alone(cli, zoo: Path, tmp_path: Path, backend: str) -> None:
+    if backend.split("-")[0] in ("litert", "executorch") and not EDGE:
+        pytest.skip("needs the 'edge' extra (litert-torch, ai-edge-litert, executorch)")
     out = tmp_path / backend
     agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
-    code, _, err = cli("export", *agent, "--backend", backend, "--out", out, "--store", tmp_path / "q.sqlite")
+    extra = ("--calibration-states", "200") if backend == "ort-int8-static" else ()
+    code, _, err = cli("export", *agent, "--backend", backend, *extra, "--out", out, "--store", tmp_path / "q.sqlite")
     assert code == 0, err
     contract = json.loads((out / "policy.json").read_text())
     assert contract["parity"]["passed"] and contract["certification"]["verdict"] == "equivalent"
-    assert contract["files"].keys() == {"policy.tflite" if backend.startswith("litert") else "policy.pte"}
+    assert contract["files"].keys() == {FILES[backend.split("-")[0]]}
     assert play_client(out) >= 475
 
 
@@ -177,7 +182,9 @@ def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_p
     (tmp_path / "full" / "keep.txt").write_text("mine")
     code, _, err = cli("export", *cartpole, "--backend", "c-int8", "--out", tmp_path / "full", *store)
     assert code == 2 and "--force" in err and (tmp_path / "full" / "keep.txt").read_text() == "mine"
-    assert not any((tmp_path / name).exists() for name in ("cnn", "trt", "lite"))
+    code, _, err = cli("export", *cartpole, "--backend", "torchao-int8", "--out", tmp_path / "ao", *store)
+    assert code == 2 and "no standalone artifact format" in err
+    assert not any((tmp_path / name).exists() for name in ("cnn", "trt", "lite", "ao"))
 
 
 class TwoSwitches(gym.Env):

@@ -82,6 +82,11 @@ def export_artifact(
     require_backend(spec.backend)
     agent, module, raw_space = _deployable(ref)
     artifact, _ = _built(agent, spec)
+    if not artifact.standalone:
+        raise QuarlError(
+            f"backend {spec.backend} has no standalone artifact format: expected an ort-*, litert-*, executorch-*, "
+            "c-int8 or torch-fp32 backend"
+        )
     claimed = claimed_spec(spec.backend)
     step(f"built {spec.backend} ({artifact.nbytes} bytes); parity against {spec_text(claimed)} on fixed states")
     parity = artifact_parity(agent, module, artifact, claimed)
