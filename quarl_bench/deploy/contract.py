@@ -4,6 +4,7 @@ checked, and a plain client (gymnasium plus the runtime, no quarl-bench) that pl
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,7 @@ def prepare(obs):  # VecNormalize's statistics, where the artifact leaves them t
     return np.clip(x, -statistics["clip"], statistics["clip"])
 
 
-env = gym.make(contract["env_id"])
+env = gym.make(contract["env_id"], **contract["env_kwargs"])
 obs, _ = env.reset(seed=0)
 total, done = 0.0, False
 while not done:
@@ -155,7 +156,9 @@ def contract(
     found = {
         "contract_version": CONTRACT_VERSION,
         "backend": artifact.backend,
-        "env_id": ref.env_id,
+        # gymnasium imports ``module:`` before making the env, as --env my_pkg:MyEnv-v0 did
+        "env_id": ":".join([*ref.env_packages[:1], ref.env_id]),
+        "env_kwargs": json.loads(ref.env_kwargs) if ref.env_kwargs else {},
         "files": files,
         "observation": observation,
         "action": action,
