@@ -212,3 +212,16 @@ def test_a_multidiscrete_policy_is_refused_before_anything_is_written(tmp_path: 
     with ResultStore(tmp_path / "q.sqlite") as store, pytest.raises(QuarlError, match="MultiDiscrete"):
         export_artifact(ref, QuantSpec(method="deploy", backend="c-int8"), tmp_path / "out", store)
     assert not (tmp_path / "out").exists()
+
+
+def test_deploy_plays_times_and_weighs_a_c_artifact(cli, zoo: Path, tmp_path: Path) -> None:
+    from quarl_bench import load_results
+
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
+    code, _, err = cli("deploy", *agent, "--backend", "c-int8", "-n", "3", "--store", tmp_path / "d.sqlite")
+    assert code == 0, err
+    row = load_results(tmp_path / "d.sqlite").set_index("backend").loc["c-int8"]
+    assert row["mean_reward"] >= 475
+    deployment = row["provenance"]["deployment"]
+    assert deployment["artifact_kind"] == "c" and deployment["peak_rss_mb"] > 0  # a fresh process, ctypes alone
+    assert deployment["calibration"]["source"] == "the W8A8 fake-quant policy's calibration states"

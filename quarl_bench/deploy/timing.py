@@ -57,7 +57,27 @@ import json, sys
 import numpy as np
 path, obs_path, kind = sys.argv[1:4]
 obs = np.load(obs_path)
-if kind == "onnx":
+if kind == "tflite":
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=path, num_threads=1)
+    interpreter.allocate_tensors()
+    source = interpreter.get_input_details()[0]
+    data = np.zeros(source["shape"], source["dtype"])
+    def run(x):
+        interpreter.set_tensor(source["index"], data)
+        interpreter.invoke()
+elif kind == "pte":
+    import torch
+    from executorch.runtime import Runtime
+    method = Runtime.get().load_program(path).load_method("forward")
+    run = lambda x: method.execute([torch.as_tensor(x)])
+elif kind == "c":
+    import ctypes
+    library = ctypes.CDLL(path)
+    action = (ctypes.c_float * 64)()
+    row = np.ascontiguousarray(obs[0], dtype=np.float32)
+    run = lambda x: library.quarl_policy_act(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), action)
+elif kind == "onnx":
     import onnxruntime as ort
     options = ort.SessionOptions(); options.intra_op_num_threads = 1
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -77,12 +97,17 @@ print(json.dumps({"peak_rss_mb": int(hwm.split()[1]) / 1024}))
 
 def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
     """Peak resident memory (MB) of a fresh Python process that loads the artifact and runs it 100 times (None for
-    an artifact other than ONNX or TorchScript)."""
-    if artifact.kind not in ("onnx", "torchscript"):
+    a state-dict artifact, which needs quarl-bench's process)."""
+    if artifact.kind not in ("onnx", "torchscript", "tflite", "pte", "c"):
         return None
     with tempfile.TemporaryDirectory() as folder:
         path, obs_path = Path(folder) / f"policy{artifact.suffix}", Path(folder) / "obs.npy"
-        path.write_bytes(artifact.data)
+        if artifact.kind == "c":  # the compiled library, loaded by ctypes alone
+            from quarl_bench.deploy.c_build import host_library
+
+            path = host_library(dict(artifact.files), Path(folder))
+        else:
+            path.write_bytes(artifact.data)
         np.save(obs_path, observation[None])
         done = subprocess.run(
             [sys.executable, "-c", PROBE, str(path), str(obs_path), artifact.kind],
