@@ -80,7 +80,7 @@ def export_artifact(
     step = on_step or (lambda text: None)
     check_out(out, force)
     require_backend(spec.backend)
-    agent, module, raw_space = _deployable(ref)
+    agent, module = _deployable(ref)
     artifact, _ = _built(agent, spec)
     if not artifact.standalone:
         raise QuarlError(
@@ -142,7 +142,7 @@ def write_folder(out: Path, files: dict[str, bytes], force: bool) -> None:
         raise
 
 
-def _deployable(ref: AgentRef) -> tuple[Any, Any, Any]:
+def _deployable(ref: AgentRef) -> tuple[Any, Any]:
     from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.zoo.agents import load_agent
 
@@ -153,7 +153,7 @@ def _deployable(ref: AgentRef) -> tuple[Any, Any, Any]:
         module = deployable(agent.model.policy, raw.observation_space, normalizer)
     finally:
         env.close()
-    return agent, module, raw.observation_space
+    return agent, module
 
 
 def _built(agent: Any, spec: QuantSpec) -> tuple[Any, float]:
