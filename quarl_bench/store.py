@@ -9,7 +9,9 @@ layer mode never fills a cell.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -93,6 +95,33 @@ class Variant:
         return "" if self.is_default else "__" + self.label().replace(", ", "_").replace(" ", "-")
 
 
+def _prepare(db: sqlite3.Connection, path: Path) -> None:
+    """Check the schema version, switch to WAL, create or migrate the schema, and set the writers' busy timeout.
+
+    :raises QuarlError: for a store from a newer schema (never modified).
+    """
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise QuarlError(
+            f"results store {str(path)!r} has schema version {version}, newer than this quarl-bench "
+            f"reads ({SCHEMA_VERSION}): upgrade quarl-bench or pass another --store"
+        )
+    if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        db.execute("PRAGMA journal_mode=WAL")
+    if version < SCHEMA_VERSION:
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # not done meanwhile by another
+                db.execute(SCHEMA)
+                db.execute(TIMINGS_SCHEMA)
+                db.execute(FIDELITY_SCHEMA)
+                db.execute(VERDICTS_SCHEMA)
+                _add_missing_columns(db)
+                fill_spec_json(db)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
+
+
 class ResultStore:
     """Embedded SQLite store, WAL mode so several processes can write; each write is one transaction."""
 
@@ -112,36 +141,26 @@ class ResultStore:
             check_store_file(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # a short wait while opening: a store locked by another program fails in seconds, not a minute
-            db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None)
-            try:
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
+            deadline = time.monotonic() + OPEN_TIMEOUT_S
+            while True:
+                db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT_S, isolation_level=None)
+                try:
+                    _prepare(db, self.path)
+                    break
+                except sqlite3.OperationalError as error:
+                    db.close()
+                    # SQLite answers "locked" at once, without waiting, when two processes create or migrate the
+                    # same new file together (the switch to WAL, the schema's write lock): try again shortly
+                    if "locked" in str(error) and time.monotonic() < deadline:
+                        time.sleep(0.05 + 0.05 * random.random())
+                        continue
                     raise QuarlError(
-                        f"results store {str(self.path)!r} has schema version {version}, newer than this quarl-bench "
-                        f"reads ({SCHEMA_VERSION}): upgrade quarl-bench or pass another --store"
-                    )
-                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    db.execute("PRAGMA journal_mode=WAL")
-                if version < SCHEMA_VERSION:
-                    with db:
-                        db.execute("BEGIN IMMEDIATE")
-                        db.execute(SCHEMA)
-                        db.execute(TIMINGS_SCHEMA)
-                        db.execute(FIDELITY_SCHEMA)
-                        db.execute(VERDICTS_SCHEMA)
-                        _add_missing_columns(db)
-                        fill_spec_json(db)
-                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                db.execute(f"PRAGMA busy_timeout={WRITE_TIMEOUT_S * 1000}")  # writers of a sweep queue up
-            except sqlite3.OperationalError as error:
-                db.close()
-                raise QuarlError(
-                    f"results store {str(self.path)!r} cannot be opened: {error}; "
-                    "is another process holding it? pass another --store"
-                ) from error
-            except QuarlError:
-                db.close()
-                raise
+                        f"results store {str(self.path)!r} cannot be opened: {error}; "
+                        "is another process holding it? pass another --store"
+                    ) from error
+                except QuarlError:
+                    db.close()
+                    raise
             self._db = db
         return self._db
 
