@@ -98,12 +98,9 @@ def export(args: argparse.Namespace) -> int:
         f"{certification['store']})"
     )
     if "cortex_m4" in document:
-        m4 = document["cortex_m4"]
-        console.print(
-            f"Cortex-M4: {m4['flash_bytes']} B flash (limit {m4['flash_limit_bytes']}), {m4['ram_bytes']} B RAM"
-            if "flash_bytes" in m4
-            else f"Cortex-M4 size not measured: {m4['skipped']}"
-        )
+        from quarl_bench.deploy.contract import cortex_m4_text
+
+        console.print(cortex_m4_text(document["cortex_m4"]))
     names = ", ".join(document["files"])
     console.print(f"wrote {out}/ ({names}, policy.json, README.md; sha256 {done.artifact.sha256[:16]})")
     return 0

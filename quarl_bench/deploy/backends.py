@@ -185,6 +185,7 @@ def build(
 
 def _edge(backend: str, module, sample: np.ndarray, network_states: np.ndarray | None) -> Artifact:
     from quarl_bench.deploy import edge
+    from quarl_bench.deploy.mlp import normalized
 
     int8 = backend.endswith("int8")
     if int8 and (network_states is None or not len(network_states)):
@@ -211,12 +212,6 @@ def _edge(backend: str, module, sample: np.ndarray, network_states: np.ndarray |
 def normalization(module) -> dict[str, object]:
     """VecNormalize's observation statistics as the client applies them: clip((obs - mean) * scale, -clip, clip)."""
     return {"mean": module.obs_mean.tolist(), "scale": module.obs_scale.tolist(), "clip": module.clip_obs}
-
-
-def normalized(observations: np.ndarray, statistics: dict) -> np.ndarray:
-    mean, scale = np.asarray(statistics["mean"], np.float32), np.asarray(statistics["scale"], np.float32)
-    x = (np.asarray(observations, dtype=np.float32) - mean) * scale
-    return np.clip(x, -statistics["clip"], statistics["clip"]).astype(np.float32)
 
 
 def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
@@ -319,6 +314,7 @@ def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.nd
     """A function from a batch of raw observations to actions, on ``threads`` intra-op threads."""
     if artifact.kind in ("tflite", "pte"):
         from quarl_bench.deploy import edge
+        from quarl_bench.deploy.mlp import normalized
 
         run = (edge.litert_runner if artifact.kind == "tflite" else edge.executorch_runner)(artifact.data, threads)
         statistics = artifact.info("normalization")

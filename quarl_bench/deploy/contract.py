@@ -200,6 +200,16 @@ def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> d
     return {"recipe": recipes.get(artifact.kind, artifact.backend), "claimed": claimed_text}
 
 
+def cortex_m4_text(m4: dict[str, Any]) -> str:
+    """policy.json's Cortex-M4 figures in one sentence (the README's and the console's)."""
+    if "flash_bytes" not in m4:
+        return f"Cortex-M4 build: not measured ({m4.get('skipped', '')})"
+    return (
+        f"Cortex-M4 build: {m4['flash_bytes']} bytes of flash (goal <= {m4['flash_limit_bytes']}), "
+        f"{m4['ram_bytes']} bytes of RAM"
+    )
+
+
 def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
     """The folder's README.md: what it is, what was checked, and the plain client."""
     files = ", ".join(f"`{name}`" for name in document["files"])
@@ -221,12 +231,7 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
             f"(confidence {certification['confidence']:.2f})."
         )
     if "cortex_m4" in document:
-        m4 = document["cortex_m4"]
-        lines.append(
-            f"- Cortex-M4 build: {m4['flash_bytes']} bytes of flash, {m4['ram_bytes']} bytes of RAM."
-            if "flash_bytes" in m4
-            else f"- Cortex-M4 build: not measured ({m4.get('skipped', '')})."
-        )
+        lines.append(f"- {cortex_m4_text(document['cortex_m4'])}.")
     runtime = {"onnx": "onnxruntime", "tflite": "ai-edge-litert", "pte": "executorch", "c": "a C compiler"}
     lines += [
         "",

@@ -53,7 +53,7 @@ class Mlp:
         x = np.asarray(observations, dtype=np.float32).reshape(len(observations), -1)
         if not self.normalized:
             return x
-        return np.clip((x - self.obs_mean) * self.obs_scale, -self.clip_obs, self.clip_obs).astype(np.float32)
+        return normalized(x, {"mean": self.obs_mean, "scale": self.obs_scale, "clip": self.clip_obs})
 
     def trace(self, inputs: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Each layer's input and its output before the activation, from the network's ``inputs`` (observations
@@ -73,6 +73,13 @@ class Mlp:
         for op in self.final:
             x = torch.clamp(x, op[1], op[2]) if op[0] == "clamp" else getattr(torch, op[0])(x)
         return x.numpy()
+
+
+def normalized(observations: np.ndarray, statistics: dict) -> np.ndarray:
+    """VecNormalize's statistics applied: clip((obs - mean) * scale, -clip, clip), in float32."""
+    mean, scale = np.asarray(statistics["mean"], np.float32), np.asarray(statistics["scale"], np.float32)
+    x = (np.asarray(observations, dtype=np.float32) - mean) * scale
+    return np.clip(x, -statistics["clip"], statistics["clip"]).astype(np.float32)
 
 
 def as_mlp(module) -> Mlp:

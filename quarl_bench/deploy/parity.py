@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from quarl_bench.evaluation.fixed_states import NEAR_TIE_SHARE  # the fixed-state fidelity's near-tie split
 from quarl_bench.types import BACKEND_PRECISIONS, DEFAULT_CALIBRATION_STATES, QuantSpec
 
 FLIP_LIMIT = 0.02  # discrete: flips outside near-ties
 STEP_LIMIT = 4.0  # continuous: largest error outside the sensitive quarter, in int8 steps of the action range
 FP32_TOLERANCE = 1e-5
-NEAR_TIE_SHARE = 0.25
 W8A8 = QuantSpec(
     "int8",
     granularity="per-channel",
