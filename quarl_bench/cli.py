@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.parsers import deploy, evaluate, read, train
+from quarl_bench.parsers import deploy, evaluate, harden, read, train
 
 # the order ``quarl-bench --help`` lists them in
 COMMANDS = (
@@ -25,6 +25,7 @@ COMMANDS = (
     train.add_amp,
     train.add_actorq,
     train.add_rollout,
+    harden.add_harden,
     deploy.add_deploy,
     deploy.add_export,
     deploy.add_table4,

@@ -27,6 +27,8 @@ from quarl_bench.store_schema import (
     COLUMNS,
     FIDELITY_JSON_COLUMNS,
     FIDELITY_SCHEMA,
+    HARDENED_JSON_COLUMNS,
+    HARDENED_SCHEMA,
     JSON_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
@@ -40,11 +42,13 @@ from quarl_bench.store_schema import (
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult, QuantSpec
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
-SIDE_TABLES = {"fidelity": "fidelity", "verdicts": "verdicts", "timings": "timings"}  # checked names, not SQL input
+# checked names, not SQL input
+SIDE_TABLES = {"fidelity": "fidelity", "verdicts": "verdicts", "timings": "timings", "hardened": "hardened"}
 SIDE_JSON_COLUMNS = {
     "fidelity": FIDELITY_JSON_COLUMNS,
     "verdicts": VERDICT_JSON_COLUMNS,
     "timings": TIMING_JSON_COLUMNS,
+    "hardened": HARDENED_JSON_COLUMNS,
 }
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
 
@@ -116,6 +120,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
                 db.execute(TIMINGS_SCHEMA)
                 db.execute(FIDELITY_SCHEMA)
                 db.execute(VERDICTS_SCHEMA)
+                db.execute(HARDENED_SCHEMA)
                 _add_missing_columns(db)
                 fill_spec_json(db)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -292,6 +297,10 @@ class ResultStore:
             names = self.agent_names()
             verdicts["agent"] = [names.get(h, str(h)[:8]) for h in verdicts["agent_hash"]]
         return verdicts
+
+    def hardened(self) -> pd.DataFrame:
+        """Every hardened agent (``methods/harden.py``), JSON columns decoded, oldest first."""
+        return self._side_table("hardened", HARDENED_JSON_COLUMNS)
 
     def agent_names(self) -> dict[str, str]:
         """agent hash -> the agent as a person knows it (:func:`~quarl_bench.agent_names.row_agent_name`)."""

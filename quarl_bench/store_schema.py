@@ -12,10 +12,10 @@ from typing import Any
 from quarl_bench.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
-SCHEMA_VERSION = 9  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 10  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
-# 8: before spec_json (store_migration.py fills it)
+# 8: before spec_json (store_migration.py fills it); 9: before the hardened table
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -168,6 +168,30 @@ CREATE TABLE IF NOT EXISTS verdicts (
 )
 """
 VERDICT_JSON_COLUMNS = ("spec_json", "settings", "rows", "provenance")
+# Hardened agents (methods/harden.py): one per parent x target spec x recipe x budget x seed, linking the two hashes.
+HARDENED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS hardened (
+    key TEXT PRIMARY KEY,
+    algo TEXT NOT NULL,
+    env_id TEXT NOT NULL,
+    agent_hash TEXT NOT NULL,
+    parent_hash TEXT NOT NULL,
+    recipe TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    budget INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    env_steps INTEGER NOT NULL,
+    gradient_steps INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    path TEXT NOT NULL,
+    before TEXT NOT NULL,
+    after TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    created_at TEXT NOT NULL
+)
+"""
+HARDENED_JSON_COLUMNS = ("settings", "spec_json", "before", "after", "provenance")
 # Every row with its reference (fp32) row's reward and E% = (R_fp32 - R_q) / |R_fp32| * 100, from that one row.
 SELECT_ROWS = f"""
 SELECT {", ".join("r." + c for c in ROW_COLUMNS)},

@@ -123,6 +123,7 @@ def certify_agent(
     env: str | None = None,
     force: bool = False,
     on_verdict: Callable[[Any], None] | None = None,
+    baseline: AgentRef | None = None,
 ) -> Any:
     """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.methods.certify`).
 
@@ -130,6 +131,8 @@ def certify_agent(
     :param specs: QuantSpecs or precision names, in any order (walked from the widest down).
     :param config: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 5% of R_fp32 - R_random, 95%).
     :param store: a :class:`~quarl_bench.store.ResultStore` or a path; None: ``results/quarl.sqlite``.
+    :param baseline: the agent whose fp32 the differences and δ come from (a hardened agent's parent: see
+        :func:`quarl_bench.methods.harden.parent_of`); fp32 is then certified too. None: the agent's own fp32.
     :return: a :class:`~quarl_bench.methods.certify.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
     """
     from quarl_bench.methods.certify import CertifyConfig
@@ -142,12 +145,14 @@ def certify_agent(
         model = resolve(AgentQuery(env, model=str(model)))
     specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
     if isinstance(store, ResultStore):
-        return _certify_in(model, specs, config, store, force, on_verdict)
+        return _certify_in(model, specs, config, store, force, on_verdict, baseline)
     with ResultStore(store or DEFAULT_STORE) as opened:
-        return _certify_in(model, specs, config, opened, force, on_verdict)
+        return _certify_in(model, specs, config, opened, force, on_verdict, baseline)
 
 
-def _certify_in(ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict) -> Any:
+def _certify_in(
+    ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict, baseline: AgentRef | None = None
+) -> Any:
     import sys
 
     from quarl_bench.provenance import driver_provenance
@@ -164,7 +169,7 @@ def _certify_in(ref: AgentRef, specs: tuple, config: Any, store: Any, force: boo
             "recorded); they are never paired with new ones, so certify evaluates afresh",
             file=sys.stderr,
         )
-    return certify_specs(ref, specs, config, store, driver_provenance(), on_verdict, force)
+    return certify_specs(ref, specs, config, store, driver_provenance(), on_verdict, force, baseline)
 
 
 @dataclass(frozen=True)
@@ -294,26 +299,27 @@ def certify_specs(
     driver: dict[str, Any],
     on_verdict: Callable[[Any], None] | None = None,
     force: bool = False,
+    baseline: AgentRef | None = None,
 ) -> Any:
-    """Certify ``specs`` widest first (see the module docstring) through the method protocol; every batch row and
-    verdict stored."""
+    """Certify ``specs`` widest first (see the module docstring) through the method protocol, against
+    ``baseline``'s fp32 where given; every batch row and verdict stored."""
     from quarl_bench.methods.certify import (
         VERDICT_FIELDS,
         Certification,
         CertificationConfig,
         Verdict,
         verdict_key,
+        walk_family,
     )
     from quarl_bench.methods.protocol import handler
     from quarl_bench.runner import run_work
-    from quarl_bench.statistics.certification import family
     from quarl_bench.work import Work
 
-    work = Work(CertificationConfig(ref, tuple(specs), config), driver=driver, store=store)
+    work = Work(CertificationConfig(ref, tuple(specs), config, baseline), driver=driver, store=store)
     certify = handler(work.config)
     delta, text, scale_rows = certify.certifier(work)[1]
     result = Certification(ref, delta, text, scale_rows)
-    family_of = {verdict_key(ref, s, config, delta): family(s) for s in specs}
+    family_of = {verdict_key(ref, s, config, delta, baseline=baseline): walk_family(s) for s in specs}
 
     def collect(row: dict[str, Any], reused: bool) -> None:
         found = Verdict(**{n: row[n] for n in VERDICT_FIELDS}, rows=tuple(row["rows"]), reused=reused, key=row["key"])

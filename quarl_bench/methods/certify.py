@@ -229,35 +229,43 @@ def spec_name(spec: QuantSpec) -> str:
     return " ".join(parts)
 
 
-def widest_first(specs: tuple[QuantSpec, ...]) -> list[QuantSpec]:
-    """Families in the order their widest spec comes, each family widest first."""
-    ordered = sorted(dict.fromkeys(s for s in specs if not s.is_identity), key=lambda s: (-s.bits, spec_name(s)))
-    families = list(dict.fromkeys(family(s) for s in ordered))
-    return sorted(ordered, key=lambda s: families.index(family(s)))
+def widest_first(specs: tuple[QuantSpec, ...], keep_fp32: bool = False) -> list[QuantSpec]:
+    """Families in the order their widest spec comes, each family widest first; fp32 only with ``keep_fp32`` (a
+    certification against a baseline agent), first, alone in its family."""
+    kept = (s for s in specs if keep_fp32 or not s.is_identity)
+    ordered = sorted(dict.fromkeys(kept), key=lambda s: (not s.is_identity, -s.bits, spec_name(s)))
+    families = list(dict.fromkeys(walk_family(s) for s in ordered))
+    return sorted(ordered, key=lambda s: families.index(walk_family(s)))
 
 
 class Certifier:
-    """Runs the batches of one agent: loads it once, evaluates only the jobs the store lacks."""
+    """Runs the batches of one agent: loads it once, evaluates only the jobs the store lacks.
 
-    def __init__(self, ref: AgentRef, config: CertifyConfig, store: Any, driver: dict[str, Any]) -> None:
+    :param baseline: the agent whose fp32 episodes the differences are taken against, and whose rewards set δ (a
+        hardened agent's parent); None: the agent itself. Both play the same seeded episodes, paired one to one.
+    """
+
+    def __init__(
+        self, ref: AgentRef, config: CertifyConfig, store: Any, driver: dict[str, Any], baseline: AgentRef | None = None
+    ) -> None:
         from quarl_bench.registry import action_mode
         from quarl_bench.zoo.envs import default_eval_envs
 
         self.ref, self.config, self.store, self.driver = ref, config, store, driver
+        self.baseline = baseline or ref
+        if self.baseline.env_id != ref.env_id:
+            raise QuarlError(
+                f"bad baseline {self.baseline.algo}/{self.baseline.env_id}: expected an agent on {ref.env_id}, "
+                "whose episodes pair with this agent's"
+            )
         self.n_envs = min(config.n_envs or default_eval_envs(ref.env_id), config.batch)
         self.actions = action_mode(ref)
-        self._agent = None
+        self._agents: dict[str, Any] = {}
 
-    def job(self, spec: QuantSpec, seed: int) -> Job:
+    def job(self, spec: QuantSpec, seed: int, agent: AgentRef | None = None) -> Job:
+        agent = agent or self.ref
         return Job(
-            self.ref.algo,
-            self.ref.env_id,
-            spec,
-            self.ref.content_hash,
-            self.config.batch,
-            seed,
-            self.n_envs,
-            self.actions,
+            agent.algo, agent.env_id, spec, agent.content_hash, self.config.batch, seed, self.n_envs, self.actions
         )
 
     def row(self, job: Job) -> dict[str, Any]:
@@ -267,8 +275,10 @@ class Certifier:
 
         row = self.store.get(job.key)
         if row is None:
-            self._agent = self._agent or load_agent(self.ref)
-            self.store.put(evaluator(job.spec.method)(self._agent, job, self.driver))
+            if job.agent_hash not in self._agents:
+                ref = self.baseline if job.agent_hash == self.baseline.content_hash else self.ref
+                self._agents[job.agent_hash] = load_agent(ref)
+            self.store.put(evaluator(job.spec.method)(self._agents[job.agent_hash], job, self.driver))
             row = self.store.get(job.key)
         return row
 
@@ -278,8 +288,8 @@ class Certifier:
         if config.tolerance_abs is not None:
             return config.tolerance_abs, f"{config.tolerance_abs:g} reward", ()
         seed = batch_seed(config.seed, SCALE_STREAM)
-        fp32 = self.row(self.job(QuantSpec("fp32"), seed))
-        random = self.row(self.job(QuantSpec("fp32", method="random"), seed))
+        fp32 = self.row(self.job(QuantSpec("fp32"), seed, self.baseline))
+        random = self.row(self.job(QuantSpec("fp32", method="random"), seed, self.baseline))
         try:
             delta = tolerance_delta(config.tolerance, fp32["mean_reward"], random["mean_reward"])
         except ValueError as error:
@@ -290,15 +300,15 @@ class Certifier:
     def certify(
         self, spec: QuantSpec, delta: float, reference: QuantSpec = FP32, decide: Callable = verdict
     ) -> Verdict:
-        """Batches of paired episodes (``spec`` minus ``reference``, fp32 by default) until ``decide`` (the
-        one-sided :func:`verdict`, or :func:`equivalence`) decides or ``max_episodes`` is reached."""
+        """Batches of paired episodes (``spec`` minus the baseline agent's ``reference``, fp32 by default) until
+        ``decide`` (the one-sided :func:`verdict`, or :func:`equivalence`) decides or ``max_episodes`` is reached."""
         config = self.config
         differences: list[np.ndarray] = []
         rows: list[str] = []
         decided, interval = None, None
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
-            fp32 = self.row(self.job(reference, seed))
+            fp32 = self.row(self.job(reference, seed, self.baseline))
             quantized = self.row(self.job(spec, seed))
             q, r = paired_rewards(
                 quantized["episode_rewards"], quantized["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
@@ -325,11 +335,17 @@ class Certifier:
 
 
 def verdict_key(
-    ref: AgentRef, spec: QuantSpec, config: CertifyConfig, delta: float, reference: QuantSpec | None = None
+    ref: AgentRef,
+    spec: QuantSpec,
+    config: CertifyConfig,
+    delta: float,
+    reference: QuantSpec | None = None,
+    baseline: AgentRef | None = None,
 ) -> str:
     """The stored verdict's key: the agent, the spec's job identity, the certification settings and the δ it was
     decided against (a δ measured again, on other scale rows, is another question); with ``reference``, the spec
-    it was compared with (an equivalence test), else fp32."""
+    it was compared with (an equivalence test), else fp32; with ``baseline``, the agent whose fp32 it was compared
+    with (a hardened agent's parent), else itself."""
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
@@ -339,16 +355,26 @@ def verdict_key(
     }
     if reference is not None:
         identity["reference"] = Job(ref.algo, ref.env_id, reference, ref.content_hash).identity()["spec"]
+    if baseline is not None:
+        identity["baseline"] = baseline.content_hash
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
 @dataclass(frozen=True)
 class CertificationConfig(OfAgent):
-    """The certification of one agent's specs (method ``certify``): ``settings`` say how, ``specs`` what."""
+    """The certification of one agent's specs (method ``certify``): ``settings`` say how, ``specs`` what, and
+    ``baseline`` against whose fp32 (a hardened agent's parent; None: the agent's own). Against a baseline, fp32
+    itself is a spec too: the agent's own fp32 is certified not worse than the baseline's."""
 
     specs: tuple[QuantSpec, ...]
     settings: CertifyConfig = field(default_factory=CertifyConfig)
+    baseline: AgentRef | None = None
     method: ClassVar[str] = "certify"
+
+
+def walk_family(spec: QuantSpec) -> str:
+    """The ladder a verdict is walked on: :func:`family`, and fp32 alone (certified against a baseline)."""
+    return "fp32" if spec.is_identity else family(spec)
 
 
 @dataclass(frozen=True)
@@ -379,11 +405,11 @@ class CertifyHandler:
         config = work.config
         # the store object itself is part of the key (and kept by the certifier): another store, even at the same
         # path, gets a certifier of its own
-        who = (config.ref, config.settings, id(work.store), str(work.store.path))
+        who = (config.ref, config.settings, config.baseline, id(work.store), str(work.store.path))
         if who not in self.certifiers:
             while len(self.certifiers) >= self.KEPT:
                 self.certifiers.pop(next(iter(self.certifiers)))
-            certifier = Certifier(config.ref, config.settings, work.store, work.driver)
+            certifier = Certifier(config.ref, config.settings, work.store, work.driver, config.baseline)
             self.certifiers[who] = (certifier, certifier.delta())
         return self.certifiers[who]
 
@@ -393,7 +419,10 @@ class CertifyHandler:
     def jobs(self, work: Work, agent: AgentRef | None) -> list[VerdictJob]:
         config = work.config
         delta = self.certifier(work)[1][0]
-        return [VerdictJob(s, verdict_key(config.ref, s, config.settings, delta)) for s in widest_first(config.specs)]
+        return [
+            VerdictJob(s, verdict_key(config.ref, s, config.settings, delta, baseline=config.baseline))
+            for s in widest_first(config.specs, keep_fp32=config.baseline is not None)
+        ]
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[VerdictJob]) -> Iterator[SideRow]:
         config = work.config
@@ -401,26 +430,34 @@ class CertifyHandler:
         pending = {job.key for job in jobs}
         stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
         for job in self.jobs(work, agent):
-            if family(job.spec) in stopped:
+            if walk_family(job.spec) in stopped:
                 continue
             if job.key in pending:
                 found = replace(certifier.certify(job.spec, delta), key=job.key)
-                yield SideRow("verdicts", verdict_row(found, config.ref, job.spec, config.settings, text, work.driver))
+                row = verdict_row(found, config.ref, job.spec, config.settings, text, work.driver, config.baseline)
+                yield SideRow("verdicts", row)
                 decided = found.verdict
             else:  # stored before: it decides the walk as it did then
                 stored = certifier.store.get_verdict(job.key)
                 decided = stored["verdict"] if stored else "undetermined"
             if decided != "safe" and not config.settings.every_width:
-                stopped.add(family(job.spec))
+                stopped.add(walk_family(job.spec))
 
 
 VERDICT_FIELDS = ("precision", "spec", "verdict", "episodes", "mean", "lower", "upper", "delta", "alpha")
 
 
 def verdict_row(
-    found: Verdict, ref: AgentRef, spec: QuantSpec, config: CertifyConfig, tolerance: str, driver: dict[str, Any]
+    found: Verdict,
+    ref: AgentRef,
+    spec: QuantSpec,
+    config: CertifyConfig,
+    tolerance: str,
+    driver: dict[str, Any],
+    baseline: AgentRef | None = None,
 ) -> dict[str, Any]:
-    """The verdicts table's row of one verdict."""
+    """The verdicts table's row of one verdict (``settings`` names the baseline agent where there is one)."""
+    settings = config.identity() | ({"baseline": baseline.content_hash} if baseline is not None else {})
     return {
         "key": found.key,
         "algo": ref.algo,
@@ -429,7 +466,7 @@ def verdict_row(
         **{name: getattr(found, name) for name in VERDICT_FIELDS},
         "spec_json": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
         "tolerance": tolerance,
-        "settings": config.identity(),
+        "settings": settings,
         "rows": list(found.rows),
         "provenance": driver,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),

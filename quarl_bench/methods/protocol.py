@@ -88,6 +88,7 @@ HANDLER_MODULES = {
     "ActorQConfig": "quarl_bench.methods.actorq",
     "FidelityConfig": "quarl_bench.methods.fidelity",
     "CertificationConfig": "quarl_bench.methods.certify",
+    "HardenConfig": "quarl_bench.methods.harden",
 }
 
 

@@ -16,26 +16,48 @@ from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 from torch.nn import functional
 
-from quarl_bench.quant.affine import fake_quant
-from quarl_bench.quant.quantize import acting_layers, quantize_tensor
+from quarl_bench.quant.affine import activation_grid, fake_quant
+from quarl_bench.quant.quantize import acting_layers, grid_noise, quantize_tensor
 from quarl_bench.types import QuantSpec
 
 
 @dataclass
 class QATSwitch:
-    """Shared by every converted layer: off until the quant delay, then on for the rest of training."""
+    """Shared by every converted layer: off until the quant delay, then on for the rest of training.
+
+    :param weight_noise: instead of rounding, add uniform noise this many grid steps wide
+        (``quant.quantize.grid_noise``; 0: round).
+    :param input_bits: also fake-quantize each layer's input at this integer width, per tensor (0: no): on the
+        layer's ``qat_input_range`` (low, high) where one was calibrated, else on the batch's own range.
+    """
 
     spec: QuantSpec
     quantize_activations: bool = False
     enabled: bool = False
     enabled_at_step: int | None = None
+    weight_noise: float = 0.0
+    input_bits: int = 0
 
 
 class _QATMixin:
     qat_switch: QATSwitch
 
     def _qat_weight(self, weight: torch.Tensor, is_conv: bool) -> torch.Tensor:
-        return quantize_tensor(weight, self.qat_switch.spec, is_conv) if self.qat_switch.enabled else weight
+        switch = self.qat_switch
+        if not switch.enabled:
+            return weight
+        if switch.weight_noise:
+            return weight + switch.weight_noise * grid_noise(weight.detach(), switch.spec, is_conv)
+        return quantize_tensor(weight, switch.spec, is_conv)
+
+    def _qat_input(self, x: torch.Tensor) -> torch.Tensor:
+        switch = self.qat_switch
+        if not (switch.enabled and switch.input_bits):
+            return x
+        bounds = getattr(self, "qat_input_range", None)  # calibrated as PTQ's activation quantizers are
+        if bounds is None:
+            return fake_quant(x, switch.input_bits)
+        return x + (activation_grid(x.detach(), bounds[0], bounds[1], switch.input_bits) - x).detach()
 
     def _qat_output(self, output: torch.Tensor) -> torch.Tensor:
         switch = self.qat_switch
@@ -46,15 +68,18 @@ class _QATMixin:
 
 class QATLinear(_QATMixin, nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._qat_output(functional.linear(x, self._qat_weight(self.weight, False), self.bias))
+        weight = self._qat_weight(self.weight, False)
+        return self._qat_output(functional.linear(self._qat_input(x), weight, self.bias))
 
 
 class QATConv2d(_QATMixin, nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._qat_output(self._conv_forward(x, self._qat_weight(self.weight, True), self.bias))
+        weight = self._qat_weight(self.weight, True)
+        return self._qat_output(self._conv_forward(self._qat_input(x), weight, self.bias))
 
 
 _QAT_CLASSES = {nn.Linear: QATLinear, nn.Conv2d: QATConv2d}
+_PLAIN_CLASSES = {QATLinear: nn.Linear, QATConv2d: nn.Conv2d}
 
 
 def prepare_qat(policy: BasePolicy, switch: QATSwitch) -> list[str]:
@@ -68,6 +93,16 @@ def prepare_qat(policy: BasePolicy, switch: QATSwitch) -> list[str]:
         module.qat_switch = switch
         converted.append(name)
     return converted
+
+
+def release_qat(policy: nn.Module) -> None:
+    """Turn converted layers back into plain Linear/Conv2d (their weights, the fp32 latent ones, unchanged)."""
+    for module in policy.modules():
+        plain = _PLAIN_CLASSES.get(type(module))
+        if plain is not None:
+            module.__class__ = plain
+            del module.qat_switch
+            module.__dict__.pop("qat_input_range", None)
 
 
 class QuantDelayCallback(BaseCallback):

@@ -33,6 +33,18 @@ def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> tor
     return fake_quant(weight, spec.bits, per_channel=per_channel, symmetric=spec.symmetric, group_size=spec.group_size)
 
 
+def grid_noise(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> torch.Tensor:
+    """Uniform noise in ±half a step of ``spec``'s integer grid for ``weight`` (per channel where the spec's grid
+    is): what rounding to that grid may add, drawn afresh (weight-noise injection). Float formats: ±half the
+    round trip's largest error."""
+    if not spec.number_format.is_int or spec.group_size:
+        error = (quantize_tensor(weight, spec, is_conv) - weight).abs()
+        step = 2 * error.amax(dim=tuple(range(1, weight.dim())), keepdim=True) if weight.dim() > 1 else 2 * error.max()
+    else:
+        step = quant_step(weight, spec.bits, _per_channel(spec, is_conv), spec.symmetric)
+    return (torch.rand_like(weight) - 0.5) * step
+
+
 def quantize(
     policy: BasePolicy, spec: QuantSpec, states: np.ndarray | None = None
 ) -> tuple[BasePolicy, tuple[LayerStats, ...]]:

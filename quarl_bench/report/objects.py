@@ -20,6 +20,7 @@ import pandas as pd
 # The page's sections, in order (report.html); a section with no object is left out.
 SECTIONS = (
     "Certified verdicts",
+    "Hardened agents",
     "Reward and E% per variant",
     "Minimum safe bits",
     "Sweet spot: reward against bits",
@@ -109,7 +110,13 @@ class Figure:
 
 
 Item = Table | Figure
-DRAWING_MODULES = ["matplotlib.pyplot", "pandas", "quarl_bench.report.plots", "quarl_bench.report.methods"]
+DRAWING_MODULES = [
+    "matplotlib.pyplot",
+    "pandas",
+    "quarl_bench.report.plots",
+    "quarl_bench.report.methods",
+    "quarl_bench.report.hardened",
+]
 
 
 def panel_margins(

@@ -100,9 +100,18 @@ def _claimed(fields: dict) -> str:
     return " ".join(part for part in [*parts, "symmetric" if spec.symmetric else "", spec.recipe_label()] if part)
 
 
+def is_own_fp32(settings: dict) -> bool:
+    """Whether a verdict is ``certify``'s: a precision against the agent's own fp32 (not an artifact's equivalence,
+    nor a hardened agent against its parent's fp32, which the hardened-agents section shows)."""
+    return not is_equivalence(settings) and not settings.get("baseline")
+
+
 def verdict_report(verdicts: pd.DataFrame) -> list[Table]:
     """``certified_verdicts``, first on the console and the page, and ``artifact_certifications`` (export's
     equivalence verdicts) where there are any; nothing when the store holds no verdict."""
+    if verdicts.empty:
+        return []
+    verdicts = verdicts[[not settings.get("baseline") for settings in verdicts["settings"]]]
     if verdicts.empty:
         return []
     artifacts = verdicts["settings"].map(is_equivalence)

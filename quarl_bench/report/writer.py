@@ -79,6 +79,7 @@ def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: F
     from quarl_bench.report.actorq import actorq_report
     from quarl_bench.report.deployment import deployment_report, deployment_table, table4_comparison, table4_report
     from quarl_bench.report.divergence import fidelity_report
+    from quarl_bench.report.hardened import hardening_report
     from quarl_bench.report.layers import layer_report
     from quarl_bench.report.methods import methods_report
     from quarl_bench.report.plots import qat_figures, sweet_spot_figures, weight_figures
@@ -93,18 +94,19 @@ def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: F
         reward_error_table,
         weight_spread_report,
     )
-    from quarl_bench.report.verdicts import is_equivalence, verdict_report
+    from quarl_bench.report.verdicts import is_own_fp32, verdict_report
 
     notes: list[str] = []
     verdicts = store.verdicts()
     files.add(verdict_report(verdicts))  # the answer first: certified verdicts, agents x precisions
+    files.add(hardening_report(store.hardened(), verdicts, store.agent_names()))
     variants = store.variants("ptq") or [Variant()]
     primary = variants[0]
     default = read.variants[primary] = store.select(primary)
     # figures first, the slowest soonest: they draw in other processes while the tables compute
     everything = read.everything = store.to_dataframe()
     statistics = seeded_statistics(everything, tolerance_pct)
-    certified = verdicts[~verdicts["settings"].map(is_equivalence)] if len(verdicts) else verdicts
+    certified = verdicts[verdicts["settings"].map(is_own_fp32)] if len(verdicts) else verdicts
     files.add(methods_report(statistics, everything, tolerance_pct, certified))
     files.add(sweet_spot_figures(default))
     files.add(weight_figures(default))

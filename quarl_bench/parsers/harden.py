@@ -1,0 +1,71 @@
+"""The ``harden`` command: fine-tune an agent so that it survives a narrow spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quarl_bench.arguments import add_agent, add_recipe, add_spec, add_store, positive_int, precision_arg
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.precision import help_text
+
+RECIPE_NAMES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")
+
+
+def add_harden(commands: Subcommands) -> None:
+    harden = commands.add_parser(
+        "harden",
+        help="fine-tune an agent (distill, sam, noise, ...) so that it survives a narrow spec; writes a normal agent",
+        description="One agent from the flags (zoo, --model or --policy-module), or every agent x recipe of --grid. "
+        "Writes OUT.zip (OUT.onnx for a torch module) with OUT/ beside it (the parent's normalisation and "
+        "harden.json, its provenance). --certify then certifies the parent and the hardened agent, both against "
+        "the parent's fp32.",
+    )
+    harden.set_defaults(handler=handler("harden:harden"))
+    add_agent(harden, env_required=False)
+    harden.add_argument(
+        "--grid", type=Path, default=None, metavar="FILE", help="the study file, e.g. zoo_configs/harden.yaml"
+    )
+    harden.add_argument(
+        "--recipe",
+        nargs="+",
+        default=None,
+        metavar="R",
+        help=f"one of {', '.join(RECIPE_NAMES)} (default distill; with --grid: only these)",
+    )
+    harden.add_argument(
+        "--setting",
+        nargs="+",
+        default=None,
+        metavar="PART.NAME=VALUE",
+        help="a recipe setting, e.g. distill.margin=0.2 sam.rho=0.1 (see docs/hardening.md)",
+    )
+    harden.add_argument(
+        "--bits", type=precision_arg, default=None, metavar="P", help=f"the target precision: {help_text()}"
+    )
+    add_spec(harden)
+    add_recipe(harden)
+    harden.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="env steps (RL loss: training steps; distill: states collected); default a tenth of the zoo's steps",
+    )
+    harden.add_argument("--seed", type=int, default=0, help="fine-tuning seed")
+    harden.add_argument(
+        "--out", type=Path, default=None, help="OUT.zip (OUT.onnx for a torch module); default the cache"
+    )
+    harden.add_argument(
+        "--force", action="store_true", help="replace an existing --out (and re-run a stored hardening)"
+    )
+    harden.add_argument(
+        "--certify", action="store_true", help="certify the parent and the hardened agent against the parent's fp32"
+    )
+    harden.add_argument(
+        "--tolerance", type=float, default=5.0, metavar="PCT", help="certify's δ, %% of R_fp32 - R_random"
+    )
+    harden.add_argument("--confidence", type=float, default=0.95, help="certify's confidence, in (0.5, 1)")
+    harden.add_argument(
+        "--max-episodes", type=positive_int, default=None, help="certify's cap on paired episodes (default 1000)"
+    )
+    add_store(harden)

@@ -1,0 +1,168 @@
+"""Hardened agents (``quarl-bench harden``): each one next to its parent, from stored rows only.
+
+A line is one ``hardened`` row: the recipe, its budget and cost, the certified minimum safe width of the parent
+(against its own fp32) and of the hardened agent (against the **parent's** fp32, on the same paired episodes and δ),
+the target spec's verdict before and after, the hardened fp32's verdict against the parent's fp32, and the decision
+margins and weight spread before and after. The minimums are :func:`~quarl_bench.report.verdicts.verdict_grid`'s,
+the rule ``certify`` applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.report.objects import Figure, Table
+from quarl_bench.report.verdicts import is_equivalence, verdict_grid
+from quarl_bench.spec_kinds import spec_of
+from quarl_bench.statistics.certification import family
+
+SECTION = "Hardened agents"
+
+
+def _plain(spec: Any) -> Any:
+    return replace(spec, act_bits="", obs_bits="", out_bits="", calibration_states=0, calibration_method="")
+
+
+def _minimum(grid: pd.DataFrame, label: str) -> str:
+    line = grid[grid["family"] == label] if len(grid) else grid
+    return str(line.iloc[-1]["certified minimum"]) if len(line) else "-"
+
+
+def _cell(verdicts: pd.DataFrame, label: str) -> tuple[str, tuple[str, ...]]:
+    if verdicts.empty:
+        return "-", ()
+    chosen = verdicts[[family(spec_of(fields)) == label for fields in verdicts["spec_json"]]]
+    if chosen.empty:
+        return "-", ()
+    row = chosen.iloc[-1]
+    return f"{row['verdict']} ({row['episodes']})", (row["key"], *row["rows"])
+
+
+def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """One line per hardened agent (see the module docstring); ``rows`` names the stored rows behind it."""
+    if hardened.empty:
+        return pd.DataFrame()
+    if verdicts.empty:
+        verdicts = pd.DataFrame(columns=["agent_hash", "settings", "spec_json", "verdict", "episodes", "rows", "key"])
+    plain_verdicts = verdicts[[not is_equivalence(s) for s in verdicts["settings"]]]
+    records = []
+    for _, row in hardened.iterrows():
+        target = spec_of(row["spec_json"])
+        plain_label, target_label = family(_plain(target)), family(target)
+        against = [settings.get("baseline", "") for settings in plain_verdicts["settings"]]
+        parent = plain_verdicts[(plain_verdicts["agent_hash"] == row["parent_hash"]).to_numpy() & np.equal(against, "")]
+        child = plain_verdicts[
+            (plain_verdicts["agent_hash"] == row["agent_hash"]).to_numpy() & np.equal(against, row["parent_hash"])
+        ]
+        identity = np.array([spec_of(fields).is_identity for fields in child["spec_json"]], dtype=bool)
+        fp32, child = child[identity], child[~identity]
+        before_grid, after_grid = verdict_grid(parent), verdict_grid(child)
+        target_before, before_rows = _cell(parent, target_label) if target_label != plain_label else ("-", ())
+        target_after, after_rows = _cell(child, target_label) if target_label != plain_label else ("-", ())
+        margins_before, margins_after = row["before"].get("margins", {}), row["after"].get("margins", {})
+        weights_before, weights_after = row["before"]["weights"], row["after"]["weights"]
+        fp32_text = "-"
+        if len(fp32):
+            last = fp32.iloc[-1]
+            fp32_text = f"{last['verdict']} ({float(last['mean']):+.1f}, {last['episodes']})"
+        keys = [row["key"], *parent["key"], *child["key"], *fp32["key"], *before_rows, *after_rows]
+        keys += [k for rows in (*parent["rows"], *child["rows"], *fp32["rows"]) for k in rows]
+        records.append(
+            {
+                "parent": names.get(row["parent_hash"], str(row["parent_hash"])[:8]),
+                "recipe": row["recipe"],
+                "target": target_label.replace("int", target.precision, 1),
+                "budget": int(row["budget"]),
+                "env steps": int(row["env_steps"]),
+                "fine-tune s": round(float(row["seconds"]), 1),
+                f"{plain_label} before": _minimum(before_grid, plain_label),
+                f"{plain_label} after": _minimum(after_grid, plain_label),
+                "target before": target_before,
+                "target after": target_after,
+                "fp32 vs parent": fp32_text,
+                "margin median before": margins_before.get("margin_median"),
+                "margin median after": margins_after.get("margin_median"),
+                "weight range before": weights_before["range"],
+                "weight range after": weights_after["range"],
+                "kurtosis before": weights_before["kurtosis"],
+                "kurtosis after": weights_after["kurtosis"],
+                "hardened agent": row["path"],
+                "parent hash": row["parent_hash"],
+                "agent hash": row["agent_hash"],
+                "rows": " ".join(dict.fromkeys(str(k) for k in keys)),
+            }
+        )
+    return pd.DataFrame.from_records(records)
+
+
+def hardening_report(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[str, str]) -> list[Table | Figure]:
+    """The ``hardened_agents`` table (and its figure where a line has both minimums); nothing without hardenings."""
+    frame = hardening_frame(hardened, verdicts, names)
+    if frame.empty:
+        return []
+    caption = (
+        "Hardened agents next to their parents: certified minimum safe width before (the parent against its fp32) "
+        "and after (the hardened agent against the parent's fp32, same δ and paired episodes)"
+    )
+    items: list[Table | Figure] = [Table("hardened_agents", SECTION, frame, caption, console=True)]
+    widths = width_changes(frame)
+    if len(widths):
+        keys = tuple(k for text in frame["rows"] for k in text.split())
+        items.append(Figure("hardened_widths", SECTION, draw_width_changes, (widths,), 110, keys))
+    return items
+
+
+def width_changes(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per line, the certified minimum before and after as bits (``≤ int4``: 4, ``> int8``: 9, none: NaN)."""
+    before = [c for c in frame.columns if c.endswith(" before") and c.startswith("int")]
+    if not before:
+        return pd.DataFrame()
+    column = before[0]
+    after = column.replace(" before", " after")
+    return pd.DataFrame(
+        {
+            "agent": frame["parent"],
+            "recipe": frame["recipe"],
+            "before": frame[column].map(width_bits),
+            "after": frame[after].map(width_bits),
+        }
+    )
+
+
+def width_bits(text: str) -> float:
+    """A certified minimum's words as bits for plotting: ``int5`` 5, ``≤ int4`` 4, ``> int8`` 9 (above the ladder)."""
+    import re
+
+    found = re.search(r"(\d+)", str(text))
+    if not found:
+        return float("nan")
+    bits = float(found.group(1))
+    return bits + 1 if str(text).startswith(">") else bits
+
+
+def draw_width_changes(widths: pd.DataFrame) -> Any:
+    """Per agent, an arrow from the certified width before to after, one colour per recipe."""
+    import matplotlib.pyplot as plt
+
+    agents = list(dict.fromkeys(widths["agent"]))
+    recipes = list(dict.fromkeys(widths["recipe"]))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(agents) + 1.4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for _, line in widths.iterrows():
+        y = agents.index(line["agent"]) + (recipes.index(line["recipe"]) - (len(recipes) - 1) / 2) * 0.18
+        colour = colours[recipes.index(line["recipe"]) % len(colours)]
+        ax.annotate("", (line["after"], y), (line["before"], y), arrowprops={"arrowstyle": "->", "color": colour})
+        ax.plot([line["after"]], [y], "o", color=colour, ms=4)
+    for index, recipe in enumerate(recipes):
+        ax.plot([], [], "o", color=colours[index % len(colours)], label=recipe)
+    ax.set_yticks(range(len(agents)), agents, fontsize=8)
+    ax.set_xlabel("certified minimum safe width (bits; 9 = above int8)")
+    ax.invert_xaxis()
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("Certified width before → after hardening", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,138 @@
+"""The hardening recipes, one registered dataclass each, whose fields are the recipe's settings (they go in the
+hardening job's key). A recipe name joins parts with ``+``: ``distill``, ``sam``, ``noise``, ``distill+noise``,
+``distill+sam``, ``sam+noise``, ...
+
+- ``distill``: the loss is distillation towards the fp32 teacher (no env reward); without it the loss is the RL
+  algorithm's own (rl-zoo3's hyperparameters).
+- ``sam``: the optimizer takes sharpness-aware steps (``training/sam.py``).
+- ``noise``: the student's weights get uniform noise of one target-grid step instead of being rounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+from quarl_bench.errors import QuarlError
+
+
+@dataclass(frozen=True)
+class Distill:
+    """Quantization-aware distillation of a fake-quantized student (straight-through estimator) towards the fp32
+    teacher, on states from the teacher's and then the student's own rollouts.
+
+    :param rounds: student rollouts after the teacher's (each followed by training on every state so far).
+    :param teacher_share: the share of the env-step budget the teacher's rollouts take.
+    :param epochs: passes over the collected states after each rollout.
+    :param batch_size: states per gradient step.
+    :param learning_rate: Adam's.
+    :param margin: Q-networks: the lead the teacher's best action must keep over the others, in units of what
+        rounding the teacher to the target grid moves its values (0: no margin term).
+    :param fp32_weight: the loss of the unquantized student is added with this weight (it must stay as good).
+    """
+
+    name: ClassVar[str] = "distill"
+    rounds: int = 4
+    teacher_share: float = 0.5
+    epochs: int = 30
+    batch_size: int = 256
+    learning_rate: float = 3e-4
+    margin: float = 0.5
+    fp32_weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Sam:
+    """Sharpness-aware minimisation (Foret et al. 2021) of whatever loss the recipe trains.
+
+    :param rho: the ascent radius.
+    """
+
+    name: ClassVar[str] = "sam"
+    rho: float = 0.05
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Weight-noise injection: the student computes with ``w + u``, ``u`` uniform in ±``scale``/2 target-grid steps
+    (per output channel where the target's grid is), drawn afresh each forward pass.
+
+    :param scale: the noise's width in grid steps.
+    """
+
+    name: ClassVar[str] = "noise"
+    scale: float = 1.0
+
+
+RECIPE_PARTS: dict[str, type] = {part.name: part for part in (Distill, Sam, Noise)}
+RECIPES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A recipe: its parts in canonical order, each with its settings."""
+
+    parts: tuple[Any, ...]
+
+    @property
+    def name(self) -> str:
+        return "+".join(part.name for part in self.parts)
+
+    def part(self, name: str) -> Any | None:
+        return next((p for p in self.parts if p.name == name), None)
+
+    @property
+    def distills(self) -> bool:
+        """Distillation loss (no env reward) rather than the RL algorithm's loss."""
+        return self.part("distill") is not None
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name, "settings": {part.name: asdict(part) for part in self.parts}}
+
+
+def parse_recipe(text: str, settings: dict[str, dict[str, Any]] | None = None) -> Recipe:
+    """``distill+noise`` (and per-part settings, ``{"distill": {"margin": 0.2}}``) as a :class:`Recipe`.
+
+    :raises QuarlError: naming an unknown recipe or setting and the accepted ones.
+    """
+    names = [name.strip() for name in text.split("+")]
+    canonical = (
+        "+".join(sorted(dict.fromkeys(names), key=list(RECIPE_PARTS).index)) if set(names) <= set(RECIPE_PARTS) else ""
+    )
+    if canonical not in RECIPES:
+        raise QuarlError(f"unknown recipe {text!r}: expected one of {', '.join(RECIPES)}")
+    parts = []
+    settings = settings or {}
+    for name in settings:
+        if name not in canonical.split("+"):
+            raise QuarlError(
+                f"bad settings for {name!r}: recipe {canonical!r} has parts {canonical.replace('+', ', ')}"
+            )
+    for name in canonical.split("+"):
+        part = RECIPE_PARTS[name]
+        given = settings.get(name, {})
+        known = {f.name for f in fields(part)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise QuarlError(f"unknown {name} setting {unknown[0]!r}: expected one of {', '.join(sorted(known))}")
+        parts.append(part(**given))
+    _check(parts)
+    return Recipe(tuple(parts))
+
+
+def _check(parts: list[Any]) -> None:
+    for part in parts:
+        if isinstance(part, Distill):
+            if part.rounds < 0 or not 0 < part.teacher_share <= 1 or part.epochs < 1 or part.batch_size < 1:
+                raise QuarlError(
+                    f"bad distill settings {asdict(part)}: expected rounds >= 0, teacher_share in (0, 1], "
+                    "epochs >= 1 and batch_size >= 1"
+                )
+            if part.learning_rate <= 0 or part.margin < 0 or part.fp32_weight < 0:
+                raise QuarlError(
+                    f"bad distill settings {asdict(part)}: expected learning_rate > 0, margin >= 0, fp32_weight >= 0"
+                )
+        if isinstance(part, Sam) and not part.rho > 0:
+            raise QuarlError(f"bad sam rho {part.rho:g}: expected a radius > 0, e.g. 0.05")
+        if isinstance(part, Noise) and not part.scale > 0:
+            raise QuarlError(f"bad noise scale {part.scale:g}: expected a width in grid steps > 0, e.g. 1")

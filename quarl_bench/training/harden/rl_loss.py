@@ -1,0 +1,149 @@
+"""Fine-tuning with the RL algorithm's own loss (recipes ``sam``, ``noise``, ``sam+noise``): rl-zoo3 builds the
+algorithm, its envs and hyperparameters as for training (the parent's saved ``config.yml`` where it has one); the
+parent's weights and normalisation statistics are loaded into it before the first step, and it learns for the
+budget's env steps.
+
+Fine-tuning a trained agent is not training from scratch, so three hyperparameters change, and the record says so:
+exploration starts at its final rate (DQN, QR-DQN), learning starts after at most a tenth of the budget (the replay
+buffer starts empty), and the parent's observation statistics stay frozen (the hardened agent normalises as the
+parent did).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
+
+from quarl_bench.training.harden.distill import FineTune
+from quarl_bench.training.harden.recipes import Recipe
+from quarl_bench.training.harden.student import convert, release, target_switch
+from quarl_bench.training.sam import AlternatingSAM
+from quarl_bench.types import QuantSpec
+from quarl_bench.zoo.train import train_with_callbacks
+
+EPSILON_SCHEDULED = ("dqn", "qrdqn")
+
+
+def saved_config(stats_folder: Path) -> dict[str, Any]:
+    """The parent's rl-zoo3 ``config.yml`` as a dict (empty when it has none)."""
+    import yaml
+
+    path = stats_folder / "config.yml"
+    if not path.is_file():
+        return {}
+    loaded = yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)  # rl-zoo3 writes an OrderedDict
+    return dict(loaded or {})
+
+
+def fine_tune_hyperparams(algo: str, config: dict[str, Any], budget: int) -> dict[str, Any]:
+    """The parent's hyperparameters with the fine-tuning changes of the module docstring."""
+    changed = {k: v for k, v in config.items() if k != "n_timesteps"}
+    if "learning_starts" in changed or algo in EPSILON_SCHEDULED:
+        changed["learning_starts"] = min(int(changed.get("learning_starts", budget)), budget // 10)
+    if algo in EPSILON_SCHEDULED:
+        final = float(changed.get("exploration_final_eps", 0.05))
+        changed["exploration_initial_eps"] = final
+        changed["exploration_final_eps"] = final
+    return changed
+
+
+class _Harden(BaseCallback):
+    """Loads the parent into the fresh model, then applies the recipe for the run, and undoes it at the end."""
+
+    def __init__(self, parent: Any, spec: QuantSpec, recipe: Recipe) -> None:
+        super().__init__()
+        self.parent, self.spec, self.recipe = parent, spec, recipe
+        self.sams: list[AlternatingSAM] = []
+        self.holders: list[Any] = []
+
+    def _on_training_start(self) -> None:
+        model: BaseAlgorithm = self.model
+        model.policy.load_state_dict(self.parent.model.policy.state_dict())
+        _freeze_parent_statistics(model, self.parent)
+        noise = self.recipe.part("noise")
+        if noise:
+            convert(model.policy, target_switch(self.spec, noise.scale))
+        sam = self.recipe.part("sam")
+        if sam:
+            for holder in model.policy.modules():
+                optimizer = getattr(holder, "optimizer", None)
+                if isinstance(optimizer, torch.optim.Optimizer) and not isinstance(optimizer, AlternatingSAM):
+                    holder.optimizer = AlternatingSAM(optimizer, sam.rho)
+                    self.sams.append(holder.optimizer)
+                    self.holders.append(holder)
+            learn_step = model.train
+
+            def train(*args: Any, **kwargs: Any) -> None:
+                for wrapped in self.sams:
+                    wrapped.resume()
+                try:
+                    learn_step(*args, **kwargs)
+                finally:
+                    for wrapped in self.sams:
+                        wrapped.hold()
+
+            model.train = train  # type: ignore[method-assign]
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        model: BaseAlgorithm = self.model
+        for holder, wrapped in zip(self.holders, self.sams, strict=True):
+            wrapped.hold()
+            holder.optimizer = wrapped.base
+        model.__dict__.pop("train", None)
+        release(model.policy)
+
+    @property
+    def sam_updates(self) -> int:
+        return sum(wrapped.updates for wrapped in self.sams)
+
+
+def _freeze_parent_statistics(model: BaseAlgorithm, parent: Any) -> None:
+    normalizer = unwrap_vec_normalize(model.get_env())
+    if normalizer is None or not parent.stats_path:
+        return
+    stats = Path(parent.stats_path) / "vecnormalize.pkl"
+    if stats.is_file():
+        from quarl_bench.zoo.envs import gym_pickle_alias
+
+        with gym_pickle_alias():
+            saved = VecNormalize.load(str(stats), normalizer.venv)
+        normalizer.obs_rms, normalizer.ret_rms = saved.obs_rms, saved.ret_rms
+    normalizer.training = False
+
+
+def rl_fine_tune(parent: Any, spec: QuantSpec, recipe: Recipe, budget: int, seed: int, zip_path: Path) -> FineTune:
+    """Fine-tune ``parent`` (a loaded agent) with its algorithm's loss for ``budget`` env steps; the model is saved
+    to ``zip_path``.
+
+    :raises QuarlError: when rl-zoo3 has no hyperparameters for the agent's algo and env.
+    """
+    ref = parent.ref
+    stats_folder = Path(parent.stats_path) if parent.stats_path else Path()
+    hyperparams = fine_tune_hyperparams(ref.algo, saved_config(stats_folder) if parent.stats_path else {}, budget)
+    callback = _Harden(parent, spec, recipe)
+    started = time.perf_counter()
+    trained: dict[str, Any] = {}
+
+    def prepare(model: BaseAlgorithm, _n: int) -> list[BaseCallback]:
+        trained["model"] = model
+        return [callback]
+
+    with tempfile.TemporaryDirectory(prefix="harden-") as scratch:
+        train_with_callbacks(
+            ref.algo, ref.env_id, Path(scratch), seed, budget, prepare, hyperparams=hyperparams or None
+        )
+    model: BaseAlgorithm = trained["model"]
+    seconds = time.perf_counter() - started
+    model.save(zip_path)
+    updates = int(getattr(model, "_n_updates", 0))
+    return FineTune(int(model.num_timesteps), callback.sam_updates or updates, seconds, float("nan"))
