@@ -144,6 +144,8 @@ def certify_agent(
             raise QuarlError("certify_agent on a policy file needs env: expected an env id such as 'CartPole-v1'")
         model = resolve(AgentQuery(env, model=str(model)))
     specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
+    if baseline is not None and not any(spec.is_identity for spec in specs):
+        specs = (QuantSpec("fp32"), *specs)
     if isinstance(store, ResultStore):
         return _certify_in(model, specs, config, store, force, on_verdict, baseline)
     with ResultStore(store or DEFAULT_STORE) as opened:

@@ -82,7 +82,10 @@ def certify(args: argparse.Namespace) -> int:
             elif not args.json:
                 console.print(f"Agent: [bold]{escape(ref_title(ref))}[/]")
             on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
-            result = certify_agent(ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict)
+            baseline = hardened_parent(ref, quiet=args.json) if args.against_parent else None
+            result = certify_agent(
+                ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict, baseline=baseline
+            )
             if args.json:
                 print(json.dumps(result.as_json()))
             else:
@@ -90,6 +93,24 @@ def certify(args: argparse.Namespace) -> int:
         if not args.json:
             console.print(f"Stored in {store.path}")
     return 0
+
+
+def hardened_parent(ref, quiet: bool = False):
+    """The parent a hardened agent's ``harden.json`` names.
+
+    :raises QuarlError: for an agent that ``quarl-bench harden`` did not write.
+    """
+    from quarl_bench.methods.harden import parent_of
+
+    parent = parent_of(ref.model_path) if ref.model_path else None
+    if parent is None:
+        raise QuarlError(
+            f"--against-parent: {ref.model_path or ref.run_dir} has no harden.json beside it: expected an agent "
+            "written by quarl-bench harden (--model OUT.zip)"
+        )
+    if not quiet:
+        console.print(f"Against the parent's fp32: {escape(ref_title(parent))}")
+    return parent
 
 
 def grid_certify_agents(args: argparse.Namespace) -> list:

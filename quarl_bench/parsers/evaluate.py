@@ -97,6 +97,11 @@ def add_certify(commands: Subcommands) -> None:
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
     )
     certify.add_argument("--every-width", action="store_true", help="go on below the first width that is not safe")
+    certify.add_argument(
+        "--against-parent",
+        action="store_true",
+        help="a hardened agent (quarl-bench harden): compare with its parent's fp32 (and certify its own fp32 too)",
+    )
     certify.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_store(certify)
     certify.add_argument("--force", action="store_true", help="decide again what the store has verdicts for")

@@ -155,13 +155,20 @@ def draw_width_changes(widths: pd.DataFrame) -> Any:
     for _, line in widths.iterrows():
         y = agents.index(line["agent"]) + (recipes.index(line["recipe"]) - (len(recipes) - 1) / 2) * 0.18
         colour = colours[recipes.index(line["recipe"]) % len(colours)]
-        ax.annotate("", (line["after"], y), (line["before"], y), arrowprops={"arrowstyle": "->", "color": colour})
-        ax.plot([line["after"]], [y], "o", color=colour, ms=4)
+        ax.plot([line["before"]], [y], "o", mfc="none", color=colour, ms=4)  # hollow: before
+        if np.isfinite(line["after"]):
+            if line["after"] != line["before"]:
+                arrow = {"arrowstyle": "->", "color": colour}
+                ax.annotate("", (line["after"], y), (line["before"], y), arrowprops=arrow)
+            ax.plot([line["after"]], [y], "o", color=colour, ms=4)
     for index, recipe in enumerate(recipes):
         ax.plot([], [], "o", color=colours[index % len(colours)], label=recipe)
     ax.set_yticks(range(len(agents)), agents, fontsize=8)
-    ax.set_xlabel("certified minimum safe width (bits; 9 = above int8)")
-    ax.invert_xaxis()
+    ticks = list(range(2, 10))
+    ax.set_xticks(ticks, [f"int{t}" if t < 9 else "> int8" for t in ticks])
+    ax.set_xlim(9.5, 1.5)  # wider on the left: hardening moves the points right
+    ax.set_ylim(-0.7, len(agents) - 0.3)
+    ax.set_xlabel("certified minimum safe width (hollow: parent, filled: hardened)")
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("Certified width before → after hardening", fontsize=10)
     fig.tight_layout()

@@ -141,6 +141,8 @@ def rl_fine_tune(parent: Any, spec: QuantSpec, recipe: Recipe, budget: int, seed
     ref = parent.ref
     stats_folder = Path(parent.stats_path) if parent.stats_path else Path()
     hyperparams = fine_tune_hyperparams(ref.algo, saved_config(stats_folder) if parent.stats_path else {}, budget)
+    # the parent's own network (a user's zip need not have the zoo's), as the loaded model holds it
+    hyperparams["policy_kwargs"] = dict(getattr(parent.model, "policy_kwargs", {}) or {})
     callback = _Harden(parent, spec, recipe)
     started = time.perf_counter()
     trained: dict[str, Any] = {}
