@@ -14,6 +14,8 @@ _API = {
     "AgentQuery": "quarl_bench.api",
     "evaluate_agent": "quarl_bench.api",
     "certify_agent": "quarl_bench.api",
+    "harden_agent": "quarl_bench.api.harden:harden",
+    "certify_hardening": "quarl_bench.api.harden",
     "run_ptq": "quarl_bench.api",
     "run_rollouts": "quarl_bench.api",
     "resolve": "quarl_bench.api",
@@ -68,6 +70,7 @@ _API = {
     "RolloutPPO": "quarl_bench.training.quantized_rollouts",
     "silence_library_warnings": "quarl_bench.zoo.quiet",
     "console": "quarl_bench.report.console",
+    "zoo_steps": "quarl_bench.api.harden",
 }
 __all__ = sorted(_API)
 

@@ -22,7 +22,7 @@ LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)")
 
 # training, cluster and timing commands are parsed, not run: each takes minutes, and other tests run them
 NOT_RUN = ("actorq", "amp", "qat", "train", "table4")
-NOT_RUN_FLAGS = ("--executor", "--grid certify_methods", "mujoco", "qat", "--train-if-missing")
+NOT_RUN_FLAGS = ("--executor", "--grid certify_methods", "--grid harden", "mujoco", "qat", "--train-if-missing")
 # sweeps of the big grids are parsed, not run (hundreds of jobs even at 2 episodes); smoke stands for them
 RUN_SWEEPS = ("smoke",)
 # per command: the flags that make it tiny (later flags win in argparse)
@@ -34,6 +34,7 @@ TINY = {
     "mixed": ["-n", "2", "--bits", "8", "4", "--max-episodes", "20", "--search-seeds", "0", "--verify-seeds", "1"],
     "certify": ["--batch", "5", "--max-episodes", "5", "--bits", "fp16", "8", "2"],
     "sweep": ["-n", "2", "--env", "CartPole-v1"],
+    "harden": ["--budget", "500", "--max-episodes", "20"],
     "rollout": [
         "--timesteps",
         "256",
