@@ -103,6 +103,22 @@ def harden(
     return run_work(Work(config, cache=cache, driver=driver_provenance()), store, force=rerun)[0]
 
 
+def parent_agent(ref: AgentRef) -> AgentRef:
+    """The parent a hardened agent's ``harden.json`` names (``certify --against-parent``).
+
+    :raises QuarlError: for an agent that ``quarl-bench harden`` did not write.
+    """
+    from quarl_bench.methods.harden import parent_of
+
+    parent = parent_of(ref.model_path) if ref.model_path else None
+    if parent is None:
+        raise QuarlError(
+            f"--against-parent: {ref.model_path or ref.run_dir} has no harden.json beside it: expected an agent "
+            "written by quarl-bench harden (--model OUT.zip)"
+        )
+    return parent
+
+
 def hardened_ref(row: dict[str, Any], parent: AgentRef) -> AgentRef:
     """The hardened agent of a stored row, resolved as ``--model`` resolves it."""
     from quarl_bench.zoo.model_file import model_ref

@@ -50,6 +50,7 @@ def certify(args: argparse.Namespace) -> int:
     import json
 
     from quarl_bench.api import certify_agent, find_agent
+    from quarl_bench.api.harden import parent_agent
     from quarl_bench.arguments import recipe_options
     from quarl_bench.methods.certify import CertifyConfig
     from quarl_bench.report.console import certification_table, verdict_line
@@ -82,7 +83,9 @@ def certify(args: argparse.Namespace) -> int:
             elif not args.json:
                 console.print(f"Agent: [bold]{escape(ref_title(ref))}[/]")
             on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
-            baseline = hardened_parent(ref, quiet=args.json) if args.against_parent else None
+            baseline = parent_agent(ref) if args.against_parent else None
+            if baseline is not None and not args.json:
+                console.print(f"Against the parent's fp32: {escape(ref_title(baseline))}")
             result = certify_agent(
                 ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict, baseline=baseline
             )
@@ -93,24 +96,6 @@ def certify(args: argparse.Namespace) -> int:
         if not args.json:
             console.print(f"Stored in {store.path}")
     return 0
-
-
-def hardened_parent(ref, quiet: bool = False):
-    """The parent a hardened agent's ``harden.json`` names.
-
-    :raises QuarlError: for an agent that ``quarl-bench harden`` did not write.
-    """
-    from quarl_bench.methods.harden import parent_of
-
-    parent = parent_of(ref.model_path) if ref.model_path else None
-    if parent is None:
-        raise QuarlError(
-            f"--against-parent: {ref.model_path or ref.run_dir} has no harden.json beside it: expected an agent "
-            "written by quarl-bench harden (--model OUT.zip)"
-        )
-    if not quiet:
-        console.print(f"Against the parent's fp32: {escape(ref_title(parent))}")
-    return parent
 
 
 def grid_certify_agents(args: argparse.Namespace) -> list:
