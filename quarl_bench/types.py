@@ -217,6 +217,12 @@ class QuantSpec:
         """Whether any activation, observation or output is quantized."""
         return bool(self.act_bits or self.obs_bits or self.out_bits)
 
+    def weights_only(self) -> QuantSpec:
+        """The same weight grid with activations, observations and outputs left in fp32."""
+        if not self.activations:
+            return self
+        return replace(self, act_bits="", obs_bits="", out_bits="", calibration_states=0, calibration_method="")
+
     @property
     def calibrated(self) -> bool:
         """Whether PTQ needs visited states: activation ranges or calibrated rounding."""

@@ -132,7 +132,7 @@ def certified_specs(target: QuantSpec, ladder: Sequence[str] = LADDER) -> tuple[
     and the target itself where it quantizes more than weights (activations: its own family)."""
     from dataclasses import replace
 
-    plain = replace(target, act_bits="", obs_bits="", out_bits="", calibration_states=0, calibration_method="")
+    plain = target.weights_only()
     specs = [replace(plain, precision=p) for p in ladder if QuantSpec(p).bits >= target.bits]
     if not target.number_format.is_int:
         specs = [plain]
@@ -165,9 +165,7 @@ def certify_hardening(
         return (lambda found: on_verdict(which, found)) if on_verdict else None
 
     before = certify_agent(parent, specs, config, store, on_verdict=told("parent"))
-    after = certify_agent(
-        child, (QuantSpec("fp32"), *specs), config, store, on_verdict=told("hardened"), baseline=parent
-    )
+    after = certify_agent(child, specs, config, store, on_verdict=told("hardened"), baseline=parent)
     return HardeningVerdicts(before, after)
 
 

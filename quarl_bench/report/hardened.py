@@ -9,7 +9,6 @@ the rule ``certify`` applies.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,10 +20,6 @@ from quarl_bench.spec_kinds import spec_of
 from quarl_bench.statistics.certification import family
 
 SECTION = "Hardened agents"
-
-
-def _plain(spec: Any) -> Any:
-    return replace(spec, act_bits="", obs_bits="", out_bits="", calibration_states=0, calibration_method="")
 
 
 def _minimum(grid: pd.DataFrame, label: str) -> str:
@@ -52,7 +47,7 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
     records = []
     for _, row in hardened.iterrows():
         target = spec_of(row["spec_json"])
-        plain_label, target_label = family(_plain(target)), family(target)
+        plain_label, target_label = family(target.weights_only()), family(target)
         against = [settings.get("baseline", "") for settings in plain_verdicts["settings"]]
         parent = plain_verdicts[(plain_verdicts["agent_hash"] == row["parent_hash"]).to_numpy() & np.equal(against, "")]
         child = plain_verdicts[

@@ -155,8 +155,7 @@ def margin_unit(teacher, spec: QuantSpec, states: np.ndarray, targets: Output) -
     ``states`` and actions); the teacher's median spread where rounding moves nothing."""
     from quarl_bench.quant.quantize import quantize
 
-    weights_only = replace(spec, act_bits="", obs_bits="", out_bits="", calibration_states=0, calibration_method="")
-    rounded, _ = quantize(teacher, weights_only)
+    rounded, _ = quantize(teacher, spec.weights_only())
     with torch.no_grad():
         moved = _centred(decision_output(rounded, teacher.obs_to_tensor(states)[0]).tensor) - _centred(targets.tensor)
     unit = float(moved.pow(2).mean().sqrt())
