@@ -275,3 +275,18 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
     certified = pd.read_csv(report / "certified_verdicts.csv")  # certify's own verdicts; not those against a parent
     assert sorted(certified["agent"].str.contains("dqn_int4.zip")) == [False, True]
     assert certified.set_index(certified["agent"].str.contains("dqn_int4.zip")).loc[True, "int4"].startswith("safe")
+
+
+def test_hardening_keys_are_pinned() -> None:
+    """The store's key of a hardening: a new setting at its default (epoch_states) leaves stored keys as they were."""
+    from quarl_bench.methods.harden import HardenConfig
+    from quarl_bench.types import AgentRef, QuantSpec
+
+    ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "folder", "/zoo/dqn/CartPole-v1_1", "2472643f427de863")
+    w4 = QuantSpec("int4", "per-channel")
+    w4a8 = QuantSpec("int4", "per-channel", act_bits="int8", calibration_states=1000, calibration_method="minmax")
+    assert HardenConfig(ref, w4, parse_recipe("distill"), 5000).key == "19e24a5ace2f1acca9625226"
+    assert HardenConfig(ref, w4a8, parse_recipe("sam"), 5000).key == "1a3e997e8f5414efdc6b23fe"
+    wider = parse_recipe("distill", {"distill": {"epoch_states": 5000}})
+    assert HardenConfig(ref, w4, wider, 5000).key != "19e24a5ace2f1acca9625226"
+    assert HardenConfig(ref, w4, parse_recipe("distill"), 5000, out="elsewhere.zip").key == "19e24a5ace2f1acca9625226"

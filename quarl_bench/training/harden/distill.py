@@ -103,8 +103,8 @@ def distill(
             if number == 0:
                 scale = margin_unit(teacher, spec, observed, targets) if targets.kind == "values" else 1.0
             for _ in range(settings.epochs):
-                order = rng.permutation(len(observed))
-                for batch in np.array_split(order, max(1, len(observed) // settings.batch_size)):
+                order = rng.permutation(len(observed))[: settings.epoch_states]
+                for batch in np.array_split(order, max(1, len(order) // settings.batch_size)):
                     target = Output(targets.kind, targets.tensor[batch])
                     step = _Step(student, switch, student.obs_to_tensor(observed[batch])[0], target, settings, scale)
                     loss_value = step.take(optimizer, sam is not None)

@@ -10,10 +10,14 @@ hardening job's key). A recipe name joins parts with ``+``: ``distill``, ``sam``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from quarl_bench.errors import QuarlError
+
+# A setting added after hardenings were stored enters the key only away from its default, whose behaviour is the
+# one before it: stored keys never change.
+ADDED = "added"
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,8 @@ class Distill:
     :param margin: Q-networks: the lead the teacher's best action must keep over the others, in units of what
         rounding the teacher to the target grid moves its values (0: no margin term).
     :param fp32_weight: the loss of the unquantized student is added with this weight (it must stay as good).
+    :param epoch_states: an epoch passes over at most this many states, drawn afresh from all so far (a budget of
+        500k states, a2c LunarLanderContinuous's tenth, would otherwise cost 220k gradient steps).
     """
 
     name: ClassVar[str] = "distill"
@@ -39,6 +45,7 @@ class Distill:
     learning_rate: float = 3e-4
     margin: float = 0.5
     fp32_weight: float = 1.0
+    epoch_states: int = field(default=20_000, metadata={ADDED: True})
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,16 @@ class Recipe:
         return self.part("distill") is not None
 
     def identity(self) -> dict[str, Any]:
-        return {"name": self.name, "settings": {part.name: asdict(part) for part in self.parts}}
+        return {"name": self.name, "settings": {part.name: _settings(part) for part in self.parts}}
+
+
+def _settings(part: Any) -> dict[str, Any]:
+    """A part's settings for the key: every field, but those added later only where they differ from the default."""
+    values = asdict(part)
+    for spec in fields(part):
+        if spec.metadata.get(ADDED) and values[spec.name] == spec.default:
+            del values[spec.name]
+    return values
 
 
 def parse_recipe(text: str, settings: dict[str, dict[str, Any]] | None = None) -> Recipe:
@@ -123,11 +139,13 @@ def parse_recipe(text: str, settings: dict[str, dict[str, Any]] | None = None) -
 def _check(parts: list[Any]) -> None:
     for part in parts:
         if isinstance(part, Distill):
-            if part.rounds < 0 or not 0 < part.teacher_share <= 1 or part.epochs < 1 or part.batch_size < 1:
+            if part.rounds < 0 or not 0 < part.teacher_share <= 1 or min(part.epochs, part.batch_size) < 1:
                 raise QuarlError(
                     f"bad distill settings {asdict(part)}: expected rounds >= 0, teacher_share in (0, 1], "
                     "epochs >= 1 and batch_size >= 1"
                 )
+            if part.epoch_states < part.batch_size:
+                raise QuarlError(f"bad distill epoch_states {part.epoch_states}: expected at least batch_size states")
             if part.learning_rate <= 0 or part.margin < 0 or part.fp32_weight < 0:
                 raise QuarlError(
                     f"bad distill settings {asdict(part)}: expected learning_rate > 0, margin >= 0, fp32_weight >= 0"
