@@ -1,6 +1,7 @@
 """Hardened agents (``quarl-bench harden``): each one next to its parent, from stored rows only.
 
-A line is one ``hardened`` row: the recipe, its budget and cost, the certified minimum safe width of the parent
+A line is one ``hardened`` row, linked to its parent by name and hash (on the page, the parent's cell names the
+parent's stored verdicts and batches; ``parent rows`` in the files): the recipe, its budget and cost, the certified minimum safe width of the parent
 (against its own fp32) and of the hardened agent (against the **parent's** fp32, on the same paired episodes and δ),
 the target spec's verdict before and after, the hardened fp32's verdict against the parent's fp32, and the decision
 margins and weight spread before and after. The minimums are :func:`~quarl_bench.report.verdicts.verdict_grid`'s,
@@ -64,11 +65,13 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
         if len(fp32):
             last = fp32.iloc[-1]
             fp32_text = f"{last['verdict']} ({float(last['mean']):+.1f}, {last['episodes']})"
-        keys = [row["key"], *parent["key"], *child["key"], *fp32["key"], *before_rows, *after_rows]
-        keys += [k for rows in (*parent["rows"], *child["rows"], *fp32["rows"]) for k in rows]
+        parent_keys = [*parent["key"], *before_rows, *(k for rows in parent["rows"] for k in rows)]
+        keys = [row["key"], *parent_keys, *child["key"], *fp32["key"], *after_rows]
+        keys += [k for rows in (*child["rows"], *fp32["rows"]) for k in rows]
         records.append(
             {
                 "parent": names.get(row["parent_hash"], str(row["parent_hash"])[:8]),
+                "parent rows": " ".join(dict.fromkeys(str(k) for k in parent_keys)),
                 "recipe": row["recipe"],
                 "target": target_label.replace("int", target.precision, 1),
                 "budget": int(row["budget"]),
