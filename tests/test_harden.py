@@ -290,3 +290,11 @@ def test_hardening_keys_are_pinned() -> None:
     wider = parse_recipe("distill", {"distill": {"epoch_states": 5000}})
     assert HardenConfig(ref, w4, wider, 5000).key != "19e24a5ace2f1acca9625226"
     assert HardenConfig(ref, w4, parse_recipe("distill"), 5000, out="elsewhere.zip").key == "19e24a5ace2f1acca9625226"
+
+
+def test_against_parent_needs_a_hardened_agent(cli, tiny: Path, tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    agent = ("--model", str(tiny / "dqn_cartpole.zip"), "--env", "CartPole-v1")
+    code, _, err = cli("certify", *agent, "--bits", "8", "--against-parent", "--store", store)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "has no harden.json beside it: expected an agent written by quarl-bench harden" in err

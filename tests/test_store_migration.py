@@ -56,6 +56,7 @@ def test_every_old_row_gets_the_spec_that_made_its_key(old_store: Path) -> None:
     assert {"a8 g32 cal-minmax50", "gptq cal50", "prune0.5"} <= recipes
     with sqlite3.connect(old_store) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("SELECT COUNT(*) FROM hardened").fetchone()[0] == 0  # schema 10's table, empty
 
 
 def test_an_old_store_reports_and_a_new_run_adds_rows(cli, old_store: Path, tmp_path: Path) -> None:
