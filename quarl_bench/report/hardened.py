@@ -23,6 +23,11 @@ from quarl_bench.statistics.certification import family
 SECTION = "Hardened agents"
 
 
+def _certification(settings: dict) -> dict:
+    """A verdict's certification settings without the baseline it was compared with."""
+    return {k: v for k, v in settings.items() if k != "baseline"}
+
+
 def _minimum(grid: pd.DataFrame, label: str) -> str:
     line = grid[grid["family"] == label] if len(grid) else grid
     return str(line.iloc[-1]["certified minimum"]) if len(line) else "-"
@@ -49,11 +54,17 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
     for _, row in hardened.iterrows():
         target = spec_of(row["spec_json"])
         plain_label, target_label = family(target.weights_only()), family(target)
-        against = [settings.get("baseline", "") for settings in plain_verdicts["settings"]]
-        parent = plain_verdicts[(plain_verdicts["agent_hash"] == row["parent_hash"]).to_numpy() & np.equal(against, "")]
+        against = np.array([settings.get("baseline", "") for settings in plain_verdicts["settings"]], dtype=object)
         child = plain_verdicts[
-            (plain_verdicts["agent_hash"] == row["agent_hash"]).to_numpy() & np.equal(against, row["parent_hash"])
+            (plain_verdicts["agent_hash"] == row["agent_hash"]).to_numpy() & (against == row["parent_hash"])
         ]
+        # one certification per line: the settings of the newest verdict against the parent, both sides
+        settings = _certification(child.iloc[-1]["settings"]) if len(child) else None
+        same = np.array([_certification(s) == settings for s in plain_verdicts["settings"]], dtype=bool)
+        parent = plain_verdicts[
+            (plain_verdicts["agent_hash"] == row["parent_hash"]).to_numpy() & (against == "") & same
+        ]
+        child = child[[_certification(s) == settings for s in child["settings"]]]
         identity = np.array([spec_of(fields).is_identity for fields in child["spec_json"]], dtype=bool)
         fp32, child = child[identity], child[~identity]
         before_grid, after_grid = verdict_grid(parent), verdict_grid(child)
