@@ -77,6 +77,10 @@ class _Harden(BaseCallback):
     def _on_training_start(self) -> None:
         model: BaseAlgorithm = self.model
         model.policy.load_state_dict(self.source.model.policy.state_dict())
+        learned = getattr(self.source.model, "log_ent_coef", None)  # SAC/TQC's learned entropy coefficient
+        if isinstance(learned, torch.Tensor) and isinstance(getattr(model, "log_ent_coef", None), torch.Tensor):
+            with torch.no_grad():
+                model.log_ent_coef.copy_(learned)
         _freeze_parent_statistics(model, self.source)
         noise = self.recipe.part("noise")
         if noise:
