@@ -173,7 +173,7 @@ def test_a_users_zip_fine_tuned_with_sam_is_an_agent_like_any_other(cli, tiny: P
     record = json.loads((tmp_path / "sam" / "harden.json").read_text())
     parent = resolve(AgentQuery("CartPole-v1", model=str(tiny / "dqn_cartpole.zip")))
     assert record["parent"]["content_hash"] == parent.content_hash
-    assert record["recipe"] == {"name": "sam", "settings": {"sam": {"rho": 0.05}}}
+    assert record["recipe"] == {"name": "sam", "settings": {"sam": {"rho": 0.05, "learning_rate_scale": 0.01}}}
     assert record["budget"] == 600 and record["env_steps"] >= 600 and record["gradient_steps"] > 0
     row = pd.read_sql("SELECT * FROM hardened", f"sqlite:///{store}").iloc[0]
     assert row["parent_hash"] == parent.content_hash and row["recipe"] == "sam"
@@ -286,7 +286,7 @@ def test_hardening_keys_are_pinned() -> None:
     w4 = QuantSpec("int4", "per-channel")
     w4a8 = QuantSpec("int4", "per-channel", act_bits="int8", calibration_states=1000, calibration_method="minmax")
     assert HardenConfig(ref, w4, parse_recipe("distill"), 5000).key == "19e24a5ace2f1acca9625226"
-    assert HardenConfig(ref, w4a8, parse_recipe("sam"), 5000).key == "1a3e997e8f5414efdc6b23fe"
+    assert HardenConfig(ref, w4a8, parse_recipe("sam"), 5000).key == "56a1d0f18c15188abfd5961b"
     wider = parse_recipe("distill", {"distill": {"epoch_states": 5000}})
     assert HardenConfig(ref, w4, wider, 5000).key != "19e24a5ace2f1acca9625226"
     assert HardenConfig(ref, w4, parse_recipe("distill"), 5000, out="elsewhere.zip").key == "19e24a5ace2f1acca9625226"

@@ -53,10 +53,12 @@ class Sam:
     """Sharpness-aware minimisation (Foret et al. 2021) of whatever loss the recipe trains.
 
     :param rho: the ascent radius.
+    :param learning_rate_scale: with the RL loss, the zoo's learning rate times this (see ``rl_loss.py``).
     """
 
     name: ClassVar[str] = "sam"
     rho: float = 0.05
+    learning_rate_scale: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,12 @@ class Noise:
     (per output channel where the target's grid is), drawn afresh each forward pass.
 
     :param scale: the noise's width in grid steps.
+    :param learning_rate_scale: with the RL loss, the zoo's learning rate times this (see ``rl_loss.py``).
     """
 
     name: ClassVar[str] = "noise"
     scale: float = 1.0
+    learning_rate_scale: float = 0.01
 
 
 RECIPE_PARTS: dict[str, type] = {part.name: part for part in (Distill, Sam, Noise)}
@@ -154,3 +158,8 @@ def _check(parts: list[Any]) -> None:
             raise QuarlError(f"bad sam rho {part.rho:g}: expected a radius > 0, e.g. 0.05")
         if isinstance(part, Noise) and not part.scale > 0:
             raise QuarlError(f"bad noise scale {part.scale:g}: expected a width in grid steps > 0, e.g. 1")
+        if isinstance(part, Sam | Noise) and not 0 < part.learning_rate_scale <= 1:
+            raise QuarlError(
+                f"bad {part.name} learning_rate_scale {part.learning_rate_scale:g}: expected a share of the zoo's "
+                "learning rate in (0, 1]"
+            )
