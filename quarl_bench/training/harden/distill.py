@@ -3,7 +3,7 @@ learns the teacher's decisions on states from the teacher's rollouts, then from 
 env reward.
 
 Loss per state batch, summed over the quantized student at the target grid and at each wider grid of certify's
-ladder, and (``fp32_weight``) the same weights unquantized:
+ladder, and (``fp32_weight``; ``action_fp32_weight`` for continuous actions) the same weights unquantized:
 
 - ``values`` (DQN, QR-DQN): a hinge that asks the teacher's best action to lead every other by a margin ``m``, so
   that the argmax the teacher takes survives rounding (the greedy action stays the teacher's), plus the MSE to the
@@ -171,9 +171,10 @@ def _student_loss(student, switch, obs: torch.Tensor, target: Output, settings: 
         switch.spec = wider
         loss = loss + distill_loss(decision_output(student, obs), target, settings.margin, scale)
     switch.spec = target_spec
-    if settings.fp32_weight:
+    weight = settings.action_fp32_weight if target.kind == "actions" else settings.fp32_weight
+    if weight:
         switch.enabled = False
-        loss = loss + settings.fp32_weight * distill_loss(decision_output(student, obs), target, settings.margin, scale)
+        loss = loss + weight * distill_loss(decision_output(student, obs), target, settings.margin, scale)
         switch.enabled = True
     return loss
 
