@@ -180,6 +180,10 @@ def test_a_users_zip_fine_tuned_with_sam_is_an_agent_like_any_other(cli, tiny: P
     assert row["agent_hash"] == resolve(AgentQuery("CartPole-v1", model=str(out))).content_hash
     code, _, err = cli("run", "--model", out, "--env", "CartPole-v1", "--bits", "8", "-n", "3", "--store", store)
     assert code == 0, err
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")  # uncertified: a line, no verdict
+    assert code == 0, err
+    line = pd.read_csv(tmp_path / "report" / "hardened_agents.csv").iloc[0]
+    assert (line["recipe"], line["int before"], line["int after"]) == ("sam", "-", "-")
 
 
 def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_path: Path) -> None:

@@ -23,6 +23,11 @@ from quarl_bench.statistics.certification import family
 SECTION = "Hardened agents"
 
 
+def _where(frame: pd.DataFrame, mask: list[bool]) -> pd.DataFrame:
+    """The lines of ``frame`` where ``mask`` holds (an empty mask selects no line, not no column)."""
+    return frame.loc[np.asarray(mask, dtype=bool)]
+
+
 def _certification(settings: dict) -> dict:
     """A verdict's certification settings without the baseline it was compared with."""
     return {k: v for k, v in settings.items() if k != "baseline"}
@@ -36,7 +41,7 @@ def _minimum(grid: pd.DataFrame, label: str) -> str:
 def _cell(verdicts: pd.DataFrame, label: str) -> tuple[str, tuple[str, ...]]:
     if verdicts.empty:
         return "-", ()
-    chosen = verdicts[[family(spec_of(fields)) == label for fields in verdicts["spec_json"]]]
+    chosen = _where(verdicts, [family(spec_of(fields)) == label for fields in verdicts["spec_json"]])
     if chosen.empty:
         return "-", ()
     row = chosen.iloc[-1]
@@ -49,7 +54,7 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
         return pd.DataFrame()
     if verdicts.empty:
         verdicts = pd.DataFrame(columns=["agent_hash", "settings", "spec_json", "verdict", "episodes", "rows", "key"])
-    plain_verdicts = verdicts[[not is_equivalence(s) for s in verdicts["settings"]]]
+    plain_verdicts = _where(verdicts, [not is_equivalence(s) for s in verdicts["settings"]])
     records = []
     for _, row in hardened.iterrows():
         target = spec_of(row["spec_json"])
@@ -64,7 +69,7 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
         parent = plain_verdicts[
             (plain_verdicts["agent_hash"] == row["parent_hash"]).to_numpy() & (against == "") & same
         ]
-        child = child[[_certification(s) == settings for s in child["settings"]]]
+        child = _where(child, [_certification(s) == settings for s in child["settings"]])
         identity = np.array([spec_of(fields).is_identity for fields in child["spec_json"]], dtype=bool)
         fp32, child = child[identity], child[~identity]
         before_grid, after_grid = verdict_grid(parent), verdict_grid(child)
