@@ -110,7 +110,29 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
                 "rows": " ".join(dict.fromkeys(str(k) for k in keys)),
             }
         )
-    return pd.DataFrame.from_records(records)
+    frame = pd.DataFrame.from_records(records)
+    frame["recipe"] = _recipe_labels(hardened, frame)
+    return frame
+
+
+def _recipe_labels(hardened: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """Each line's recipe, with what sets it apart from other lines of the same recipe name: the settings whose
+    values differ among them (read from the stored settings, not from today's defaults) and the target."""
+    labels = []
+    for (_, row), target in zip(hardened.iterrows(), frame["target"], strict=True):
+        same = hardened["recipe"] == row["recipe"]
+        flat = [_flat(settings) for settings in hardened.loc[same, "settings"]]
+        varying = sorted({k for f in flat for k in f if any(g.get(k) != f.get(k) for g in flat)})
+        mine = _flat(row["settings"])
+        parts = [f"{k}={mine[k]}" for k in varying if k in mine]
+        if len(set(frame.loc[same.to_numpy(), "target"])) > 1:
+            parts.append(target)
+        labels.append(row["recipe"] + (f" [{', '.join(parts)}]" if parts else ""))
+    return labels
+
+
+def _flat(identity: dict) -> dict[str, object]:
+    return {f"{part}.{k}": v for part, values in identity.get("settings", {}).items() for k, v in values.items()}
 
 
 def hardening_report(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[str, str]) -> list[Table | Figure]:
