@@ -73,12 +73,19 @@ def harden(args: argparse.Namespace) -> int:
         )
         for line in hardened_lines(row):
             console.print(line)
+        worse = False
         if config is not None:
             child = hardened_ref(row, parent)
-            certify_hardening(parent, child, certified_specs(spec), config, store, _show_verdict)
+            verdicts = certify_hardening(parent, child, certified_specs(spec), config, store, _show_verdict)
             console.print(study_table(_frame(store, [row["key"]])))
+            worse = any(v.spec == "fp32" and v.verdict == "unsafe" for v in verdicts.after.verdicts)
+            if worse:
+                console.print(
+                    "[red]The hardened agent's fp32 policy is certified worse than its parent's: keep the parent, "
+                    "or try another recipe or setting (exit code 1)[/]"
+                )
         console.print(f"Stored in {store.path}")
-    return 0
+    return 1 if worse else 0
 
 
 def _frame(store: ResultStore, keys: list[str]):
