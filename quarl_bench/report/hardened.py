@@ -181,16 +181,19 @@ def width_bits(text: str) -> float:
 
 
 def draw_width_changes(widths: pd.DataFrame) -> Any:
-    """Per agent, an arrow from the certified width before to after, one colour per recipe."""
+    """Per agent, an arrow from the certified width before to after, one colour per recipe (legend below)."""
     import matplotlib.pyplot as plt
 
     agents = list(dict.fromkeys(widths["agent"]))
     recipes = list(dict.fromkeys(widths["recipe"]))
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(agents) + 1.4))
+    rows = -(-len(recipes) // 2)  # legend rows, two columns
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(agents) + 1.6 + 0.25 * rows))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    step = 0.8 / max(len(recipes), 1)  # one agent's lines share 0.8 of its row
     for _, line in widths.iterrows():
-        y = agents.index(line["agent"]) + (recipes.index(line["recipe"]) - (len(recipes) - 1) / 2) * 0.18
-        colour = colours[recipes.index(line["recipe"]) % len(colours)]
+        index = recipes.index(line["recipe"])
+        y = agents.index(line["agent"]) + (index - (len(recipes) - 1) / 2) * step
+        colour = colours[index % len(colours)]
         ax.plot([line["before"]], [y], "o", mfc="none", color=colour, ms=4)  # hollow: before
         if np.isfinite(line["after"]):
             if line["after"] != line["before"]:
@@ -203,9 +206,11 @@ def draw_width_changes(widths: pd.DataFrame) -> Any:
     ticks = list(range(2, 10))
     ax.set_xticks(ticks, [f"int{t}" if t < 9 else "> int8" for t in ticks])
     ax.set_xlim(9.5, 1.5)  # wider on the left: hardening moves the points right
-    ax.set_ylim(-0.7, len(agents) - 0.3)
+    ax.set_ylim(-0.6, len(agents) - 0.4)
+    for boundary in range(len(agents) - 1):
+        ax.axhline(boundary + 0.5, color="0.9", lw=0.8)
     ax.set_xlabel("certified minimum safe width (hollow: parent, filled: hardened)")
-    ax.legend(fontsize=8, loc="lower right")
     ax.set_title("Certified width before → after hardening", fontsize=10)
-    fig.tight_layout()
+    fig.legend(loc="lower center", ncol=2, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, (0.25 * rows + 0.2) / fig.get_size_inches()[1], 1, 1))
     return fig
