@@ -4,10 +4,12 @@ the zoo's dqn CartPole hardened for int4 per channel and certified against its p
 
 from __future__ import annotations
 
+import io
 import json
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -302,3 +304,24 @@ def test_against_parent_needs_a_hardened_agent(cli, tiny: Path, tmp_path: Path) 
     code, _, err = cli("certify", *agent, "--bits", "8", "--against-parent", "--store", store)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "has no harden.json beside it: expected an agent written by quarl-bench harden" in err
+
+
+def test_the_width_figure_draws_lines_missing_a_side() -> None:
+    """A hardened agent certified with other settings than its parent has no "before" in its line (NaN)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from quarl_bench.report.hardened import draw_width_changes, width_bits
+
+    assert [width_bits(t) for t in ("int5", "≤ int4", "> int8")] == [5, 4, 9] and np.isnan(width_bits("-"))
+    widths = pd.DataFrame(
+        {
+            "agent": ["a", "a", "b"],
+            "recipe": ["distill", "sam", "distill"],
+            "before": [np.nan, 6, 8],
+            "after": [4, np.nan, 8],
+        }
+    )
+    figure = draw_width_changes(widths)
+    figure.savefig(io.BytesIO(), format="png")  # matplotlib drew an arrow from NaN before (StopIteration)
+    assert len(figure.axes[0].texts) == 0  # no arrow: one line lacks a side, the other did not move

@@ -194,12 +194,13 @@ def draw_width_changes(widths: pd.DataFrame) -> Any:
         index = recipes.index(line["recipe"])
         y = agents.index(line["agent"]) + (index - (len(recipes) - 1) / 2) * step
         colour = colours[index % len(colours)]
-        ax.plot([line["before"]], [y], "o", mfc="none", color=colour, ms=4)  # hollow: before
-        if np.isfinite(line["after"]):
-            if line["after"] != line["before"]:
-                arrow = {"arrowstyle": "->", "color": colour}
-                ax.annotate("", (line["after"], y), (line["before"], y), arrowprops=arrow)
-            ax.plot([line["after"]], [y], "o", color=colour, ms=4)
+        before, after = line["before"], line["after"]  # NaN where that side has no verdict of this certification
+        if np.isfinite(before):
+            ax.plot([before], [y], "o", mfc="none", color=colour, ms=4)  # hollow: before
+        if np.isfinite(after):
+            if np.isfinite(before) and after != before:
+                ax.annotate("", (after, y), (before, y), arrowprops={"arrowstyle": "->", "color": colour})
+            ax.plot([after], [y], "o", color=colour, ms=4)
     for index, recipe in enumerate(recipes):
         ax.plot([], [], "o", color=colours[index % len(colours)], label=recipe)
     ax.set_yticks(range(len(agents)), agents, fontsize=8)
