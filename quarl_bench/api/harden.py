@@ -121,10 +121,9 @@ def parent_agent(ref: AgentRef) -> AgentRef:
 
 def hardened_ref(row: dict[str, Any], parent: AgentRef) -> AgentRef:
     """The hardened agent of a stored row, resolved as ``--model`` resolves it."""
-    from quarl_bench.zoo.model_file import model_ref
+    from quarl_bench.methods.harden import hardened_agent
 
-    algo = None if parent.algo == "torch-module" else parent.algo
-    return model_ref(row["path"], parent.env_id, algo, env_packages=parent.env_packages)
+    return hardened_agent(parent, row["path"])
 
 
 def certified_specs(target: QuantSpec, ladder: Sequence[str] = LADDER) -> tuple[QuantSpec, ...]:

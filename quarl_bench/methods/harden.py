@@ -236,18 +236,24 @@ def _save_onnx(policy: Any, path: Path) -> None:
     path.write_bytes(buffer.getvalue())
 
 
-def _load_staged(config: HardenConfig, staged: Path) -> Any:
-    from quarl_bench.zoo.agents import load_agent
+def hardened_agent(parent: AgentRef, path: str | Path) -> AgentRef:
+    """The hardened agent at ``path`` (its zip or ONNX file), resolved as ``--model`` resolves it on the parent's
+    env, env keyword arguments and env packages."""
     from quarl_bench.zoo.model_file import model_ref
 
-    ref = model_ref(
-        staged,
-        config.ref.env_id,
-        None if config.ref.algo in MODULE_ALGOS else config.ref.algo,
-        env_kwargs=json.loads(config.ref.env_kwargs or "{}") or None,
-        env_packages=config.ref.env_packages,
+    return model_ref(
+        path,
+        parent.env_id,
+        None if parent.algo in MODULE_ALGOS else parent.algo,
+        env_kwargs=json.loads(parent.env_kwargs or "{}") or None,
+        env_packages=parent.env_packages,
     )
-    return load_agent(ref)
+
+
+def _load_staged(config: HardenConfig, staged: Path) -> Any:
+    from quarl_bench.zoo.agents import load_agent
+
+    return load_agent(hardened_agent(config.ref, staged))
 
 
 def _place(staged: Path, out: Path) -> None:
@@ -280,15 +286,7 @@ def _provenance(config: HardenConfig, cost: Any, before: dict, after: dict, driv
 
 def hardened_row(config: HardenConfig, out: Path, record: dict[str, Any], driver: dict[str, Any]) -> dict[str, Any]:
     """The ``hardened`` table's row: the hardened agent's hash (as ``--model OUT`` names it) next to its parent's."""
-    from quarl_bench.zoo.model_file import model_ref
-
-    child = model_ref(
-        out,
-        config.ref.env_id,
-        None if config.ref.algo in MODULE_ALGOS else config.ref.algo,
-        env_kwargs=json.loads(config.ref.env_kwargs or "{}") or None,
-        env_packages=config.ref.env_packages,
-    )
+    child = hardened_agent(config.ref, out)
     return {
         "key": config.key,
         "algo": config.ref.algo,

@@ -44,8 +44,8 @@ def hardened_lines(row: dict[str, Any]) -> list[str]:
 def study_table(frame: pd.DataFrame, title: str = "Hardened agents") -> Table:
     """The hardened-agents frame (``report/hardened.py``), its main columns."""
     table = Table(title=title)
-    columns = [c for c in frame.columns if c in SHOWN or (c.endswith((" before", " after")) and c.startswith("int"))]
-    ordered = [c for c in frame.columns if c in columns]
+    ladders = {f"{label} {side}" for label in set(frame["ladder"]) for side in ("before", "after")}
+    ordered = [c for c in frame.columns if c in SHOWN or c in ladders]
     for column in ordered:
         table.add_column(column)
     for _, row in frame.iterrows():

@@ -93,6 +93,7 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
                 "budget": int(row["budget"]),
                 "env steps": int(row["env_steps"]),
                 "fine-tune s": round(float(row["seconds"]), 1),
+                "ladder": plain_label,
                 f"{plain_label} before": _minimum(before_grid, plain_label),
                 f"{plain_label} after": _minimum(after_grid, plain_label),
                 "target before": target_before,
@@ -154,11 +155,7 @@ def hardening_report(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict
 
 def width_changes(frame: pd.DataFrame) -> pd.DataFrame:
     """Per line, the certified minimum before and after as bits (``≤ int4``: 4, ``> int8``: 9, none: NaN)."""
-    before = [c for c in frame.columns if c.endswith(" before") and c.startswith("int")]
-    if not before:
-        return pd.DataFrame()
-    column = before[0]
-    after = column.replace(" before", " after")
+    column, after = f"{frame['ladder'].iloc[0]} before", f"{frame['ladder'].iloc[0]} after"
     return pd.DataFrame(
         {
             "agent": frame["parent"],
