@@ -205,7 +205,8 @@ def certify_artifact(
     on paired episodes, with the certify command's confidence sequence; stored as a verdict (reused when stored)."""
     from dataclasses import replace
 
-    from quarl_bench.methods.certify import Certifier, CertifyConfig, verdict_key, verdict_row
+    from quarl_bench.methods.certify import Certifier, CertifyConfig, verdict_key
+    from quarl_bench.methods.verdict_rows import verdict_row
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.statistics.certification import equivalence
 

@@ -306,7 +306,6 @@ def certify_specs(
     """Certify ``specs`` widest first (see the module docstring) through the method protocol, against
     ``baseline``'s fp32 where given; every batch row and verdict stored."""
     from quarl_bench.methods.certify import (
-        VERDICT_FIELDS,
         Certification,
         CertificationConfig,
         Verdict,
@@ -314,6 +313,7 @@ def certify_specs(
         walk_family,
     )
     from quarl_bench.methods.protocol import handler
+    from quarl_bench.methods.verdict_rows import VERDICT_FIELDS
     from quarl_bench.runner import run_work
     from quarl_bench.work import Work
 

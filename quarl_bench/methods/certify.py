@@ -19,13 +19,13 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, SideRow, register
+from quarl_bench.methods.verdict_rows import verdict_row
 from quarl_bench.precision import precision_bits
 from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import asymptotic_cs
@@ -442,32 +442,3 @@ class CertifyHandler:
                 decided = stored["verdict"] if stored else "undetermined"
             if decided != "safe" and not config.settings.every_width:
                 stopped.add(walk_family(job.spec))
-
-
-VERDICT_FIELDS = ("precision", "spec", "verdict", "episodes", "mean", "lower", "upper", "delta", "alpha")
-
-
-def verdict_row(
-    found: Verdict,
-    ref: AgentRef,
-    spec: QuantSpec,
-    config: CertifyConfig,
-    tolerance: str,
-    driver: dict[str, Any],
-    baseline: AgentRef | None = None,
-) -> dict[str, Any]:
-    """The verdicts table's row of one verdict (``settings`` names the baseline agent where there is one)."""
-    settings = config.identity() | ({"baseline": baseline.content_hash} if baseline is not None else {})
-    return {
-        "key": found.key,
-        "algo": ref.algo,
-        "env_id": ref.env_id,
-        "agent_hash": ref.content_hash,
-        **{name: getattr(found, name) for name in VERDICT_FIELDS},
-        "spec_json": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
-        "tolerance": tolerance,
-        "settings": settings,
-        "rows": list(found.rows),
-        "provenance": driver,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-    }
