@@ -328,3 +328,67 @@ def add_timesteps(parser: argparse.ArgumentParser, default: int | None, help_tex
     parser.add_argument(
         "-n", "--timesteps", "--n-timesteps", dest="n_timesteps", type=positive_int, default=default, help=help_text
     )
+
+
+def catastrophe_rate(value: str) -> float:
+    share = _number(value)
+    if not 0 < share < 1:
+        raise argparse.ArgumentTypeError(f"bad max catastrophe rate {value!r}: expected a share in (0, 1), e.g. 0.05")
+    return share
+
+
+def catastrophe_loss(value: str) -> float:
+    loss = _number(value)
+    if not 0 < loss < float("inf"):
+        raise argparse.ArgumentTypeError(f"bad catastrophe {value!r}: expected a return loss R > 0")
+    return loss
+
+
+def return_bound(value: str) -> float:
+    bound = _number(value)
+    if not abs(bound) < float("inf"):
+        raise argparse.ArgumentTypeError(f"bad return bound {value!r}: expected a finite number (LO HI)")
+    return bound
+
+
+def add_guarantee(parser: argparse.ArgumentParser) -> None:
+    """The flags that say what a certification's verdict guarantees (certify, export, harden --certify)."""
+    parser.add_argument(
+        "--guarantee",
+        choices=("finite-sample", "asymptotic"),
+        default=None,
+        help="finite-sample: valid at every sample size, on return bounds; asymptotic: no bounds needed, valid as "
+        "episodes grow (default: finite-sample where the env's return bounds are known)",
+    )
+    parser.add_argument(
+        "--return-bounds",
+        nargs=2,
+        type=return_bound,
+        default=None,
+        metavar=("LO", "HI"),
+        help="every episode's return lies in [LO, HI] (default: the env's bounds, docs/statistics.md)",
+    )
+    parser.add_argument(
+        "--catastrophe",
+        type=catastrophe_loss,
+        default=None,
+        metavar="R",
+        help="a pair losing more than R is a catastrophe (default: half of R_fp32 - R_random)",
+    )
+    parser.add_argument(
+        "--max-catastrophe-rate",
+        type=catastrophe_rate,
+        default=None,
+        metavar="EPS",
+        help="safe also needs the catastrophe rate certified below EPS, in (0, 1)",
+    )
+
+
+def guarantee_options(args: argparse.Namespace) -> dict:
+    """:func:`add_guarantee`'s flags as ``CertifyConfig`` fields (LO >= HI is refused there, in one line)."""
+    return {
+        "guarantee": args.guarantee,
+        "return_bounds": tuple(args.return_bounds) if args.return_bounds else None,
+        "catastrophe": args.catastrophe,
+        "max_catastrophe_rate": args.max_catastrophe_rate,
+    }

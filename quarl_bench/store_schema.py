@@ -12,10 +12,10 @@ from typing import Any
 from quarl_bench.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
-SCHEMA_VERSION = 10  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 11  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
-# 8: before spec_json (store_migration.py fills it); 9: before the hardened table
+# 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -164,10 +164,11 @@ CREATE TABLE IF NOT EXISTS verdicts (
     settings TEXT NOT NULL,
     rows TEXT NOT NULL,
     provenance TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    evidence TEXT NOT NULL DEFAULT '{}'
 )
 """
-VERDICT_JSON_COLUMNS = ("spec_json", "settings", "rows", "provenance")
+VERDICT_JSON_COLUMNS = ("spec_json", "settings", "rows", "provenance", "evidence")
 # Hardened agents (methods/harden.py): one per parent x target spec x recipe x budget x seed, linking the two hashes.
 HARDENED_SCHEMA = """
 CREATE TABLE IF NOT EXISTS hardened (

@@ -309,8 +309,10 @@ def certify_specs(
         Certification,
         CertificationConfig,
         Verdict,
+        count_families,
         verdict_key,
         walk_family,
+        widest_first,
     )
     from quarl_bench.methods.protocol import handler
     from quarl_bench.methods.verdict_rows import VERDICT_FIELDS
@@ -321,10 +323,19 @@ def certify_specs(
     certify = handler(work.config)
     delta, text, scale_rows = certify.certifier(work)[1]
     result = Certification(ref, delta, text, scale_rows)
-    family_of = {verdict_key(ref, s, config, delta, baseline=baseline): walk_family(s) for s in specs}
+    families = count_families(widest_first(tuple(specs), keep_fp32=baseline is not None))
+    family_of = {
+        verdict_key(ref, s, config, delta, baseline=baseline, families=families): walk_family(s) for s in specs
+    }
 
     def collect(row: dict[str, Any], reused: bool) -> None:
-        found = Verdict(**{n: row[n] for n in VERDICT_FIELDS}, rows=tuple(row["rows"]), reused=reused, key=row["key"])
+        found = Verdict(
+            **{n: row[n] for n in VERDICT_FIELDS},
+            rows=tuple(row["rows"]),
+            reused=reused,
+            key=row["key"],
+            evidence=row.get("evidence") or {},
+        )
         result.verdicts.append(found)
         result.family_of[found.spec] = family_of[row["key"]]
         if on_verdict:

@@ -51,7 +51,7 @@ def certify(args: argparse.Namespace) -> int:
 
     from quarl_bench.api import certify_agent, find_agent
     from quarl_bench.api.harden import parent_agent
-    from quarl_bench.arguments import recipe_options
+    from quarl_bench.arguments import guarantee_options, recipe_options
     from quarl_bench.methods.certify import CertifyConfig
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.types import QuantSpec
@@ -66,6 +66,7 @@ def certify(args: argparse.Namespace) -> int:
         args.seed,
         args.n_envs,
         args.every_width,
+        **guarantee_options(args),
     )  # validated before any agent is found or row stored
     if not args.grid and not args.env:
         raise QuarlError("certify needs --env (one agent) or --grid FILE (every agent of a grid)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -27,16 +27,27 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.methods.verdict_rows import verdict_row
 from quarl_bench.precision import precision_bits
-from quarl_bench.statistics.certification import family, minimum_safe, tolerance_delta, verdict
-from quarl_bench.statistics.confidence_sequence import asymptotic_cs
+from quarl_bench.statistics.certification import (
+    GUARANTEES,
+    SequentialTest,
+    family,
+    minimum_episodes,
+    minimum_safe,
+    rate_bound,
+    split_alpha,
+    tolerance_bounds,
+    tolerance_delta,
+)
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.zoo.return_bounds import ReturnBounds, return_bounds
 
 if TYPE_CHECKING:
     from quarl_bench.work import Work
 
-CERTIFY_VERSION = 1  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
+CERTIFY_VERSION = 2  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
+# (2: finite-sample betting sequences on return bounds, δ's own bounds, α split over families, catastrophe rates)
 FP32 = QuantSpec("fp32")
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
 
@@ -46,14 +57,22 @@ class CertifyConfig:
     """How precisions are certified.
 
     :param tolerance: δ as a percentage of (R_fp32 - R_random), in (0, 100).
-    :param tolerance_abs: δ in reward units instead (then no random policy is measured).
-    :param confidence: 1 - α of the two-sided confidence sequence, in (0.5, 1).
+    :param tolerance_abs: δ in reward units instead (then δ is not estimated, and spends no α).
+    :param confidence: 1 - α: a "safe" verdict is wrong with probability ≤ α (α is split over the call's families
+        and, for an estimated δ, between δ's bounds and the test: docs/statistics.md).
     :param batch: paired episodes per look.
     :param max_episodes: paired episodes after which a precision still straddling ``-δ`` is undetermined.
-    :param planned_episodes: the t* the sequence is tightest at (the fixed protocol's 100 episodes).
+    :param planned_episodes: the t* the asymptotic sequence is tightest at.
     :param seed: the seed base every batch seed comes from; two bases give independent certifications.
     :param n_envs: envs per batch (default per env kind, at most ``batch``).
-    :param every_width: go on below the first precision that is not safe (default: stop there, the minimum is known).
+    :param every_width: go on below the first precision that is not safe (those verdicts are exploratory).
+    :param guarantee: ``finite-sample`` or ``asymptotic``; None: finite-sample where return bounds are known.
+    :param return_bounds: (LO, HI) every episode's return lies in (default: the env's line of
+        :data:`~quarl_bench.zoo.return_bounds.RETURN_BOUNDS`).
+    :param catastrophe: a pair is a catastrophe when the quantized return falls below fp32's by more than this
+        (default: half of R_fp32 - R_random).
+    :param max_catastrophe_rate: "safe" also needs the catastrophe rate certified below this share, in (0, 1).
+    :param random_episodes: the random policy's episodes in the scale set (its mean's bound sets δ_low).
     """
 
     tolerance: float = 5.0
@@ -65,6 +84,11 @@ class CertifyConfig:
     seed: int = 0
     n_envs: int | None = None
     every_width: bool = False
+    guarantee: str | None = None
+    return_bounds: tuple[float, float] | None = None
+    catastrophe: float | None = None
+    max_catastrophe_rate: float | None = None
+    random_episodes: int = 100
 
     def __post_init__(self) -> None:
         if self.tolerance_abs is None and not 0 < self.tolerance < 100:
@@ -83,6 +107,19 @@ class CertifyConfig:
             )
         if self.planned_episodes < 1:
             raise QuarlError(f"bad planned episodes {self.planned_episodes}: expected an integer >= 1")
+        if self.guarantee is not None and self.guarantee not in GUARANTEES:
+            raise QuarlError(f"bad guarantee {self.guarantee!r}: expected one of {', '.join(GUARANTEES)}")
+        if self.return_bounds is not None:
+            object.__setattr__(self, "return_bounds", tuple(float(b) for b in self.return_bounds))
+            ReturnBounds(*self.return_bounds, "")  # LO < HI, both finite: one line otherwise
+        if self.catastrophe is not None and not self.catastrophe > 0:
+            raise QuarlError(f"bad catastrophe {self.catastrophe:g}: expected a return loss R > 0")
+        if self.max_catastrophe_rate is not None and not 0 < self.max_catastrophe_rate < 1:
+            raise QuarlError(
+                f"bad max catastrophe rate {self.max_catastrophe_rate:g}: expected a share in (0, 1), e.g. 0.05"
+            )
+        if self.random_episodes < 2:
+            raise QuarlError(f"bad random episodes {self.random_episodes}: expected an integer >= 2")
 
     @property
     def alpha(self) -> float:
@@ -92,13 +129,15 @@ class CertifyConfig:
         """What decides a verdict besides the agent and the precision (``every_width`` decides nothing)."""
         fields = asdict(self)
         del fields["every_width"], fields["n_envs"]
+        fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
         fields["version"] = CERTIFY_VERSION
         return fields
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One precision's answer, with the episodes it took and the stored rows behind it."""
+    """One precision's answer, with the episodes it took, the stored rows behind it and its evidence (guarantee,
+    bounds, α shares, δ's bounds, the catastrophe rate's bound: :meth:`Certifier.certify`)."""
 
     precision: str
     spec: str
@@ -112,6 +151,38 @@ class Verdict:
     rows: tuple[str, ...] = ()
     reused: bool = False
     key: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def guarantee(self) -> str:
+        return str(self.evidence.get("guarantee", "asymptotic"))
+
+    @property
+    def exploratory(self) -> bool:
+        return bool(self.evidence.get("exploratory"))
+
+    def catastrophe_text(self) -> str:
+        """"catastrophes ≤ 1.6% at 95%" (empty for a verdict stored without the bound)."""
+        upper = self.evidence.get("catastrophe_rate_upper")
+        if upper is None:
+            return ""
+        return f"catastrophes ≤ {upper:.1%} at {1 - self.evidence['alpha_test']:.0%}"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What the scale set says: δ (point estimate), its wording, the scale rows' keys, both policies' returns and
+    the catastrophe threshold."""
+
+    delta: float
+    text: str
+    rows: tuple[str, ...]
+    fp32_returns: np.ndarray
+    random_returns: np.ndarray
+    catastrophe: float
+
+    def __iter__(self) -> Iterator[Any]:  # (delta, text, rows): what callers unpacked before
+        return iter((self.delta, self.text, self.rows))
 
 
 @dataclass(frozen=True)
@@ -135,11 +206,27 @@ class Certification:
         return {label: minimum_safe(walk) for label, walk in walks.items()}
 
     @property
+    def main_family(self) -> str | None:
+        """The family the headline minimum is read from: the plain integer ladder where certified, else the first
+        family that is not the agent's own fp32 (certified against a parent), else the first."""
+        families = list(self.families)
+        if not families:
+            return None
+        if "int" in families:
+            return "int"
+        return next((label for label in families if label != "fp32"), families[0])
+
+    @property
     def minimum_safe(self) -> str | None:
-        """The plain integer ladder's certified minimum (fp16 and RTN widths on the default grid) where it was
-        certified, else the first family's (the only one for a plain list of widths)."""
-        families = self.families
-        return families.get("int", next(iter(families.values()), None)) if families else None
+        """The headline family's certified minimum (see :attr:`main_family`)."""
+        main = self.main_family
+        return self.families.get(main) if main is not None else None
+
+    @property
+    def guarantee(self) -> str:
+        """``finite-sample`` when every verdict carries it, else ``asymptotic``."""
+        kinds = {v.guarantee for v in self.verdicts}
+        return "finite-sample" if kinds == {"finite-sample"} else "asymptotic"
 
     @property
     def worded_minimums(self) -> dict[str, int | str]:
@@ -155,8 +242,8 @@ class Certification:
     @property
     def minimum_safe_text(self) -> str:
         """:attr:`minimum_safe` in the report's words."""
-        worded = self.worded_minimums
-        return str(worded.get("int", next(iter(worded.values()), "undetermined")))
+        main = self.main_family
+        return str(self.worded_minimums.get(main, "undetermined")) if main is not None else "undetermined"
 
     def frame(self) -> Any:
         """The verdicts as a flat frame, one row per precision, named as ``load_results`` names its columns."""
@@ -181,6 +268,9 @@ class Certification:
                     "upper": v.upper,
                     "delta": v.delta,
                     "confidence": 1 - v.alpha,
+                    "guarantee": v.guarantee,
+                    "catastrophe rate upper": v.evidence.get("catastrophe_rate_upper"),
+                    "exploratory": v.exploratory,
                     "certified minimum": worded[self.family_of.get(v.spec, "")],
                 }
                 for v in self.verdicts
@@ -193,6 +283,7 @@ class Certification:
             "agent_hash": self.agent.content_hash,
             "minimum_safe": self.minimum_safe,
             **({"families": self.families} if len(self.families) > 1 else {}),
+            "guarantee": self.guarantee,
             "delta": self.delta,
             "tolerance": self.tolerance,
             "verdicts": [
@@ -203,6 +294,19 @@ class Certification:
                     "mean": v.mean,
                     "lower": v.lower,
                     "upper": v.upper,
+                    "guarantee": v.guarantee,
+                    "exploratory": v.exploratory,
+                    **{
+                        name: v.evidence.get(name)
+                        for name in (
+                            "alpha_test",
+                            "delta_low",
+                            "catastrophe_threshold",
+                            "catastrophes",
+                            "catastrophe_rate_upper",
+                            "minimum_episodes",
+                        )
+                    },
                 }
                 for v in self.verdicts
             ],
@@ -243,6 +347,7 @@ class Certifier:
 
     :param baseline: the agent whose fp32 episodes the differences are taken against, and whose rewards set δ (a
         hardened agent's parent); None: the agent itself. Both play the same seeded episodes, paired one to one.
+    :raises QuarlError: for a finite-sample guarantee asked on an env with no known return bounds.
     """
 
     def __init__(
@@ -258,18 +363,29 @@ class Certifier:
                 f"bad baseline {self.baseline.algo}/{self.baseline.env_id}: expected an agent on {ref.env_id}, "
                 "whose episodes pair with this agent's"
             )
+        self.bounds = return_bounds(ref.env_id, config.return_bounds)
+        self.guarantee = config.guarantee or ("finite-sample" if self.bounds else "asymptotic")
+        if self.guarantee == "finite-sample" and self.bounds is None:
+            raise QuarlError(
+                f"no known return bounds for {ref.env_id}: a finite-sample guarantee needs --return-bounds LO HI "
+                "(every episode's return in [LO, HI]), or pass --guarantee asymptotic"
+            )
         self.n_envs = min(config.n_envs or default_eval_envs(ref.env_id), config.batch)
         self.actions = action_mode(ref)
         self._agents: dict[str, Any] = {}
 
-    def job(self, spec: QuantSpec, seed: int, agent: AgentRef | None = None) -> Job:
+    def job(self, spec: QuantSpec, seed: int, agent: AgentRef | None = None, episodes: int | None = None) -> Job:
         agent = agent or self.ref
+        episodes = episodes or self.config.batch
         return Job(
-            agent.algo, agent.env_id, spec, agent.content_hash, self.config.batch, seed, self.n_envs, self.actions
+            agent.algo, agent.env_id, spec, agent.content_hash, episodes, seed, min(self.n_envs, episodes), self.actions
         )
 
     def row(self, job: Job) -> dict[str, Any]:
-        """The job's stored row, evaluated and stored first if the store lacks it."""
+        """The job's stored row, evaluated and stored first if the store lacks it.
+
+        :raises QuarlError: for an episode whose return lies outside the return bounds (no verdict is stored).
+        """
         from quarl_bench.methods.ptq import evaluator
         from quarl_bench.zoo.agents import load_agent
 
@@ -280,32 +396,84 @@ class Certifier:
                 self._agents[job.agent_hash] = load_agent(ref)
             self.store.put(evaluator(job.spec.method)(self._agents[job.agent_hash], job, self.driver))
             row = self.store.get(job.key)
+        self.check_bounds(row, job)
         return row
+
+    def check_bounds(self, row: dict[str, Any], job: Job) -> None:
+        """Stop with one line when an episode's return lies outside the bounds the guarantee rests on."""
+        if self.bounds is None or self.guarantee != "finite-sample":
+            return
+        for reward, identity in zip(row["episode_rewards"], row["episode_ids"], strict=False):
+            if not self.bounds.low <= reward <= self.bounds.high:
+                raise QuarlError(
+                    f"episode {list(identity)} (env, episode, reset seed) of {spec_name(job.spec)} returned "
+                    f"{reward:g}, outside the return bounds [{self.bounds.low:g}, {self.bounds.high:g}] "
+                    f"({self.bounds.source}): no verdict stored; pass --return-bounds LO HI that hold for every "
+                    "episode, or --guarantee asymptotic"
+                )
+
+    def test(self, alpha: float) -> SequentialTest:
+        """The sequential test at one-sided level ``alpha``, on this certification's guarantee and bounds."""
+        bounds = (self.bounds.low, self.bounds.high) if self.bounds else None
+        return SequentialTest(
+            self.guarantee, alpha, bounds if self.guarantee == "finite-sample" else None,
+            planned_pairs=self.config.planned_episodes,
+        )
+
+    def scale(self) -> Scale:
+        """δ, how it was set, the scale rows it came from and their returns (the fp32 policy's ``batch`` episodes,
+        the random policy's ``random_episodes``), and the catastrophe threshold."""
+        config = self.config
+        if config.tolerance_abs is not None and config.catastrophe is not None:
+            empty = np.zeros(0)
+            return Scale(config.tolerance_abs, f"{config.tolerance_abs:g} reward", (), empty, empty, config.catastrophe)
+        seed = batch_seed(config.seed, SCALE_STREAM)
+        fp32 = self.row(self.job(QuantSpec("fp32"), seed, self.baseline))
+        random = self.row(self.job(QuantSpec("fp32", method="random"), seed, self.baseline, config.random_episodes))
+        span = fp32["mean_reward"] - random["mean_reward"]
+        catastrophe = config.catastrophe if config.catastrophe is not None else span / 2
+        if not catastrophe > 0:
+            raise QuarlError(
+                f"the fp32 policy ({fp32['mean_reward']:.2f}) does not beat a random one "
+                f"({random['mean_reward']:.2f}): no default catastrophe threshold, pass --catastrophe R"
+            )
+        if config.tolerance_abs is not None:
+            delta, text = config.tolerance_abs, f"{config.tolerance_abs:g} reward"
+        else:
+            try:
+                delta = tolerance_delta(config.tolerance, fp32["mean_reward"], random["mean_reward"])
+            except ValueError as error:
+                raise QuarlError(str(error)) from None
+            text = (
+                f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
+            )
+        returns = (np.asarray(fp32["episode_rewards"], float), np.asarray(random["episode_rewards"], float))
+        return Scale(delta, text, (fp32["key"], random["key"]), *returns, catastrophe)
 
     def delta(self) -> tuple[float, str, tuple[str, ...]]:
         """δ, how it was set, and the keys of the scale rows it came from."""
-        config = self.config
-        if config.tolerance_abs is not None:
-            return config.tolerance_abs, f"{config.tolerance_abs:g} reward", ()
-        seed = batch_seed(config.seed, SCALE_STREAM)
-        fp32 = self.row(self.job(QuantSpec("fp32"), seed, self.baseline))
-        random = self.row(self.job(QuantSpec("fp32", method="random"), seed, self.baseline))
-        try:
-            delta = tolerance_delta(config.tolerance, fp32["mean_reward"], random["mean_reward"])
-        except ValueError as error:
-            raise QuarlError(str(error)) from None
-        text = f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
-        return delta, text, (fp32["key"], random["key"])
+        scale = self.scale()
+        return scale.delta, scale.text, scale.rows
 
     def certify(
-        self, spec: QuantSpec, delta: float, reference: QuantSpec = FP32, decide: Callable = verdict
+        self,
+        spec: QuantSpec,
+        scale: Scale,
+        reference: QuantSpec = FP32,
+        equivalence: bool = False,
+        families: int = 1,
     ) -> Verdict:
-        """Batches of paired episodes (``spec`` minus the baseline agent's ``reference``, fp32 by default) until
-        ``decide`` (the one-sided :func:`verdict`, or :func:`equivalence`) decides or ``max_episodes`` is reached."""
+        """Batches of paired episodes (``spec`` minus the baseline agent's ``reference``, fp32 by default) until the
+        sequential test decides or ``max_episodes`` is reached: one-sided safe/unsafe, or with ``equivalence`` the
+        two-sided equivalent/different. α is split over ``families`` and, for an estimated δ, with δ's bounds."""
         config = self.config
+        estimated = config.tolerance_abs is None and len(scale.fp32_returns) > 0
+        alpha_test, alpha_delta = split_alpha(config.alpha, families, estimated)
+        test = self.test(alpha_test)
         differences: list[np.ndarray] = []
+        fp32_returns = [scale.fp32_returns]
         rows: list[str] = []
-        decided, interval = None, None
+        decided, bounds = None, (scale.delta, scale.delta)
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
             fp32 = self.row(self.job(reference, seed, self.baseline))
@@ -314,12 +482,40 @@ class Certifier:
                 quantized["episode_rewards"], quantized["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
             )
             differences.append(q - r)
+            if reference.is_identity:
+                fp32_returns.append(r)
             rows += [quantized["key"], fp32["key"]]
-            interval = asymptotic_cs(np.concatenate(differences), config.alpha, config.planned_episodes)
-            decided = decide(interval, delta)
+            d = np.concatenate(differences)
+            if estimated:
+                bounds = tolerance_bounds(
+                    config.tolerance, np.concatenate(fp32_returns), scale.random_returns, self.test(alpha_delta)
+                )
+            crashes = (d < -scale.catastrophe).astype(float)
+            if equivalence:
+                decided = test.equivalence(d, bounds[0])
+            else:
+                decided = test.decide(d, bounds, crashes, config.max_catastrophe_rate)
             if decided:
                 break
-        assert interval is not None
+        d = np.concatenate(differences)
+        interval = test.interval(d)
+        crashes = (d < -scale.catastrophe).astype(float)
+        evidence = {
+            "guarantee": self.guarantee,
+            "bounds": [self.bounds.low, self.bounds.high] if self.bounds and test.finite else None,
+            "bounds_source": self.bounds.source if self.bounds and test.finite else None,
+            "alpha_test": alpha_test,
+            "alpha_delta": alpha_delta,
+            "families": families,
+            "delta_low": bounds[0],
+            "delta_high": bounds[1],
+            "catastrophe_threshold": scale.catastrophe,
+            "catastrophes": int(crashes.sum()),
+            "catastrophe_rate_upper": rate_bound(crashes, alpha_test).upper,
+            "max_catastrophe_rate": config.max_catastrophe_rate,
+            "minimum_episodes": minimum_episodes(bounds[0], test.span, alpha_test) if test.finite else None,
+            "min_pairs": None if test.finite else test.min_pairs,
+        }
         return Verdict(
             spec.precision,
             spec_name(spec),
@@ -328,9 +524,10 @@ class Certifier:
             interval.mean,
             interval.lower,
             interval.upper,
-            delta,
+            scale.delta,
             config.alpha,
             tuple(rows),
+            evidence=evidence,
         )
 
 
@@ -341,11 +538,12 @@ def verdict_key(
     delta: float,
     reference: QuantSpec | None = None,
     baseline: AgentRef | None = None,
+    families: int = 1,
 ) -> str:
     """The stored verdict's key: the agent, the spec's job identity, the certification settings and the δ it was
     decided against (a δ measured again, on other scale rows, is another question); with ``reference``, the spec
     it was compared with (an equivalence test), else fp32; with ``baseline``, the agent whose fp32 it was compared
-    with (a hardened agent's parent), else itself."""
+    with (a hardened agent's parent), else itself; ``families``: how many families the call split α over."""
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
@@ -357,6 +555,8 @@ def verdict_key(
         identity["reference"] = Job(ref.algo, ref.env_id, reference, ref.content_hash).identity()["spec"]
     if baseline is not None:
         identity["baseline"] = baseline.content_hash
+    if families > 1:  # α is split over the call's families: another share is another question
+        identity["families"] = families
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -377,6 +577,11 @@ def walk_family(spec: QuantSpec) -> str:
     return "fp32" if spec.is_identity else family(spec)
 
 
+def count_families(specs: Any) -> int:
+    """How many families one certify call walks (its α is split over them)."""
+    return len({walk_family(s) for s in specs})
+
+
 @dataclass(frozen=True)
 class VerdictJob:
     """One spec's verdict to decide; its key holds the δ it is decided against."""
@@ -389,8 +594,11 @@ class VerdictJob:
 class CertifyHandler:
     """Certification as a method: its jobs are the specs' verdicts, widest first (δ is measured first, on the scale
     rows, since every verdict's key holds it); ``produce`` walks them and stops a family at its first width that is
-    not safe, so a run may leave later jobs unproduced (``sequential``). Batches are ordinary PTQ rows of the work's
-    store, stored as they are played: an interrupted certification resumes."""
+    not safe, so a run may leave later jobs unproduced (``sequential``). With ``every_width`` the walk goes on, and
+    the verdicts after the first that is not safe are marked exploratory: the fixed-sequence argument that bounds a
+    family's wrong "safe" verdicts by α covers a walk only up to its first stop. α is split over the families of one
+    call (Bonferroni). Batches are ordinary PTQ rows of the work's store, stored as they are played: an interrupted
+    certification resumes."""
 
     remote = False
     table = "verdicts"
@@ -398,10 +606,10 @@ class CertifyHandler:
     KEPT = 4  # certifiers kept (each holds a loaded agent): ``mixed`` certifies one allocation per call
 
     def __init__(self) -> None:
-        self.certifiers: dict[tuple, tuple[Certifier, tuple[float, str, tuple[str, ...]]]] = {}
+        self.certifiers: dict[tuple, tuple[Certifier, Scale]] = {}
 
-    def certifier(self, work: Work) -> tuple[Certifier, tuple[float, str, tuple[str, ...]]]:
-        """The agent's certifier (one per agent, settings and store) and its δ, its wording and scale rows."""
+    def certifier(self, work: Work) -> tuple[Certifier, Scale]:
+        """The agent's certifier (one per agent, settings and store) and its scale set (δ, its wording, rows)."""
         config = work.config
         # the store object itself is part of the key (and kept by the certifier): another store, even at the same
         # path, gets a certifier of its own
@@ -410,7 +618,7 @@ class CertifyHandler:
             while len(self.certifiers) >= self.KEPT:
                 self.certifiers.pop(next(iter(self.certifiers)))
             certifier = Certifier(config.ref, config.settings, work.store, work.driver, config.baseline)
-            self.certifiers[who] = (certifier, certifier.delta())
+            self.certifiers[who] = (certifier, certifier.scale())
         return self.certifiers[who]
 
     def agent(self, work: Work) -> AgentRef:
@@ -418,27 +626,34 @@ class CertifyHandler:
 
     def jobs(self, work: Work, agent: AgentRef | None) -> list[VerdictJob]:
         config = work.config
-        delta = self.certifier(work)[1][0]
+        delta = self.certifier(work)[1].delta
+        specs = widest_first(config.specs, keep_fp32=config.baseline is not None)
+        families = count_families(specs)
         return [
-            VerdictJob(s, verdict_key(config.ref, s, config.settings, delta, baseline=config.baseline))
-            for s in widest_first(config.specs, keep_fp32=config.baseline is not None)
+            VerdictJob(s, verdict_key(config.ref, s, config.settings, delta, baseline=config.baseline, families=families))
+            for s in specs
         ]
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[VerdictJob]) -> Iterator[SideRow]:
         config = work.config
-        certifier, (delta, text, _) = self.certifier(work)
+        certifier, scale = self.certifier(work)
         pending = {job.key for job in jobs}
+        ordered = self.jobs(work, agent)
+        families = count_families(job.spec for job in ordered)
         stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
-        for job in self.jobs(work, agent):
-            if walk_family(job.spec) in stopped:
+        for job in ordered:
+            walk = walk_family(job.spec)
+            if walk in stopped and not config.settings.every_width:
                 continue
             if job.key in pending:
-                found = replace(certifier.certify(job.spec, delta), key=job.key)
-                row = verdict_row(found, config.ref, job.spec, config.settings, text, work.driver, config.baseline)
+                found = replace(certifier.certify(job.spec, scale, families=families), key=job.key)
+                if walk in stopped:
+                    found = replace(found, evidence=found.evidence | {"exploratory": True})
+                row = verdict_row(found, config.ref, job.spec, config.settings, scale.text, work.driver, config.baseline)
                 yield SideRow("verdicts", row)
                 decided = found.verdict
             else:  # stored before: it decides the walk as it did then
                 stored = certifier.store.get_verdict(job.key)
                 decided = stored["verdict"] if stored else "undetermined"
-            if decided != "safe" and not config.settings.every_width:
-                stopped.add(walk_family(job.spec))
+            if decided != "safe":
+                stopped.add(walk)

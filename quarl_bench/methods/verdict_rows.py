@@ -31,6 +31,7 @@ def verdict_row(
         "tolerance": tolerance,
         "settings": settings,
         "rows": list(found.rows),
+        "evidence": dict(found.evidence),
         "provenance": driver,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
     }

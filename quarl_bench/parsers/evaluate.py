@@ -7,6 +7,7 @@ from pathlib import Path
 from quarl_bench.arguments import (
     add_agent,
     add_evaluation,
+    add_guarantee,
     add_executor,
     add_recipe,
     add_sources,
@@ -77,7 +78,10 @@ def add_certify(commands: Subcommands) -> None:
         "--tolerance-abs", type=float, default=None, metavar="R", help="the tolerance in reward units instead"
     )
     certify.add_argument(
-        "--confidence", type=float, default=0.95, help="confidence of the anytime-valid sequence, in (0.5, 1)"
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="1 - the chance that a safe verdict is wrong, in (0.5, 1), split over the families certified",
     )
     certify.add_argument("--batch", type=positive_int, default=20, help="paired episodes per look (default 20)")
     certify.add_argument(
@@ -90,13 +94,18 @@ def add_certify(commands: Subcommands) -> None:
         "--planned-episodes",
         type=positive_int,
         default=100,
-        help="the episode count the sequence is tightest at (default 100, the fixed protocol's)",
+        help="the episode count the asymptotic sequence is tightest at (default 100)",
     )
     certify.add_argument("--seed", type=int, default=0, help="seed base of every batch (two bases: independent runs)")
     certify.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
     )
-    certify.add_argument("--every-width", action="store_true", help="go on below the first width that is not safe")
+    certify.add_argument(
+        "--every-width",
+        action="store_true",
+        help="go on below the first width that is not safe (those verdicts are labelled exploratory)",
+    )
+    add_guarantee(certify)
     certify.add_argument(
         "--against-parent",
         action="store_true",

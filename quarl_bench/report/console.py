@@ -339,9 +339,11 @@ def verdict_line(found: Any) -> str:
     """One certified verdict as it is decided (or found stored)."""
     style = VERDICT_STYLE[found.verdict]
     where = "stored" if found.reused else f"{found.episodes} paired episodes"
+    extra = "".join(f"; {text}" for text in (found.catastrophe_text(), found.guarantee) if text)
+    label = " [dim](exploratory)[/]" if found.exploratory else ""
     return (
-        f"  {found.spec}: [{style}]{found.verdict}[/] (mean difference {found.mean:+.2f}, "
-        f"[{found.lower:.2f}, {found.upper:.2f}] against -{found.delta:.2f}; {where})"
+        f"  {found.spec}: [{style}]{found.verdict}[/]{label} (mean difference {found.mean:+.2f}, "
+        f"[{found.lower:.2f}, {found.upper:.2f}] against -{found.delta:.2f}; {where}{extra})"
     )
 
 
@@ -352,18 +354,37 @@ def certification_table(result: Any) -> Table:
     alpha = result.verdicts[0].alpha if result.verdicts else 0.05
     table = Table(
         title=f"{escape(ref_title(ref))}: certified minimum safe precision {minimum}\n"
-        f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}",
+        f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}, "
+        f"{guarantee_text(result.verdicts)}",
     )
-    for column in ("precision", "verdict", "episodes", "mean q - fp32", "lower", "upper"):
+    for column in ("precision", "verdict", "episodes", "mean q - fp32", "lower", "upper", "catastrophes"):
         table.add_column(column, justify="left" if column in ("precision", "verdict") else "right")
     for found in result.verdicts:
         style = VERDICT_STYLE[found.verdict]
+        upper = found.evidence.get("catastrophe_rate_upper")
         table.add_row(
             found.spec,
-            f"[{style}]{found.verdict}[/]",
+            f"[{style}]{found.verdict}[/]" + (" (exploratory)" if found.exploratory else ""),
             str(found.episodes),
             f"{found.mean:+.2f}",
             f"{found.lower:.2f}",
             f"{found.upper:.2f}",
+            f"≤ {upper:.1%}" if upper is not None else "-",
         )
     return table
+
+
+def guarantee_text(verdicts: list) -> str:
+    """What the verdicts guarantee, in one phrase: the sequence, the bounds it rests on and the α split."""
+    if not verdicts:
+        return "no verdict"
+    evidence = verdicts[0].evidence
+    if not evidence:
+        return "asymptotic (stored before guarantees were recorded)"
+    shares = f"α per test {evidence['alpha_test']:.3g}" + (
+        f" over {evidence['families']} families" if evidence.get("families", 1) > 1 else ""
+    )
+    if evidence["guarantee"] == "finite-sample":
+        low, high = evidence["bounds"]
+        return f"finite-sample (betting, returns in [{low:g}, {high:g}]: {evidence['bounds_source']}), {shares}"
+    return f"asymptotic (no return bounds; no decision before {evidence['min_pairs']} pairs), {shares}"

@@ -1,15 +1,166 @@
 """The certification rule: a precision is safe, unsafe or undetermined against a tolerance δ on the mean paired
-difference (quantized minus fp32 return), read from an anytime-valid confidence sequence."""
+difference (quantized minus fp32 return), read from an anytime-valid confidence sequence after every batch.
+
+:class:`SequentialTest` is the one decision certify, export, the validity benchmark and the report's fixed-sample
+table all call. A ``finite-sample`` test bets on differences rescaled by the env's return bounds (valid at every
+sample size); an ``asymptotic`` one reads the asymptotic sequence and decides nothing before ``min_pairs``.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from quarl_bench.statistics.confidence_sequence import Interval
-from quarl_bench.types import QuantSpec
+import numpy as np
+
+from quarl_bench.statistics.betting import rejected
+from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, bounded_cs
 
 VERDICTS = ("safe", "unsafe", "undetermined")
 EQUIVALENCE_VERDICTS = ("equivalent", "different", "undetermined")
+GUARANTEES = ("finite-sample", "asymptotic")
+ASYMPTOTIC_MIN_PAIRS = 100  # no asymptotic decision before this many pairs (docs/statistics.md: the benchmark)
+DELTA_ALPHA_SHARE = 0.2  # the share of α spent on δ's own uncertainty when δ is a share of measured returns
+
+
+@dataclass(frozen=True)
+class SequentialTest:
+    """How a run of paired differences is read: the guarantee, the one-sided level of each bound, the return
+    bounds (finite-sample) and the asymptotic settings.
+
+    :param guarantee: ``finite-sample`` (needs ``bounds``) or ``asymptotic``.
+    :param alpha: each bound's one-sided level: a wrong "safe" (or a wrong "unsafe") has probability ≤ α.
+    :param bounds: (lo, hi) every episode's return lies in; paired differences then lie in ±(hi - lo).
+    :param min_pairs: asymptotic only: no decision before this many pairs.
+    :param planned_pairs: asymptotic only: the t* the boundary is tightest at.
+    """
+
+    guarantee: str
+    alpha: float
+    bounds: tuple[float, float] | None = None
+    min_pairs: int = ASYMPTOTIC_MIN_PAIRS
+    planned_pairs: int = 100
+
+    def __post_init__(self) -> None:
+        if self.guarantee not in GUARANTEES:
+            raise ValueError(f"bad guarantee {self.guarantee!r}: expected one of {', '.join(GUARANTEES)}")
+        if self.guarantee == "finite-sample" and self.bounds is None:
+            raise ValueError("a finite-sample test needs return bounds")
+        if not 0 < self.alpha < 0.5:
+            raise ValueError(f"bad alpha {self.alpha:g}: expected a one-sided level in (0, 0.5)")
+
+    @property
+    def finite(self) -> bool:
+        return self.guarantee == "finite-sample"
+
+    @property
+    def span(self) -> float:
+        """hi - lo: the largest paired difference either way."""
+        assert self.bounds is not None
+        return self.bounds[1] - self.bounds[0]
+
+    def interval(self, differences: Sequence[float] | np.ndarray) -> Interval:
+        """The sequence's one-sided bounds on the mean difference after all of ``differences``."""
+        if self.finite:
+            return bounded_cs(differences, -self.span, self.span, self.alpha)
+        return asymptotic_cs(differences, self.alpha, self.planned_pairs)
+
+    def above(self, differences: np.ndarray, threshold: float) -> bool:
+        """Whether the lower bound lies above ``threshold`` after all of ``differences`` (at any look so far, for
+        the betting sequence, whose rejections are final)."""
+        if self.finite:
+            level = (threshold + self.span) / (2 * self.span)
+            return bool(rejected((differences + self.span) / (2 * self.span), level, +1, self.alpha)[..., -1])
+        return len(differences) >= self.min_pairs and self.interval(differences).lower > threshold
+
+    def below(self, differences: np.ndarray, threshold: float) -> bool:
+        """Whether the upper bound lies below ``threshold`` (see :meth:`above`)."""
+        if self.finite:
+            level = (threshold + self.span) / (2 * self.span)
+            return bool(rejected((differences + self.span) / (2 * self.span), level, -1, self.alpha)[..., -1])
+        return len(differences) >= self.min_pairs and self.interval(differences).upper < threshold
+
+    def decide(
+        self,
+        differences: Sequence[float] | np.ndarray,
+        delta: float | tuple[float, float],
+        catastrophes: Sequence[float] | np.ndarray | None = None,
+        max_rate: float | None = None,
+    ) -> str | None:
+        """``safe`` once the mean difference is certified above ``-δ`` (and, with ``max_rate``, the catastrophe
+        rate below it), ``unsafe`` once the mean is certified below ``-δ`` (or the rate above ``max_rate``), None
+        while neither is (keep sampling).
+
+        :param delta: δ, or (δ_low, δ_high): confidence bounds of an estimated δ; "safe" is then judged against
+            δ_low and "unsafe" against δ_high, so the verdict holds against the δ the user asked for.
+        :param catastrophes: 1 for each pair counted a catastrophe, else 0.
+        """
+        low, high = delta if isinstance(delta, tuple) else (delta, delta)
+        d = np.asarray(differences, dtype=float)
+        safe, unsafe = self.above(d, -max(low, 0.0)), self.below(d, -high)
+        if max_rate is not None:
+            assert catastrophes is not None
+            rates = np.asarray(catastrophes, dtype=float)
+            safe = safe and bool(rejected(rates, max_rate, -1, self.alpha)[-1])
+            unsafe = unsafe or bool(rejected(rates, max_rate, +1, self.alpha)[-1])
+        if unsafe:
+            return "unsafe"
+        return "safe" if safe else None
+
+    def equivalence(self, differences: Sequence[float] | np.ndarray, delta: float) -> str | None:
+        """``equivalent`` once the mean is certified inside (-δ, δ), ``different`` once certified outside, None
+        while neither (each side at α: an "equivalent" verdict is wrong with probability ≤ α)."""
+        d = np.asarray(differences, dtype=float)
+        if self.above(d, -delta) and self.below(d, delta):
+            return "equivalent"
+        if self.above(d, delta) or self.below(d, -delta):
+            return "different"
+        return None
+
+    def mean_interval(self, values: Sequence[float] | np.ndarray) -> Interval:
+        """The sequence's bounds on the mean of one policy's returns (not a difference)."""
+        if self.finite:
+            assert self.bounds is not None
+            return bounded_cs(values, *self.bounds, self.alpha)
+        return asymptotic_cs(values, self.alpha, self.planned_pairs)
+
+
+def rate_bound(catastrophes: Sequence[float] | np.ndarray, alpha: float) -> Interval:
+    """One-sided (1 - α) bounds on the rate of catastrophic pairs (the mean of 0/1 values; finite-sample whatever
+    the returns: a rate lies in [0, 1])."""
+    return bounded_cs(np.asarray(catastrophes, dtype=float), 0.0, 1.0, alpha)
+
+
+def tolerance_bounds(
+    tolerance_pct: float,
+    fp32_returns: Sequence[float] | np.ndarray,
+    random_returns: Sequence[float] | np.ndarray,
+    test: SequentialTest,
+) -> tuple[float, float]:
+    """(δ_low, δ_high): ``tolerance_pct``% of the lower and upper confidence bounds of (R_fp32 - R_random), each of
+    the four one-sided bounds at ``test.alpha / 2``: δ_low ≤ δ at every look with probability ≥ 1 - α (and so is
+    δ_high ≥ δ)."""
+    half = SequentialTest(test.guarantee, test.alpha / 2, test.bounds, test.min_pairs, test.planned_pairs)
+    fp32, random = half.mean_interval(fp32_returns), half.mean_interval(random_returns)
+    share = tolerance_pct / 100
+    return share * (fp32.lower - random.upper), share * (fp32.upper - random.lower)
+
+
+def split_alpha(alpha: float, families: int, estimated_delta: bool) -> tuple[float, float]:
+    """(the test's α, δ's α) for one family among ``families``: Bonferroni over families, and a
+    :data:`DELTA_ALPHA_SHARE` of each family's α for δ's bounds when δ is estimated (else none). A wrong "safe"
+    needs the test or δ_low to be wrong, so the two shares add up to the family's α."""
+    family = alpha / max(families, 1)
+    delta_share = DELTA_ALPHA_SHARE * family if estimated_delta else 0.0
+    return family - delta_share, delta_share
+
+
+def minimum_episodes(delta: float, span: float, alpha: float) -> int:
+    """The fewest loss-free pairs any valid one-sided test needs to call a width safe: a mean of -δ can hide as
+    losses of the whole ``span`` (hi - lo) in a share δ/span of episodes, ruled out once (1 - δ/span)^t ≤ α."""
+    share = min(delta / span, 1.0)
+    return 1 if share >= 1 else math.ceil(math.log(alpha) / math.log1p(-share))
 
 
 def verdict(interval: Interval, delta: float) -> str | None:

@@ -1,14 +1,15 @@
-"""The asymptotic confidence sequence of Waudby-Smith, Arnold, Wu and Ramdas ("Time-uniform central limit theory
-and asymptotic confidence sequences", Annals of Statistics 2024; arXiv 2103.06476), Gaussian-mixture boundary.
+"""Confidence sequences for the mean paired difference: a finite-sample one for bounded returns (betting,
+:mod:`quarl_bench.statistics.betting`) and the asymptotic one of Waudby-Smith, Arnold, Wu and Ramdas
+("Time-uniform central limit theory and asymptotic confidence sequences", Annals of Statistics 2024; arXiv
+2103.06476), Gaussian-mixture boundary, for returns with no known bounds.
 
-Why this one: it needs no bounds on the rewards. A bounded sequence (empirical Bernstein, betting) needs a known
-range for each paired difference, and an env's return range is either unknown (MuJoCo, Atari) or so wide (LunarLander:
-several hundred) that the sequence would take thousands of episodes to shrink below a 5% tolerance. The price is
-that coverage is asymptotic: it holds as the number of pairs grows, for i.i.d. (or martingale) differences with a
-finite variance. Paired episodes are i.i.d. here: each pair is one reset seed drawn independently of the others.
+Both are read after every batch: each contains the true mean at every look at once with probability ≥ 1 - α (the
+betting one for every sample size; the asymptotic one only as the number of pairs grows, which is why certify takes
+no asymptotic decision before a minimum number of pairs). ``lower`` and ``upper`` are each a one-sided (1 - α) bound:
+a "safe" verdict reads only the lower one, an "unsafe" one only the upper one.
 
-Written from the closed form because the authors' ``confseq`` does not build on Python 3.11 and ``expectation``
-needs 3.12; tests hold it against values worked out by hand.
+Written from the closed forms because the authors' ``confseq`` does not build on Python 3.11 and ``expectation``
+needs 3.12; tests hold them against values worked out by hand.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from quarl_bench.statistics.betting import lower_bound, upper_bound
 
 
 @dataclass(frozen=True)
@@ -31,28 +34,52 @@ class Interval:
 
 
 def mixture_rho_squared(alpha: float, planned_pairs: int) -> float:
-    """The mixing variance ρ² that makes the boundary tightest at ``planned_pairs`` (the paper's t*):
+    """The mixing variance ρ² that makes the standardized boundary tightest at ``planned_pairs`` (the paper's t*):
     ``(-2 log α + log(-2 log α + 1)) / t*``."""
     log_term = -2 * math.log(alpha)
     return (log_term + math.log(log_term + 1)) / planned_pairs
 
 
 def asymptotic_cs(values: Sequence[float] | np.ndarray, alpha: float, planned_pairs: int = 100) -> Interval:
-    """The two-sided (1 - α) asymptotic confidence sequence for the mean of ``values``, at ``t = len(values)``:
+    """The asymptotic confidence sequence for the mean of ``values`` at ``t = len(values)``, each side at level α:
 
-    ``m_t ± sqrt(2 (t v_t ρ² + 1) / (t² ρ²) · log(sqrt(t v_t ρ² + 1) / α))``
+    ``m_t ± σ̂_t sqrt(2 (t ρ² + 1) / (t² ρ²) · log(sqrt(t ρ² + 1) / (2α)))``
 
-    with ``m_t`` the sample mean and ``v_t`` the sample variance (divided by ``t``, as in the paper). It contains the
-    true mean at every ``t`` at once with probability about ``1 - α``, so it may be read after every batch.
+    with ``m_t`` the sample mean and ``σ̂_t`` the sample standard deviation (divided by ``t``). The boundary is the
+    Gaussian mixture's for standardized differences, scaled back by ``σ̂_t`` (the authors' form): so it is tightest
+    at ``planned_pairs`` whatever the reward's units, and multiplying every value by ``k`` multiplies the interval
+    by ``k``. With every value equal, σ̂ is 0 and so is the radius: the sequence says nothing finite about rare
+    losses, which is why decisions on it wait for a minimum number of pairs.
     """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         raise ValueError("a confidence sequence needs at least one value")
-    if not 0 < alpha < 1:
-        raise ValueError(f"bad alpha {alpha}: expected a level in (0, 1)")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"bad alpha {alpha}: expected a one-sided level in (0, 0.5)")
     t = x.size
-    mean, variance = float(x.mean()), float(x.var())
-    rho2 = mixture_rho_squared(alpha, planned_pairs)
-    spread = t * variance * rho2 + 1
-    radius = math.sqrt(2 * spread / (t**2 * rho2) * math.log(math.sqrt(spread) / alpha))
+    mean, spread = float(x.mean()), float(x.std())
+    rho2 = mixture_rho_squared(2 * alpha, planned_pairs)
+    growth = t * rho2 + 1
+    radius = spread * math.sqrt(2 * growth / (t**2 * rho2) * math.log(math.sqrt(growth) / (2 * alpha)))
     return Interval(t, mean, mean - radius, mean + radius)
+
+
+def bounded_cs(values: Sequence[float] | np.ndarray, low: float, high: float, alpha: float) -> Interval:
+    """The betting confidence sequence for the mean of ``values``, each known to lie in [``low``, ``high``], at
+    ``t = len(values)``: each side a one-sided (1 - α) bound valid at every ``t`` at once (finite-sample).
+
+    :raises ValueError: for a value outside [low, high] (the guarantee would not hold).
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("a confidence sequence needs at least one value")
+    if not high > low:
+        raise ValueError(f"bad bounds [{low:g}, {high:g}]: expected low < high")
+    outside = np.flatnonzero((x < low) | (x > high))
+    if outside.size:
+        raise ValueError(f"value {x[outside[0]]:g} (number {outside[0] + 1}) lies outside [{low:g}, {high:g}]")
+    unit = (x - low) / (high - low)
+    span = high - low
+    return Interval(
+        x.size, float(x.mean()), low + span * lower_bound(unit, alpha), low + span * upper_bound(unit, alpha)
+    )
