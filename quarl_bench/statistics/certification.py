@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quarl_bench.statistics.betting import rejected
-from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, bounded_cs
+from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, bounded_cs, mixture_rho_squared
 
 VERDICTS = ("safe", "unsafe", "undetermined")
 EQUIVALENCE_VERDICTS = ("equivalent", "different", "undetermined")
@@ -66,20 +66,34 @@ class SequentialTest:
             return bounded_cs(differences, -self.span, self.span, self.alpha)
         return asymptotic_cs(differences, self.alpha, self.planned_pairs)
 
-    def above(self, differences: np.ndarray, threshold: float) -> bool:
-        """Whether the lower bound lies above ``threshold`` after all of ``differences`` (at any look so far, for
-        the betting sequence, whose rejections are final)."""
+    def looks(self, differences: np.ndarray, threshold: float, side: int, at: np.ndarray) -> np.ndarray:
+        """Whether, by each look ``at`` (0-based pair indices), the lower bound (``side=+1``) lies above
+        ``threshold`` or the upper bound (``side=-1``) below it. ``differences`` may carry leading axes (many
+        replications at once: the validity benchmark's); the result has them, and one last axis per look. The
+        betting sequence's rejections are final (it is read at every pair); the asymptotic one is read at each look,
+        and never before ``min_pairs``."""
+        d = np.asarray(differences, dtype=float)
+        at = np.asarray(at, dtype=int)
         if self.finite:
             level = (threshold + self.span) / (2 * self.span)
-            return bool(rejected((differences + self.span) / (2 * self.span), level, +1, self.alpha)[..., -1])
-        return len(differences) >= self.min_pairs and self.interval(differences).lower > threshold
+            return rejected((d + self.span) / (2 * self.span), level, side, self.alpha)[..., at]
+        t = at + 1.0
+        total, squares = np.cumsum(d, axis=-1)[..., at], np.cumsum(d**2, axis=-1)[..., at]
+        mean = total / t
+        spread = np.sqrt(np.maximum(squares / t - mean**2, 0.0))
+        rho2 = mixture_rho_squared(2 * self.alpha, self.planned_pairs)
+        growth = t * rho2 + 1
+        radius = spread * np.sqrt(2 * growth / (t**2 * rho2) * np.log(np.sqrt(growth) / (2 * self.alpha)))
+        crossed = mean - radius > threshold if side > 0 else mean + radius < threshold
+        return crossed & (t >= self.min_pairs)
+
+    def above(self, differences: np.ndarray, threshold: float) -> bool:
+        """Whether the lower bound lies above ``threshold`` after all of ``differences``."""
+        return bool(self.looks(differences, threshold, +1, np.array([len(differences) - 1]))[-1])
 
     def below(self, differences: np.ndarray, threshold: float) -> bool:
-        """Whether the upper bound lies below ``threshold`` (see :meth:`above`)."""
-        if self.finite:
-            level = (threshold + self.span) / (2 * self.span)
-            return bool(rejected((differences + self.span) / (2 * self.span), level, -1, self.alpha)[..., -1])
-        return len(differences) >= self.min_pairs and self.interval(differences).upper < threshold
+        """Whether the upper bound lies below ``threshold`` after all of ``differences``."""
+        return bool(self.looks(differences, threshold, -1, np.array([len(differences) - 1]))[-1])
 
     def decide(
         self,
@@ -96,17 +110,29 @@ class SequentialTest:
             δ_low and "unsafe" against δ_high, so the verdict holds against the δ the user asked for.
         :param catastrophes: 1 for each pair counted a catastrophe, else 0.
         """
-        low, high = delta if isinstance(delta, tuple) else (delta, delta)
         d = np.asarray(differences, dtype=float)
-        safe, unsafe = self.above(d, -max(low, 0.0)), self.below(d, -high)
+        rates = None if catastrophes is None else np.asarray(catastrophes, dtype=float)
+        code = self.decide_looks(d, delta, np.array([len(d) - 1]), rates, max_rate)[-1]
+        return {1: "safe", -1: "unsafe"}.get(int(code))
+
+    def decide_looks(
+        self,
+        differences: np.ndarray,
+        delta: float | tuple[float, float],
+        at: np.ndarray,
+        catastrophes: np.ndarray | None = None,
+        max_rate: float | None = None,
+    ) -> np.ndarray:
+        """:meth:`decide` at each look ``at``, for differences with any leading axes: 1 safe, -1 unsafe, 0 neither
+        (a run stops at its first nonzero look)."""
+        low, high = delta if isinstance(delta, tuple) else (delta, delta)
+        safe = self.looks(differences, -max(low, 0.0), +1, at)
+        unsafe = self.looks(differences, -high, -1, at)
         if max_rate is not None:
             assert catastrophes is not None
-            rates = np.asarray(catastrophes, dtype=float)
-            safe = safe and bool(rejected(rates, max_rate, -1, self.alpha)[-1])
-            unsafe = unsafe or bool(rejected(rates, max_rate, +1, self.alpha)[-1])
-        if unsafe:
-            return "unsafe"
-        return "safe" if safe else None
+            safe = safe & rejected(catastrophes, max_rate, -1, self.alpha)[..., at]
+            unsafe = unsafe | rejected(catastrophes, max_rate, +1, self.alpha)[..., at]
+        return np.where(unsafe, -1, np.where(safe, 1, 0))
 
     def equivalence(self, differences: Sequence[float] | np.ndarray, delta: float) -> str | None:
         """``equivalent`` once the mean is certified inside (-δ, δ), ``different`` once certified outside, None
