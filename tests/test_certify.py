@@ -11,20 +11,22 @@ from pathlib import Path
 import pytest
 
 from quarl_bench.results import load_results
+from quarl_bench.store import ResultStore
 from quarl_bench.statistics.certification import minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, mixture_rho_squared
 
 
 def test_asymptotic_cs_matches_the_closed_form_worked_by_hand() -> None:
-    # alpha 0.05, t* 100: rho^2 = (5.9915 + log 6.9915) / 100 = 0.079362
+    # two-sided 0.05 (one-sided 0.025 each side), t* 100: rho^2 = (5.9915 + log 6.9915) / 100 = 0.079362
     assert mixture_rho_squared(0.05, 100) == pytest.approx(0.079362, abs=1e-6)
-    # [1, -1, 1, -1]: mean 0, variance 1, t = 4: t v rho^2 + 1 = 1.31745; sqrt(2 * 1.31745 / (16 rho^2)
+    # [1, -1, 1, -1]: mean 0, sd 1, t = 4: t rho^2 + 1 = 1.31745; 1 * sqrt(2 * 1.31745 / (16 rho^2)
     # * log(sqrt(1.31745) / 0.05)) = sqrt(2.07507 * 3.13362) = 2.5500
-    interval = asymptotic_cs([1, -1, 1, -1], 0.05, 100)
+    interval = asymptotic_cs([1, -1, 1, -1], 0.025, 100)
     assert (interval.pairs, interval.mean) == (4, 0.0)
     assert interval.upper == pytest.approx(2.5500, abs=1e-4) and interval.lower == pytest.approx(-2.5500, abs=1e-4)
-    # 20 equal pairs (identical policies): variance 0, radius sqrt(2 / (400 rho^2) * log 20) = 0.4344
-    assert asymptotic_cs([3.0] * 20, 0.05, 100).lower == pytest.approx(3 - 0.4344, abs=1e-4)
+    # scale-free: rewards x 1000, interval x 1000; 20 equal pairs: sd 0, radius 0 (hence the minimum pairs)
+    assert asymptotic_cs([1000, -1000, 1000, -1000], 0.025, 100).upper == pytest.approx(2550.0, abs=0.1)
+    assert asymptotic_cs([3.0] * 20, 0.025, 100).lower == pytest.approx(3.0)
 
 
 def test_the_sequence_widens_with_confidence_and_shrinks_with_pairs() -> None:
@@ -68,10 +70,16 @@ def verdicts(store: Path) -> dict[str, dict]:
         return {row["spec"]: dict(row) for row in db.execute("SELECT * FROM verdicts")}
 
 
-def test_obvious_answers_take_at_most_40_paired_episodes(certified: Path) -> None:
+def test_identical_play_is_safe_within_100_and_int2_unsafe_within_40(certified: Path) -> None:
     found = verdicts(certified)
-    assert found["fp16"]["verdict"] == "safe" and found["fp16"]["episodes"] <= 40
+    # fp16 plays dqn CartPole's episodes exactly: 61 loss-free pairs are the floor of any valid test (returns in
+    # [0, 500], δ ≈ 24), so the finite-sample sequence decides at the first batch end at or after it
+    assert found["fp16"]["verdict"] == "safe" and 61 <= found["fp16"]["episodes"] <= 100
     assert found["int2"]["verdict"] == "unsafe" and found["int2"]["episodes"] <= 40
+    evidence = json.loads(found["fp16"]["evidence"])
+    assert evidence["guarantee"] == "finite-sample" and evidence["bounds"] == [0, 500]
+    assert evidence["catastrophes"] == 0 and evidence["catastrophe_rate_upper"] < 0.05
+    assert evidence["delta_low"] < found["fp16"]["delta"]  # judged against δ's lower bound
     assert found["int2"]["upper"] < -found["int2"]["delta"]
     # delta is 5% of fp32 (500 on CartPole) minus a random policy (~22), both measured on a scale set of their own
     assert 20 < found["fp16"]["delta"] < 25
@@ -122,6 +130,13 @@ def test_an_interrupted_certification_continues_from_its_stored_batches(cli, zoo
         (("--max-episodes", "10"), "bad max episodes 10: expected at least one batch (20 episodes)"),
         (("--bits", "int1"), "bad precision 'int1'"),
         (("--tolerance-abs", "0"), "bad absolute tolerance 0"),
+        (("--return-bounds", "500", "0"), "bad return bounds 500 0: expected two finite numbers LO < HI"),
+        (("--return-bounds", "0", "0"), "bad return bounds 0 0"),
+        (("--return-bounds", "low", "500"), "bad return bound 'low': expected a finite number"),
+        (("--max-catastrophe-rate", "1"), "bad max catastrophe rate '1': expected a share in (0, 1)"),
+        (("--max-catastrophe-rate", "0"), "bad max catastrophe rate '0'"),
+        (("--catastrophe", "0"), "bad catastrophe '0': expected a return loss R > 0"),
+        (("--catastrophe", "-3"), "bad catastrophe '-3'"),
     ],
 )
 def test_bad_certify_input_is_one_line_and_stores_nothing(cli, tmp_path: Path, flags, message) -> None:
@@ -138,7 +153,9 @@ def test_certify_agent_from_python_takes_a_policy_file(zoo: Path, tmp_path: Path
     result = certify_agent(
         model, ("fp16",), CertifyConfig(tolerance_abs=25.0), tmp_path / "q.sqlite", env="CartPole-v1"
     )
-    assert result.minimum_safe == "fp16" and result.as_json()["verdicts"][0]["episodes"] == 20
+    answer = result.as_json()
+    assert result.minimum_safe == "fp16" and 61 <= answer["verdicts"][0]["episodes"] <= 100
+    assert answer["guarantee"] == "finite-sample"  # CartPole-v1's returns lie in [0, 500]
 
 
 def test_each_family_is_walked_and_answered_apart() -> None:
@@ -207,3 +224,30 @@ def test_rows_without_episode_identity_are_named_and_never_paired(
     assert code == 0, err
     assert "1 stored rows of this agent carry no episode identity" in err and len(err.strip().splitlines()) == 1
     assert json.loads(out)["verdicts"][0]["verdict"] == "safe"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--return-bounds", "0", "100"), "returned 500, outside the return bounds [0, 100] (declared"),
+        (("--env", "LunarLander-v3", "--guarantee", "finite-sample"), "no known return bounds for LunarLander-v3"),
+    ],
+)
+def test_a_guarantee_that_cannot_hold_stops_in_one_line_with_no_verdict(
+    cli, zoo: Path, tmp_path: Path, flags, message
+) -> None:
+    store = tmp_path / "quarl.sqlite"
+    code, _, err = cli("certify", *AGENT, "--folder", zoo, "--bits", "int8", *flags, "--store", store)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not store.exists() or not len(ResultStore(store).verdicts())
+
+
+def test_without_bounds_the_asymptotic_guarantee_is_labelled(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    args = ("certify", *AGENT, "--folder", zoo, "--bits", "fp16", "--store", store, "--guarantee", "asymptotic")
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["guarantee"] == "asymptotic" and answer["verdicts"][0]["episodes"] == 100  # its minimum pairs
+    code, out, err = cli(*args)
+    assert code == 0 and "asymptotic (no return bounds; no decision before 100 pairs)" in " ".join(out.split())

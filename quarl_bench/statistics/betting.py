@@ -40,8 +40,10 @@ def log_capital(x: np.ndarray, m: float, side: int, alpha: float, c: float = TRU
     when it is below (rejects mean ≥ m). ``x`` must lie in [0, 1]; ``m`` in (0, 1)."""
     x = np.asarray(x, dtype=float)
     room = m if side > 0 else 1 - m  # how far x can fall against the bet
-    if room <= 0:  # a mean below 0 (or above 1) is rejected by no finite capital here: never reject it
-        return np.zeros_like(x)
+    if room < 0:  # a mean below 0 (above 1) is impossible for values in [0, 1]: rejected before any value
+        return np.full_like(x, np.inf)
+    if room == 0:  # a mean of exactly 0 (1): rejected by the first value above (below) it, with certainty
+        return np.where(np.cumsum(side * (x - m) > 0, axis=-1) > 0, np.inf, 0.0)
     cap = c / room
     bets = np.minimum(plug_in_bets(x, alpha), cap)
     return np.cumsum(np.log1p(side * bets * (x - m)), axis=-1)
