@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from quarl_bench.results import load_results
-from quarl_bench.store import ResultStore
 from quarl_bench.statistics.certification import minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, mixture_rho_squared
+from quarl_bench.store import ResultStore
 
 
 def test_asymptotic_cs_matches_the_closed_form_worked_by_hand() -> None:

@@ -66,14 +66,16 @@ def export_artifact(
     allow_divergent: bool = False,
     certify: Any = None,
     on_step: Callable[[str], None] | None = None,
+    allow_degraded: bool = False,
 ) -> Export:
     """Build ``spec.backend``'s artifact of the agent, gate it on parity with the fake-quant policy it claims to be,
-    certify its closed-loop reward against that policy (the verdict goes to ``store``), and write the folder
-    ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
+    certify its closed-loop reward against that policy and against fp32 (the verdicts go to ``store``), and write
+    the folder ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
 
     :param certify: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 20-episode batches, at most 200).
     :raises QuarlError: for an unwritable or non-empty ``out`` (without ``force``), a missing runtime, a policy the
-        backend cannot express, or a parity gate failed without ``allow_divergent`` (nothing is written then).
+        backend cannot express, a parity gate failed without ``allow_divergent``, or an artifact certified worse
+        than fp32 by more than δ without ``allow_degraded`` (nothing is written then).
     """
     from quarl_bench.deploy.backends import require_backend
 
@@ -97,6 +99,13 @@ def export_artifact(
         raise QuarlError(
             f"parity gate failed for {spec.backend}: {_parity_line(parity)} (limit: {parity['limit']}); nothing "
             "written, pass --allow-divergent to write it anyway"
+        )
+    fp32 = certification["against_fp32"]
+    if fp32["verdict"] == "unsafe" and not allow_degraded:
+        raise QuarlError(
+            f"the {spec.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}: mean "
+            f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
+            f"over {fp32['episodes']} paired episodes; nothing written, pass --allow-degraded to write it anyway"
         )
     document = contract(
         artifact, ref, module, spec, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
@@ -201,43 +210,91 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
 def certify_artifact(
     ref: AgentRef, spec: QuantSpec, claimed: QuantSpec, store: Any, config: Any, step: Callable[[str], None]
 ) -> dict[str, Any]:
-    """The closed-loop equivalence of the artifact (``spec``, method deploy) and the fake-quant policy ``claimed``
-    on paired episodes, with the certify command's confidence sequence; stored as a verdict (reused when stored)."""
-    from dataclasses import replace
-
-    from quarl_bench.methods.certify import Certifier, CertifyConfig, verdict_key
-    from quarl_bench.methods.verdict_rows import verdict_row
-    from quarl_bench.provenance import driver_provenance
-    from quarl_bench.statistics.certification import equivalence
+    """The artifact's closed loop (``spec``, method deploy) on paired episodes, certified twice with the certify
+    command's sequential test: equivalent to the fake-quant policy ``claimed`` (within ±δ), and not worse than the
+    **fp32** policy by more than δ (does the deployed policy still work?). Both verdicts are stored (reused when
+    stored); each carries both policies' mean returns with their confidence bounds."""
+    from quarl_bench.methods.certify import FP32, CertifyConfig
 
     config = config or CertifyConfig(max_episodes=200)
     store.check()
+    against_claimed = _closed_loop(ref, spec, claimed, store, config, step, equivalence=True)
+    against_fp32 = _closed_loop(ref, spec, FP32, store, config, step, equivalence=False)
+    return {
+        "guarantee": against_fp32["guarantee"],
+        "against_claimed": against_claimed,
+        "against_fp32": against_fp32,
+        "store": str(store.path),
+    }
+
+
+def _closed_loop(
+    ref: AgentRef,
+    spec: QuantSpec,
+    reference: QuantSpec,
+    store: Any,
+    config: Any,
+    step: Callable[[str], None],
+    equivalence: bool,
+) -> dict[str, Any]:
+    from dataclasses import replace
+
+    from quarl_bench.methods.certify import Certifier, verdict_key
+    from quarl_bench.methods.verdict_rows import verdict_row
+    from quarl_bench.provenance import driver_provenance
+
     driver = driver_provenance()
     certifier = Certifier(ref, config, store, driver)
-    delta, tolerance, _ = certifier.delta()
-    key = verdict_key(ref, spec, config, delta, reference=claimed)
+    scale = certifier.scale()
+    key = verdict_key(ref, spec, config, scale.delta, reference=reference)
     stored = store.get_verdict(key)
+    test = "equivalence" if equivalence else "non-inferiority"
     if stored is None:
-        step(f"certifying the closed-loop reward against {spec_text(claimed)} (δ = {delta:.3g}, {tolerance})")
-        found = replace(certifier.certify(spec, delta, reference=claimed, decide=equivalence), key=key)
-        row = verdict_row(found, ref, spec, config, tolerance, driver)
-        row["settings"] = row["settings"] | {"test": "equivalence", "reference": _spec_json(ref, claimed)}
+        step(f"certifying the closed-loop reward against {spec_text(reference)} ({test}, δ = {scale.delta:.3g})")
+        found = replace(certifier.certify(spec, scale, reference=reference, equivalence=equivalence), key=key)
+        row = verdict_row(found, ref, spec, config, scale.text, driver)
+        row["settings"] = row["settings"] | {"test": test, "reference": _spec_json(ref, reference)}
         store.put_verdict(row)
         stored = store.get_verdict(key)
+    evidence = stored.get("evidence") or {}
+    alpha = evidence.get("alpha_test", stored["alpha"])
+    returns = _arm_returns(store, stored["rows"], certifier.test(alpha))
     return {
         "verdict": stored["verdict"],
-        "test": "equivalence: the mean paired difference (artifact - fake-quant) within ±δ",
+        "test": (
+            "equivalence: the mean paired difference (artifact - fake-quant) within ±δ"
+            if equivalence
+            else "non-inferiority: the mean paired difference (artifact - fp32) above -δ"
+        ),
+        "guarantee": evidence.get("guarantee", "asymptotic"),
+        "return_bounds": evidence.get("bounds"),
         "episodes": stored["episodes"],
         "mean_difference": stored["mean"],
         "lower": stored["lower"],
         "upper": stored["upper"],
         "delta": stored["delta"],
+        "delta_low": evidence.get("delta_low"),
         "tolerance": stored["tolerance"],
         "confidence": 1 - stored["alpha"],
-        "verdict_key": key,
+        "catastrophe_rate_upper": evidence.get("catastrophe_rate_upper"),
+        "artifact_return": returns[0],
+        "reference_return": returns[1],
+        "verdict_key": stored["key"],
         "rows": stored["rows"],
-        "store": str(store.path),
     }
+
+
+def _arm_returns(store: Any, keys: list[str], test: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """Each arm's mean return over the verdict's batches (keys alternate artifact, reference) with the test's
+    confidence bounds on it."""
+    arms: tuple[list[float], list[float]] = ([], [])
+    for number, key in enumerate(keys):
+        arms[number % 2].extend(store.get(key)["episode_rewards"])
+    summaries = []
+    for rewards in arms:
+        interval = test.mean_interval(np.asarray(rewards, dtype=float))
+        summaries.append({"mean": interval.mean, "lower": interval.lower, "upper": interval.upper})
+    return summaries[0], summaries[1]
 
 
 def _spec_json(ref: AgentRef, spec: QuantSpec) -> Any:

@@ -76,6 +76,7 @@ def table4(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     from quarl_bench.api import export_artifact
     from quarl_bench.api.deploy import check_out, spec_text
+    from quarl_bench.arguments import guarantee_options
     from quarl_bench.deploy.backends import require_backend
     from quarl_bench.deploy.parity import claimed_spec
     from quarl_bench.methods.certify import CertifyConfig
@@ -84,19 +85,37 @@ def export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out(out, args.force)  # before loading anything: a bad --out or a missing runtime fails at once
     require_backend(spec.backend)
-    config = CertifyConfig(max_episodes=args.max_episodes, seed=args.seed)
+    config = CertifyConfig(
+        args.tolerance,
+        args.tolerance_abs,
+        args.confidence,
+        max_episodes=args.max_episodes,
+        seed=args.seed,
+        **guarantee_options(args),
+    )
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
         done = export_artifact(
-            ref, spec, out, store, args.force, args.allow_divergent, config, on_step=lambda text: console.print(text)
+            ref,
+            spec,
+            out,
+            store,
+            args.force,
+            args.allow_divergent,
+            config,
+            on_step=lambda text: console.print(text),
+            allow_degraded=args.allow_degraded,
         )
     document = done.contract
     certification = document["certification"]
-    console.print(
-        f"closed loop against {spec_text(claimed_spec(spec.backend))}: {certification['verdict']} "
-        f"after {certification['episodes']} paired episodes (δ = {certification['delta']:.3g}; verdict stored in "
-        f"{certification['store']})"
-    )
+    for name, reference in (("against_claimed", spec_text(claimed_spec(spec.backend))), ("against_fp32", "fp32")):
+        found = certification[name]
+        console.print(
+            f"closed loop against {reference}: {found['verdict']} after {found['episodes']} paired episodes "
+            f"(δ = {found['delta']:.3g}, {found['guarantee']}; artifact {found['artifact_return']['mean']:.2f}, "
+            f"{reference} {found['reference_return']['mean']:.2f})"
+        )
+    console.print(f"verdicts stored in {certification['store']}")
     if "cortex_m4" in document:
         from quarl_bench.deploy.contract import cortex_m4_text
 

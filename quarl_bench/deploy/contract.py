@@ -224,12 +224,17 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
         f"- Parity gate against the fake-quant policy it claims to be ({parity['limit']}): "
         f"{'passed' if parity['passed'] else 'FAILED, written with --allow-divergent'}.",
     ]
-    if certification:
-        lines.append(
-            f"- Closed-loop reward against that policy: {certification['verdict']} within δ = "
-            f"{certification['delta']:.3g} after {certification['episodes']} paired episodes "
-            f"(confidence {certification['confidence']:.2f})."
-        )
+    for name, against in (("against_claimed", "that policy"), ("against_fp32", "the fp32 policy")):
+        found = certification.get(name)
+        if found:
+            lines.append(
+                f"- Closed-loop reward against {against}: {found['verdict']} ({found['test'].split(':')[0]}, "
+                f"δ = {found['delta']:.3g}) after {found['episodes']} paired episodes, confidence "
+                f"{found['confidence']:.2f}, {found['guarantee']} guarantee; mean return "
+                f"{found['artifact_return']['mean']:.2f} [{found['artifact_return']['lower']:.2f}, "
+                f"{found['artifact_return']['upper']:.2f}] against {found['reference_return']['mean']:.2f} "
+                f"[{found['reference_return']['lower']:.2f}, {found['reference_return']['upper']:.2f}]."
+            )
     if "cortex_m4" in document:
         lines.append(f"- {cortex_m4_text(document['cortex_m4'])}.")
     runtime = {"onnx": "onnxruntime", "tflite": "ai-edge-litert", "pte": "executorch", "c": "a C compiler"}

@@ -162,7 +162,7 @@ class Verdict:
         return bool(self.evidence.get("exploratory"))
 
     def catastrophe_text(self) -> str:
-        """"catastrophes ≤ 1.6% at 95%" (empty for a verdict stored without the bound)."""
+        """ "catastrophes ≤ 1.6% at 95%" (empty for a verdict stored without the bound)."""
         upper = self.evidence.get("catastrophe_rate_upper")
         if upper is None:
             return ""
@@ -416,7 +416,9 @@ class Certifier:
         """The sequential test at one-sided level ``alpha``, on this certification's guarantee and bounds."""
         bounds = (self.bounds.low, self.bounds.high) if self.bounds else None
         return SequentialTest(
-            self.guarantee, alpha, bounds if self.guarantee == "finite-sample" else None,
+            self.guarantee,
+            alpha,
+            bounds if self.guarantee == "finite-sample" else None,
             planned_pairs=self.config.planned_episodes,
         )
 
@@ -444,9 +446,7 @@ class Certifier:
                 delta = tolerance_delta(config.tolerance, fp32["mean_reward"], random["mean_reward"])
             except ValueError as error:
                 raise QuarlError(str(error)) from None
-            text = (
-                f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
-            )
+            text = f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
         returns = (np.asarray(fp32["episode_rewards"], float), np.asarray(random["episode_rewards"], float))
         return Scale(delta, text, (fp32["key"], random["key"]), *returns, catastrophe)
 
@@ -630,7 +630,9 @@ class CertifyHandler:
         specs = widest_first(config.specs, keep_fp32=config.baseline is not None)
         families = count_families(specs)
         return [
-            VerdictJob(s, verdict_key(config.ref, s, config.settings, delta, baseline=config.baseline, families=families))
+            VerdictJob(
+                s, verdict_key(config.ref, s, config.settings, delta, baseline=config.baseline, families=families)
+            )
             for s in specs
         ]
 
@@ -649,7 +651,9 @@ class CertifyHandler:
                 found = replace(certifier.certify(job.spec, scale, families=families), key=job.key)
                 if walk in stopped:
                     found = replace(found, evidence=found.evidence | {"exploratory": True})
-                row = verdict_row(found, config.ref, job.spec, config.settings, scale.text, work.driver, config.baseline)
+                row = verdict_row(
+                    found, config.ref, job.spec, config.settings, scale.text, work.driver, config.baseline
+                )
                 yield SideRow("verdicts", row)
                 decided = found.verdict
             else:  # stored before: it decides the walk as it did then

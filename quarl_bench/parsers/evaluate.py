@@ -7,8 +7,8 @@ from pathlib import Path
 from quarl_bench.arguments import (
     add_agent,
     add_evaluation,
-    add_guarantee,
     add_executor,
+    add_guarantee,
     add_recipe,
     add_sources,
     add_spec,

@@ -16,6 +16,7 @@ import numpy as np
 
 from quarl_bench.statistics.betting import rejected
 from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, bounded_cs, mixture_rho_squared
+from quarl_bench.types import QuantSpec
 
 VERDICTS = ("safe", "unsafe", "undetermined")
 EQUIVALENCE_VERDICTS = ("equivalent", "different", "undetermined")
