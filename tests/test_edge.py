@@ -58,7 +58,10 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
     contract = json.loads((out / "policy.json").read_text())
     assert contract["action"] == {"space": "Discrete", "n": 2, "dim": 0, "mapping": "argmax"}
     assert contract["parity"]["passed"] and contract["parity"]["flip_rate_outside_near_ties"] <= 0.02
-    assert contract["certification"]["verdict"] == "equivalent"
+    assert contract["certification"]["against_claimed"]["verdict"] == "equivalent"
+    against_fp32 = contract["certification"]["against_fp32"]
+    assert against_fp32["verdict"] != "unsafe" and against_fp32["guarantee"] == "finite-sample"
+    assert against_fp32["artifact_return"]["mean"] >= 475 and against_fp32["reference_return"]["lower"] <= 500
     assert contract["quantization"]["weight_bytes"] == 4 * 64 + 64 * 64 + 64 * 2
     assert (
         "#include <stdint.h>" in (out / "policy.c").read_text()
@@ -71,7 +74,8 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
     code, _, err = cli("report", "--store", tmp_path / "q.sqlite", "--out", tmp_path / "report")
     assert code == 0, err
     certified = pd.read_csv(tmp_path / "report" / "artifact_certifications.csv")
-    assert certified[["backend", "verdict"]].values.tolist() == [["c-int8", "equivalent"]]
+    assert certified[["backend", "test"]].values.tolist() == [["c-int8", "equivalence"], ["c-int8", "non-inferiority"]]
+    assert certified["verdict"].tolist()[0] == "equivalent" and certified["guarantee"].tolist()[1] == "finite-sample"
     assert not (tmp_path / "report" / "certified_verdicts.csv").exists()  # no precision was certified against fp32
     again = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
     assert again[0] == 2 and "not empty" in again[2] and len(again[2].strip().splitlines()) == 1
@@ -117,7 +121,7 @@ def test_every_backend_s_export_passes_the_gate_and_plays_alone(cli, zoo: Path, 
     code, _, err = cli("export", *agent, "--backend", backend, *extra, "--out", out, "--store", tmp_path / "q.sqlite")
     assert code == 0, err
     contract = json.loads((out / "policy.json").read_text())
-    assert contract["parity"]["passed"] and contract["certification"]["verdict"] == "equivalent"
+    assert contract["parity"]["passed"] and contract["certification"]["against_claimed"]["verdict"] == "equivalent"
     assert contract["files"].keys() == {FILES[backend.split("-")[0]]}
     assert play_client(out) >= 475
 
@@ -225,3 +229,17 @@ def test_deploy_plays_times_and_weighs_a_c_artifact(cli, zoo: Path, tmp_path: Pa
     deployment = row["provenance"]["deployment"]
     assert deployment["artifact_kind"] == "c" and deployment["peak_rss_mb"] > 0  # a fresh process, ctypes alone
     assert deployment["calibration"]["source"] == "the W8A8 fake-quant policy's calibration states"
+
+
+def test_an_artifact_certified_worse_than_fp32_is_refused_unless_allowed(cli, zoo: Path, tmp_path: Path) -> None:
+    # zoo dqn CartPole's W8A8 C artifact passes parity with its own fake-quant (just as broken) and scores ~15
+    out, store = tmp_path / "dqn-c", tmp_path / "q.sqlite"
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--backend", "c-int8", "--store", store)
+    code, _, err = cli("export", *agent, "--out", out)
+    assert code == 2 and "certified worse than fp32 by more than" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    code, _, err = cli("export", *agent, "--out", out, "--allow-degraded")
+    assert code == 0, err
+    fp32 = json.loads((out / "policy.json").read_text())["certification"]["against_fp32"]
+    assert fp32["verdict"] == "unsafe" and fp32["artifact_return"]["mean"] < 100
+    assert fp32["reference_return"]["mean"] == 500 and fp32["guarantee"] == "finite-sample"

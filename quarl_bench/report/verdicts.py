@@ -53,19 +53,37 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
             "tolerance": values[4],
             "confidence": round(1 - float(values[5]), 3),
             "seed base": values[6],
+            "guarantee": _guarantee(line),
             "certified minimum": safe_width_text(safe, [c for c, _ in walked], lambda p: precision_bits(narrowest[p])),
         }
         for column in order:
-            record[column] = f"{cells[column]['verdict']} ({cells[column]['episodes']})" if column in cells else "-"
+            record[column] = _cell(cells[column]) if column in cells else "-"
         record["rows"] = " ".join(dict.fromkeys(key for row in cells.values() for key in row["rows"]))
         records.append(record)
     return pd.DataFrame.from_records(records)
 
 
+def _evidence(row: pd.Series) -> dict:
+    evidence = row.get("evidence")
+    return evidence if isinstance(evidence, dict) else {}
+
+
+def _guarantee(line: pd.DataFrame) -> str:
+    """The line's guarantee: ``finite-sample`` when every verdict carries it, else ``asymptotic``."""
+    kinds = {_evidence(row).get("guarantee", "asymptotic") for _, row in line.iterrows()}
+    return "finite-sample" if kinds == {"finite-sample"} else "asymptotic"
+
+
+def _cell(row: pd.Series) -> str:
+    """``safe (100)``, with ``, exploratory`` for a verdict past its walk's first stop (``--every-width``)."""
+    exploratory = ", exploratory" if _evidence(row).get("exploratory") else ""
+    return f"{row['verdict']} ({row['episodes']}{exploratory})"
+
+
 def is_equivalence(settings: dict) -> bool:
-    """Whether a verdict is an exported artifact's closed-loop equivalence to its fake-quant policy (``export``),
-    not a precision's safety against fp32 (``certify``)."""
-    return settings.get("test") == "equivalence"
+    """Whether a verdict is an exported artifact's closed loop (``export``: equivalence to its fake-quant policy,
+    or non-inferiority to fp32), not a precision's safety against fp32 (``certify``)."""
+    return settings.get("test") in ("equivalence", "non-inferiority")
 
 
 def artifact_certifications(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -80,9 +98,11 @@ def artifact_certifications(verdicts: pd.DataFrame) -> pd.DataFrame:
                 "agent": name_of(row),
                 "backend": backend,
                 "against": _claimed(row["settings"]["reference"]),
+                "test": row["settings"]["test"],
                 "verdict": row["verdict"],
                 "episodes": row["episodes"],
-                "mean artifact - fake-quant": round(float(row["mean"]), 3),
+                "guarantee": _evidence(row).get("guarantee", "asymptotic"),
+                "mean artifact - reference": round(float(row["mean"]), 3),
                 "lower": round(float(row["lower"]), 3),
                 "upper": round(float(row["upper"]), 3),
                 "δ": round(float(row["delta"]), 3),
@@ -122,8 +142,9 @@ def verdict_report(verdicts: pd.DataFrame) -> list[Table]:
         tables.append(Table("certified_verdicts", "Certified verdicts", grid, caption, console=True))
     if artifacts.any():
         caption = (
-            "Exported artifacts certified against the fake-quant policy each claims to be: equivalent when the "
-            "mean paired difference's confidence sequence lies within ±δ"
+            "Exported artifacts certified against the fake-quant policy each claims to be (equivalent when the "
+            "mean paired difference's confidence sequence lies within ±δ) and against fp32 (safe when it lies "
+            "above -δ: does the deployed policy still work?)"
         )
         frame = artifact_certifications(verdicts[artifacts])
         tables.append(Table("artifact_certifications", "Artifact certifications", frame, caption, console=True))
