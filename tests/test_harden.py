@@ -234,7 +234,7 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
         out,
         "--certify",
         "--max-episodes",
-        "100",
+        "200",
         "--store",
         store,
     )
