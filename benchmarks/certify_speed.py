@@ -74,6 +74,7 @@ def main() -> None:
     decided_episodes: list[int] = []
     per_run: list[tuple[int, float]] = []  # (episodes, seconds) of each certify run
     fixed_runs: list[float] = []
+    all_zero: list[tuple[int, int, bool]] = []  # (episodes, floor, within 1.5x floor) of widths with all-zero pairs
     with ResultStore(args.store) as store:
         for algo, env in agents:
             ref = find_agent(AgentQuery(env, algo, folder=args.zoo, use_hub=False))
@@ -94,7 +95,15 @@ def main() -> None:
                 decided_episodes += [v.episodes for v in result.verdicts if v.verdict != "undetermined"]
                 undetermined += any(v.verdict == "undetermined" for v in result.verdicts) and base == SEED_BASES[0]
                 line = " ".join(f"{v.spec}:{v.verdict[0]}{v.episodes}" for v in result.verdicts)
-                print(f"{algo}/{env} base {base}: minimum {result.minimum_safe} (delta {result.delta:.2f}) {line}")
+                floor = next((v.evidence.get("minimum_episodes") for v in result.verdicts), None)
+                print(
+                    f"{algo}/{env} base {base}: minimum {result.minimum_safe} (delta {result.delta:.2f}, "
+                    f"{result.guarantee}, floor {floor or '-'}) {line}"
+                )
+                for v in result.verdicts:  # identical play: decided within 1.5x its floor, rounded up to a batch?
+                    if v.evidence.get("nonzero_pairs") == 0 and v.evidence.get("minimum_episodes"):
+                        budget = -(-1.5 * v.evidence["minimum_episodes"] // config.batch) * config.batch
+                        all_zero.append((v.episodes, v.evidence["minimum_episodes"], v.episodes <= budget))
             both = set(verdicts[0]) & set(verdicts[1])
             clash = sum({verdicts[0][w], verdicts[1][w]} == {"safe", "unsafe"} for w in both)
             contradictions += clash
@@ -111,6 +120,13 @@ def main() -> None:
     print(f"same certified minimum at both seed bases: {agree} of {len(agents)}; contradictions: {contradictions}")
     print(f"agents with an undetermined width (base {SEED_BASES[0]}): {undetermined} of {len(agents)}")
     print(f"median episodes per decided width: {statistics.median(decided_episodes) if decided_episodes else '-'}")
+    if all_zero:
+        within = sum(ok for _, _, ok in all_zero)
+        print(
+            f"widths with all-zero differences (finite-sample): {len(all_zero)}, decided within 1.5x their floor "
+            f"(rounded up to a batch): {within}; median episodes {statistics.median(e for e, _, _ in all_zero):.0f} "
+            f"against a median floor of {statistics.median(f for _, f, _ in all_zero):.0f}"
+        )
     print(
         f"certify: {totals['certify episodes'] / runs:.0f} episodes and {totals['certify s'] / runs:.1f} s per agent "
         f"and seed base; fixed protocol: {totals['fixed episodes'] / len(agents):.0f} episodes and "

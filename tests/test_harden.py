@@ -267,6 +267,29 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
         store,
     )
     assert code == 0, err
+    # against the parent, every per-channel width safe: the minimum is the per-channel ladder's, not fp32's
+    code, out_json, err = cli(
+        "certify",
+        "--model",
+        out,
+        "--env",
+        "CartPole-v1",
+        "--against-parent",
+        "--granularity",
+        "per-channel",
+        "--bits",
+        "8",
+        "4",
+        "--max-episodes",
+        "200",
+        "--store",
+        store,
+        "--json",
+    )
+    assert code == 0, err
+    answer = json.loads(out_json)
+    assert answer["families"] == {"fp32": "fp32", "int per-channel": "int4 per-channel"}
+    assert answer["minimum_safe"] == "int4 per-channel"
     code, _, err = cli("report", "--store", store, "--out", report, "--html")
     assert code == 0, err
     table = pd.read_csv(report / "hardened_agents.csv")
@@ -281,6 +304,21 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
     certified = pd.read_csv(report / "certified_verdicts.csv")  # certify's own verdicts; not those against a parent
     assert sorted(certified["agent"].str.contains("dqn_int4.zip")) == [False, True]
     assert certified.set_index(certified["agent"].str.contains("dqn_int4.zip")).loc[True, "int4"].startswith("safe")
+
+
+def test_against_a_parent_the_minimum_is_the_quantized_ladder_s_not_fp32_s() -> None:
+    from quarl_bench.methods.certify import Certification, Verdict
+    from quarl_bench.types import AgentRef
+
+    ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "model", "/hard.zip", "0" * 16)
+    found = [
+        Verdict(p, name, "safe", 100, 0.0, -1.0, 1.0, 24.0, 0.05)
+        for p, name in (("fp32", "fp32"), ("int8", "int8 per-channel"), ("int4", "int4 per-channel"))
+    ]
+    walks = {"fp32": "fp32", "int8 per-channel": "int per-channel", "int4 per-channel": "int per-channel"}
+    result = Certification(ref, 24.0, "5%", (), found, walks)
+    assert result.minimum_safe == "int4 per-channel" and result.minimum_safe_text == "≤ int4 per-channel"
+    assert result.as_json()["families"] == {"fp32": "fp32", "int per-channel": "int4 per-channel"}
 
 
 def test_hardening_keys_are_pinned() -> None:

@@ -511,6 +511,7 @@ class Certifier:
             "delta_high": bounds[1],
             "catastrophe_threshold": scale.catastrophe,
             "catastrophes": int(crashes.sum()),
+            "nonzero_pairs": int(np.count_nonzero(d)),
             "catastrophe_rate_upper": rate_bound(crashes, alpha_test).upper,
             "max_catastrophe_rate": config.max_catastrophe_rate,
             "minimum_episodes": minimum_episodes(bounds[0], test.span, alpha_test) if test.finite else None,
