@@ -208,6 +208,36 @@ def load_study(path: str | Path) -> Study:
     return Study(str(data.get("name", path.stem)), tuple(cells))
 
 
+def grid_return_bounds(path: str | Path) -> dict[str, tuple[float, float]]:
+    """A grid file's ``return_bounds:`` (env id -> [LO, HI], every episode's return in it), which ``certify --grid``
+    uses for those envs' finite-sample guarantee.
+
+    :raises QuarlError: for bounds that are not two numbers LO < HI.
+    """
+    from quarl_bench.config import grid_file
+    from quarl_bench.zoo.envs import env_settings
+    from quarl_bench.zoo.return_bounds import ReturnBounds
+
+    names = env_settings()
+
+    path = grid_file(path)
+    with open(path) as handle:
+        data = yaml.safe_load(handle) or {}
+    bounds = {}
+    for env, pair in (data.get("return_bounds") or {}).items():
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise QuarlError(f"bad return_bounds for {env} in {path}: expected [LO, HI]")
+        try:
+            low, high = float(pair[0]), float(pair[1])
+        except (TypeError, ValueError):
+            raise QuarlError(f"bad return_bounds {pair} for {env} in {path}: expected two numbers [LO, HI]") from None
+        ReturnBounds(low, high, "")
+        env_id = str(env).split(":")[-1]  # my_module:MyEnv-v0 -> its id
+        env_id = names["aliases"].get(env_id, env_id)
+        bounds[names["legacy_ids"].get(env_id, env_id)] = (low, high)
+    return bounds
+
+
 def select(
     cells: tuple[GridCell, ...] | list[GridCell],
     algos: list[str] | None = None,

@@ -251,3 +251,15 @@ def test_without_bounds_the_asymptotic_guarantee_is_labelled(cli, zoo: Path, tmp
     assert answer["guarantee"] == "asymptotic" and answer["verdicts"][0]["episodes"] == 100  # its minimum pairs
     code, out, err = cli(*args)
     assert code == 0 and "asymptotic (no return bounds; no decision before 100 pairs)" in " ".join(out.split())
+
+
+def test_a_grid_declares_return_bounds_per_env(tmp_path: Path) -> None:
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.registry import grid_return_bounds
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("name: g\nreturn_bounds: {PointReach-v0: [-200, 0], CartPole: [0, 500]}\ngrid: []\n")
+    assert grid_return_bounds(grid) == {"PointReach-v0": (-200.0, 0.0), "CartPole-v1": (0.0, 500.0)}
+    grid.write_text("name: g\nreturn_bounds: {PointReach-v0: [0, -200]}\ngrid: []\n")
+    with pytest.raises(QuarlError, match="bad return bounds 0 -200: expected two finite numbers LO < HI"):
+        grid_return_bounds(grid)

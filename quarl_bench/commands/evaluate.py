@@ -51,8 +51,11 @@ def certify(args: argparse.Namespace) -> int:
 
     from quarl_bench.api import certify_agent, find_agent
     from quarl_bench.api.harden import parent_agent
+    from dataclasses import replace
+
     from quarl_bench.arguments import guarantee_options, recipe_options
     from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.registry import grid_return_bounds
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.types import QuantSpec
 
@@ -78,6 +81,7 @@ def certify(args: argparse.Namespace) -> int:
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
         agents = grid_certify_agents(args) if args.grid else [(None, specs)]
+        grid_bounds = grid_return_bounds(args.grid) if args.grid else {}
         for ref, agent_specs in agents:
             if ref is None:
                 ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
@@ -87,8 +91,10 @@ def certify(args: argparse.Namespace) -> int:
             baseline = parent_agent(ref) if args.against_parent else None
             if baseline is not None and not args.json:
                 console.print(f"Against the parent's fp32: {escape(ref_title(baseline))}")
+            bounds = grid_bounds.get(ref.env_id) if config.return_bounds is None else None
+            agent_config = replace(config, return_bounds=bounds) if bounds else config
             result = certify_agent(
-                ref, agent_specs, config, store, force=args.force, on_verdict=on_verdict, baseline=baseline
+                ref, agent_specs, agent_config, store, force=args.force, on_verdict=on_verdict, baseline=baseline
             )
             if args.json:
                 print(json.dumps(result.as_json()))
