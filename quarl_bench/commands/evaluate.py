@@ -48,11 +48,10 @@ def run(args: argparse.Namespace) -> int:
 def certify(args: argparse.Namespace) -> int:
     """Certify precisions of one agent (or of every agent of ``--grid``): verdicts, the minimum, stored."""
     import json
+    from dataclasses import replace
 
     from quarl_bench.api import certify_agent, find_agent
     from quarl_bench.api.harden import parent_agent
-    from dataclasses import replace
-
     from quarl_bench.arguments import guarantee_options, recipe_options
     from quarl_bench.methods.certify import CertifyConfig
     from quarl_bench.registry import grid_return_bounds
