@@ -262,7 +262,7 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
         "--granularity",
         "per-channel",
         "--max-episodes",
-        "40",
+        "200",
         "--store",
         store,
     )
