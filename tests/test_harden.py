@@ -307,7 +307,7 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
 
 
 def test_against_a_parent_the_minimum_is_the_quantized_ladder_s_not_fp32_s() -> None:
-    from quarl_bench.methods.certify import Certification, Verdict
+    from quarl_bench.methods.certification_result import Certification, Verdict
     from quarl_bench.types import AgentRef
 
     ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "model", "/hard.zip", "0" * 16)

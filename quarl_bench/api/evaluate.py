@@ -133,7 +133,7 @@ def certify_agent(
     :param store: a :class:`~quarl_bench.store.ResultStore` or a path; None: ``results/quarl.sqlite``.
     :param baseline: the agent whose fp32 the differences and δ come from (a hardened agent's parent: see
         :func:`quarl_bench.methods.harden.parent_of`); fp32 is then certified too. None: the agent's own fp32.
-    :return: a :class:`~quarl_bench.methods.certify.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
+    :return: a :class:`~quarl_bench.methods.certification_result.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
     """
     from quarl_bench.methods.certify import CertifyConfig
     from quarl_bench.store import DEFAULT_STORE, ResultStore
@@ -305,10 +305,9 @@ def certify_specs(
 ) -> Any:
     """Certify ``specs`` widest first (see the module docstring) through the method protocol, against
     ``baseline``'s fp32 where given; every batch row and verdict stored."""
+    from quarl_bench.methods.certification_result import Certification, Verdict
     from quarl_bench.methods.certify import (
-        Certification,
         CertificationConfig,
-        Verdict,
         count_families,
         verdict_key,
         walk_family,

@@ -19,7 +19,7 @@ def verdict_row(
     driver: dict[str, Any],
     baseline: AgentRef | None = None,
 ) -> dict[str, Any]:
-    """The verdicts table's row of one verdict (``found``: a ``certify.Verdict``; ``config``: its ``CertifyConfig``) (``settings`` names the baseline agent where there is one)."""
+    """The verdicts table's row of one verdict (``found``: a ``certification_result.Verdict``; ``config``: its ``CertifyConfig``) (``settings`` names the baseline agent where there is one)."""
     settings = config.identity() | ({"baseline": baseline.content_hash} if baseline is not None else {})
     return {
         "key": found.key,
