@@ -203,6 +203,8 @@ def test_a_grid_is_certified_agent_by_agent_and_the_report_opens_with_the_verdic
     grid_table = pd.read_csv(tmp_path / "report" / "certified_verdicts.csv").set_index("family")
     assert grid_table.loc["int", "certified minimum"] == "int8" and grid_table.loc["int", "int2"] == "unsafe (20)"
     assert grid_table.loc["int g32", "certified minimum"] == "≤ int6"  # int6 is the narrowest g32 width tried
+    assert grid_table.loc["int", "guarantee"] == "finite-sample"  # CartPole's returns lie in [0, 500]
+    assert grid_table.loc["int", "catastrophes at the minimum"].startswith("≤ ")
     page = (tmp_path / "report" / "report.html").read_text()
     assert page.index("Certified verdicts") < page.index("Reward and E% per variant")
     methods = pd.read_csv(tmp_path / "report" / "methods_safe_width.csv").iloc[0]

@@ -55,6 +55,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
             "seed base": values[6],
             "guarantee": _guarantee(line),
             "certified minimum": safe_width_text(safe, [c for c, _ in walked], lambda p: precision_bits(narrowest[p])),
+            "catastrophes at the minimum": _catastrophe_bound(cells.get(safe)) if safe else "-",
         }
         for column in order:
             record[column] = _cell(cells[column]) if column in cells else "-"
@@ -72,6 +73,12 @@ def _guarantee(line: pd.DataFrame) -> str:
     """The line's guarantee: ``finite-sample`` when every verdict carries it, else ``asymptotic``."""
     kinds = {_evidence(row).get("guarantee", "asymptotic") for _, row in line.iterrows()}
     return "finite-sample" if kinds == {"finite-sample"} else "asymptotic"
+
+
+def _catastrophe_bound(row: pd.Series | None) -> str:
+    """ "≤ 3.5%": the upper bound on the catastrophe rate of a verdict ("-" for one stored without it)."""
+    upper = _evidence(row).get("catastrophe_rate_upper") if row is not None else None
+    return "-" if upper is None else f"≤ {100 * upper:.1f}%"
 
 
 def _cell(row: pd.Series) -> str:
