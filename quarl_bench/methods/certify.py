@@ -349,7 +349,7 @@ class Certifier:
             "nonzero_pairs": int(np.count_nonzero(d)),
             "catastrophe_rate_upper": rate_bound(crashes, alpha_test).upper,
             "max_catastrophe_rate": config.max_catastrophe_rate,
-            "minimum_episodes": minimum_episodes(bounds[0], test.span, alpha_test) if test.finite else None,
+            "minimum_episodes": minimum_episodes(scale.delta, test.span, config.alpha) if test.finite else None,
             "min_pairs": None if test.finite else test.min_pairs,
         }
         return Verdict(
