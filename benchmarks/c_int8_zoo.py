@@ -1,7 +1,8 @@
 """c-int8 on the zoo's classic-control and Box2D MLP agents: parity, closed-loop equivalence, Cortex-M4 size.
 
 For each agent: ``export --backend c-int8 --allow-divergent`` (so every agent is certified, gate passed or not),
-then one line with the parity figure, the closed-loop verdict against the fake-quant W8A8 per-channel policy, and
+then one line with the parity figure, the closed-loop verdicts against the fake-quant W8A8 per-channel policy and
+against fp32 (written whatever they say: --allow-degraded), and
 the flash figure against its goal (1.2 x (int8 weight bytes + 4 KB)). The verdicts go to ``--store``; a rerun
 reuses them.
 
