@@ -229,16 +229,18 @@ class Certifier:
             if job.agent_hash not in self._agents:
                 ref = self.baseline if job.agent_hash == self.baseline.content_hash else self.ref
                 self._agents[job.agent_hash] = load_agent(ref)
-            self.store.put(evaluator(job.spec.method)(self._agents[job.agent_hash], job, self.driver))
+            result = evaluator(job.spec.method)(self._agents[job.agent_hash], job, self.driver)
+            self.check_bounds(result.episode_rewards, result.episode_ids, job)  # before anything is stored
+            self.store.put(result)
             row = self.store.get(job.key)
-        self.check_bounds(row, job)
+        self.check_bounds(row["episode_rewards"], row["episode_ids"], job)
         return row
 
-    def check_bounds(self, row: dict[str, Any], job: Job) -> None:
+    def check_bounds(self, rewards: Any, identities: Any, job: Job) -> None:
         """Stop with one line when an episode's return lies outside the bounds the guarantee rests on."""
         if self.bounds is None or self.guarantee != "finite-sample":
             return
-        for reward, identity in zip(row["episode_rewards"], row["episode_ids"], strict=False):
+        for reward, identity in zip(rewards, identities, strict=False):
             if not self.bounds.low <= reward <= self.bounds.high:
                 raise QuarlError(
                     f"episode {list(identity)} (env, episode, reset seed) of {spec_name(job.spec)} returned "
