@@ -218,8 +218,9 @@ def certify_artifact(
 
     config = config or CertifyConfig(max_episodes=200)
     store.check()
-    against_claimed = _closed_loop(ref, spec, claimed, store, config, step, equivalence=True)
+    # fp32 first: its batches, stored, also tighten δ's bounds for the equivalence test on the same seeds
     against_fp32 = _closed_loop(ref, spec, FP32, store, config, step, equivalence=False)
+    against_claimed = _closed_loop(ref, spec, claimed, store, config, step, equivalence=True)
     return {
         "guarantee": against_fp32["guarantee"],
         "against_claimed": against_claimed,

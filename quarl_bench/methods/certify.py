@@ -321,6 +321,8 @@ class Certifier:
             differences.append(q - r)
             if reference.is_identity:
                 fp32_returns.append(r)
+            elif (played := self.store.get(self.job(FP32, seed, self.baseline).key)) is not None:
+                fp32_returns.append(np.asarray(played["episode_rewards"], float))  # stored already: δ's bound for free
             rows += [quantized["key"], fp32["key"]]
             d = np.concatenate(differences)
             if estimated:
