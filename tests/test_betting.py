@@ -107,3 +107,10 @@ def test_finite_sample_error_stays_within_alpha_on_rare_crashes() -> None:
 def test_a_crash_sampler_sits_at_its_boundary() -> None:
     d = crashes(0.05, 100, 500)(np.random.default_rng(0), (200, 1000), -15.0)
     assert d.mean() == pytest.approx(-15.0, abs=0.6) and (d == 0).mean() == pytest.approx(0.95, abs=0.01)
+
+
+def test_equivalence_within_delta_low_and_difference_beyond_delta_high() -> None:
+    test = SequentialTest("finite-sample", 0.05, (0.0, 500.0))
+    assert test.equivalence(np.zeros(200), (24.0, 30.0)) == "equivalent"
+    assert test.equivalence(np.zeros(40), (24.0, 30.0)) is None  # 40 identical pairs: below the floor
+    assert test.equivalence(np.full(40, 300.0), (24.0, 30.0)) == "different"  # better by 300: not equivalent either

@@ -310,7 +310,7 @@ class Certifier:
         differences: list[np.ndarray] = []
         fp32_returns = [scale.fp32_returns]
         rows: list[str] = []
-        decided, bounds = None, (scale.delta, scale.delta)
+        decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
             fp32 = self.row(self.job(reference, seed, self.baseline))
@@ -326,19 +326,17 @@ class Certifier:
             rows += [quantized["key"], fp32["key"]]
             d = np.concatenate(differences)
             if estimated:
-                bounds = tolerance_bounds(
+                tolerance = tolerance_bounds(
                     config.tolerance, np.concatenate(fp32_returns), scale.random_returns, self.test(alpha_delta)
                 )
             crashes = (d < -scale.catastrophe).astype(float)
             if equivalence:
-                decided = test.equivalence(d, bounds[0])
+                decided = test.equivalence(d, tolerance)
             else:
-                decided = test.decide(d, bounds, crashes, config.max_catastrophe_rate)
+                decided = test.decide(d, tolerance, crashes, config.max_catastrophe_rate)
             if decided:
                 break
-        d = np.concatenate(differences)
-        interval = test.interval(d)
-        crashes = (d < -scale.catastrophe).astype(float)
+        interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
             "guarantee": self.guarantee,
             "bounds": [self.bounds.low, self.bounds.high] if self.bounds and test.finite else None,
@@ -346,8 +344,8 @@ class Certifier:
             "alpha_test": alpha_test,
             "alpha_delta": alpha_delta,
             "families": families,
-            "delta_low": bounds[0],
-            "delta_high": bounds[1],
+            "delta_low": tolerance[0],
+            "delta_high": tolerance[1],
             "catastrophe_threshold": scale.catastrophe,
             "catastrophes": int(crashes.sum()),
             "nonzero_pairs": int(np.count_nonzero(d)),

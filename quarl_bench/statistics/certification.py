@@ -135,13 +135,15 @@ class SequentialTest:
             unsafe = unsafe | rejected(catastrophes, max_rate, +1, self.alpha)[..., at]
         return np.where(unsafe, -1, np.where(safe, 1, 0))
 
-    def equivalence(self, differences: Sequence[float] | np.ndarray, delta: float) -> str | None:
+    def equivalence(self, differences: Sequence[float] | np.ndarray, delta: float | tuple[float, float]) -> str | None:
         """``equivalent`` once the mean is certified inside (-δ, δ), ``different`` once certified outside, None
-        while neither (each side at α: an "equivalent" verdict is wrong with probability ≤ α)."""
+        while neither (each side at α: an "equivalent" verdict is wrong with probability ≤ α). With (δ_low, δ_high),
+        "equivalent" is judged against δ_low and "different" against δ_high."""
+        low, high = delta if isinstance(delta, tuple) else (delta, delta)
         d = np.asarray(differences, dtype=float)
-        if self.above(d, -delta) and self.below(d, delta):
+        if self.above(d, -max(low, 0.0)) and self.below(d, max(low, 0.0)):
             return "equivalent"
-        if self.above(d, delta) or self.below(d, -delta):
+        if self.above(d, high) or self.below(d, -high):
             return "different"
         return None
 
