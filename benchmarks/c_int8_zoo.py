@@ -78,7 +78,15 @@ def main() -> None:
                 f"{fp32['episodes']:4d} ep  flash {flash}  {time.perf_counter() - start:.0f}s",
                 flush=True,
             )
-            summary.append({"algo": algo, "env": env, "parity": parity, "certification": verdict, "cortex_m4": m4})
+            summary.append(
+                {
+                    "algo": algo,
+                    "env": env,
+                    "parity": parity,
+                    "certification": document["certification"],
+                    "cortex_m4": m4,
+                }
+            )
     equivalent = sum(
         1 for row in summary if row.get("certification", {}).get("against_claimed", {}).get("verdict") == "equivalent"
     )

@@ -34,7 +34,11 @@ TINY = {
     "mixed": ["-n", "2", "--bits", "8", "4", "--max-episodes", "20", "--search-seeds", "0", "--verify-seeds", "1"],
     "certify": ["--batch", "5", "--max-episodes", "5", "--bits", "fp16", "8", "2"],
     "sweep": ["-n", "2", "--env", "CartPole-v1"],
-    "harden": ["--max-episodes", "20"],  # the default budget: at 500 states the hardened fp32 lost (exit 1)
+    "harden": ["--max-episodes", "20"],
+    "export": [
+        "--max-episodes",
+        "20",
+    ],  # LunarLander's asymptotic sequence decides nothing before 100 pairs  # the default budget: at 500 states the hardened fp32 lost (exit 1)
     "rollout": [
         "--timesteps",
         "256",

@@ -74,8 +74,10 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
     code, _, err = cli("report", "--store", tmp_path / "q.sqlite", "--out", tmp_path / "report")
     assert code == 0, err
     certified = pd.read_csv(tmp_path / "report" / "artifact_certifications.csv")
-    assert certified[["backend", "test"]].values.tolist() == [["c-int8", "equivalence"], ["c-int8", "non-inferiority"]]
-    assert certified["verdict"].tolist()[0] == "equivalent" and certified["guarantee"].tolist()[1] == "finite-sample"
+    certified = certified.set_index("test")
+    assert certified["backend"].tolist() == ["c-int8", "c-int8"]
+    assert certified.loc["equivalence", "verdict"] == "equivalent"
+    assert certified.loc["non-inferiority", "guarantee"] == "finite-sample"
     assert not (tmp_path / "report" / "certified_verdicts.csv").exists()  # no precision was certified against fp32
     again = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
     assert again[0] == 2 and "not empty" in again[2] and len(again[2].strip().splitlines()) == 1
