@@ -120,12 +120,14 @@ def test_every_backend_s_export_passes_the_gate_and_plays_alone(cli, zoo: Path, 
     out = tmp_path / backend
     agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
     extra = ("--calibration-states", "200") if backend == "ort-int8-static" else ()
+    # a 100-reward tolerance: identical play is certified in one batch (the 5% default needs 61+ pairs, tested apart)
+    extra += ("--tolerance-abs", "100")
     code, _, err = cli("export", *agent, "--backend", backend, *extra, "--out", out, "--store", tmp_path / "q.sqlite")
     assert code == 0, err
     contract = json.loads((out / "policy.json").read_text())
     certification = contract["certification"]
     # ort-int8-static plays 500 in every episode where its claimed fake-quant spec fails now and then (486 mean over
-    # 200 pairs): not certified equivalent to it within 200 pairs, and certified safe against fp32
+    # 200 pairs): at the 5% default it is not certified equivalent to it within 200 pairs, and is safe against fp32
     expected = ("equivalent", "undetermined") if backend == "ort-int8-static" else ("equivalent",)
     assert contract["parity"]["passed"] and certification["against_claimed"]["verdict"] in expected
     assert certification["against_fp32"]["verdict"] != "unsafe"
