@@ -20,7 +20,7 @@ _API = {
     "run_rollouts": "quarl_bench.api",
     "resolve": "quarl_bench.api",
     "find_agent": "quarl_bench.api",
-    "CertifyConfig": "quarl_bench.methods.certify",
+    "CertifyConfig": "quarl_bench.methods.certify_config",
     "RolloutConfig": "quarl_bench.methods.rollout",
     "ActorQConfig": "quarl_bench.actorq.config",
     "EvalSettings": "quarl_bench.registry",

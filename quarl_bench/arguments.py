@@ -351,8 +351,24 @@ def return_bound(value: str) -> float:
     return bound
 
 
-def add_guarantee(parser: argparse.ArgumentParser) -> None:
-    """The flags that say what a certification's verdict guarantees (certify, export, harden --certify)."""
+def add_certification(parser: argparse.ArgumentParser) -> None:
+    """The flags that say what a certification's verdict is judged against and guarantees (certify, export)."""
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="δ: the mean loss allowed, PCT%% of (R_fp32 - R_random), the random policy measured once (default 5)",
+    )
+    parser.add_argument(
+        "--tolerance-abs", type=float, default=None, metavar="R", help="the tolerance in reward units instead"
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="1 - the chance that a verdict is wrong, in (0.5, 1); certify splits it over the families it walks",
+    )
     parser.add_argument(
         "--guarantee",
         choices=("finite-sample", "asymptotic"),
@@ -385,7 +401,7 @@ def add_guarantee(parser: argparse.ArgumentParser) -> None:
 
 
 def guarantee_options(args: argparse.Namespace) -> dict:
-    """:func:`add_guarantee`'s flags as ``CertifyConfig`` fields (LO >= HI is refused there, in one line)."""
+    """:func:`add_certification`'s guarantee flags as ``CertifyConfig`` fields (LO >= HI is refused there, in one line)."""
     return {
         "guarantee": args.guarantee,
         "return_bounds": tuple(args.return_bounds) if args.return_bounds else None,

@@ -214,7 +214,8 @@ def certify_artifact(
     command's sequential test: equivalent to the fake-quant policy ``claimed`` (within ±δ), and not worse than the
     **fp32** policy by more than δ (does the deployed policy still work?). Both verdicts are stored (reused when
     stored); each carries both policies' mean returns with their confidence bounds."""
-    from quarl_bench.methods.certify import FP32, CertifyConfig
+    from quarl_bench.methods.certify import FP32
+    from quarl_bench.methods.certify_config import CertifyConfig
 
     config = config or CertifyConfig(max_episodes=200)
     store.check()

@@ -135,7 +135,7 @@ def certify_agent(
         :func:`quarl_bench.methods.harden.parent_of`); fp32 is then certified too. None: the agent's own fp32.
     :return: a :class:`~quarl_bench.methods.certification_result.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
     """
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.store import DEFAULT_STORE, ResultStore
 
     config = config or CertifyConfig()
@@ -231,7 +231,7 @@ def search_mixed(
     import numpy as np
     import pandas as pd
 
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
@@ -320,8 +320,9 @@ def certify_specs(
 
     work = Work(CertificationConfig(ref, tuple(specs), config, baseline), driver=driver, store=store)
     certify = handler(work.config)
-    delta, text, scale_rows = certify.certifier(work)[1]
-    result = Certification(ref, delta, text, scale_rows)
+    scale = certify.certifier(work)[1]
+    delta = scale.delta
+    result = Certification(ref, delta, scale.text, scale.rows)
     families = count_families(widest_first(tuple(specs), keep_fp32=baseline is not None))
     family_of = {
         verdict_key(ref, s, config, delta, baseline=baseline, families=families): walk_family(s) for s in specs

@@ -188,7 +188,7 @@ def load_harden_study(path: str | Path) -> HardenStudy:
     import yaml
 
     from quarl_bench.config import grid_file, missing_grid
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.training.harden.recipes import parse_recipe
     from quarl_bench.zoo.envs import resolve_env_id
 

@@ -79,7 +79,7 @@ def export(args: argparse.Namespace) -> int:
     from quarl_bench.arguments import guarantee_options
     from quarl_bench.deploy.backends import require_backend
     from quarl_bench.deploy.parity import claimed_spec
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
 
     spec = deploy_specs(args, [args.backend])[0]
     out = Path(args.out)

@@ -53,7 +53,7 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.api import certify_agent, find_agent
     from quarl_bench.api.harden import parent_agent
     from quarl_bench.arguments import guarantee_options, recipe_options
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.registry import grid_return_bounds
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.types import QuantSpec
@@ -138,7 +138,7 @@ def sensitivity(args: argparse.Namespace) -> int:
 def mixed(args: argparse.Namespace) -> int:
     """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
     from quarl_bench.api import mixed_ladder, search_mixed
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.report.console import mixed_table, verdict_line
 
     mixed_ladder(args.bits, args.search_seeds, args.verify_seeds)  # bad flags: one line, before the store exists

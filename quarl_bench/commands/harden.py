@@ -45,7 +45,7 @@ def target_spec(args: argparse.Namespace):
 def certify_config(args: argparse.Namespace, base: Any = None):
     from dataclasses import replace
 
-    from quarl_bench.methods.certify import CertifyConfig
+    from quarl_bench.methods.certify_config import CertifyConfig
 
     config = base or CertifyConfig(args.tolerance, confidence=args.confidence)
     return replace(config, max_episodes=args.max_episodes) if args.max_episodes else config

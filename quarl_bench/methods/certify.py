@@ -18,17 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.certification_result import Verdict
+from quarl_bench.methods.certify_config import CertifyConfig
 from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.methods.verdict_rows import verdict_row
 from quarl_bench.statistics.certification import (
-    GUARANTEES,
     SequentialTest,
     family,
     minimum_episodes,
@@ -39,97 +39,13 @@ from quarl_bench.statistics.certification import (
 )
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.types import AgentRef, Job, QuantSpec
-from quarl_bench.zoo.return_bounds import ReturnBounds, return_bounds
+from quarl_bench.zoo.return_bounds import return_bounds
 
 if TYPE_CHECKING:
     from quarl_bench.work import Work
 
-CERTIFY_VERSION = 2  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
-# (2: finite-sample betting sequences on return bounds, δ's own bounds, α split over families, catastrophe rates)
 FP32 = QuantSpec("fp32")
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
-
-
-@dataclass(frozen=True)
-class CertifyConfig:
-    """How precisions are certified.
-
-    :param tolerance: δ as a percentage of (R_fp32 - R_random), in (0, 100).
-    :param tolerance_abs: δ in reward units instead (then δ is not estimated, and spends no α).
-    :param confidence: 1 - α: a "safe" verdict is wrong with probability ≤ α (α is split over the call's families
-        and, for an estimated δ, between δ's bounds and the test: docs/statistics.md).
-    :param batch: paired episodes per look.
-    :param max_episodes: paired episodes after which a precision still straddling ``-δ`` is undetermined.
-    :param planned_episodes: the t* the asymptotic sequence is tightest at.
-    :param seed: the seed base every batch seed comes from; two bases give independent certifications.
-    :param n_envs: envs per batch (default per env kind, at most ``batch``).
-    :param every_width: go on below the first precision that is not safe (those verdicts are exploratory).
-    :param guarantee: ``finite-sample`` or ``asymptotic``; None: finite-sample where return bounds are known.
-    :param return_bounds: (LO, HI) every episode's return lies in (default: the env's line of
-        :data:`~quarl_bench.zoo.return_bounds.RETURN_BOUNDS`).
-    :param catastrophe: a pair is a catastrophe when the quantized return falls below fp32's by more than this
-        (default: half of R_fp32 - R_random).
-    :param max_catastrophe_rate: "safe" also needs the catastrophe rate certified below this share, in (0, 1).
-    :param random_episodes: the random policy's episodes in the scale set (its mean's bound sets δ_low).
-    """
-
-    tolerance: float = 5.0
-    tolerance_abs: float | None = None
-    confidence: float = 0.95
-    batch: int = 20
-    max_episodes: int = 1000
-    planned_episodes: int = 100
-    seed: int = 0
-    n_envs: int | None = None
-    every_width: bool = False
-    guarantee: str | None = None
-    return_bounds: tuple[float, float] | None = None
-    catastrophe: float | None = None
-    max_catastrophe_rate: float | None = None
-    random_episodes: int = 100
-
-    def __post_init__(self) -> None:
-        if self.tolerance_abs is None and not 0 < self.tolerance < 100:
-            raise QuarlError(
-                f"bad tolerance {self.tolerance:g}: expected a percentage of (R_fp32 - R_random) in (0, 100)"
-            )
-        if self.tolerance_abs is not None and not self.tolerance_abs > 0:
-            raise QuarlError(f"bad absolute tolerance {self.tolerance_abs:g}: expected a reward difference > 0")
-        if not 0.5 < self.confidence < 1:
-            raise QuarlError(f"bad confidence {self.confidence:g}: expected a level in (0.5, 1), e.g. 0.95")
-        if self.batch < 2:
-            raise QuarlError(f"bad batch {self.batch}: expected at least 2 paired episodes per look")
-        if self.max_episodes < self.batch:
-            raise QuarlError(
-                f"bad max episodes {self.max_episodes}: expected at least one batch ({self.batch} episodes)"
-            )
-        if self.planned_episodes < 1:
-            raise QuarlError(f"bad planned episodes {self.planned_episodes}: expected an integer >= 1")
-        if self.guarantee is not None and self.guarantee not in GUARANTEES:
-            raise QuarlError(f"bad guarantee {self.guarantee!r}: expected one of {', '.join(GUARANTEES)}")
-        if self.return_bounds is not None:
-            object.__setattr__(self, "return_bounds", tuple(float(b) for b in self.return_bounds))
-            ReturnBounds(*self.return_bounds, "")  # LO < HI, both finite: one line otherwise
-        if self.catastrophe is not None and not self.catastrophe > 0:
-            raise QuarlError(f"bad catastrophe {self.catastrophe:g}: expected a return loss R > 0")
-        if self.max_catastrophe_rate is not None and not 0 < self.max_catastrophe_rate < 1:
-            raise QuarlError(
-                f"bad max catastrophe rate {self.max_catastrophe_rate:g}: expected a share in (0, 1), e.g. 0.05"
-            )
-        if self.random_episodes < 2:
-            raise QuarlError(f"bad random episodes {self.random_episodes}: expected an integer >= 2")
-
-    @property
-    def alpha(self) -> float:
-        return 1 - self.confidence
-
-    def identity(self) -> dict[str, Any]:
-        """What decides a verdict besides the agent and the precision (``every_width`` decides nothing)."""
-        fields = asdict(self)
-        del fields["every_width"], fields["n_envs"]
-        fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
-        fields["version"] = CERTIFY_VERSION
-        return fields
 
 
 @dataclass(frozen=True)
@@ -143,9 +59,6 @@ class Scale:
     fp32_returns: np.ndarray
     random_returns: np.ndarray
     catastrophe: float
-
-    def __iter__(self) -> Iterator[Any]:  # (delta, text, rows): what callers unpacked before
-        return iter((self.delta, self.text, self.rows))
 
 
 def batch_seed(seed: int, batch: int) -> int:
@@ -286,11 +199,6 @@ class Certifier:
             text = f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
         returns = (np.asarray(fp32["episode_rewards"], float), np.asarray(random["episode_rewards"], float))
         return Scale(delta, text, (fp32["key"], random["key"]), *returns, catastrophe)
-
-    def delta(self) -> tuple[float, str, tuple[str, ...]]:
-        """δ, how it was set, and the keys of the scale rows it came from."""
-        scale = self.scale()
-        return scale.delta, scale.text, scale.rows
 
     def certify(
         self,

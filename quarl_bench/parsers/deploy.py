@@ -7,8 +7,8 @@ from pathlib import Path
 from quarl_bench.arguments import (
     add_agent,
     add_calibration,
+    add_certification,
     add_evaluation,
-    add_guarantee,
     add_store,
     positive_int,
 )
@@ -64,20 +64,7 @@ def add_export(commands: Subcommands) -> None:
         help="write the artifact even when it is certified worse than fp32 by more than the tolerance",
     )
     export.add_argument("--seed", type=int, default=0, help="the certification's seed base (default 0)")
-    export.add_argument(
-        "--tolerance",
-        type=float,
-        default=5.0,
-        metavar="PCT",
-        help="δ: PCT%% of (R_fp32 - R_random), the random policy measured once (default 5)",
-    )
-    export.add_argument(
-        "--tolerance-abs", type=float, default=None, metavar="R", help="the tolerance in reward units instead"
-    )
-    export.add_argument(
-        "--confidence", type=float, default=0.95, help="1 - the chance that a verdict is wrong, in (0.5, 1)"
-    )
-    add_guarantee(export)
+    add_certification(export)
     add_store(export)
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from quarl_bench.arguments import (
     add_agent,
+    add_certification,
     add_evaluation,
     add_executor,
-    add_guarantee,
     add_recipe,
     add_sources,
     add_spec,
@@ -67,22 +67,6 @@ def add_certify(commands: Subcommands) -> None:
     )
     add_spec(certify)
     add_recipe(certify)
-    certify.add_argument(
-        "--tolerance",
-        type=float,
-        default=5.0,
-        metavar="PCT",
-        help="safe: the mean loss stays under PCT%% of (R_fp32 - R_random), the random policy measured once (default 5)",
-    )
-    certify.add_argument(
-        "--tolerance-abs", type=float, default=None, metavar="R", help="the tolerance in reward units instead"
-    )
-    certify.add_argument(
-        "--confidence",
-        type=float,
-        default=0.95,
-        help="1 - the chance that a safe verdict is wrong, in (0.5, 1), split over the families certified",
-    )
     certify.add_argument("--batch", type=positive_int, default=20, help="paired episodes per look (default 20)")
     certify.add_argument(
         "--max-episodes",
@@ -105,7 +89,7 @@ def add_certify(commands: Subcommands) -> None:
         action="store_true",
         help="go on below the first width that is not safe (those verdicts are labelled exploratory)",
     )
-    add_guarantee(certify)
+    add_certification(certify)
     certify.add_argument(
         "--against-parent",
         action="store_true",

@@ -13,10 +13,8 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.agent_names import name_of
-from quarl_bench.precision import is_int
 from quarl_bench.report.estimators import (
     iqm,
-    minimum_safe_bits,
     normalized_scores,
     paired_difference_ci,
     performance_profile,
@@ -24,9 +22,9 @@ from quarl_bench.report.estimators import (
     stratified_bootstrap_ci,
 )
 from quarl_bench.report.objects import Figure, Table, keys_in
+from quarl_bench.report.safe_bits import fixed_sample_lower, safe_bits_table
 from quarl_bench.spec_kinds import input_quantization, legend_family, spec_of, variant_label, weight_method
 from quarl_bench.statistics.pairing import paired_rewards
-from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.types import QuantSpec
 
 CELL = (
@@ -199,24 +197,6 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
     return pd.DataFrame.from_records(records)
 
 
-def fixed_sample_lower(env_id: str, differences: np.ndarray, alpha: float = 0.05) -> tuple[float, str]:
-    """certify's sequence read once, after all of ``differences``: its one-sided (1 - α) lower bound on the mean
-    difference and its guarantee (finite-sample on the env's return bounds, else asymptotic, which says nothing
-    before its minimum pairs: NaN then)."""
-    from quarl_bench.statistics.certification import SequentialTest
-    from quarl_bench.zoo.return_bounds import return_bounds
-
-    bounds = return_bounds(env_id)
-    if bounds is not None:
-        test = SequentialTest("finite-sample", alpha, (bounds.low, bounds.high))
-        if np.all((differences >= -test.span) & (differences <= test.span)):
-            return test.interval(differences).lower, "finite-sample"
-    test = SequentialTest("asymptotic", alpha)
-    if len(differences) < test.min_pairs:
-        return float("nan"), "asymptotic"
-    return test.interval(differences).lower, "asymptotic"
-
-
 def spec_kind_columns(spec: QuantSpec) -> dict[str, Any]:
     """What a statistics row measures, from its spec's fields: the weight method (None when more than weights
     changed), the one input quantized (``A 8``, ``obs 6``; ``A 32``: weights only; '' otherwise), whether any input
@@ -265,50 +245,6 @@ def _record(
         "IQM high": high,
         "rows": " ".join(keys),
     }
-
-
-def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
-    """Per agent cell and spec: the minimum safe bit width over the integer widths measured on fixed episodes, with
-    the evidence: each width's paired difference lower bound against -δ, δ = ``tolerance_pct``% of
-    (R_fp32 - R_random) where a random-policy row exists (else of |R_fp32|, said in the ``δ of`` column). The same
-    rule as ``certify``, read once on a fixed-n interval instead of a confidence sequence."""
-    if statistics.empty:
-        return pd.DataFrame()
-    ints = statistics[statistics["precision"].map(is_int)]
-    records = []
-    for (algo, env, agent, episodes, noise, spec, seeds), group in ints.groupby(
-        ["algo", "env", "agent", "episodes", "obs noise", "spec", "seed list"]
-    ):
-        fp32_mean, delta = float(group["fp32 mean"].iloc[0]), float(group["delta"].iloc[0])
-        # certify's sequence read once (a NaN bound, too few pairs for the asymptotic one, is never safe)
-        lower = {int(r["bits"]): float(r["sequence low"]) for _, r in group.iterrows()}
-        lower = {b: (v if v == v else -np.inf) for b, v in lower.items()}
-        safe = minimum_safe_bits(lower, delta)
-        evidence = "; ".join(
-            f"{b}: {lower[b]:+.1f}{' ok' if lower[b] >= -delta else ' below'}" for b in sorted(lower, reverse=True)
-        )
-        random_mean = group["random mean"].iloc[0]
-        records.append(
-            {
-                "algo": algo,
-                "env": env,
-                "agent": agent,
-                "episodes": episodes,
-                "obs noise": noise,
-                "spec": spec,
-                "seeds": len(seeds.split()),
-                "seed list": seeds,
-                "fp32 mean": fp32_mean,
-                "tolerance %": tolerance_pct,
-                "δ of": "R_fp32 - R_random" if random_mean is not None and fp32_mean > random_mean else "|R_fp32|",
-                "δ": delta,
-                "minimum safe bits": safe_width_text(safe, lower),
-                "guarantee": ", ".join(sorted(set(group["guarantee"]) - {""})),
-                "sequence low per bits": evidence,
-                "rows": " ".join(dict.fromkeys(key for keys in group["rows"] for key in keys.split())),
-            }
-        )
-    return pd.DataFrame.from_records(records)
 
 
 def normalised_episodes(frame: pd.DataFrame) -> pd.DataFrame:

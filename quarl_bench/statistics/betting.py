@@ -35,9 +35,12 @@ def plug_in_bets(x: np.ndarray, alpha: float) -> np.ndarray:
     return np.sqrt(2 * math.log(1 / alpha) / (previous * t * np.log1p(t)))
 
 
-def log_capital(x: np.ndarray, m: float, side: int, alpha: float, c: float = TRUNCATION) -> np.ndarray:
+def log_capital(
+    x: np.ndarray, m: float, side: int, alpha: float, c: float = TRUNCATION, bets: np.ndarray | None = None
+) -> np.ndarray:
     """``log K_t(m)`` for every ``t``: ``side=+1`` grows when the mean is above ``m`` (rejects mean ≤ m), ``side=-1``
-    when it is below (rejects mean ≥ m). ``x`` must lie in [0, 1]; ``m`` in (0, 1)."""
+    when it is below (rejects mean ≥ m). ``x`` must lie in [0, 1]; ``m`` in (0, 1). ``bets``: :func:`plug_in_bets`
+    of ``x`` where the caller has them (they do not depend on ``m``)."""
     x = np.asarray(x, dtype=float)
     room = m if side > 0 else 1 - m  # how far x can fall against the bet
     if room < 0:  # a mean below 0 (above 1) is impossible for values in [0, 1]: rejected before any value
@@ -45,13 +48,15 @@ def log_capital(x: np.ndarray, m: float, side: int, alpha: float, c: float = TRU
     if room == 0:  # a mean of exactly 0 (1): rejected by the first value above (below) it, with certainty
         return np.where(np.cumsum(side * (x - m) > 0, axis=-1) > 0, np.inf, 0.0)
     cap = c / room
-    bets = np.minimum(plug_in_bets(x, alpha), cap)
+    bets = np.minimum(plug_in_bets(x, alpha) if bets is None else bets, cap)
     return np.cumsum(np.log1p(side * bets * (x - m)), axis=-1)
 
 
-def rejected(x: np.ndarray, m: float, side: int, alpha: float, c: float = TRUNCATION) -> np.ndarray:
+def rejected(
+    x: np.ndarray, m: float, side: int, alpha: float, c: float = TRUNCATION, bets: np.ndarray | None = None
+) -> np.ndarray:
     """Whether ``m`` is rejected by step ``t`` (the capital reached ``1/α`` at some step ≤ t), for every ``t``."""
-    return np.maximum.accumulate(log_capital(x, m, side, alpha, c), axis=-1) >= math.log(1 / alpha)
+    return np.maximum.accumulate(log_capital(x, m, side, alpha, c, bets), axis=-1) >= math.log(1 / alpha)
 
 
 def lower_bound(x: np.ndarray, alpha: float, c: float = TRUNCATION) -> float:
@@ -60,12 +65,13 @@ def lower_bound(x: np.ndarray, alpha: float, c: float = TRUNCATION) -> float:
     x = np.asarray(x, dtype=float)
     if not x.size:
         return 0.0
+    bets = plug_in_bets(x, alpha)  # the same for every m tried
     low, high = 0.0, 1.0
-    if not rejected(x, 1e-12, +1, alpha, c)[-1]:
+    if not rejected(x, 1e-12, +1, alpha, c, bets)[-1]:
         return 0.0
     for _ in range(BISECTION_STEPS):
         middle = (low + high) / 2
-        low, high = (middle, high) if rejected(x, middle, +1, alpha, c)[-1] else (low, middle)
+        low, high = (middle, high) if rejected(x, middle, +1, alpha, c, bets)[-1] else (low, middle)
     return low
 
 

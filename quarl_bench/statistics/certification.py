@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quarl_bench.statistics.betting import rejected
-from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, bounded_cs, mixture_rho_squared
+from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, asymptotic_radius, bounded_cs
 from quarl_bench.types import QuantSpec
 
 VERDICTS = ("safe", "unsafe", "undetermined")
@@ -82,9 +82,7 @@ class SequentialTest:
         total, squares = np.cumsum(d, axis=-1)[..., at], np.cumsum(d**2, axis=-1)[..., at]
         mean = total / t
         spread = np.sqrt(np.maximum(squares / t - mean**2, 0.0))
-        rho2 = mixture_rho_squared(2 * self.alpha, self.planned_pairs)
-        growth = t * rho2 + 1
-        radius = spread * np.sqrt(2 * growth / (t**2 * rho2) * np.log(np.sqrt(growth) / (2 * self.alpha)))
+        radius = asymptotic_radius(t, spread, self.alpha, self.planned_pairs)
         crossed = mean - radius > threshold if side > 0 else mean + radius < threshold
         return crossed & (t >= self.min_pairs)
 
@@ -199,16 +197,6 @@ def verdict(interval: Interval, delta: float) -> str | None:
         return "safe"
     if interval.upper < -delta:
         return "unsafe"
-    return None
-
-
-def equivalence(interval: Interval, delta: float) -> str | None:
-    """``equivalent`` when the whole interval lies inside (-δ, δ) (neither policy earns δ more than the other),
-    ``different`` when it lies wholly beyond one side, None while it straddles ``-δ`` or ``δ`` (keep sampling)."""
-    if -delta < interval.lower and interval.upper < delta:
-        return "equivalent"
-    if interval.lower > delta or interval.upper < -delta:
-        return "different"
     return None
 
 

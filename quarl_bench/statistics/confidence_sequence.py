@@ -56,12 +56,17 @@ def asymptotic_cs(values: Sequence[float] | np.ndarray, alpha: float, planned_pa
         raise ValueError("a confidence sequence needs at least one value")
     if not 0 < alpha < 0.5:
         raise ValueError(f"bad alpha {alpha}: expected a one-sided level in (0, 0.5)")
-    t = x.size
     mean, spread = float(x.mean()), float(x.std())
+    radius = float(asymptotic_radius(np.float64(x.size), np.float64(spread), alpha, planned_pairs))
+    return Interval(x.size, mean, mean - radius, mean + radius)
+
+
+def asymptotic_radius(pairs: np.ndarray, spread: np.ndarray, alpha: float, planned_pairs: int) -> np.ndarray:
+    """:func:`asymptotic_cs`'s radius after ``pairs`` values of standard deviation ``spread`` (arrays: one radius
+    per look, for the validity benchmark's many replications at once)."""
     rho2 = mixture_rho_squared(2 * alpha, planned_pairs)
-    growth = t * rho2 + 1
-    radius = spread * math.sqrt(2 * growth / (t**2 * rho2) * math.log(math.sqrt(growth) / (2 * alpha)))
-    return Interval(t, mean, mean - radius, mean + radius)
+    growth = pairs * rho2 + 1
+    return spread * np.sqrt(2 * growth / (pairs**2 * rho2) * np.log(np.sqrt(growth) / (2 * alpha)))
 
 
 def bounded_cs(values: Sequence[float] | np.ndarray, low: float, high: float, alpha: float) -> Interval:
