@@ -8,7 +8,7 @@ executors (``executors.py``) run many of them, all through the same two function
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ def run_work(
     ``on_result(row, reused)`` is called per job as it is stored or found.
     """
     method = handler(work.config)
-    work = work if work.store is not None else replace(work, store=store)
     table = getattr(method, "table", "results")
 
     def has(key: str) -> bool:
@@ -67,8 +66,6 @@ def run_work(
             store.put(record, replace=force)
         if on_result:
             on_result(stored(record.key if isinstance(record, SideRow) else record.job.key), False)
-    if getattr(method, "sequential", False):  # it may have stopped before its last job
-        return [row for key in keys if (row := store.get_in(table, key)) is not None]
     return [stored(key) for key in keys]
 
 

@@ -26,8 +26,6 @@ class Work:
     :param address: a Ray cluster for methods that start their own (ActorQ); None: a local one.
     :param log_path: where such a method sends Ray's own logging.
     :param progress: called with a method's progress reports (ActorQ's evaluations); in-process works only.
-    :param store: the store a method builds on when it reads rows it made before (certify's batches); the runner
-        sets it (never pickled: a worker's runner sets its own).
     """
 
     config: Any
@@ -40,10 +38,6 @@ class Work:
     address: str | None = None
     log_path: Path | None = None
     progress: Callable[..., None] | None = field(default=None, compare=False)
-    store: Any = field(default=None, compare=False, repr=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"store": None}
 
     @property
     def method(self) -> str:

@@ -211,17 +211,40 @@ def certify_artifact(
     ref: AgentRef, spec: QuantSpec, claimed: QuantSpec, store: Any, config: Any, step: Callable[[str], None]
 ) -> dict[str, Any]:
     """The artifact's closed loop (``spec``, method deploy) on paired episodes, certified twice with the certify
-    command's sequential test: equivalent to the fake-quant policy ``claimed`` (within ±δ), and not worse than the
-    **fp32** policy by more than δ (does the deployed policy still work?). Both verdicts are stored (reused when
-    stored); each carries both policies' mean returns with their confidence bounds."""
-    from quarl_bench.methods.certify import FP32
+    command's sequential test and driver: not worse than the **fp32** policy by more than δ (does the deployed
+    policy still work?), then equivalent to the fake-quant policy ``claimed`` (within ±δ; fp32's batches, stored
+    by then, also tighten δ's bounds). Both verdicts are stored (reused when stored); each carries both policies'
+    mean returns with their confidence bounds."""
+    from quarl_bench.certify_driver import certify_all
+    from quarl_bench.executors import make_executor
+    from quarl_bench.methods.certify import FP32, Certifier, CertifyRequest, Ladder, Question
     from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.provenance import driver_provenance
 
     config = config or CertifyConfig(max_episodes=200)
     store.check()
-    # fp32 first: its batches, stored, also tighten δ's bounds for the equivalence test on the same seeds
-    against_fp32 = _closed_loop(ref, spec, FP32, store, config, step, equivalence=False)
-    against_claimed = _closed_loop(ref, spec, claimed, store, config, step, equivalence=True)
+    questions = (
+        Question(spec, FP32, equivalence=False, test="non-inferiority"),
+        Question(spec, claimed, equivalence=True, test="equivalence"),
+    )
+    request = CertifyRequest(ref, (Ladder(questions, stops=False),), config)
+
+    def decided(_number: int, found: Any) -> None:
+        question = questions[found.question]
+        verb = "found stored" if found.reused else "certified"
+        step(
+            f"{verb}: {found.row['verdict']} against {spec_text(question.reference)} ({question.test}, "
+            f"δ = {found.row['delta']:.3g}, {found.row['episodes']} paired episodes)"
+        )
+
+    step(f"certifying the closed-loop reward against {spec_text(FP32)} and {spec_text(claimed)}")
+    outcome = certify_all([request], store, make_executor("local", store, 1), driver_provenance(), on_verdict=decided)[
+        0
+    ]
+    test = Certifier(ref, config).test
+    against_fp32, against_claimed = (
+        _closed_loop(found.row, questions[found.question], store, test) for found in outcome.verdict_rows()
+    )
     return {
         "guarantee": against_fp32["guarantee"],
         "against_claimed": against_claimed,
@@ -230,43 +253,16 @@ def certify_artifact(
     }
 
 
-def _closed_loop(
-    ref: AgentRef,
-    spec: QuantSpec,
-    reference: QuantSpec,
-    store: Any,
-    config: Any,
-    step: Callable[[str], None],
-    equivalence: bool,
-) -> dict[str, Any]:
-    from dataclasses import replace
-
-    from quarl_bench.methods.certify import Certifier, verdict_key
-    from quarl_bench.methods.verdict_rows import verdict_row
-    from quarl_bench.provenance import driver_provenance
-
-    driver = driver_provenance()
-    certifier = Certifier(ref, config, store, driver)
-    scale = certifier.scale()
-    # the equivalence test names its reference; the test against fp32 is certify's own question about the artifact
-    key = verdict_key(ref, spec, config, scale.delta, reference=reference if equivalence else None)
-    stored = store.get_verdict(key)
-    test = "equivalence" if equivalence else "non-inferiority"
-    if stored is None:
-        step(f"certifying the closed-loop reward against {spec_text(reference)} ({test}, δ = {scale.delta:.3g})")
-        found = replace(certifier.certify(spec, scale, reference=reference, equivalence=equivalence), key=key)
-        row = verdict_row(found, ref, spec, config, scale.text, driver)
-        row["settings"] = row["settings"] | {"test": test, "reference": _spec_json(ref, reference)}
-        store.put_verdict(row)
-        stored = store.get_verdict(key)
+def _closed_loop(stored: dict[str, Any], question: Any, store: Any, test: Any) -> dict[str, Any]:
+    """One stored verdict of an artifact, with both arms' mean returns and their bounds."""
     evidence = stored.get("evidence") or {}
     alpha = evidence.get("alpha_test", stored["alpha"])
-    returns = _arm_returns(store, stored["rows"], certifier.test(alpha))
+    returns = _arm_returns(store, stored["rows"], test(alpha))
     return {
         "verdict": stored["verdict"],
         "test": (
             "equivalence: the mean paired difference (artifact - fake-quant) within ±δ"
-            if equivalence
+            if question.equivalence
             else "non-inferiority: the mean paired difference (artifact - fp32) above -δ"
         ),
         "guarantee": evidence.get("guarantee", "asymptotic"),
@@ -298,12 +294,6 @@ def _arm_returns(store: Any, keys: list[str], test: Any) -> tuple[dict[str, floa
         interval = test.mean_interval(np.asarray(rewards, dtype=float))
         summaries.append({"mean": interval.mean, "lower": interval.lower, "upper": interval.upper})
     return summaries[0], summaries[1]
-
-
-def _spec_json(ref: AgentRef, spec: QuantSpec) -> Any:
-    from quarl_bench.types import Job
-
-    return Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"]
 
 
 def spec_text(spec: QuantSpec) -> str:

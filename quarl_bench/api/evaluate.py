@@ -302,46 +302,51 @@ def certify_specs(
     on_verdict: Callable[[Any], None] | None = None,
     force: bool = False,
     baseline: AgentRef | None = None,
+    executor: Any = None,
 ) -> Any:
-    """Certify ``specs`` widest first (see the module docstring) through the method protocol, against
-    ``baseline``'s fp32 where given; every batch row and verdict stored."""
+    """Certify ``specs`` widest first (see :mod:`quarl_bench.methods.certify`), against ``baseline``'s fp32 where
+    given; every batch row and verdict stored. ``executor``: where the batches run (default: this process)."""
+    request = certify_request(ref, specs, config, baseline)
+    callback = (lambda _agent, found: on_verdict(found)) if on_verdict else None
+    return certify_requests([request], store, driver, callback, force, executor)[0]
+
+
+def certify_request(ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None) -> Any:
+    """One agent's certification: its specs walked by family, each widest first; α split over the families."""
+    from quarl_bench.methods.certify import CertifyRequest, ladders
+
+    walks = ladders(tuple(specs), keep_fp32=baseline is not None)
+    return CertifyRequest(ref, walks, config, baseline, families=len(walks))
+
+
+def certify_requests(
+    requests: Sequence[Any],
+    store: Any,
+    driver: dict[str, Any],
+    on_verdict: Callable[[AgentRef, Any], None] | None = None,
+    force: bool = False,
+    executor: Any = None,
+) -> list[Any]:
+    """Certify many agents side by side (``certify_driver.certify_all``) on ``executor`` (default: this process);
+    one :class:`~quarl_bench.methods.certification_result.Certification` per request, in order.
+    ``on_verdict(agent, verdict)`` as each verdict is decided or found stored."""
+    from quarl_bench.certify_driver import certify_all
+    from quarl_bench.executors import make_executor
     from quarl_bench.methods.certification_result import Certification, Verdict
-    from quarl_bench.methods.certify import (
-        CertificationConfig,
-        count_families,
-        verdict_key,
-        walk_family,
-        widest_first,
-    )
-    from quarl_bench.methods.protocol import handler
-    from quarl_bench.methods.verdict_rows import VERDICT_FIELDS
-    from quarl_bench.runner import run_work
-    from quarl_bench.work import Work
 
-    work = Work(CertificationConfig(ref, tuple(specs), config, baseline), driver=driver, store=store)
-    certify = handler(work.config)
-    scale = certify.certifier(work)[1]
-    delta = scale.delta
-    result = Certification(ref, delta, scale.text, scale.rows)
-    families = count_families(widest_first(tuple(specs), keep_fp32=baseline is not None))
-    family_of = {
-        verdict_key(ref, s, config, delta, baseline=baseline, families=families): walk_family(s) for s in specs
-    }
-
-    def collect(row: dict[str, Any], reused: bool) -> None:
-        found = Verdict(
-            **{n: row[n] for n in VERDICT_FIELDS},
-            rows=tuple(row["rows"]),
-            reused=reused,
-            key=row["key"],
-            evidence=row.get("evidence") or {},
-        )
-        result.verdicts.append(found)
-        result.family_of[found.spec] = family_of[row["key"]]
+    def decided(number: int, found: Any) -> None:
         if on_verdict:
-            on_verdict(found)
+            on_verdict(requests[number].ref, Verdict.from_row(found.row, found.reused))
 
-    run_work(work, store, force=force, on_result=collect)
-    order = {key: i for i, key in enumerate(job.key for job in certify.jobs(work, ref))}
-    result.verdicts.sort(key=lambda found: order[found.key])
-    return result
+    executor = executor or make_executor("local", store, 1)
+    outcomes = certify_all(list(requests), store, executor, driver, force=force, on_verdict=decided)
+    results = []
+    for outcome in outcomes:
+        scale = outcome.scale
+        result = Certification(outcome.request.ref, scale.delta, scale.text, scale.rows)
+        for found in outcome.verdict_rows():
+            verdict = Verdict.from_row(found.row, found.reused)
+            result.verdicts.append(verdict)
+            result.family_of[verdict.spec] = found.family
+        results.append(result)
+    return results

@@ -11,11 +11,13 @@ from quarl_bench.statistics.certification import minimum_safe
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.types import AgentRef
 
+VERDICT_FIELDS = ("precision", "spec", "verdict", "episodes", "mean", "lower", "upper", "delta", "alpha")
+
 
 @dataclass(frozen=True)
 class Verdict:
     """One precision's answer, with the episodes it took, the stored rows behind it and its evidence (guarantee,
-    bounds, α shares, δ's bounds, the catastrophe rate's bound: :meth:`Certifier.certify`)."""
+    bounds, α shares, δ's bounds, the catastrophe rate's bound: :meth:`~quarl_bench.methods.certify.Certifier.certify`)."""
 
     precision: str
     spec: str
@@ -30,6 +32,17 @@ class Verdict:
     reused: bool = False
     key: str = ""
     evidence: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], reused: bool = False) -> Verdict:
+        """The verdict a verdicts-table row holds."""
+        return cls(
+            **{name: row[name] for name in VERDICT_FIELDS},
+            rows=tuple(row["rows"]),
+            reused=reused,
+            key=row["key"],
+            evidence=row.get("evidence") or {},
+        )
 
     @property
     def guarantee(self) -> str:

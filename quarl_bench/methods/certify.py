@@ -11,23 +11,25 @@ One run, top to bottom:
 3. ``safe`` once the interval lies above ``-δ``, ``unsafe`` once below, ``undetermined`` at ``max_episodes``;
 4. the verdict is stored with the keys of the rows behind it. A stored verdict is reused, and an interrupted run
    finds its stored batches and continues from there.
+
+This module plans and decides, and stores nothing: :class:`Certifier`'s steps yield the jobs they need, and the
+driver (``quarl_bench/certify_driver.py``) has them run on any executor, stores rows and verdicts, and walks many
+agents and families side by side.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.certification_result import Verdict
 from quarl_bench.methods.certify_config import CertifyConfig
-from quarl_bench.methods.protocol import OfAgent, SideRow, register
-from quarl_bench.methods.verdict_rows import verdict_row
 from quarl_bench.statistics.certification import (
     SequentialTest,
     family,
@@ -39,10 +41,7 @@ from quarl_bench.statistics.certification import (
 )
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.types import AgentRef, Job, QuantSpec
-from quarl_bench.zoo.return_bounds import return_bounds
-
-if TYPE_CHECKING:
-    from quarl_bench.work import Work
+from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns, return_bounds
 
 FP32 = QuantSpec("fp32")
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
@@ -90,21 +89,73 @@ def widest_first(specs: tuple[QuantSpec, ...], keep_fp32: bool = False) -> list[
     return sorted(ordered, key=lambda s: families.index(walk_family(s)))
 
 
+Rows = dict[str, Any]  # the stored rows a step asked for, by job key (an optional job: None until stored)
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a certification step needs before it goes on: ``jobs`` evaluated and stored (their rows are sent back),
+    and the rows of ``optional`` jobs where some earlier step stored them (never evaluated for this)."""
+
+    jobs: tuple[Job, ...]
+    optional: tuple[Job, ...] = ()
+
+
+@dataclass(frozen=True)
+class Question:
+    """One verdict to decide: ``spec`` against the baseline's ``reference`` (fp32 by default), one-sided safe /
+    unsafe, or with ``equivalence`` two-sided; ``test`` names the test in the verdict's settings (export's)."""
+
+    spec: QuantSpec
+    reference: QuantSpec = FP32
+    equivalence: bool = False
+    test: str = ""
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """Questions answered in order. A walk (``stops``) ends at its first answer that is not safe; answers past it
+    are exploratory (``every_width``) or not asked. Without ``stops`` every question is answered."""
+
+    questions: tuple[Question, ...]
+    stops: bool = True
+
+
+@dataclass(frozen=True)
+class CertifyRequest:
+    """One agent's certification: its ladders (one per family, walked side by side), how (``settings``), and
+    against whose fp32 (``baseline``: a hardened agent's parent; None: its own). α is split over ``families``."""
+
+    ref: AgentRef
+    ladders: tuple[Ladder, ...]
+    settings: CertifyConfig = field(default_factory=CertifyConfig)
+    baseline: AgentRef | None = None
+    families: int = 1
+
+
+def ladders(specs: tuple[QuantSpec, ...], keep_fp32: bool = False) -> tuple[Ladder, ...]:
+    """Certify's walks: the specs by family (:func:`walk_family`), each widest first (:func:`widest_first`)."""
+    by_family: dict[str, list[QuantSpec]] = {}
+    for spec in widest_first(specs, keep_fp32):
+        by_family.setdefault(walk_family(spec), []).append(spec)
+    return tuple(Ladder(tuple(Question(s) for s in family)) for family in by_family.values())
+
+
 class Certifier:
-    """Runs the batches of one agent: loads it once, evaluates only the jobs the store lacks.
+    """Plans and decides one agent's certification, and touches no store: its steps are generators that yield the
+    jobs they need (:class:`Need`) and are sent those jobs' stored rows back by a driver (``certify_driver.py``),
+    which has them evaluated on any executor and stores them.
 
     :param baseline: the agent whose fp32 episodes the differences are taken against, and whose rewards set δ (a
         hardened agent's parent); None: the agent itself. Both play the same seeded episodes, paired one to one.
     :raises QuarlError: for a finite-sample guarantee asked on an env with no known return bounds.
     """
 
-    def __init__(
-        self, ref: AgentRef, config: CertifyConfig, store: Any, driver: dict[str, Any], baseline: AgentRef | None = None
-    ) -> None:
+    def __init__(self, ref: AgentRef, config: CertifyConfig, baseline: AgentRef | None = None) -> None:
         from quarl_bench.registry import action_mode
         from quarl_bench.zoo.envs import default_eval_envs
 
-        self.ref, self.config, self.store, self.driver = ref, config, store, driver
+        self.ref, self.config = ref, config
         self.baseline = baseline or ref
         if self.baseline.env_id != ref.env_id:
             raise QuarlError(
@@ -120,7 +171,11 @@ class Certifier:
             )
         self.n_envs = min(config.n_envs or default_eval_envs(ref.env_id), config.batch)
         self.actions = action_mode(ref)
-        self._agents: dict[str, Any] = {}
+
+    @property
+    def checked_bounds(self) -> ReturnBounds | None:
+        """The bounds every played return must lie in (those of a finite-sample guarantee), else None."""
+        return self.bounds if self.guarantee == "finite-sample" else None
 
     def job(self, spec: QuantSpec, seed: int, agent: AgentRef | None = None, episodes: int | None = None) -> Job:
         agent = agent or self.ref
@@ -129,38 +184,18 @@ class Certifier:
             agent.algo, agent.env_id, spec, agent.content_hash, episodes, seed, min(self.n_envs, episodes), self.actions
         )
 
-    def row(self, job: Job) -> dict[str, Any]:
-        """The job's stored row, evaluated and stored first if the store lacks it.
+    def agent_of(self, job: Job) -> AgentRef:
+        """The agent that plays ``job``: the baseline's fp32 reference, or this agent."""
+        return self.baseline if job.agent_hash == self.baseline.content_hash else self.ref
 
-        :raises QuarlError: for an episode whose return lies outside the return bounds (no verdict is stored).
+    def checked(self, row: dict[str, Any], job: Job) -> dict[str, Any]:
+        """``row``, once its returns are known to lie in the bounds the guarantee rests on (a row stored by an
+        earlier run without them may not).
+
+        :raises QuarlError: in one line, naming the episode and the bounds; no verdict is stored then.
         """
-        from quarl_bench.methods.ptq import evaluator
-        from quarl_bench.zoo.agents import load_agent
-
-        row = self.store.get(job.key)
-        if row is None:
-            if job.agent_hash not in self._agents:
-                ref = self.baseline if job.agent_hash == self.baseline.content_hash else self.ref
-                self._agents[job.agent_hash] = load_agent(ref)
-            result = evaluator(job.spec.method)(self._agents[job.agent_hash], job, self.driver)
-            self.check_bounds(result.episode_rewards, result.episode_ids, job)  # before anything is stored
-            self.store.put(result)
-            row = self.store.get(job.key)
-        self.check_bounds(row["episode_rewards"], row["episode_ids"], job)
+        check_returns(self.checked_bounds, row["episode_rewards"], row["episode_ids"], spec_name(job.spec))
         return row
-
-    def check_bounds(self, rewards: Any, identities: Any, job: Job) -> None:
-        """Stop with one line when an episode's return lies outside the bounds the guarantee rests on."""
-        if self.bounds is None or self.guarantee != "finite-sample":
-            return
-        for reward, identity in zip(rewards, identities, strict=False):
-            if not self.bounds.low <= reward <= self.bounds.high:
-                raise QuarlError(
-                    f"episode {list(identity)} (env, episode, reset seed) of {spec_name(job.spec)} returned "
-                    f"{reward:g}, outside the return bounds [{self.bounds.low:g}, {self.bounds.high:g}] "
-                    f"({self.bounds.source}): no verdict stored; pass --return-bounds LO HI that hold for every "
-                    "episode, or --guarantee asymptotic"
-                )
 
     def test(self, alpha: float) -> SequentialTest:
         """The sequential test at one-sided level ``alpha``, on this certification's guarantee and bounds."""
@@ -172,7 +207,7 @@ class Certifier:
             planned_pairs=self.config.planned_episodes,
         )
 
-    def scale(self) -> Scale:
+    def scale(self) -> Generator[Need, Rows, Scale]:
         """δ, how it was set, the scale rows it came from and their returns (the fp32 policy's ``batch`` episodes,
         the random policy's ``random_episodes``), and the catastrophe threshold."""
         config = self.config
@@ -180,8 +215,10 @@ class Certifier:
             empty = np.zeros(0)
             return Scale(config.tolerance_abs, f"{config.tolerance_abs:g} reward", (), empty, empty, config.catastrophe)
         seed = batch_seed(config.seed, SCALE_STREAM)
-        fp32 = self.row(self.job(QuantSpec("fp32"), seed, self.baseline))
-        random = self.row(self.job(QuantSpec("fp32", method="random"), seed, self.baseline, config.random_episodes))
+        fp32_job = self.job(QuantSpec("fp32"), seed, self.baseline)
+        random_job = self.job(QuantSpec("fp32", method="random"), seed, self.baseline, config.random_episodes)
+        rows = yield Need((fp32_job, random_job))
+        fp32, random = self.checked(rows[fp32_job.key], fp32_job), self.checked(rows[random_job.key], random_job)
         span = fp32["mean_reward"] - random["mean_reward"]
         catastrophe = config.catastrophe if config.catastrophe is not None else span / 2
         if not catastrophe > 0:
@@ -207,7 +244,7 @@ class Certifier:
         reference: QuantSpec = FP32,
         equivalence: bool = False,
         families: int = 1,
-    ) -> Verdict:
+    ) -> Generator[Need, Rows, Verdict]:
         """Batches of paired episodes (``spec`` minus the baseline agent's ``reference``, fp32 by default) until the
         sequential test decides or ``max_episodes`` is reached: one-sided safe/unsafe, or with ``equivalence`` the
         two-sided equivalent/different. α is split over ``families`` and, for an estimated δ, with δ's bounds."""
@@ -221,16 +258,19 @@ class Certifier:
         decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
-            fp32 = self.row(self.job(reference, seed, self.baseline))
-            quantized = self.row(self.job(spec, seed))
+            reference_job, quantized_job = self.job(reference, seed, self.baseline), self.job(spec, seed)
+            fp32_job = self.job(FP32, seed, self.baseline)
+            played = yield Need((reference_job, quantized_job), () if reference.is_identity else (fp32_job,))
+            fp32 = self.checked(played[reference_job.key], reference_job)
+            quantized = self.checked(played[quantized_job.key], quantized_job)
             q, r = paired_rewards(
                 quantized["episode_rewards"], quantized["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
             )
             differences.append(q - r)
             if reference.is_identity:
                 fp32_returns.append(r)
-            elif (played := self.store.get(self.job(FP32, seed, self.baseline).key)) is not None:
-                fp32_returns.append(np.asarray(played["episode_rewards"], float))  # stored already: δ's bound for free
+            elif played.get(fp32_job.key) is not None:  # stored already: δ's bound for free
+                fp32_returns.append(np.asarray(played[fp32_job.key]["episode_rewards"], float))
             rows += [quantized["key"], fp32["key"]]
             d = np.concatenate(differences)
             if estimated:
@@ -277,6 +317,16 @@ class Certifier:
         )
 
 
+def walk_family(spec: QuantSpec) -> str:
+    """The ladder a verdict is walked on: :func:`family`, and fp32 alone (certified against a baseline)."""
+    return "fp32" if spec.is_identity else family(spec)
+
+
+def count_families(specs: Any) -> int:
+    """How many families one certify call walks (its α is split over them)."""
+    return len({walk_family(s) for s in specs})
+
+
 def verdict_key(
     ref: AgentRef,
     spec: QuantSpec,
@@ -304,106 +354,3 @@ def verdict_key(
     if families > 1:  # α is split over the call's families: another share is another question
         identity["families"] = families
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
-
-
-@dataclass(frozen=True)
-class CertificationConfig(OfAgent):
-    """The certification of one agent's specs (method ``certify``): ``settings`` say how, ``specs`` what, and
-    ``baseline`` against whose fp32 (a hardened agent's parent; None: the agent's own). Against a baseline, fp32
-    itself is a spec too: the agent's own fp32 is certified not worse than the baseline's."""
-
-    specs: tuple[QuantSpec, ...]
-    settings: CertifyConfig = field(default_factory=CertifyConfig)
-    baseline: AgentRef | None = None
-    method: ClassVar[str] = "certify"
-
-
-def walk_family(spec: QuantSpec) -> str:
-    """The ladder a verdict is walked on: :func:`family`, and fp32 alone (certified against a baseline)."""
-    return "fp32" if spec.is_identity else family(spec)
-
-
-def count_families(specs: Any) -> int:
-    """How many families one certify call walks (its α is split over them)."""
-    return len({walk_family(s) for s in specs})
-
-
-@dataclass(frozen=True)
-class VerdictJob:
-    """One spec's verdict to decide; its key holds the δ it is decided against."""
-
-    spec: QuantSpec
-    key: str
-
-
-@register(CertificationConfig)
-class CertifyHandler:
-    """Certification as a method: its jobs are the specs' verdicts, widest first (δ is measured first, on the scale
-    rows, since every verdict's key holds it); ``produce`` walks them and stops a family at its first width that is
-    not safe, so a run may leave later jobs unproduced (``sequential``). With ``every_width`` the walk goes on, and
-    the verdicts after the first that is not safe are marked exploratory: the fixed-sequence argument that bounds a
-    family's wrong "safe" verdicts by α covers a walk only up to its first stop. α is split over the families of one
-    call (Bonferroni). Batches are ordinary PTQ rows of the work's store, stored as they are played: an interrupted
-    certification resumes."""
-
-    remote = False
-    table = "verdicts"
-    sequential = True
-    KEPT = 4  # certifiers kept (each holds a loaded agent): ``mixed`` certifies one allocation per call
-
-    def __init__(self) -> None:
-        self.certifiers: dict[tuple, tuple[Certifier, Scale]] = {}
-
-    def certifier(self, work: Work) -> tuple[Certifier, Scale]:
-        """The agent's certifier (one per agent, settings and store) and its scale set (δ, its wording, rows)."""
-        config = work.config
-        # the store object itself is part of the key (and kept by the certifier): another store, even at the same
-        # path, gets a certifier of its own
-        who = (config.ref, config.settings, config.baseline, id(work.store), str(work.store.path))
-        if who not in self.certifiers:
-            while len(self.certifiers) >= self.KEPT:
-                self.certifiers.pop(next(iter(self.certifiers)))
-            certifier = Certifier(config.ref, config.settings, work.store, work.driver, config.baseline)
-            self.certifiers[who] = (certifier, certifier.scale())
-        return self.certifiers[who]
-
-    def agent(self, work: Work) -> AgentRef:
-        return work.config.ref
-
-    def jobs(self, work: Work, agent: AgentRef | None) -> list[VerdictJob]:
-        config = work.config
-        delta = self.certifier(work)[1].delta
-        specs = widest_first(config.specs, keep_fp32=config.baseline is not None)
-        families = count_families(specs)
-        return [
-            VerdictJob(
-                s, verdict_key(config.ref, s, config.settings, delta, baseline=config.baseline, families=families)
-            )
-            for s in specs
-        ]
-
-    def produce(self, work: Work, agent: AgentRef | None, jobs: list[VerdictJob]) -> Iterator[SideRow]:
-        config = work.config
-        certifier, scale = self.certifier(work)
-        pending = {job.key for job in jobs}
-        ordered = self.jobs(work, agent)
-        families = count_families(job.spec for job in ordered)
-        stopped: set[str] = set()  # families whose walk ended at a precision that is not safe
-        for job in ordered:
-            walk = walk_family(job.spec)
-            if walk in stopped and not config.settings.every_width:
-                continue
-            if job.key in pending:
-                found = replace(certifier.certify(job.spec, scale, families=families), key=job.key)
-                if walk in stopped:
-                    found = replace(found, evidence=found.evidence | {"exploratory": True})
-                row = verdict_row(
-                    found, config.ref, job.spec, config.settings, scale.text, work.driver, config.baseline
-                )
-                yield SideRow("verdicts", row)
-                decided = found.verdict
-            else:  # stored before: it decides the walk as it did then
-                stored = certifier.store.get_verdict(job.key)
-                decided = stored["verdict"] if stored else "undetermined"
-            if decided != "safe":
-                stopped.add(walk)

@@ -41,8 +41,6 @@ class Handler(Protocol):
     :attr table: where its rows go: ``results`` (``produce`` yields :class:`EvalResult`), or a side table
         (``produce`` yields :class:`SideRow`; its jobs are anything with the row's ``key``). Optional, default
         ``results``.
-    :attr sequential: ``produce`` may stop before the last job (a certification's walk ends at the first width
-        that is not safe); the runner then returns the rows that exist. Optional, default False.
     """
 
     remote: bool
@@ -87,7 +85,7 @@ HANDLER_MODULES = {
     "RolloutConfig": "quarl_bench.methods.rollout",
     "ActorQConfig": "quarl_bench.methods.actorq",
     "FidelityConfig": "quarl_bench.methods.fidelity",
-    "CertificationConfig": "quarl_bench.methods.certify",
+    "PlannedJobs": "quarl_bench.methods.ptq",
     "HardenConfig": "quarl_bench.methods.harden",
 }
 

@@ -26,6 +26,7 @@ from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
 from quarl_bench.types import CALIBRATION_SEED, AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent
+from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns
 
 if TYPE_CHECKING:
     from quarl_bench.work import Work
@@ -77,12 +78,26 @@ class AgentEvaluation:
         return build_jobs(agent, self.specs(work.config), work.settings, work.config.method)
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
-        from quarl_bench.zoo.agents import load_agent
-
         assert agent is not None
-        loaded = load_agent(agent)
+        loaded = loaded_agent(agent)
         for job in jobs:
             yield evaluator(job.spec.method)(loaded, job, work.driver, eval_workers=work.eval_workers)
+
+
+AGENTS_KEPT = 2  # loaded agents kept per process: a driver sends one agent's batches as many small works
+_loaded: dict[AgentRef, LoadedAgent] = {}
+
+
+def loaded_agent(ref: AgentRef) -> LoadedAgent:
+    """The agent loaded, once per process for its next works (the fp32 policy is never changed: quantizing copies
+    it)."""
+    from quarl_bench.zoo.agents import load_agent
+
+    if ref not in _loaded:
+        while len(_loaded) >= AGENTS_KEPT:
+            del _loaded[next(iter(_loaded))]
+        _loaded[ref] = load_agent(ref)
+    return _loaded[ref]
 
 
 def evaluator(method: str) -> Any:
@@ -106,6 +121,34 @@ class TrainedAgentEvaluation(AgentEvaluation):
 @register(PTQConfig)
 class PTQHandler(AgentEvaluation):
     pass
+
+
+@dataclass(frozen=True)
+class PlannedJobs(OfAgent):
+    """Jobs of one agent exactly as a driver planned them (certify's paired batches): PTQ, deploy or random-policy
+    jobs, each evaluated by its spec method's evaluator. With ``bounds``, a result with a return outside them is
+    refused before it is stored (a finite-sample certification rests on them).
+
+    :param jobs: the jobs, with the store's keys.
+    :param bounds: every episode's return must lie in these; None: no check.
+    """
+
+    jobs: tuple[Job, ...] = ()
+    bounds: ReturnBounds | None = None
+    method: ClassVar[str] = "ptq"
+
+
+@register(PlannedJobs)
+class PlannedJobsHandler(AgentEvaluation):
+    def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
+        return list(work.config.jobs)
+
+    def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
+        from quarl_bench.methods.certify import spec_name
+
+        for result in super().produce(work, agent, jobs):
+            check_returns(work.config.bounds, result.episode_rewards, result.episode_ids, spec_name(result.job.spec))
+            yield result
 
 
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:

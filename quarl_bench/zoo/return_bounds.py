@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from quarl_bench.errors import QuarlError
 
@@ -62,3 +63,20 @@ def return_bounds(env_id: str, declared: tuple[float, float] | None = None) -> R
     if declared is not None:
         return ReturnBounds(float(declared[0]), float(declared[1]), "declared (--return-bounds)")
     return RETURN_BOUNDS.get(env_id)
+
+
+def check_returns(bounds: ReturnBounds | None, returns: Any, identities: Any, what: str) -> None:
+    """Stop with one line when an episode's return lies outside ``bounds`` (those a finite-sample guarantee rests
+    on; None: nothing to check). ``what`` names the policy that played.
+
+    :raises QuarlError: naming the episode (env, episode, reset seed), its return and the bounds.
+    """
+    if bounds is None:
+        return
+    for value, identity in zip(returns, identities, strict=False):
+        if not bounds.low <= value <= bounds.high:
+            raise QuarlError(
+                f"episode {list(identity)} (env, episode, reset seed) of {what} returned {value:g}, outside the "
+                f"return bounds [{bounds.low:g}, {bounds.high:g}] ({bounds.source}): no verdict stored; pass "
+                "--return-bounds LO HI that hold for every episode, or --guarantee asymptotic"
+            )
