@@ -6,13 +6,22 @@ Prints per agent the certified minimum width at both bases, contradictions (a wi
 other), and the episodes (every one played: fp32 and quantized batches and the scale set) and seconds of each
 approach, per median agent and as means with their ratio. Every row lands in one store.
 Run: python benchmarks/certify_speed.py [--zoo ../shared/zoo] [--max-episodes 1000] [--store /tmp/certify.sqlite]
+
+With ``--parallel``, instead: a certify grid (default certify_methods, filtered by ``--algo``/``--env``) certified
+by the CLI in one process, then on a local pool of ``--workers`` (default 2), then on Ray where ``--ray`` says (a
+cluster ADDRESS, or ``local``), each on a fresh store; prints each run's seconds, whether the verdicts (and the
+episodes behind each) are identical, and the speed-up of the pool over one process:
+    python benchmarks/certify_speed.py --parallel --algo a2c dqn --env CartPole-v1 Acrobot-v1 --max-episodes 300
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -59,13 +68,70 @@ def fixed_minimum(rows: list[dict], delta: float) -> str | None:
     return safe
 
 
+def parallel(args: argparse.Namespace) -> None:
+    """One grid certified inline, on a pool and (``--ray``) on Ray: seconds, identical verdicts, the ratio."""
+    import yaml
+
+    from quarl_bench.config import grid_file
+
+    scratch = Path(tempfile.mkdtemp())
+    study = yaml.safe_load(grid_file(args.grid).read_text())
+    for line in study["grid"]:  # the grid's own lines, on the agents asked for
+        line["algos"] = [a for a in line["algos"] if not args.algo or a in args.algo]
+        line["envs"] = [e for e in line["envs"] if not args.env or e in args.env]
+    grid = scratch / "grid.yaml"
+    grid.write_text(yaml.safe_dump(study))
+    command = [str(Path(sys.executable).with_name("quarl-bench")), "certify", "--grid", str(grid), "-f", args.zoo]
+    command += ["--max-episodes", str(args.max_episodes), "--json"]
+    runs = {"1 process": [], f"pool of {args.workers}": ["--workers", str(args.workers)]}
+    if args.ray:
+        address = [] if args.ray == "local" else ["--address", args.ray]
+        runs[f"ray ({args.ray})"] = ["--executor", "ray", "--workers", str(args.workers), *address]
+    answers, seconds = {}, {}
+    for number, (name, flags) in enumerate(runs.items()):
+        start = time.perf_counter()
+        done = subprocess.run(
+            [*command, *flags, "--store", str(scratch / f"run{number}.sqlite")], capture_output=True, text=True
+        )
+        seconds[name] = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: {done.stderr.strip().splitlines()[-1]}")
+        answers[name] = [
+            (a["agent"], a["agent_hash"], v["precision"], v["verdict"], v["episodes"], v["mean"])
+            for line in done.stdout.splitlines()
+            if line.startswith("{")
+            for a in [json.loads(line)]
+            for v in a["verdicts"]
+        ]
+        verdicts = answers[name]
+        print(
+            f"{name}: {seconds[name]:.1f} s, {len({v[1] for v in verdicts})} agents, {len(verdicts)} verdicts "
+            f"({sum(v[3] == 'safe' for v in verdicts)} safe, {sum(v[3] == 'unsafe' for v in verdicts)} unsafe, "
+            f"{sum(v[3] == 'undetermined' for v in verdicts)} undetermined)"
+        )
+    first = next(iter(answers.values()))
+    for name, verdicts in answers.items():
+        print(f"{name}: verdicts and episodes identical to 1 process: {verdicts == first}")
+    inline, pooled = seconds["1 process"], seconds[f"pool of {args.workers}"]
+    print(f"speed-up, pool of {args.workers} over 1 process: {inline / pooled:.2f}x ({inline:.1f} s / {pooled:.1f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
     parser.add_argument("--max-episodes", type=int, default=1000)
     parser.add_argument("--store", type=Path, default=Path(tempfile.mkdtemp()) / "certify.sqlite")
     parser.add_argument("--agents", nargs="*", default=None, help="algo/env pairs, e.g. dqn/CartPole-v1")
+    parser.add_argument("--parallel", action="store_true", help="a grid inline, on a pool and on Ray: the ratio")
+    parser.add_argument("--grid", default="certify_methods", help="--parallel: the certify grid")
+    parser.add_argument("--algo", nargs="*", default=None, help="--parallel: the grid's algos to keep")
+    parser.add_argument("--env", nargs="*", default=None, help="--parallel: the grid's envs to keep")
+    parser.add_argument("--workers", type=int, default=2, help="--parallel: pool (and Ray) workers")
+    parser.add_argument("--ray", default=None, metavar="ADDRESS", help="--parallel: also on Ray (an address or local)")
     args = parser.parse_args()
+    if args.parallel:
+        parallel(args)
+        return
     torch.set_num_threads(1)
     agents = [tuple(a.split("/")) for a in args.agents] if args.agents else AGENTS
     specs = tuple(QuantSpec(w) for w in WIDTHS)

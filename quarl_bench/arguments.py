@@ -316,11 +316,21 @@ def add_calibration(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_executor(parser: argparse.ArgumentParser, unit: str) -> None:
+def add_executor(parser: argparse.ArgumentParser, unit: str, default_workers: str = "the cores") -> None:
     """Where a grid's ``unit`` (jobs, runs) execute: a local process pool or a Ray cluster."""
-    parser.add_argument("--workers", type=positive_int, default=None, help=f"parallel {unit} (default: the cores)")
+    parser.add_argument(
+        "--workers", type=positive_int, default=None, help=f"parallel {unit} (default: {default_workers})"
+    )
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="process pool, or a Ray cluster")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
+
+
+def check_executor(args: argparse.Namespace) -> None:
+    """:raises QuarlError: for ``--address`` without ``--executor ray`` (it would be ignored)."""
+    if args.address is not None and args.executor != "ray":
+        raise QuarlError(
+            f"bad --address {args.address!r} with --executor {args.executor}: a Ray address needs --executor ray"
+        )
 
 
 def add_timesteps(parser: argparse.ArgumentParser, default: int | None, help_text: str) -> None:

@@ -62,25 +62,7 @@ def count_rows(store: Path) -> int:
             return 0
 
 
-KILL_AFTER_ROWS = """
-import os, signal, sys
-from quarl_bench import store
-from quarl_bench.cli import main
-
-put, written = store.ResultStore.put, []
-
-
-def put_then_die(self, result, replace=False):
-    inserted = put(self, result, replace)
-    written.append(inserted)
-    if len(written) == {rows}:  # the process dies right after its Nth row, as a kill -9 would leave it
-        os.kill(os.getpid(), signal.SIGKILL)
-    return inserted
-
-
-store.ResultStore.put = put_then_die
-sys.exit(main(sys.argv[1:]))
-"""
+KILL_HOOK = Path(__file__).with_name("kill_hook.py")
 
 
 @pytest.mark.slow
@@ -108,9 +90,7 @@ def test_killed_sweep_resumes_and_stores_every_job_once(zoo: Path, tmp_path: Pat
         "--store",
         store,
     ]
-    killer = tmp_path / "kill_after_rows.py"
-    killer.write_text(KILL_AFTER_ROWS.replace("{rows}", "5"))
-    killed = subprocess.run([sys.executable, killer, *map(str, arguments)], capture_output=True, timeout=600)
+    killed = subprocess.run([sys.executable, KILL_HOOK, "5", *map(str, arguments)], capture_output=True, timeout=600)
     assert killed.returncode == -signal.SIGKILL
     partial = count_rows(store)
     assert partial == 5

@@ -155,22 +155,9 @@ def certify_agent(
 def _certify_in(
     ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict, baseline: AgentRef | None = None
 ) -> Any:
-    import sys
-
     from quarl_bench.provenance import driver_provenance
 
     store.check()
-    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
-        from quarl_bench.quant.quantize import ONNX_REFUSAL
-
-        raise QuarlError(ONNX_REFUSAL)
-    old = store.unpaired_rows(ref.content_hash)
-    if old:
-        print(
-            f"quarl-bench: note: {old} stored rows of this agent carry no episode identity (stored before it was "
-            "recorded); they are never paired with new ones, so certify evaluates afresh",
-            file=sys.stderr,
-        )
     return certify_specs(ref, specs, config, store, driver_provenance(), on_verdict, force, baseline)
 
 
@@ -315,6 +302,10 @@ def certify_request(ref: AgentRef, specs: Sequence[QuantSpec], config: Any, base
     """One agent's certification: its specs walked by family, each widest first; α split over the families."""
     from quarl_bench.methods.certify import CertifyRequest, ladders
 
+    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):  # before any row is stored
+        from quarl_bench.quant.quantize import ONNX_REFUSAL
+
+        raise QuarlError(ONNX_REFUSAL)
     walks = ladders(tuple(specs), keep_fp32=baseline is not None)
     return CertifyRequest(ref, walks, config, baseline, families=len(walks))
 
@@ -330,6 +321,8 @@ def certify_requests(
     """Certify many agents side by side (``certify_driver.certify_all``) on ``executor`` (default: this process);
     one :class:`~quarl_bench.methods.certification_result.Certification` per request, in order.
     ``on_verdict(agent, verdict)`` as each verdict is decided or found stored."""
+    import sys
+
     from quarl_bench.certify_driver import certify_all
     from quarl_bench.executors import make_executor
     from quarl_bench.methods.certification_result import Certification, Verdict
@@ -337,6 +330,14 @@ def certify_requests(
     def decided(number: int, found: Any) -> None:
         if on_verdict:
             on_verdict(requests[number].ref, Verdict.from_row(found.row, found.reused))
+
+    for request in requests:
+        if old := store.unpaired_rows(request.ref.content_hash):
+            print(
+                f"quarl-bench: note: {old} stored rows of this agent carry no episode identity (stored before it was "
+                "recorded); they are never paired with new ones, so certify evaluates afresh",
+                file=sys.stderr,
+            )
 
     executor = executor or make_executor("local", store, 1)
     outcomes = certify_all(list(requests), store, executor, driver, force=force, on_verdict=decided)

@@ -50,10 +50,13 @@ def certify(args: argparse.Namespace) -> int:
     import json
     from dataclasses import replace
 
-    from quarl_bench.api import certify_agent, find_agent
+    from quarl_bench.api import find_agent
+    from quarl_bench.api.evaluate import certify_request, certify_requests
     from quarl_bench.api.harden import parent_agent
-    from quarl_bench.arguments import guarantee_options, recipe_options
+    from quarl_bench.arguments import check_executor, guarantee_options, recipe_options
+    from quarl_bench.executors import make_executor
     from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import grid_return_bounds
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.types import QuantSpec
@@ -77,27 +80,40 @@ def certify(args: argparse.Namespace) -> int:
         QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
         for p in args.bits
     )
+    check_executor(args)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
         agents = grid_certify_agents(args) if args.grid else [(None, specs)]
         grid_bounds = grid_return_bounds(args.grid) if args.grid else {}
+        requests = []
         for ref, agent_specs in agents:
             if ref is None:
                 ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
-            elif not args.json:
-                console.print(f"Agent: [bold]{escape(ref_title(ref))}[/]")
-            on_verdict = None if args.json else (lambda found: console.print(verdict_line(found)))
             baseline = parent_agent(ref) if args.against_parent else None
             if baseline is not None and not args.json:
-                console.print(f"Against the parent's fp32: {escape(ref_title(baseline))}")
+                console.print(f"{escape(ref_title(ref))} against the parent's fp32: {escape(ref_title(baseline))}")
             bounds = grid_bounds.get(ref.env_id) if config.return_bounds is None else None
             agent_config = replace(config, return_bounds=bounds) if bounds else config
-            result = certify_agent(
-                ref, agent_specs, agent_config, store, force=args.force, on_verdict=on_verdict, baseline=baseline
-            )
+            if baseline is not None and not any(spec.is_identity for spec in agent_specs):
+                agent_specs = (QuantSpec("fp32"), *agent_specs)
+            requests.append(certify_request(ref, agent_specs, agent_config, baseline))
+        several = len(requests) > 1
+
+        def on_verdict(ref, found) -> None:
+            if not args.json:
+                console.print((f"{escape(ref_title(ref))} " if several else "") + verdict_line(found))
+
+        workers = args.workers or 1
+        if not args.json and (workers > 1 or args.executor == "ray"):
+            console.print(f"Certifying {len(requests)} agent(s) on executor {args.executor}, {workers} worker(s)")
+        executor = make_executor(args.executor, store, workers, address=args.address)
+        results = certify_requests(requests, store, driver_provenance(), on_verdict, args.force, executor)
+        for result in results:
             if args.json:
                 print(json.dumps(result.as_json()))
             else:
+                if several:
+                    console.print(f"Agent: [bold]{escape(ref_title(result.agent))}[/]")
                 console.print(certification_table(result))
         if not args.json:
             console.print(f"Stored in {store.path}")

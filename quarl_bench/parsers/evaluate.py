@@ -67,6 +67,7 @@ def add_certify(commands: Subcommands) -> None:
     )
     add_spec(certify)
     add_recipe(certify)
+    add_executor(certify, "processes certifying agents, families and scale sets side by side", "1, this process")
     certify.add_argument("--batch", type=positive_int, default=20, help="paired episodes per look (default 20)")
     certify.add_argument(
         "--max-episodes",
