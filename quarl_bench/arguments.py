@@ -8,6 +8,7 @@ from pathlib import Path
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import help_text, parse_precision
+from quarl_bench.quant.rounding import rounding_names
 from quarl_bench.types import (
     ACT_CALIBRATION_METHODS,
     CALIBRATION_METHODS,
@@ -16,7 +17,6 @@ from quarl_bench.types import (
     GROUP_SIZES,
     LAYER_MODES,
     PRUNE_STRUCTURES,
-    PTQ_ROUNDING,
 )
 from quarl_bench.zoo.ids import ALGOS
 
@@ -220,7 +220,7 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
         )
     parser.add_argument("--group-size", type=group_size, default=0, help="integer weights: one grid per G inputs")
     parser.add_argument(
-        "--ptq", choices=PTQ_ROUNDING, default="rtn", help="weight rounding: nearest, GPTQ or learned (AdaRound)"
+        "--ptq", choices=rounding_names(), default="rtn", help="weight rounding: nearest, GPTQ or learned (AdaRound)"
     )
     parser.add_argument(
         "--prune", type=prune_share, default=0.0, metavar="SHARE", help="zero this share of acting weights first"

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import GRANULARITIES, LAYER_MODES, METHODS, RECIPE_FIELDS, ActionMode, AgentRef, Job, QuantSpec
+from quarl_bench.types import GRANULARITIES, LAYER_MODES, RECIPE_FIELDS, ActionMode, AgentRef, Job, QuantSpec
 from quarl_bench.zoo.ids import ALGOS, FOREIGN_ALGOS
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
@@ -162,6 +162,7 @@ def load_study(path: str | Path) -> Study:
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
     from quarl_bench.config import grid_file, missing_grid
+    from quarl_bench.methods.protocol import method_names
     from quarl_bench.zoo.envs import env_with_packages
 
     path = grid_file(path)
@@ -172,8 +173,10 @@ def load_study(path: str | Path) -> Study:
     episodes = int(data.get("episodes", 100))
     seeds = [int(s) for s in data.get("seeds", [0])]
     method = str(data.get("method", "ptq"))
-    if method not in METHODS:
-        raise QuarlError(f"bad method {method!r} in {path}: expected one of {', '.join(METHODS)}")
+    if method not in method_names():
+        raise QuarlError(
+            f"bad method {method!r} in {path}: expected a registered method, one of {', '.join(method_names())}"
+        )
     cells: list[GridCell] = []
     for block in data.get("grid", []):
         # a block names zoo agents (algos) or policy files (models: paths relative to the grid file)

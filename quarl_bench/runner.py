@@ -102,14 +102,12 @@ def plan(
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.methods.qat import QATConfig
     from quarl_bench.registry import build_jobs
 
     works: list[Work] = []
     ptq_cells: list[GridCell] = []
     for cell in cells:
-        if cell.method == "qat":
-            config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
+        if (config := cell_config(cell)) is not None:
             works.append(Work(config, EvalSettings(cell.episodes, 0), sources.cache, driver=driver))
         else:
             ptq_cells.append(cell)
@@ -129,6 +127,25 @@ def plan(
                 config = PTQConfig(ref, specs)
                 works.append(Work(config, settings, sources.cache, frozenset(keys - mine), driver))
     return works, skipped, done
+
+
+def cell_config(cell: GridCell) -> Any:
+    """The work config of a grid cell whose method plans one run per cell (its config's ``from_cell``: QAT, a
+    method registered by the user); None for a PTQ cell, whose agent's cells are evaluated together.
+
+    :raises QuarlError: for a method that is not registered, or one a grid cannot plan.
+    """
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.methods.protocol import config_type
+
+    if cell.method == "ptq":
+        return None
+    kind = config_type(cell.method)
+    if not hasattr(kind, "from_cell"):
+        raise QuarlError(
+            f"method {cell.method!r} cannot run from a grid: its config {kind.__name__} has no from_cell(cell)"
+        )
+    return kind.from_cell(cell)
 
 
 def resolve_cells(

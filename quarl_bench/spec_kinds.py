@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from quarl_bench.precision import precision
+from quarl_bench.quant.rounding import NEAREST, rounding_label
 from quarl_bench.types import QuantSpec
 
 MX_METHOD = "MX (mxfp8/6/4)"
@@ -53,7 +54,7 @@ def weight_method(spec: QuantSpec) -> str | None:
         if not plain:
             return None
         return MX_METHOD if number.ladder == "MX" else spec.precision
-    rounding = {"gptq": "GPTQ", "learned-round": "learned rounding"}.get(spec.ptq, "RTN")
+    rounding = rounding_label(spec.ptq)
     grid = f"group {spec.group_size}" if spec.group_size else "per-channel" if spec.granularity == "per-channel" else ""
     rest = [spec.granularity] if spec.granularity not in ("auto", "per-channel") else []
     rest += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
@@ -93,10 +94,8 @@ def legend_family(spec: QuantSpec) -> str:
     """The compression frontier's legend group of a spec."""
     if spec.prune:
         return "pruned"
-    if spec.ptq == "gptq":
-        return "GPTQ"
-    if spec.ptq == "learned-round":
-        return "learned rounding"
+    if spec.ptq != NEAREST:
+        return rounding_label(spec.ptq)
     if spec.activations:
         return "activations"
     if spec.group_size:

@@ -12,9 +12,6 @@ from quarl_bench.precision import Precision, help_text, parse_precision, precisi
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
-METHODS = ("ptq", "qat", "amp", "actorq", "deploy", "mixed", "random", "rollout")
-# mixed: a per-layer bit allocation found by ``quarl-bench mixed``; random: the uniform-random policy, the 0 of
-# normalised scores (its row stands for the env, not a quantization)
 # Deployment backends (deploy/backends.py) and the precision each runs at.
 BACKEND_PRECISIONS = {
     "torch-fp32": "fp32",
@@ -32,20 +29,12 @@ BACKEND_PRECISIONS = {
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (deploy)
 # PTQ beyond round-to-nearest weights (quant/activations.py, quant/calibrated.py, quant/prune.py).
 ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse")
-PTQ_ROUNDING = ("rtn", "gptq", "learned-round")
 GROUP_SIZES = (16, 32, 64, 128, 256)
 PRUNE_STRUCTURES = ("unstructured", "neurons")
 # Calibration states come from the fp32 agent playing envs seeded from here on: never an evaluation seed's episodes.
 CALIBRATION_SEED = 1_000_000
 DEFAULT_CALIBRATION_STATES = 1000
 CALIBRATION_SAMPLING = "uniform over whole episodes"  # how the states are drawn (evaluation/calibration.py)
-# Calibrated rounding's settings (quant/calibrated.py), part of a calibrated job's key. GPTQ damps with 10% of the
-# Hessian's mean diagonal, not LLM GPTQ's 1%: RL calibration states are few and alike (a deterministic policy's
-# trajectories), and weaker damping moved weights along directions the policy's own episodes then reached.
-PTQ_SETTINGS: dict[str, dict[str, float]] = {
-    "gptq": {"damping": 0.1},
-    "learned-round": {"steps": 1000, "lr": 0.01, "regulariser": 0.01, "batch": 256},
-}
 LAYER_MODES = ("paper", "quarl-code")
 ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
@@ -133,8 +122,10 @@ class QuantSpec:
                 object.__setattr__(self, "calibration_method", "")
         if self.granularity not in GRANULARITIES:
             raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
-        if self.method not in METHODS:
-            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(METHODS)}")
+        from quarl_bench.methods.protocol import method_names  # the method registry: no torch, no circle at load
+
+        if self.method not in method_names():
+            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(method_names())}")
         if self.layers not in LAYER_MODES:
             raise QuarlError(f"bad layers {self.layers!r}: expected one of {', '.join(LAYER_MODES)}")
         if not self.number_format.is_int:
@@ -177,8 +168,10 @@ class QuantSpec:
             object.__setattr__(self, name, "" if value == "fp32" else value)
         if self.group_size and self.group_size not in GROUP_SIZES:
             raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
-        if self.ptq not in PTQ_ROUNDING:
-            raise QuarlError(f"bad ptq method {self.ptq!r}: expected one of {', '.join(PTQ_ROUNDING)}")
+        from quarl_bench.quant.rounding import rounding_names  # the rounding registry: no torch at import
+
+        if self.ptq not in rounding_names():
+            raise QuarlError(f"bad ptq method {self.ptq!r}: expected one of {', '.join(rounding_names())}")
         if not 0 <= self.prune < 1:
             raise QuarlError(f"bad prune share {self.prune}: expected a share of the weights in (0, 1)")
         if self.prune_structure not in PRUNE_STRUCTURES:
@@ -370,9 +363,11 @@ class Job:
             if getattr(self.spec, name) == getattr(defaults, name):
                 del fields["spec"][name]
         if self.spec.calibrated:
+            from quarl_bench.quant.rounding import rounding
+
             fields["calibration"] = {"seed": CALIBRATION_SEED, "sampling": CALIBRATION_SAMPLING}
             if self.spec.ptq != "rtn":
-                fields["calibration"]["rounding"] = PTQ_SETTINGS[self.spec.ptq]
+                fields["calibration"]["rounding"] = rounding(self.spec.ptq).settings
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         fields["episode_starts"] = EPISODE_SEEDS

@@ -30,6 +30,11 @@ class ConstantConfig:
     env_id: str = "Constant-v0"
     method: ClassVar[str] = "constant"
 
+    @classmethod
+    def from_cell(cls, cell) -> ConstantConfig:
+        """A grid cell's run: the policy scores its seed + 1."""
+        return cls(float(cell.seed) + 1, ("fp32", cell.precision), cell.algo, cell.env_id)
+
 
 @register(ConstantConfig)
 class ConstantHandler:
@@ -85,5 +90,44 @@ def test_an_unregistered_config_is_refused_by_name() -> None:
     class Unknown:
         method: ClassVar[str] = "unknown"
 
-    with pytest.raises(QuarlError, match="no method handles a Unknown: expected one of .*ConstantConfig.*PTQConfig"):
+    with pytest.raises(
+        QuarlError,
+        match="no method handles a Unknown: expected the config of a registered method, one of ptq, .*constant",
+    ):
         handler(Unknown())
+
+
+GRID = """
+name: constant_study
+method: {method}
+episodes: 3
+seeds: [4]
+grid:
+  - {{algos: [ppo], envs: [CartPole-v1], precisions: [8, 4]}}
+"""
+
+
+def test_a_registered_method_runs_from_a_grid_and_the_report_names_its_rows(cli, tmp_path: Path) -> None:
+    grid, store = tmp_path / "constant.yaml", tmp_path / "quarl.sqlite"
+    grid.write_text(GRID.format(method="constant"))
+    code, out, err = cli("sweep", grid, "--workers", "1", "--store", store, "--cache", tmp_path / "cache")
+    assert code == 0, err
+    with ResultStore(store) as opened:
+        frame = opened.to_dataframe()
+    assert sorted(zip(frame["precision"], frame["mean_reward"], strict=True)) == [
+        ("fp32", 5.0),
+        ("int4", 5.0),
+        ("int8", 5.0),
+    ]  # the fp32 job of both cells is one job, stored once
+    code, out, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    assert "no section of this report reads the rows of method constant (3 rows)" in out
+
+
+def test_a_grid_naming_an_unregistered_method_is_one_line(cli, tmp_path: Path) -> None:
+    grid, store = tmp_path / "unknown.yaml", tmp_path / "quarl.sqlite"
+    grid.write_text(GRID.format(method="nosuch"))
+    code, _, err = cli("sweep", grid, "--workers", "1", "--store", store)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "bad method 'nosuch'" in err and "expected a registered method, one of ptq, mixed" in err
+    assert "constant" in err and not store.exists()

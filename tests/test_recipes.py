@@ -14,8 +14,9 @@ from torch import nn
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import activation_grid, fake_quant
-from quarl_bench.quant.calibrated import gptq, grid_of, learned_round
+from quarl_bench.quant.calibrated import grid_of
 from quarl_bench.quant.quantize import acting_bytes, quantize
+from quarl_bench.quant.rounding import rounding
 from quarl_bench.results import load_results
 from quarl_bench.types import Job, QuantSpec
 from quarl_bench.zoo.foreign import ModulePolicy
@@ -62,7 +63,10 @@ def test_calibrated_rounding_stays_on_the_rtn_grid_and_lowers_the_layer_error() 
     spec = QuantSpec("int3")
     grid = grid_of(weight, spec, per_channel=False)
     rtn = fake_quant(weight, 3)
-    rounded = {"gptq": gptq(weight, inputs, grid), "learned": learned_round(weight, inputs, grid, seed=0)}
+    rounded = {
+        "gptq": rounding("gptq").round(weight, inputs, grid),
+        "learned": rounding("learned-round").round(weight, inputs, grid, 0),
+    }
     for name, quantized in rounded.items():
         codes = quantized / grid[0]
         assert torch.allclose(codes, torch.round(codes), atol=1e-4)  # on the grid
@@ -267,3 +271,28 @@ def test_gptq_rescues_int4_dqn_cartpole_where_rtn_fails(cli, zoo: Path, tmp_path
     # the same grid: every layer's step is RTN's, and the stored acting size is the same int4 network
     assert [layer["step"] for layer in gptq_row["layers"]] == [layer["step"] for layer in rtn_row["layers"]]
     assert gptq_row["acting_bytes"] == rtn_row["acting_bytes"]
+
+
+def test_a_rounding_is_one_registration_and_an_unknown_name_is_refused() -> None:
+    from quarl_bench.quant import rounding as registry
+    from quarl_bench.types import Job
+
+    with pytest.raises(QuarlError, match="bad ptq method 'adaround': expected one of rtn, gptq, learned-round$"):
+        QuantSpec("int4", ptq="adaround")  # refused, never mapped to another algorithm
+
+    @registry.register_rounding("floor-test", "floor", {"offset": 0.0})
+    def floor(weight, inputs, grid, layer_index=0):
+        step, lo, hi = grid
+        return torch.clamp(torch.floor(weight / step), lo, hi) * step
+
+    try:
+        spec = QuantSpec("int4", ptq="floor-test")
+        assert spec.calibrated and spec.recipe_label() == "floor-test cal1000"
+        assert Job("ppo", "CartPole-v1", spec, "h").identity()["calibration"]["rounding"] == {"offset": 0.0}
+        weight = torch.tensor([[0.26, -0.74, 0.5, 1.0]])
+        grid = grid_of(weight, spec, per_channel=True)
+        assert torch.equal(
+            registry.rounding("floor-test").round(weight, None, grid), torch.floor(weight / grid[0]) * grid[0]
+        )
+    finally:
+        registry._ROUNDINGS.pop("floor-test")

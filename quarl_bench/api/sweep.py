@@ -71,9 +71,10 @@ def plan_sweep(
     :raises QuarlError: when no cell matches the filters, or a training grid asks for Ray.
     """
     from quarl_bench.executors import default_workers
+    from quarl_bench.methods.protocol import handler
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.registry import load_study, select
-    from quarl_bench.runner import plan
+    from quarl_bench.runner import cell_config, plan
 
     study = load_study(grid)
     cells = with_eval_seeds(select(study.cells, algos, envs, bits, episodes), eval_seeds)
@@ -81,8 +82,9 @@ def plan_sweep(
         raise QuarlError(f"no job in {grid} matches the filters: check --algo/--env/--bits")
     if executor == "ray":
         require("distributed", "--executor ray", ("ray",))
-        if any(cell.method != "ptq" for cell in cells):
-            raise QuarlError(f"{cells[0].method} grids run on the local executor: drop --executor ray")
+        local = [cell.method for cell in cells if (config := cell_config(cell)) and not handler(config).remote]
+        if local:
+            raise QuarlError(f"{local[0]} grids run on the local executor: drop --executor ray")
     workers = workers or default_workers()
     works, skipped, already = plan(cells, sources, store, workers, force, driver_provenance(), random_baseline)
     return SweepPlan(study.name, cells, works, skipped, already, workers)
@@ -115,23 +117,24 @@ def run_sweep(
 
 
 def with_eval_seeds(cells: list[Any], seeds: Sequence[int] | None) -> list[Any]:
-    """Every PTQ cell once per evaluation seed in ``seeds`` (none: the grid's seeds); QAT cells' seeds are
-    training seeds and stay."""
+    """Every PTQ cell once per evaluation seed in ``seeds`` (none: the grid's seeds); the seeds of cells planned one
+    run each (QAT's training seeds) stay."""
     if not seeds:
         return cells
-    seeded = [replace(cell, seed=seed) if cell.method != "qat" else cell for cell in cells for seed in seeds]
+    seeded = [replace(cell, seed=seed) if cell.method == "ptq" else cell for cell in cells for seed in seeds]
     return list(dict.fromkeys(seeded))
 
 
 def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any]]:
-    """The stored rows of a study's cells, found by their job keys (QAT: each training seed's agent, if trained).
+    """The stored rows of a study's cells, found by their job keys (a cell planned as its own run: its handler's
+    jobs, once its agent is found, e.g. QAT's trained agent; nothing is trained here).
 
     Each PTQ agent is resolved (its files hashed) once, not once per cell.
     """
-    from quarl_bench.methods.qat import QATConfig
+    from quarl_bench.methods.protocol import handler
     from quarl_bench.registry import EvalSettings, build_jobs
-    from quarl_bench.runner import cell_agent
-    from quarl_bench.zoo.agents import find_in_folder
+    from quarl_bench.runner import cell_agent, cell_config
+    from quarl_bench.work import Work
 
     agents: dict[tuple[str, str, str], Any] = {}
 
@@ -146,13 +149,15 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
 
     rows: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        if cell.method == "qat":
-            config = QATConfig(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
-            ref = find_in_folder(config.folder(sources.cache), cell.algo, cell.env_id, "qat")
-            settings = EvalSettings(cell.episodes, 0)
+        if (config := cell_config(cell)) is not None:
+            work = Work(config, EvalSettings(cell.episodes, 0), sources.cache)
+            method = handler(config)
+            found = getattr(method, "found", method.agent)(work)
+            jobs = method.jobs(work, found) if found is not None or not hasattr(method, "found") else []
         else:
-            ref, settings = ptq_agent(cell), EvalSettings(cell.episodes, cell.seed)
-        for job in build_jobs(ref, [cell.spec], settings, cell.method) if ref is not None else []:
+            ref = ptq_agent(cell)
+            jobs = build_jobs(ref, [cell.spec], EvalSettings(cell.episodes, cell.seed)) if ref is not None else []
+        for job in jobs:
             row = rows.get(job.key) or store.get(job.key)
             if row is not None:
                 rows[job.key] = row

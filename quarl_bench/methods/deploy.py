@@ -16,7 +16,7 @@ import numpy as np
 
 from quarl_bench.deploy.backends import W8A8_BACKENDS
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import OfAgent, register
+from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.methods.ptq import AgentEvaluation
 from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, EvalResult, Job, QuantSpec
 
@@ -125,6 +125,7 @@ def built_artifact(agent, spec: QuantSpec, sample: np.ndarray, calibration: np.n
     return found
 
 
+@register_evaluator("deploy")
 def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Build ``job.spec.backend``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
     from quarl_bench.deploy.backends import int8_weight_summary, runner

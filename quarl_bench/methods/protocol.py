@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from quarl_bench import types
 from quarl_bench.errors import QuarlError
 
 if TYPE_CHECKING:
@@ -75,32 +74,79 @@ class OfAgent:
 
 
 _HANDLERS: dict[type, Handler] = {}
-# Config type name -> the module that registers its handler, imported when a work of that type first runs (torch,
-# rl-zoo3 and Ray stay unimported until then). A new method adds its line here or is imported before it runs.
-HANDLER_MODULES = {
-    "PTQConfig": "quarl_bench.methods.ptq",
-    "DeployConfig": "quarl_bench.methods.deploy",
-    "QATConfig": "quarl_bench.methods.qat",
-    "AmpConfig": "quarl_bench.methods.amp",
-    "RolloutConfig": "quarl_bench.methods.rollout",
-    "ActorQConfig": "quarl_bench.methods.actorq",
-    "FidelityConfig": "quarl_bench.methods.fidelity",
-    "PlannedJobs": "quarl_bench.methods.ptq",
-    "HardenConfig": "quarl_bench.methods.harden",
+_BY_NAME: dict[str, type] = {}  # method name -> its config type (the first registered under that name)
+_EVALUATORS: dict[str, Callable[..., EvalResult]] = {}  # spec method -> how one job of it is evaluated
+# Method name -> the module that registers it (its handler, its job evaluator), imported when the method is first
+# named or run (torch, rl-zoo3 and Ray stay unimported until then). The names a spec, a job and a grid accept are
+# these and every method registered since: a new method is one module, imported before it is named, or a line here.
+METHOD_MODULES = {
+    "ptq": "quarl_bench.methods.ptq",
+    "mixed": "quarl_bench.methods.ptq",  # a per-layer allocation (``quarl-bench mixed``), evaluated as PTQ
+    "random": "quarl_bench.methods.random_policy",  # the uniform-random policy: the 0 of normalised scores
+    "deploy": "quarl_bench.methods.deploy",
+    "qat": "quarl_bench.methods.qat",
+    "amp": "quarl_bench.methods.amp",
+    "rollout": "quarl_bench.methods.rollout",
+    "actorq": "quarl_bench.methods.actorq",
+    "fidelity": "quarl_bench.methods.fidelity",
+    "harden": "quarl_bench.methods.harden",
 }
 
 
-def register(config_type: type) -> Callable[[type], type]:
-    """Class decorator: the decorated handler class serves works whose config is a ``config_type``."""
+def method_names() -> tuple[str, ...]:
+    """Every method name a spec, a job or a grid may carry: the built-in ones and those registered since."""
+    return tuple(dict.fromkeys([*METHOD_MODULES, *_BY_NAME]))
+
+
+def register(config_type: type, named: bool = True) -> Callable[[type], type]:
+    """Class decorator: the decorated handler class serves works whose config is a ``config_type``; with
+    ``named``, the config's ``method`` name is known from now on (specs, jobs and grids accept it) and names this
+    config type (a second config of the same name, such as a driver's :class:`~quarl_bench.methods.ptq.PlannedJobs`,
+    passes ``named=False``)."""
 
     def decorate(handler_class: type) -> type:
         _HANDLERS[config_type] = handler_class()
         method = getattr(config_type, "method", None)
-        if method and method not in types.METHODS:  # a new method's jobs carry its name in their specs
-            types.METHODS = (*types.METHODS, method)
+        if named and method and method not in _BY_NAME:
+            _BY_NAME[method] = config_type
         return handler_class
 
     return decorate
+
+
+def register_evaluator(method: str) -> Callable[[Callable[..., EvalResult]], Callable[..., EvalResult]]:
+    """Function decorator: ``(agent, job, driver, eval_workers) -> EvalResult`` evaluates the jobs whose spec
+    method is ``method`` (methods that register none are evaluated as PTQ: quantize and play)."""
+
+    def decorate(function: Callable[..., EvalResult]) -> Callable[..., EvalResult]:
+        _EVALUATORS[method] = function
+        return function
+
+    return decorate
+
+
+def _import_method(method: str) -> None:
+    if method in METHOD_MODULES and method not in _BY_NAME and method not in _EVALUATORS:
+        importlib.import_module(METHOD_MODULES[method])
+
+
+def evaluator(method: str) -> Callable[..., EvalResult]:
+    """How one job of spec method ``method`` is evaluated on a loaded agent (its registered evaluator, else PTQ's)."""
+    _import_method(method)
+    if method not in _EVALUATORS:
+        importlib.import_module(METHOD_MODULES["ptq"])
+    return _EVALUATORS.get(method, _EVALUATORS["ptq"])
+
+
+def config_type(method: str) -> type:
+    """The config type registered under a method name.
+
+    :raises QuarlError: naming the method and the registered ones.
+    """
+    _import_method(method)
+    if method not in _BY_NAME:
+        raise QuarlError(f"no method named {method!r} is registered: expected one of {', '.join(method_names())}")
+    return _BY_NAME[method]
 
 
 def handler(config: Any) -> Handler:
@@ -109,9 +155,11 @@ def handler(config: Any) -> Handler:
     :raises QuarlError: naming the config type and the registered ones.
     """
     kind = type(config)
-    if kind not in _HANDLERS and kind.__name__ in HANDLER_MODULES:
-        importlib.import_module(HANDLER_MODULES[kind.__name__])
     if kind not in _HANDLERS:
-        known = ", ".join(sorted({t.__name__ for t in _HANDLERS} | set(HANDLER_MODULES)))
-        raise QuarlError(f"no method handles a {kind.__name__}: expected one of {known}")
+        _import_method(getattr(kind, "method", ""))
+    if kind not in _HANDLERS:
+        raise QuarlError(
+            f"no method handles a {kind.__name__}: expected the config of a registered method, one of "
+            f"{', '.join(method_names())}"
+        )
     return _HANDLERS[kind]

@@ -6,7 +6,6 @@ jobs carry their method), and :class:`AgentEvaluation` is the handler half they 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -19,7 +18,7 @@ from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
-from quarl_bench.methods.protocol import OfAgent, register
+from quarl_bench.methods.protocol import OfAgent, evaluator, register, register_evaluator
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
@@ -49,13 +48,6 @@ class PTQConfig(OfAgent):
         for spec in self.specs:
             if spec.method not in PTQ_METHODS:
                 raise QuarlError(f"bad PTQ spec method {spec.method!r}: expected one of {', '.join(PTQ_METHODS)}")
-
-
-# spec method -> "module:function" that evaluates one job of it on a loaded agent; PTQ's serves the others
-EVALUATORS = {
-    "deploy": "quarl_bench.methods.deploy:evaluate_job",
-    "random": "quarl_bench.methods.random_policy:evaluate_job",
-}
 
 
 class AgentEvaluation:
@@ -100,12 +92,6 @@ def loaded_agent(ref: AgentRef) -> LoadedAgent:
     return _loaded[ref]
 
 
-def evaluator(method: str) -> Any:
-    """``(agent, job, driver, eval_workers) -> EvalResult`` for a job of spec method ``method``."""
-    module, _, name = EVALUATORS.get(method, "quarl_bench.methods.ptq:evaluate_job").partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 class TrainedAgentEvaluation(AgentEvaluation):
     """:class:`AgentEvaluation` of an agent the method trains first (``train``), or finds in the cache."""
 
@@ -138,7 +124,7 @@ class PlannedJobs(OfAgent):
     method: ClassVar[str] = "ptq"
 
 
-@register(PlannedJobs)
+@register(PlannedJobs, named=False)
 class PlannedJobsHandler(AgentEvaluation):
     def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
         return list(work.config.jobs)
@@ -151,6 +137,7 @@ class PlannedJobsHandler(AgentEvaluation):
             yield result
 
 
+@register_evaluator("ptq")
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Quantize a copy of the agent's policy per ``job.spec`` and play ``job``'s episodes with it.
 

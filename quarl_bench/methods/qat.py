@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
@@ -19,9 +19,6 @@ from quarl_bench.types import AgentRef, QuantSpec
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.envs import resolve_env_id
 from quarl_bench.zoo.train import train_with_callbacks
-
-if TYPE_CHECKING:
-    pass
 
 QAT_BITS = (2, 3, 4, 5, 6, 7, 8, 16)
 
@@ -55,6 +52,11 @@ class QATConfig:
             raise QuarlError(f"bad QAT bits {spec.bits}: expected one of {', '.join(map(str, QAT_BITS))}")
         if spec.is_identity:
             raise QuarlError("bad QAT precision 'fp32': expected a quantized precision (2-8, 16, fp16, bf16)")
+
+    @classmethod
+    def from_cell(cls, cell: Any) -> QATConfig:
+        """One training run per grid cell: its seed is the training seed (evaluated on seed 0)."""
+        return cls(cell.algo, cell.env_id, cell.precision, cell.quant_delay, cell.n_timesteps, cell.seed)
 
     def folder(self, cache_dir: Path) -> Path:
         delay = "half" if self.quant_delay is None else str(self.quant_delay)
@@ -103,6 +105,11 @@ class QATHandler(TrainedAgentEvaluation):
 
     def train(self, config: QATConfig, cache: Path) -> AgentRef:
         return train_qat(config, cache)
+
+    def found(self, work: Any) -> AgentRef | None:
+        """The trained agent where an earlier run left it, else None (nothing is trained)."""
+        config = work.config
+        return find_in_folder(config.folder(work.cache), config.algo, config.env_id, "qat")
 
     def specs(self, config: QATConfig) -> list[QuantSpec]:
         return [QuantSpec(config.precision, method="qat")]

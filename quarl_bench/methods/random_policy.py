@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.methods.protocol import register_evaluator
 from quarl_bench.provenance import agent_provenance
 from quarl_bench.types import ActionMode, EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
@@ -24,6 +25,7 @@ class RandomActions:
         return np.stack([self.action_space.sample() for _ in range(n_envs)]), state
 
 
+@register_evaluator("random")
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Play ``job``'s episodes with uniformly random actions on the agent's envs (same wrappers and seeds)."""
     env = agent.make_env(job.n_envs, job.seed)

@@ -152,4 +152,12 @@ def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: F
     others = [v.label() for v in variants if v != primary]
     if others:
         notes.append(f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}")
+    if len(everything) and (unreported := everything[~everything["method"].isin(REPORTED_METHODS)]).shape[0]:
+        counts = unreported["method"].value_counts().sort_index()
+        named = ", ".join(f"{method} ({count} rows)" for method, count in counts.items())
+        notes.append(f"Unreported: no section of this report reads the rows of method {named}")
     return notes
+
+
+# The methods whose stored rows some report section reads; a method registered since is named in the notes.
+REPORTED_METHODS = ("ptq", "mixed", "random", "qat", "amp", "deploy", "actorq", "rollout")
