@@ -24,8 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from quarl_bench import AgentQuery, CertifyConfig, QuantSpec, ResultStore, certify_agent
-from quarl_bench import resolve as find_agent
+from quarl_bench import AgentQuery, CertifyConfig, QuantSpec, ResultStore, certify_agent, resolve
 
 RESET_BOX = 0.05  # CartPole's reset draws every state component from U[-0.05, 0.05]
 
@@ -63,11 +62,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     store_path = Path(args.store or tempfile.mkdtemp(prefix="heldout-")) / "heldout.sqlite"
-    original = find_agent(AgentQuery("CartPole-v1", algo="dqn", folder=args.zoo, use_hub=False))
+    original = resolve(AgentQuery("CartPole-v1", algo="dqn", folder=args.zoo, use_hub=False))
     from quarl_bench.zoo.agents import load_agent
 
     q_net = load_agent(original).model.policy.q_net.q_net
-    copy = find_agent(AgentQuery("CartPole-v1", model=CrashingCopy(q_net, args.crash_rate)))
+    copy = resolve(AgentQuery("CartPole-v1", model=CrashingCopy(q_net, args.crash_rate)))
     with ResultStore(store_path) as store:
         # the truth: the mean paired difference over many episodes (the original plays 500 in every one)
         truth_config = CertifyConfig(

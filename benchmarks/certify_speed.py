@@ -35,9 +35,9 @@ from quarl_bench import (
     QuantSpec,
     ResultStore,
     certify_agent,
+    resolve,
     run_ptq,
 )
-from quarl_bench import resolve as find_agent
 
 AGENTS = (
     ("ppo", "LunarLander-v3"),
@@ -143,7 +143,7 @@ def main() -> None:
     all_zero: list[tuple[int, int, bool]] = []  # (episodes, floor, within 1.5x floor) of widths with all-zero pairs
     with ResultStore(args.store) as store:
         for algo, env in agents:
-            ref = find_agent(AgentQuery(env, algo, folder=args.zoo, use_hub=False))
+            ref = resolve(AgentQuery(env, algo, folder=args.zoo, use_hub=False))
             answers, verdicts = [], []
             for base in SEED_BASES:
                 config = CertifyConfig(seed=base, max_episodes=args.max_episodes)

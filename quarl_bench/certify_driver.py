@@ -31,7 +31,7 @@ from quarl_bench.methods.certify import (
 )
 from quarl_bench.methods.ptq import PlannedJobs
 from quarl_bench.store import ResultStore
-from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.types import AgentRef, Job
 from quarl_bench.work import Work
 
 
@@ -212,11 +212,6 @@ def ladder_walk(
             stopped = True
 
 
-def spec_identity(ref: AgentRef, spec: QuantSpec) -> Any:
-    """A spec as the verdicts table records it (the spec part of its job's identity)."""
-    return Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"]
-
-
 def verdict_row(
     found: Any,
     ref: AgentRef,
@@ -231,14 +226,14 @@ def verdict_row(
     where the question names them (export's)."""
     settings = config.identity() | ({"baseline": baseline.content_hash} if baseline is not None else {})
     if question.test:
-        settings |= {"test": question.test, "reference": spec_identity(ref, question.reference)}
+        settings |= {"test": question.test, "reference": question.reference.identity()}
     return {
         "key": found.key,
         "algo": ref.algo,
         "env_id": ref.env_id,
         "agent_hash": ref.content_hash,
         **{name: getattr(found, name) for name in VERDICT_FIELDS},
-        "spec_json": spec_identity(ref, question.spec),
+        "spec_json": question.spec.identity(),
         "tolerance": tolerance,
         "settings": settings,
         "rows": list(found.rows),

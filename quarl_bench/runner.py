@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quarl_bench.grids import EvalSettings, GridCell
 from quarl_bench.methods.protocol import SideRow, handler
-from quarl_bench.registry import EvalSettings, GridCell
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, QuantSpec
 from quarl_bench.work import Work
@@ -101,8 +101,8 @@ def plan(
 
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
+    from quarl_bench.grids import build_jobs
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.registry import build_jobs
 
     works: list[Work] = []
     ptq_cells: list[GridCell] = []

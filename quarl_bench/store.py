@@ -12,7 +12,6 @@ import json
 import random
 import sqlite3
 import time
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -203,10 +202,6 @@ class ResultStore:
             return None
         return _decode(dict(zip([c[0] for c in cursor.description], row, strict=True)))
 
-    def pending(self, keys: Iterable[str]) -> list[str]:
-        """The keys not yet in the store, in the given order."""
-        return [key for key in keys if not self.has(key)]
-
     def put(self, result: EvalResult, replace: bool = False) -> bool:
         """Write one job's row atomically; returns False (and writes nothing) if it exists and not ``replace``."""
         row = result_row(result)
@@ -240,16 +235,9 @@ class ResultStore:
             frame[column] = frame[column].map(json.loads)
         return frame
 
-    def put_fidelity(self, row: dict[str, Any], replace: bool = False) -> bool:
-        """Write one fidelity row (see :mod:`quarl_bench.evaluation.fidelity`) atomically; False if it exists."""
-        return self._put_side_row("fidelity", FIDELITY_JSON_COLUMNS, row, replace)
-
     def fidelity(self) -> pd.DataFrame:
         """Every fidelity row, JSON columns decoded, oldest first."""
         return self._side_table("fidelity", FIDELITY_JSON_COLUMNS)
-
-    def has_fidelity(self, key: str) -> bool:
-        return self.has_side_row("fidelity", key)
 
     def has_in(self, table: str, key: str) -> bool:
         """Whether ``table`` (``results`` or a side table) holds ``key``."""

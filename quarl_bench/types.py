@@ -205,6 +205,18 @@ class QuantSpec:
                     f"{', '.join(ACT_CALIBRATION_METHODS)}"
                 )
 
+    def identity(self) -> dict[str, Any]:
+        """The spec as job keys and stored rows record it: its fields, less those added later while they are at
+        their defaults (so the keys of rows stored before them stay)."""
+        fields = asdict(self)
+        if not self.layer_precisions:
+            del fields["layer_precisions"]
+        defaults = QuantSpec()
+        for name in RECIPE_FIELDS:
+            if getattr(self, name) == getattr(defaults, name):
+                del fields[name]
+        return fields
+
     @property
     def activations(self) -> bool:
         """Whether any activation, observation or output is quantized."""
@@ -356,12 +368,7 @@ class Job:
         for name, unused in (("setting", not self.setting), ("obs_noise", not self.obs_noise)):
             if unused:
                 del fields[name]
-        if not self.spec.layer_precisions:
-            del fields["spec"]["layer_precisions"]
-        defaults = QuantSpec()
-        for name in RECIPE_FIELDS:  # added later: absent from the keys of specs that leave them at their defaults
-            if getattr(self.spec, name) == getattr(defaults, name):
-                del fields["spec"][name]
+        fields["spec"] = self.spec.identity()
         if self.spec.calibrated:
             from quarl_bench.quant.rounding import rounding
 
@@ -429,10 +436,3 @@ class EvalResult:
     def std_reward(self) -> float:
         mean = self.mean_reward
         return float((sum((r - mean) ** 2 for r in self.episode_rewards) / len(self.episode_rewards)) ** 0.5)
-
-
-def relative_error(reward_fp32: float, reward_q: float) -> float:
-    """QuaRL's E% = (R_fp32 - R_q) / |R_fp32| * 100; negative means the quantized policy did better."""
-    if reward_fp32 == 0:
-        return float("nan")
-    return (reward_fp32 - reward_q) / abs(reward_fp32) * 100.0

@@ -14,6 +14,13 @@ REPO = Path(__file__).resolve().parents[1]
 ZOO = Path(os.environ.get("QUARL_ZOO", REPO.parent / "shared" / "zoo")).resolve()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that takes the pretrained zoo ``zoo`` (``-m "not zoo"``: the tests a fresh clone can run)."""
+    for item in items:
+        if "zoo" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.zoo)
+
+
 @pytest.fixture(scope="session")
 def zoo() -> Path:
     if not (ZOO / "ppo").is_dir():

@@ -12,8 +12,8 @@ import pytest
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.executors import make_executor, run_all
+from quarl_bench.grids import EvalSettings
 from quarl_bench.methods.protocol import handler, register
-from quarl_bench.registry import EvalSettings
 from quarl_bench.runner import run_work
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult, Job, QuantSpec

@@ -42,7 +42,7 @@ def test_existing_job_is_kept_unless_replaced(tmp_path: Path) -> None:
 
 
 def test_job_key_is_stable_and_depends_on_every_field() -> None:
-    assert make_result().job.key == make_result().job.key
+    assert make_result().job.key == "aa8df09f02df8f9e341a00a5"  # a row stored today is found by the next run
     assert make_result(seed=1).job.key != make_result().job.key
     assert make_result("int4").job.key != make_result().job.key
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from quarl_bench.config import config_dir
-from quarl_bench.registry import load_study, select
+from quarl_bench.grids import load_study, select
 from quarl_bench.results import load_results
 from quarl_bench.runner import AgentSources, plan
 from quarl_bench.store import ResultStore

@@ -12,13 +12,12 @@ from typing import Any, ClassVar
 
 import yaml
 
-from quarl_bench.actorq import ACTORQ_ALGOS
 from quarl_bench.errors import QuarlError
+from quarl_bench.zoo.algorithms import ACTORQ_ALGOS
 from quarl_bench.zoo.envs import resolve_env_id
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
 ACTOR_INT8_RUNTIMES = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
-LEARNER_ALGOS = ACTORQ_ALGOS
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,8 @@ class ActorQConfig:
             raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
         if self.learner_device not in (None, "cpu", "cuda"):
             raise QuarlError(f"bad learner device {self.learner_device!r}: expected cpu or cuda")
-        if self.algo not in LEARNER_ALGOS:
-            raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(LEARNER_ALGOS)}")
+        if self.algo not in ACTORQ_ALGOS:
+            raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(ACTORQ_ALGOS)}")
 
     def env_spaces(self):
         """The env's (observation, action) spaces, checked against the learner: DQN needs discrete actions,

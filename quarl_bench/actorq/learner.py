@@ -13,17 +13,15 @@ import gymnasium as gym
 import numpy as np
 import ray
 import torch
-from stable_baselines3 import DDPG, DQN, TD3
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from quarl_bench.algos.d4pg import D4PG
 from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.zoo.algorithms import algorithm
 from quarl_bench.zoo.envs import register_env
 
-LEARNERS = {"dqn": DQN, "td3": TD3, "ddpg": DDPG, "d4pg": D4PG}
 # The rl-zoo3 hyperparameters a distributed learner keeps (train_freq, gradient_steps, noise: the actors' business).
 KEPT = {
     "learning_rate": float,
@@ -89,7 +87,7 @@ def target_sync_every(params: dict[str, Any]) -> int:
 
 def acting_module(model: Any) -> torch.nn.Module:
     """The network the actors run: DQN's Q-network MLP or TD3/DDPG/D4PG's deterministic actor MLP."""
-    return model.q_net.q_net if isinstance(model, DQN) else model.actor.mu
+    return model.q_net.q_net if hasattr(model, "q_net") else model.actor.mu
 
 
 # A threaded Ray actor: ``add`` (the actors' pushes), ``weights`` and ``evaluate`` run concurrently, so a
@@ -120,7 +118,7 @@ class Learner:
         if algo != "dqn":
             self.target_every = None  # TD3/DDPG/D4PG update their targets by polyak averaging (tau) inside train()
         network = policy_kwargs(algo, arch, params)
-        self.model = LEARNERS[algo](
+        self.model = algorithm(algo).actorq_class()(
             "MlpPolicy",
             env_id,
             policy_kwargs=network,

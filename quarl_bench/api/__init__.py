@@ -7,7 +7,7 @@ callers use them directly. ``evaluate_agent`` is the one-call entry point (lm-ev
 
 from __future__ import annotations
 
-from quarl_bench.api.agents import AgentQuery, acting_layer_names, find_agent, resolve
+from quarl_bench.api.agents import AgentQuery, acting_layer_names, resolve
 from quarl_bench.api.deploy import export_artifact, run_deploy, time_table4
 from quarl_bench.api.evaluate import (
     MixedSearch,
@@ -42,7 +42,6 @@ __all__ = [
     "certify_agent",
     "evaluate_agent",
     "export_artifact",
-    "find_agent",
     "measure_fidelity",
     "mixed_ladder",
     "run_deploy",

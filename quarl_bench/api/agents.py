@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from quarl_bench.types import AgentRef
-from quarl_bench.zoo.resolve import AgentQuery, find_agent, resolve
+from quarl_bench.zoo.resolve import AgentQuery, resolve
 
-__all__ = ["AgentQuery", "acting_layer_names", "code_identity", "factory_env_id", "find_agent", "resolve"]
+__all__ = ["AgentQuery", "acting_layer_names", "code_identity", "factory_env_id", "resolve"]
 
 
 def acting_layer_names(ref: AgentRef) -> list[str]:

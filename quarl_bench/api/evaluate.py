@@ -43,7 +43,7 @@ def evaluate_agent(
 
     import pandas as pd
 
-    from quarl_bench.registry import EvalSettings
+    from quarl_bench.grids import EvalSettings
     from quarl_bench.results import results_frame
     from quarl_bench.store import ResultStore
 
@@ -218,11 +218,11 @@ def search_mixed(
     import numpy as np
     import pandas as pd
 
+    from quarl_bench.grids import EvalSettings
     from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.registry import EvalSettings
     from quarl_bench.report.layers import sensitivity_frame
     from quarl_bench.runner import run_work
     from quarl_bench.work import Work

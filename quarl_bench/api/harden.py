@@ -67,7 +67,7 @@ def check_out(out: Path, suffix: str, force: bool) -> None:
         raise QuarlError(f"--out {str(taken[0])!r} exists: pass --force to replace it, or choose another path")
 
 
-def harden(
+def harden_agent(
     ref: AgentRef,
     spec: QuantSpec,
     recipe: str | Any,
@@ -280,7 +280,7 @@ def run_harden_study(
             if on_start:
                 on_start(parent, recipe)
             settings = {part: study.settings[part] for part in recipe.split("+") if part in study.settings}
-            row = harden(parent, study.target, recipe, store, budget, settings=settings, cache=sources.cache)
+            row = harden_agent(parent, study.target, recipe, store, budget, settings=settings, cache=sources.cache)
             child = hardened_ref(row, parent)
             line = StudyLine(parent, recipe, row, certify_hardening(parent, child, specs, study.certify, store))
             lines.append(line)

@@ -50,11 +50,11 @@ def once_per_row(show: Callable[[dict, bool], None]) -> Callable[[dict, bool], N
 
 def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
     """Resolve and describe the agent of a single-agent command."""
-    from quarl_bench.api import find_agent
+    from quarl_bench.api import resolve
 
     if store is not None:
         store.check()
-    ref = find_agent(agent_query(args))
+    ref = resolve(agent_query(args))
     where = ref.model_path or ref.run_dir
     console.print(f"Agent: [bold]{escape(ref_title(ref))}[/] from {escape(where)}")
     if ref.saved_env_id != ref.env_id:

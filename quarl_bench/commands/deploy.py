@@ -29,7 +29,7 @@ def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
 def deploy(args: argparse.Namespace) -> int:
     require("deploy", "deploy", ("onnx", "onnxruntime"))
     from quarl_bench.api import run_deploy
-    from quarl_bench.registry import EvalSettings
+    from quarl_bench.grids import EvalSettings
     from quarl_bench.report.console import result_line
     from quarl_bench.report.console_deployment import deployment_console_table
 
@@ -76,10 +76,10 @@ def table4(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     from quarl_bench.api import export_artifact
     from quarl_bench.api.deploy import check_out, spec_text
-    from quarl_bench.arguments import guarantee_options
     from quarl_bench.deploy.backends import require_backend
     from quarl_bench.deploy.parity import claimed_spec
     from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.parsers.arguments import guarantee_options
 
     spec = deploy_specs(args, [args.backend])[0]
     out = Path(args.out)

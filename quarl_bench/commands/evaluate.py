@@ -15,16 +15,11 @@ from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 def run(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_ptq
-    from quarl_bench.arguments import recipe_options
-    from quarl_bench.registry import EvalSettings
+    from quarl_bench.grids import EvalSettings
+    from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import result_line, result_table
-    from quarl_bench.types import QuantSpec
 
-    recipe = recipe_options(args)
-    specs = tuple(
-        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
-        for p in args.bits
-    )
+    specs = tuple(spec_from_args(args, p) for p in args.bits)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
         settings = EvalSettings(
@@ -50,14 +45,14 @@ def certify(args: argparse.Namespace) -> int:
     import json
     from dataclasses import replace
 
-    from quarl_bench.api import find_agent
+    from quarl_bench.api import resolve
     from quarl_bench.api.evaluate import certify_request, certify_requests
     from quarl_bench.api.harden import parent_agent
-    from quarl_bench.arguments import check_executor, guarantee_options, recipe_options
     from quarl_bench.executors import make_executor
+    from quarl_bench.grids import grid_return_bounds
     from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.parsers.arguments import check_executor, guarantee_options, spec_from_args
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.registry import grid_return_bounds
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.types import QuantSpec
 
@@ -75,11 +70,7 @@ def certify(args: argparse.Namespace) -> int:
     )  # validated before any agent is found or row stored
     if not args.grid and not args.env:
         raise QuarlError("certify needs --env (one agent) or --grid FILE (every agent of a grid)")
-    recipe = recipe_options(args)
-    specs = tuple(
-        QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe)
-        for p in args.bits
-    )
+    specs = tuple(spec_from_args(args, p) for p in args.bits)
     check_executor(args)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
@@ -88,7 +79,7 @@ def certify(args: argparse.Namespace) -> int:
         requests = []
         for ref, agent_specs in agents:
             if ref is None:
-                ref = find_agent(agent_query(args)) if args.json else _agent_for(args, store)
+                ref = resolve(agent_query(args)) if args.json else _agent_for(args, store)
             baseline = parent_agent(ref) if args.against_parent else None
             if baseline is not None and not args.json:
                 console.print(f"{escape(ref_title(ref))} against the parent's fp32: {escape(ref_title(baseline))}")
@@ -133,7 +124,7 @@ def sensitivity(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from quarl_bench.api import run_sensitivity
-    from quarl_bench.registry import EvalSettings
+    from quarl_bench.grids import EvalSettings
     from quarl_bench.report.console import sensitivity_table
     from quarl_bench.report.layers import sensitivity_frame
 
@@ -198,11 +189,11 @@ def mixed(args: argparse.Namespace) -> int:
 def fidelity(args: argparse.Namespace) -> int:
     """fp32 and quantized policies side by side from the same seeds: where actions and trajectories part."""
     from quarl_bench.api import measure_fidelity
-    from quarl_bench.registry import EvalSettings
+    from quarl_bench.grids import EvalSettings
+    from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import fidelity_table
-    from quarl_bench.types import QuantSpec
 
-    specs = [QuantSpec(p, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers) for p in args.bits]
+    specs = [spec_from_args(args, p, recipe=False) for p in args.bits]
     settings = EvalSettings(args.episodes, args.seed, args.episodes, obs_noise=args.obs_noise)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)

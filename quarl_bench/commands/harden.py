@@ -32,14 +32,11 @@ def parse_settings(items: list[str] | None) -> dict[str, dict[str, Any]]:
 
 
 def target_spec(args: argparse.Namespace):
-    from quarl_bench.arguments import recipe_options
-    from quarl_bench.types import QuantSpec
+    from quarl_bench.parsers.arguments import spec_from_args
 
     if args.bits is None:
         raise QuarlError("harden needs --bits P (the target precision, e.g. 4) or --grid FILE")
-    return QuantSpec(
-        args.bits, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **recipe_options(args)
-    )
+    return spec_from_args(args, args.bits)
 
 
 def certify_config(args: argparse.Namespace, base: Any = None):
@@ -54,7 +51,7 @@ def certify_config(args: argparse.Namespace, base: Any = None):
 def harden(args: argparse.Namespace) -> int:
     if args.grid:
         return study(args)
-    from quarl_bench.api.harden import certified_specs, certify_hardening, harden, hardened_ref
+    from quarl_bench.api.harden import certified_specs, certify_hardening, harden_agent, hardened_ref
     from quarl_bench.report.console_harden import hardened_lines, study_table
 
     spec = target_spec(args)
@@ -68,7 +65,7 @@ def harden(args: argparse.Namespace) -> int:
     with ResultStore(args.store or DEFAULT_STORE) as store:
         parent = _agent_for(args, store)
         console.print(f"Hardening with {recipes[0]} for {spec.precision} ...")
-        row = harden(
+        row = harden_agent(
             parent, spec, recipes[0], store, args.budget, args.out, args.seed, args.force, settings, args.cache
         )
         for line in hardened_lines(row):

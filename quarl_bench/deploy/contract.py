@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.deploy.backends import Artifact
-from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.types import AgentRef, QuantSpec
 
 CONTRACT_VERSION = 1
 
@@ -163,14 +163,14 @@ def contract(
         "observation": observation,
         "action": action,
         "precision": spec.precision,
-        "claimed_spec": Job(ref.algo, ref.env_id, claimed, ref.content_hash).identity()["spec"],
+        "claimed_spec": claimed.identity(),
         "quantization": quantization(artifact, claimed, claimed_text),
         "source": {
             "algo": ref.algo,
             "env_id": ref.env_id,
             "agent_hash": ref.content_hash,
             "agent_path": str(ref.model_path or ref.run_dir or ""),
-            "deploy_spec": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
+            "deploy_spec": spec.identity(),
         },
         "parity": parity | {"allowed_divergent": allowed_divergent},
         "certification": certification,

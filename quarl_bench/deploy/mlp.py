@@ -12,8 +12,6 @@ from torch import nn
 from quarl_bench.errors import QuarlError
 
 ACTIVATIONS = {nn.ReLU: "relu", nn.Tanh: "tanh"}
-FLOAT_OPS = ("relu", "tanh", "clamp")  # what may follow the last layer, in float
-HEADS = ("argmax", "quantile-argmax", "clip", "unscale")
 
 
 @dataclass(frozen=True)

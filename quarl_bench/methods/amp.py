@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -21,9 +21,6 @@ from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.train import train_with_callbacks
-
-if TYPE_CHECKING:
-    pass
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
 POLICY_SIZES: dict[str, list[int]] = {"small": [64, 64], "medium": [256, 256], "large": [1024, 1024, 1024]}

@@ -152,7 +152,7 @@ class Certifier:
     """
 
     def __init__(self, ref: AgentRef, config: CertifyConfig, baseline: AgentRef | None = None) -> None:
-        from quarl_bench.registry import action_mode
+        from quarl_bench.grids import action_mode
         from quarl_bench.zoo.envs import default_eval_envs
 
         self.ref, self.config = ref, config
@@ -343,12 +343,12 @@ def verdict_key(
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
-        "spec": Job(ref.algo, ref.env_id, spec, ref.content_hash).identity()["spec"],
+        "spec": spec.identity(),
         "certify": config.identity(),
         "delta": round(delta, 9),
     }
     if reference is not None:
-        identity["reference"] = Job(ref.algo, ref.env_id, reference, ref.content_hash).identity()["spec"]
+        identity["reference"] = reference.identity()
     if baseline is not None:
         identity["baseline"] = baseline.content_hash
     if families > 1:  # α is split over the call's families: another share is another question

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -19,9 +19,6 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.methods.ptq import AgentEvaluation
 from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, EvalResult, Job, QuantSpec
-
-if TYPE_CHECKING:
-    pass
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
 

@@ -55,7 +55,7 @@ class FidelityHandler:
         return work.config.ref
 
     def jobs(self, work: Work, agent: AgentRef | None) -> list[FidelityJob]:
-        from quarl_bench.registry import build_jobs
+        from quarl_bench.grids import build_jobs
 
         assert agent is not None
         config = work.config

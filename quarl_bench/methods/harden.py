@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.training.harden.recipes import Recipe
-from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.types import AgentRef, QuantSpec
 
 if TYPE_CHECKING:
     from quarl_bench.work import Work
@@ -86,7 +86,7 @@ class HardenConfig(OfAgent):
         identity = {
             "parent": self.ref.content_hash,
             "env": self.ref.env_id,
-            "spec": Job(self.ref.algo, self.ref.env_id, self.spec, self.ref.content_hash).identity()["spec"],
+            "spec": self.spec.identity(),
             "recipe": self.recipe.identity(),
             "budget": self.budget,
             "seed": self.seed,
@@ -269,7 +269,7 @@ def _provenance(config: HardenConfig, cost: Any, before: dict, after: dict, driv
     return {
         "key": config.key,
         "parent": asdict(config.ref),
-        "target": Job(config.ref.algo, config.ref.env_id, config.spec, config.ref.content_hash).identity()["spec"],
+        "target": config.spec.identity(),
         "recipe": config.recipe.identity(),
         "budget": config.budget,
         "seed": config.seed,

@@ -64,7 +64,7 @@ class AgentEvaluation:
         return list(config.specs)
 
     def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        from quarl_bench.registry import build_jobs
+        from quarl_bench.grids import build_jobs
 
         assert agent is not None
         return build_jobs(agent, self.specs(work.config), work.settings, work.config.method)
@@ -76,32 +76,22 @@ class AgentEvaluation:
             yield evaluator(job.spec.method)(loaded, job, work.driver, eval_workers=work.eval_workers)
 
 
-AGENTS_KEPT = 2  # loaded agents kept per process: a driver sends one agent's batches as many small works
+AGENTS_KEPT = 8  # loaded agents kept per process: a driver deals many agents' batches as small works, interleaved
 _loaded: dict[AgentRef, LoadedAgent] = {}
 
 
 def loaded_agent(ref: AgentRef) -> LoadedAgent:
     """The agent loaded, once per process for its next works (the fp32 policy is never changed: quantizing copies
-    it)."""
+    it); the least recently used one is dropped beyond :data:`AGENTS_KEPT`."""
     from quarl_bench.zoo.agents import load_agent
 
-    if ref not in _loaded:
+    if ref in _loaded:
+        _loaded[ref] = _loaded.pop(ref)  # most recently used last
+    else:
         while len(_loaded) >= AGENTS_KEPT:
             del _loaded[next(iter(_loaded))]
         _loaded[ref] = load_agent(ref)
     return _loaded[ref]
-
-
-class TrainedAgentEvaluation(AgentEvaluation):
-    """:class:`AgentEvaluation` of an agent the method trains first (``train``), or finds in the cache."""
-
-    remote = False  # the trained agent goes to this machine's cache
-
-    def train(self, config: Any, cache: Any) -> AgentRef:
-        raise NotImplementedError
-
-    def agent(self, work: Work) -> AgentRef:
-        return self.train(work.config, work.cache)
 
 
 @register(PTQConfig)
@@ -196,7 +186,9 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
     )
 
 
-QUANTIZED_KEPT = 4  # quantized copies kept per process: certify plays one spec in many batches
+# quantized copies kept per process (least recently used dropped): certify plays each spec in many batches, a
+# driver interleaves many agents' specs, and a calibrated spec (GPTQ, learned rounding) costs seconds to redo
+QUANTIZED_KEPT = 64
 _quantized: dict[tuple[str, QuantSpec], tuple[Any, tuple, dict[str, Any]]] = {}
 
 
@@ -205,12 +197,14 @@ def quantized(agent: LoadedAgent, spec: QuantSpec) -> tuple[Any, tuple, dict[str
     (deterministic) result is reused for the next jobs of that agent and spec, so a calibrated spec (GPTQ, learned
     rounding) is calibrated once however many batches certify plays with it."""
     key = (agent.ref.content_hash, spec)
-    if key not in _quantized:
+    if key in _quantized:
+        _quantized[key] = _quantized.pop(key)  # most recently used last
+    else:
         fp32_policy = agent.model.policy
         calibration: dict[str, Any] = {}
         states = None
         if spec.calibrated:
-            states = visited_states(fp32_policy, agent.make_env, spec.calibration_states)
+            states = calibration_states(agent, spec.calibration_states)
             calibration = {
                 "calibration": {"states": len(states), "seed": CALIBRATION_SEED, "hash": states_hash(states)}
             }
@@ -219,6 +213,17 @@ def quantized(agent: LoadedAgent, spec: QuantSpec) -> tuple[Any, tuple, dict[str
             del _quantized[next(iter(_quantized))]
         _quantized[key] = (policy, layers, calibration)
     return _quantized[key]
+
+
+_states: dict[tuple[str, int], Any] = {}
+
+
+def calibration_states(agent: LoadedAgent, count: int) -> Any:
+    """The agent's ``count`` calibration states (deterministic: played once per process, agent and count)."""
+    key = (agent.ref.content_hash, count)
+    if key not in _states:
+        _states[key] = visited_states(agent.model.policy, agent.make_env, count)
+    return _states[key]
 
 
 def not_quantized(policy, job: Job) -> dict[str, list[str]]:

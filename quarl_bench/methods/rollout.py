@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quarl_bench.config import zoo_hyperparameters
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import register
-from quarl_bench.training.options import ON_POLICY_ALGOS, ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
+from quarl_bench.training.options import ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
 from quarl_bench.types import ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, QuantSpec
-from quarl_bench.zoo.ids import ALGOS
+from quarl_bench.zoo.algorithms import ALGOS, ROLLOUT_ALGOS
 
 if TYPE_CHECKING:
     from quarl_bench.work import Work
@@ -55,13 +55,13 @@ class RolloutConfig:
     method: ClassVar[str] = "rollout"
 
     def __post_init__(self) -> None:
-        if self.algo not in ON_POLICY_ALGOS:
+        if self.algo not in ROLLOUT_ALGOS:
             if self.correction in ("tis", "mis") and self.algo in ALGOS:
                 raise QuarlError(
                     f"bad algo {self.algo!r} for --correction {self.correction}: importance-sampling corrections "
-                    f"apply to on-policy learning (expected {' or '.join(ON_POLICY_ALGOS)}; ActorQ covers off-policy)"
+                    f"apply to on-policy learning (expected {' or '.join(ROLLOUT_ALGOS)}; ActorQ covers off-policy)"
                 )
-            raise QuarlError(f"bad algo {self.algo!r} for quantized rollouts: expected {' or '.join(ON_POLICY_ALGOS)}")
+            raise QuarlError(f"bad algo {self.algo!r} for quantized rollouts: expected {' or '.join(ROLLOUT_ALGOS)}")
         object.__setattr__(self, "precision", QuantSpec(self.precision).precision)
         if self.correction not in ROLLOUT_CORRECTIONS:
             raise QuarlError(f"bad correction {self.correction!r}: expected one of {', '.join(ROLLOUT_CORRECTIONS)}")
@@ -135,8 +135,8 @@ def train_rollout(config: RolloutConfig, cache_dir: Path, force: bool = False):
     """Train (unless the cache holds this run, or ``force``) and return the agent; its ``quarl_training.json`` holds
     the config, the per-update curve and diagnostics, and the time split."""
     from quarl_bench.provenance import TRAINING_RECORD
-    from quarl_bench.training.quantized_rollouts import ROLLOUT_ALGOS
     from quarl_bench.zoo.agents import find_in_folder
+    from quarl_bench.zoo.algorithms import algorithm
     from quarl_bench.zoo.train import train_with_callbacks
 
     folder = config.folder(cache_dir)
@@ -158,7 +158,7 @@ def train_rollout(config: RolloutConfig, cache_dir: Path, force: bool = False):
         config.n_timesteps,
         prepare,
         {"rollout": asdict(config)},
-        algo_class=ROLLOUT_ALGOS[config.algo],
+        algo_class=algorithm(config.algo).rollout_class(),
     )
     model = trained["model"]
     record = {

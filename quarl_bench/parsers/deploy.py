@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.arguments import (
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.parsers.arguments import (
     add_agent,
     add_calibration,
     add_certification,
@@ -12,7 +13,6 @@ from quarl_bench.arguments import (
     add_store,
     positive_int,
 )
-from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.types import BACKEND_PRECISIONS
 
 BACKENDS = tuple(BACKEND_PRECISIONS)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.arguments import (
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.parsers.arguments import (
     add_agent,
     add_certification,
     add_evaluation,
@@ -18,7 +19,6 @@ from quarl_bench.arguments import (
     precision_arg,
     tolerance,
 )
-from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.precision import help_text
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.arguments import add_agent, add_recipe, add_spec, add_store, positive_int, precision_arg
 from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.parsers.arguments import add_agent, add_recipe, add_spec, add_store, positive_int, precision_arg
 from quarl_bench.precision import help_text
 
 RECIPE_NAMES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")

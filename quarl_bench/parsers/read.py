@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.arguments import (
+from quarl_bench.config import config_dir
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.parsers.arguments import (
     add_store,
     tolerance,
 )
-from quarl_bench.config import config_dir
-from quarl_bench.parsers import Subcommands, handler
 
 
 def add_report(commands: Subcommands) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.actorq import ACTORQ_ALGOS
-from quarl_bench.arguments import (
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.parsers.arguments import (
     add_algo,
     add_executor,
     add_store,
@@ -15,10 +15,9 @@ from quarl_bench.arguments import (
     ratio_cap,
     widths,
 )
-from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.precision import help_text
 from quarl_bench.training.options import ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
-from quarl_bench.zoo.ids import ALGOS
+from quarl_bench.zoo.algorithms import ACTORQ_ALGOS, ALGOS
 
 
 def add_qat(commands: Subcommands) -> None:

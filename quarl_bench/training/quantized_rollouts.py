@@ -321,6 +321,3 @@ class RolloutA2C(QuantizedRollouts, A2C):
         self.logger.record("train/entropy_loss", entropy_loss.item())
         self.logger.record("train/policy_loss", policy_loss.item())
         self.logger.record("train/value_loss", value_loss.item())
-
-
-ROLLOUT_ALGOS: dict[str, type] = {"ppo": RolloutPPO, "a2c": RolloutA2C}

@@ -19,15 +19,15 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, file_name
+from quarl_bench.zoo.algorithms import ALGOS, OFF_POLICY
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.identity import content_hash
-from quarl_bench.zoo.ids import ALGOS, FOREIGN_ALGOS
+from quarl_bench.zoo.ids import FOREIGN_ALGOS
 from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, stats_dir
 from quarl_bench.zoo.sb3_zip import saved_action_space, saved_data, saved_observation_shape
 
 ZOO_ENV = "QUARL_ZOO"
 DEFAULT_CACHE = Path("results/agents")
-OFF_POLICY = ("dqn", "qrdqn", "ddpg", "td3", "sac", "tqc")
 
 
 @dataclass

@@ -1,7 +1,6 @@
-"""Names of where agents come from, importable without torch: the algorithms of the zoo's agents, what a row's
+"""Names of where agents come from, importable without torch: what a row's
 algo says for a policy that is no SB3 agent, and the Control Suite's env prefix."""
 
-ALGOS = ("a2c", "ppo", "dqn", "ddpg", "sac", "td3", "qrdqn", "tqc")
 # What a row's algo says for a policy that is no SB3 agent: a user's torch module or ONNX graph.
 FOREIGN_ALGOS = ("torch-module", "onnx")
 DMC_PREFIX = "dmc/"  # the Control Suite's tasks as flat-observation gymnasium envs (zoo/dmc.py)

@@ -9,18 +9,9 @@ from typing import Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef
+from quarl_bench.zoo.algorithms import ALGORITHMS, ALGOS
 from quarl_bench.zoo.identity import content_hash, weights_hash
-from quarl_bench.zoo.ids import ALGOS
 
-# An SB3 zip's policy class module -> the algorithm that saved it (actor-critic and TD3 policies: see algo_of_zip).
-POLICY_MODULES = {
-    "stable_baselines3.dqn.policies": "dqn",
-    "sb3_contrib.qrdqn.policies": "qrdqn",
-    "stable_baselines3.sac.policies": "sac",
-    "sb3_contrib.tqc.policies": "tqc",
-    "stable_baselines3.td3.policies": "td3",
-    "stable_baselines3.common.policies": "a2c",
-}
 BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
 
 
@@ -32,17 +23,18 @@ def algo_of_zip(data: dict[str, Any], path: Path) -> str:
     """
     policy_class = data.get("policy_class")
     module = policy_class.get("__module__", "") if isinstance(policy_class, dict) else ""
-    algo = POLICY_MODULES.get(module)
-    if algo is None:
+    savers = [a for a in ALGORITHMS.values() if a.zoo and a.policy_module == module]
+    if not savers:
         raise QuarlError(
             f"cannot tell which algorithm saved {str(path)!r} (policy class module {module or 'missing'!r}): "
             f"pass --algo, one of {', '.join(ALGOS)}"
         )
-    if algo == "a2c" and "clip_range" in data:
-        return "ppo"
-    if algo == "td3" and data.get("policy_delay") == 1 and not data.get("target_noise_clip"):
-        return "ddpg"
-    return algo
+    names = {a.name for a in savers}
+    if names == {"a2c", "ppo"}:
+        return "ppo" if "clip_range" in data else "a2c"
+    if names == {"ddpg", "td3"}:
+        return "ddpg" if data.get("policy_delay") == 1 and not data.get("target_noise_clip") else "td3"
+    return savers[0].name
 
 
 def stats_dir(zip_path: Path) -> Path:

@@ -76,9 +76,6 @@ def resolve(query: AgentQuery) -> AgentRef:
     )
 
 
-find_agent = resolve  # the name of quarl-bench 0.x's API
-
-
 def object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) -> AgentRef:
     """An in-memory SB3 model (saved once to ``cache/objects/{hash}.zip``) or torch module (kept in this process)
     as an agent; its identity is the hash of its weights."""

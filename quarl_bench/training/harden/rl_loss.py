@@ -28,9 +28,8 @@ from quarl_bench.training.harden.recipes import Recipe
 from quarl_bench.training.harden.student import convert, release, target_switch
 from quarl_bench.training.sam import AlternatingSAM
 from quarl_bench.types import QuantSpec
+from quarl_bench.zoo.algorithms import EPSILON_GREEDY
 from quarl_bench.zoo.train import train_with_callbacks
-
-EPSILON_SCHEDULED = ("dqn", "qrdqn")
 
 
 def saved_config(stats_folder: Path) -> dict[str, Any]:
@@ -47,11 +46,11 @@ def saved_config(stats_folder: Path) -> dict[str, Any]:
 def fine_tune_hyperparams(algo: str, config: dict[str, Any], budget: int, rate_scale: float) -> dict[str, Any]:
     """The parent's hyperparameters with the fine-tuning changes of the module docstring."""
     changed = {k: v for k, v in config.items() if k != "n_timesteps"}
-    if "learning_starts" in changed or algo in EPSILON_SCHEDULED:
+    if "learning_starts" in changed or algo in EPSILON_GREEDY:
         changed["learning_starts"] = min(int(changed.get("learning_starts", budget)), budget // 10)
     if "learning_rate" in changed:
         changed["learning_rate"] = _scaled_rate(changed["learning_rate"], rate_scale)
-    if algo in EPSILON_SCHEDULED:
+    if algo in EPSILON_GREEDY:
         final = float(changed.get("exploration_final_eps", 0.05))
         changed["exploration_initial_eps"] = final
         changed["exploration_final_eps"] = final

@@ -1,4 +1,4 @@
-"""Every Job is built here, from command-line flags and YAML grids (``zoo_configs/*.yaml``) alike.
+"""YAML grids (``zoo_configs/*.yaml``) and command-line flags to Jobs: every Job is built here.
 
 A grid expands algos x envs x precisions x seeds and, where a block lists them, granularities, symmetric, bias
 and layer modes. Building a Job decides what the rest of the pipeline takes as given: the number of envs played
@@ -16,7 +16,8 @@ import yaml
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import GRANULARITIES, LAYER_MODES, RECIPE_FIELDS, ActionMode, AgentRef, Job, QuantSpec
-from quarl_bench.zoo.ids import ALGOS, FOREIGN_ALGOS
+from quarl_bench.zoo.algorithms import ALGOS, EPSILON_GREEDY
+from quarl_bench.zoo.ids import FOREIGN_ALGOS
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
 # PTQ recipe keys a block may sweep too, with QuantSpec's defaults (it validates each value and fills in the
@@ -59,7 +60,7 @@ def action_mode(ref: AgentRef) -> ActionMode:
 
     if ref.algo in FOREIGN_ALGOS or env_kind(ref.env_id) != "atari":
         return ActionMode("deterministic")
-    if ref.algo in ("dqn", "qrdqn"):
+    if ref.algo in EPSILON_GREEDY:
         epsilon = saved_exploration_rate(ref)
         if epsilon is None:
             raise QuarlError(f"agent {ref.run_dir} has no saved exploration_rate: expected an SB3 {ref.algo} zip")

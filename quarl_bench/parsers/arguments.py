@@ -17,8 +17,9 @@ from quarl_bench.types import (
     GROUP_SIZES,
     LAYER_MODES,
     PRUNE_STRUCTURES,
+    QuantSpec,
 )
-from quarl_bench.zoo.ids import ALGOS
+from quarl_bench.zoo.algorithms import ALGOS
 
 
 def precision_arg(value: str) -> str:
@@ -238,6 +239,16 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
         default="minmax",
         help="activation ranges: min-max, 0.01/99.99 percentiles, or the least-MSE shrink (default minmax)",
     )
+
+
+def spec_from_args(args: argparse.Namespace, precision: str, recipe: bool = True) -> QuantSpec:
+    """The QuantSpec a command's flags say for one precision: :func:`add_spec`'s grid options and, where the
+    command has them (``recipe``), :func:`add_recipe`'s.
+
+    :raises QuarlError: for a combination QuantSpec refuses, naming the bad value.
+    """
+    options = recipe_options(args) if recipe else {}
+    return QuantSpec(precision, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **options)
 
 
 def recipe_options(args: argparse.Namespace) -> dict[str, object]:

@@ -1,0 +1,121 @@
+"""The one table of RL algorithms, in the spirit of rl-zoo3's ``ALGOS`` (which gives each zoo algorithm's class):
+what each algorithm is and what quarl-bench does with it. Importable without torch. A new algorithm is one entry
+here (plus whatever is genuinely new about it); every other module asks this table, never a list of names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+BOTH = ("discrete", "continuous")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm's facts.
+
+    :param name: rl-zoo3's name for it (its ``ALGOS`` key, and a zoo folder's name).
+    :param on_policy: learns from its own fresh rollouts (no replay buffer: loading needs none).
+    :param actions: the action spaces it acts in (``discrete``, ``continuous``).
+    :param exploration: how it explores while training: ``sampling`` (a stochastic policy), ``epsilon-greedy`` (a
+        scheduled ε; the zoo's Atari agents act with their final ε), ``action noise`` (a deterministic actor plus
+        noise) or ``entropy`` (a stochastic actor with a learned temperature).
+    :param policy_module: the module of the policy class its SB3 zips save (several algorithms may share one; the
+        zip's data then tells them apart: ``zoo/model_file.py``).
+    :param zoo: an rl-zoo3 algorithm, with pretrained agents (zoo folders, the hub) and rl-zoo3 training.
+    :param actorq_learner: ``module:Class`` of its fp32 ActorQ learner; empty: none.
+    :param rollout_trainer: ``module:Class`` of its trainer on quantized rollouts; empty: none.
+    """
+
+    name: str
+    on_policy: bool
+    actions: tuple[str, ...]
+    exploration: str
+    policy_module: str
+    zoo: bool = True
+    actorq_learner: str = ""
+    rollout_trainer: str = ""
+
+    def actorq_class(self) -> Any:
+        return _load(self.actorq_learner)
+
+    def rollout_class(self) -> Any:
+        return _load(self.rollout_trainer)
+
+
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+_ROLLOUTS = "quarl_bench.training.quantized_rollouts"
+ALGORITHMS: dict[str, Algorithm] = {
+    algorithm.name: algorithm
+    for algorithm in (
+        Algorithm(
+            "a2c",
+            True,
+            BOTH,
+            "sampling",
+            "stable_baselines3.common.policies",
+            rollout_trainer=f"{_ROLLOUTS}:RolloutA2C",
+        ),
+        Algorithm(
+            "ppo",
+            True,
+            BOTH,
+            "sampling",
+            "stable_baselines3.common.policies",
+            rollout_trainer=f"{_ROLLOUTS}:RolloutPPO",
+        ),
+        Algorithm(
+            "dqn",
+            False,
+            ("discrete",),
+            "epsilon-greedy",
+            "stable_baselines3.dqn.policies",
+            actorq_learner="stable_baselines3:DQN",
+        ),
+        Algorithm(
+            "ddpg",
+            False,
+            ("continuous",),
+            "action noise",
+            "stable_baselines3.td3.policies",
+            actorq_learner="stable_baselines3:DDPG",
+        ),
+        Algorithm("sac", False, ("continuous",), "entropy", "stable_baselines3.sac.policies"),
+        Algorithm(
+            "td3",
+            False,
+            ("continuous",),
+            "action noise",
+            "stable_baselines3.td3.policies",
+            actorq_learner="stable_baselines3:TD3",
+        ),
+        Algorithm("qrdqn", False, ("discrete",), "epsilon-greedy", "sb3_contrib.qrdqn.policies"),
+        Algorithm("tqc", False, ("continuous",), "entropy", "sb3_contrib.tqc.policies"),
+        # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
+        Algorithm(
+            "d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"
+        ),
+    )
+}
+
+
+def algorithm(name: str) -> Algorithm:
+    return ALGORITHMS[name]
+
+
+def names(**facts: Any) -> tuple[str, ...]:
+    """The algorithms whose facts match ``facts`` (``zoo=True``, ``on_policy=False``, ...), in table order."""
+    return tuple(a.name for a in ALGORITHMS.values() if all(getattr(a, k) == v for k, v in facts.items()))
+
+
+ALGOS = names(zoo=True)  # what --algo, grids and zoo folders accept
+OFF_POLICY = names(on_policy=False)
+EPSILON_GREEDY = names(exploration="epsilon-greedy")
+ACTORQ_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.actorq_learner)
+ROLLOUT_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.rollout_trainer)
