@@ -20,10 +20,14 @@ def training_device(requested: str | None, flag: str = "device") -> str:
 
 def one_torch_thread() -> None:
     """Workers already fill the cores; torch's own intra-op threads on top of them made PPO training 10x slower
-    here (each worker's threads spin and wait for a core held by the other worker). Library chatter off, too."""
+    here (each worker's threads spin and wait for a core held by the other worker). numpy's BLAS and OpenMP pools
+    too: with two of their threads per worker, a 2-worker certification took 1.9x the time of one process (their
+    threads spin after each small product). Library chatter off, too."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     from quarl_bench.zoo.quiet import silence_library_warnings
 
     silence_library_warnings()
     torch.set_num_threads(1)
+    threadpool_limits(1)  # BLAS and OpenMP, for the rest of this process
