@@ -51,58 +51,21 @@ def _load(path: str) -> Any:
 
 
 _ROLLOUTS = "quarl_bench.training.quantized_rollouts"
-ALGORITHMS: dict[str, Algorithm] = {
-    algorithm.name: algorithm
-    for algorithm in (
-        Algorithm(
-            "a2c",
-            True,
-            BOTH,
-            "sampling",
-            "stable_baselines3.common.policies",
-            rollout_trainer=f"{_ROLLOUTS}:RolloutA2C",
-        ),
-        Algorithm(
-            "ppo",
-            True,
-            BOTH,
-            "sampling",
-            "stable_baselines3.common.policies",
-            rollout_trainer=f"{_ROLLOUTS}:RolloutPPO",
-        ),
-        Algorithm(
-            "dqn",
-            False,
-            ("discrete",),
-            "epsilon-greedy",
-            "stable_baselines3.dqn.policies",
-            actorq_learner="stable_baselines3:DQN",
-        ),
-        Algorithm(
-            "ddpg",
-            False,
-            ("continuous",),
-            "action noise",
-            "stable_baselines3.td3.policies",
-            actorq_learner="stable_baselines3:DDPG",
-        ),
-        Algorithm("sac", False, ("continuous",), "entropy", "stable_baselines3.sac.policies"),
-        Algorithm(
-            "td3",
-            False,
-            ("continuous",),
-            "action noise",
-            "stable_baselines3.td3.policies",
-            actorq_learner="stable_baselines3:TD3",
-        ),
-        Algorithm("qrdqn", False, ("discrete",), "epsilon-greedy", "sb3_contrib.qrdqn.policies"),
-        Algorithm("tqc", False, ("continuous",), "entropy", "sb3_contrib.tqc.policies"),
-        # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
-        Algorithm(
-            "d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"
-        ),
-    )
-}
+_SB3, _CONTRIB = "stable_baselines3", "sb3_contrib"
+# fmt: off
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
+    Algorithm("a2c", True, BOTH, "sampling", f"{_SB3}.common.policies", rollout_trainer=f"{_ROLLOUTS}:RolloutA2C"),
+    Algorithm("ppo", True, BOTH, "sampling", f"{_SB3}.common.policies", rollout_trainer=f"{_ROLLOUTS}:RolloutPPO"),
+    Algorithm("dqn", False, ("discrete",), "epsilon-greedy", f"{_SB3}.dqn.policies", actorq_learner=f"{_SB3}:DQN"),
+    Algorithm("ddpg", False, ("continuous",), "action noise", f"{_SB3}.td3.policies", actorq_learner=f"{_SB3}:DDPG"),
+    Algorithm("sac", False, ("continuous",), "entropy", f"{_SB3}.sac.policies"),
+    Algorithm("td3", False, ("continuous",), "action noise", f"{_SB3}.td3.policies", actorq_learner=f"{_SB3}:TD3"),
+    Algorithm("qrdqn", False, ("discrete",), "epsilon-greedy", f"{_CONTRIB}.qrdqn.policies"),
+    Algorithm("tqc", False, ("continuous",), "entropy", f"{_CONTRIB}.tqc.policies"),
+    # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
+    Algorithm("d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"),
+)}
+# fmt: on
 
 
 def algorithm(name: str) -> Algorithm:
