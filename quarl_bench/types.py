@@ -12,20 +12,6 @@ from quarl_bench.precision import Precision, help_text, parse_precision, precisi
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
-# Deployment backends (deploy/backends.py) and the precision each runs at.
-BACKEND_PRECISIONS = {
-    "torch-fp32": "fp32",
-    "ort-fp32": "fp32",
-    "ort-fp16": "fp16",
-    "ort-int8-dynamic": "int8",
-    "ort-int8-static": "int8",
-    "torchao-int8": "int8",
-    "litert-fp32": "fp32",
-    "litert-int8": "int8",
-    "executorch-fp32": "fp32",
-    "executorch-int8": "int8",
-    "c-int8": "int8",
-}
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (deploy)
 # PTQ beyond round-to-nearest weights (quant/activations.py, quant/calibrated.py, quant/prune.py).
 ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse")
@@ -101,10 +87,12 @@ class QuantSpec:
         self._normalise_layer_precisions()
         self._normalise_recipe()
         if self.method == "deploy":
-            if self.backend not in BACKEND_PRECISIONS:
-                raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(BACKEND_PRECISIONS)}")
-            object.__setattr__(self, "precision", BACKEND_PRECISIONS[self.backend])
-            if self.backend == "ort-int8-static":
+            from quarl_bench.deploy.registry import backend, backend_names  # the registry: no torch at import
+
+            if self.backend not in backend_names():
+                raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(backend_names())}")
+            object.__setattr__(self, "precision", backend(self.backend).precision)
+            if backend(self.backend).calibrated:
                 if self.calibration_states < 1:
                     raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
                 if self.calibration_method not in CALIBRATION_METHODS:

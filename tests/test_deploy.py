@@ -17,9 +17,11 @@ from stable_baselines3 import PPO
 
 from quarl_bench.deploy.backends import build, int8_weight_summary, runner
 from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split_normalizer
+from quarl_bench.errors import QuarlError
 from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
 from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
+from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 pytestmark = pytest.mark.slow
@@ -187,3 +189,26 @@ def test_a_backend_that_cannot_run_says_why_and_the_others_run(cli, zoo: Path, t
     assert code == 0, err
     assert "torchao-int8 cannot run here: QuarlError: backend torchao-int8 unavailable" in " ".join(out.split())
     assert sorted(load_results(store)["backend"]) == ["ort-fp16", "torch-fp32"]
+
+
+def toy_build(module, sample, calibration, calibration_method, network_states):
+    from quarl_bench.deploy.backends import Artifact
+
+    return Artifact("toy-fp16", "onnx", b"toy", meta=(("module", module), ("sample", sample)))
+
+
+def test_a_backend_is_one_registration(monkeypatch) -> None:
+    """What a target module does (``deploy/targets/``): one Backend, and specs, parity claims, the requirement check
+    and the build dispatch take it by name."""
+    from quarl_bench.deploy import registry
+    from quarl_bench.deploy.parity import claimed_spec
+
+    monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
+    toy = registry.Backend("toy-fp16", "fp16", "onnx", "deploy", (), f"{__name__}:toy_build", QuantSpec("fp16"))
+    registry.register_backend(toy)
+    spec = QuantSpec(method="deploy", backend="toy-fp16")
+    assert spec.precision == "fp16" and claimed_spec("toy-fp16") == QuantSpec("fp16")
+    artifact = build("toy-fp16", "my module", np.zeros((1, 4), np.float32))
+    assert artifact.data == b"toy" and artifact.info("module") == "my module"
+    with pytest.raises(QuarlError, match="bad backend 'toy-int3': expected one of torch-fp32, .*toy-fp16"):
+        QuantSpec(method="deploy", backend="toy-int3")

@@ -178,7 +178,9 @@ def test_a_failed_gate_writes_nothing_unless_allowed(cli, zoo: Path, tmp_path: P
 
 
 def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
-    from quarl_bench.deploy import backends
+    from dataclasses import replace
+
+    from quarl_bench.deploy import registry
 
     store = ("--store", tmp_path / "q.sqlite")
     cnn = ("--algo", "ppo", "--env", "BreakoutNoFrameskip-v4", "--folder", zoo)
@@ -188,7 +190,8 @@ def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_p
     cartpole = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
     code, _, err = cli("export", *cartpole, "--backend", "tensorrt-int8", "--out", tmp_path / "trt", *store)
     assert code == 2 and "tensorrt-int8" in err and "c-int8" in err
-    monkeypatch.setitem(backends.BACKEND_NEEDS, "litert-int8", ("edge", ("no_such_litert_module",)))
+    missing = replace(registry.backend("litert-int8"), modules=("no_such_litert_module",))
+    monkeypatch.setitem(registry._BACKENDS, "litert-int8", missing)
     code, _, err = cli("export", *cartpole, "--backend", "litert-int8", "--out", tmp_path / "lite", *store)
     assert code == 2 and "'edge' extra" in err and len(err.strip().splitlines()) == 1
     (tmp_path / "full").mkdir()

@@ -1,26 +1,7 @@
-"""Deployment backends: one artifact per backend, built from a :class:`DeployablePolicy`, and how to run it.
-
-- ``torch-fp32``: the module itself, traced to TorchScript (the reference).
-- ``ort-fp32``: the ONNX export on ONNX Runtime.
-- ``ort-fp16``: that graph converted to fp16 (I/O kept fp32/uint8) by onnxruntime's float16 converter.
-- ``ort-int8-dynamic``: ``quantize_dynamic``: int8 weights, activations quantized at run time; MatMul/Gemm only
-  (convolutions stay fp32).
-- ``ort-int8-static``: ``quantize_static`` in QDQ format, weights per channel, activation ranges calibrated on
-  observations the fp32 agent visits (minmax, entropy or percentile). For vector observations the first layer stays
-  fp32: its input is the raw observation, whose features have very different scales (CartPole: pole angle ±0.2,
-  cart velocity ±2), and one per-tensor uint8 range over them erased the angle. Measured on ppo CartPole: 94.5% of
-  visited states got the fp32 action with it quantized, 99.1% without (any calibration method). Image inputs
-  (pixels in [0, 1]) are quantized from the first convolution on.
-- ``torchao-int8``: torchao's ``Int8DynamicActivationInt8WeightConfig`` (successor of
-  ``torch.ao.quantization.quantize_dynamic``) on the module's Linear layers. Its tensor subclasses neither trace
-  nor pickle as a whole module, so its artifact is the quantized state dict (bytes counted) and the module runs
-  in-process; no fresh-process memory figure.
-
-- ``litert-fp32`` / ``litert-int8``: a ``.tflite`` file on the LiteRT interpreter (``deploy/edge.py``); int8 is
-  full-integer, calibrated on the W8A8 fake-quant policy's calibration states.
-- ``executorch-fp32`` / ``executorch-int8``: a ``.pte`` file lowered to XNNPACK, on ExecuTorch's runtime.
-- ``c-int8``: ``policy.h`` + ``policy.c``, dependency-free C99 for MLP policies (``deploy/c_int8.py``), compiled by
-  the system C compiler and called through ``ctypes``.
+"""Deployment artifacts: what a backend builds (:class:`Artifact`), how a backend is built by name
+(:func:`build`, through the backend registry ``deploy/registry.py`` and its modules ``deploy/targets/``), how an
+artifact runs (:func:`runner`), and the builders several backends share (ONNX Runtime's int8 quantizers, the edge
+and C artifacts).
 
 On an x86 CPU without VNNI the int8 ONNX backends use ORT's ``reduce_range`` (7-bit weights): its u8 x s8 kernels
 saturate otherwise (see ``actorq.onnx_policy.weight_bits``).
@@ -38,27 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from quarl_bench.deploy.registry import backend as registered
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import BACKEND_PRECISIONS
 
-BACKENDS = tuple(BACKEND_PRECISIONS)
-INT8_BACKENDS = tuple(backend for backend, precision in BACKEND_PRECISIONS.items() if precision == "int8")
-# What each backend needs beyond numpy: (extra, modules); the C backend needs a C compiler instead.
-BACKEND_NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "torch-fp32": ("deploy", ()),
-    "ort-fp32": ("deploy", ("onnx", "onnxruntime")),
-    "ort-fp16": ("deploy", ("onnx", "onnxruntime")),
-    "ort-int8-dynamic": ("deploy", ("onnx", "onnxruntime")),
-    "ort-int8-static": ("deploy", ("onnx", "onnxruntime")),
-    "torchao-int8": ("deploy", ("torchao",)),
-    "litert-fp32": ("edge", ("litert_torch", "ai_edge_litert")),
-    "litert-int8": ("edge", ("litert_torch", "ai_edge_litert", "torchao")),
-    "executorch-fp32": ("edge", ("executorch",)),
-    "executorch-int8": ("edge", ("executorch", "torchao")),
-    "c-int8": ("deploy", ()),
-}
-# Backends whose int8 artifact is calibrated on the W8A8 fake-quant policy's states (the policy they claim to be).
-W8A8_BACKENDS = ("litert-int8", "executorch-int8", "c-int8")
 FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy.ts.pt", "tflite": "policy.tflite", "pte": "policy.pte"}
 
 
@@ -100,97 +63,65 @@ class Artifact:
         return dict(self.meta).get(name, default)
 
 
-def require_backend(backend: str) -> None:
+def require_backend(name: str) -> None:
     """Raise one line naming the extra (or tool) a backend needs when it is missing here.
 
     :raises QuarlError: ``backend litert-int8 needs the 'edge' extra (litert_torch is not installed): ...``.
     """
     import importlib.util
 
-    if backend not in BACKEND_NEEDS:
-        raise QuarlError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    extra, modules = BACKEND_NEEDS[backend]
-    for module in modules:
+    entry = registered(name)
+    for module in entry.modules:
         if importlib.util.find_spec(module) is None:
             raise QuarlError(
-                f"backend {backend} needs the '{extra}' extra ({module} is not installed): "
-                f"pip install 'quarl-bench[{extra}]'"
+                f"backend {name} needs the '{entry.extra}' extra ({module} is not installed): "
+                f"pip install 'quarl-bench[{entry.extra}]'"
             )
-    if backend == "c-int8":
+    if entry.kind == "c":
         from quarl_bench.deploy.c_build import compiler
 
         compiler()
 
 
 def build(
-    backend: str,
+    name: str,
     module,
     sample: np.ndarray,
     calibration: np.ndarray | None = None,
     calibration_method: str = "minmax",
     network_states: np.ndarray | None = None,
 ) -> Artifact:
-    """The artifact of ``backend`` for a :class:`~quarl_bench.deploy.export.DeployablePolicy`.
+    """The artifact of backend ``name`` for a :class:`~quarl_bench.deploy.export.DeployablePolicy` (or an ONNX
+    policy's :class:`~quarl_bench.deploy.export.GraphPolicy`).
 
     :param sample: one batch of raw observations (shapes and dtype for the export).
     :param calibration: raw observations the fp32 policy visited (``ort-int8-static`` only).
     :param network_states: the W8A8 fake-quant policy's calibration states, as the network sees them (after
-        normalisation): ``litert-int8``, ``executorch-int8`` and ``c-int8`` calibrate on them.
+        normalisation): backends with ``w8a8_states`` (``litert-int8``, ``executorch-int8``, ``c-int8``) take them.
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
-    import torch
+    from quarl_bench.deploy.export import GraphPolicy
+    from quarl_bench.deploy.registry import onnx_capable
 
-    from quarl_bench.deploy.export import GraphPolicy, to_onnx
-
-    require_backend(backend)
-    if backend in ("litert-fp32", "litert-int8", "executorch-fp32", "executorch-int8", "c-int8"):
-        if isinstance(module, GraphPolicy):
-            raise QuarlError(f"backend {backend} needs a torch policy: expected an ort-* backend for an ONNX model")
-        return _edge(backend, module, sample, network_states)
-
-    if isinstance(module, GraphPolicy) and backend in ("torch-fp32", "torchao-int8"):
-        if backend == "torchao-int8":
-            raise QuarlError("backend torchao-int8 needs a torch policy: expected an ort-* backend for an ONNX model")
-        return Artifact(backend, "onnx", module.graph)  # the reference: the user's own fp32 graph
-    if backend == "torch-fp32":
-        with torch.no_grad():
-            traced = torch.jit.trace(module.eval(), torch.as_tensor(sample))
-        buffer = io.BytesIO()
-        torch.jit.save(traced, buffer)
-        return Artifact(backend, "torchscript", buffer.getvalue())
-    if backend == "torchao-int8":
-        try:
-            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
-        except ImportError as error:
-            raise QuarlError(f"backend torchao-int8 unavailable: {error}") from error
-        quantized = copy.deepcopy(module).eval()
-        with torch.no_grad():
-            quantize_(quantized, Int8DynamicActivationInt8WeightConfig())
-        buffer = io.BytesIO()
-        torch.save(quantized.state_dict(), buffer)
-        return Artifact(backend, "torch", buffer.getvalue(), quantized)
-    fp32 = to_onnx(module, sample)
-    if backend == "ort-fp32":
-        return Artifact(backend, "onnx", fp32)
-    if backend == "ort-fp16":
-        import onnx
-        from onnxruntime.transformers.float16 import convert_float_to_float16
-
-        model = convert_float_to_float16(onnx.load_from_string(fp32), keep_io_types=True)
-        return Artifact(backend, "onnx", model.SerializeToString())
-    if backend in ("ort-int8-dynamic", "ort-int8-static"):
-        return Artifact(backend, "onnx", _int8(backend, fp32, calibration, calibration_method))
-    raise QuarlError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    require_backend(name)
+    entry = registered(name)
+    if entry.torch_only and isinstance(module, GraphPolicy):
+        raise QuarlError(
+            f"backend {name} needs a torch policy: expected one of {', '.join(onnx_capable())} for an ONNX model"
+        )
+    return entry.builder()(module, sample, calibration, calibration_method, network_states)
 
 
-def _edge(backend: str, module, sample: np.ndarray, network_states: np.ndarray | None) -> Artifact:
+def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.ndarray | None) -> Artifact:
+    """A LiteRT, ExecuTorch or C artifact (``backend``), int8 ones calibrated on ``network_states``."""
     from quarl_bench.deploy import edge
     from quarl_bench.deploy.mlp import normalized
 
-    int8 = backend.endswith("int8")
+    entry = registered(backend)
+    int8 = entry.precision == "int8"
     if int8 and (network_states is None or not len(network_states)):
         raise QuarlError(f"{backend} needs calibration states: none were given")
-    if backend == "c-int8":
+    if entry.kind == "c":
         return c_artifact(module, network_states)
     meta: tuple[tuple[str, object], ...] = ()
     if int8 and getattr(module, "normalize", False):
@@ -204,7 +135,7 @@ def _edge(backend: str, module, sample: np.ndarray, network_states: np.ndarray |
     else:
         raw = raw_observations(module, network_states, sample.dtype) if int8 else None
     sample = sample if not meta else normalized(sample, dict(meta)["normalization"])
-    if backend.startswith("litert"):
+    if entry.kind == "tflite":
         return Artifact(backend, "tflite", edge.litert(module, sample, raw), meta=meta)
     return Artifact(backend, "pte", edge.executorch(module, sample, raw), meta=meta)
 
@@ -248,7 +179,8 @@ def c_artifact(module, network_states: np.ndarray) -> Artifact:
     return Artifact("c-int8", "c", b"".join(data for _, data in files), files=files, meta=meta)
 
 
-def _int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:
+def ort_int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:
+    """ONNX Runtime's int8 graph of ``fp32``: ``ort-int8-dynamic`` or ``ort-int8-static`` (calibrated)."""
     import onnxruntime as ort
     from onnxruntime.quantization import (
         CalibrationDataReader,

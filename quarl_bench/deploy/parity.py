@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.evaluation.fixed_states import NEAR_TIE_SHARE  # the fixed-state fidelity's near-tie split
-from quarl_bench.types import BACKEND_PRECISIONS, DEFAULT_CALIBRATION_STATES, QuantSpec
+from quarl_bench.types import DEFAULT_CALIBRATION_STATES, QuantSpec
 
 FLIP_LIMIT = 0.02  # discrete: flips outside near-ties
 STEP_LIMIT = 4.0  # continuous: largest error outside the sensitive quarter, in int8 steps of the action range
@@ -33,19 +33,16 @@ W8A8 = QuantSpec(
     calibration_states=DEFAULT_CALIBRATION_STATES,
     calibration_method="minmax",
 )
-# The fake-quant policy each backend claims to be (its weights' grid, and its activations' where they are static).
-CLAIMS: dict[str, QuantSpec] = {
-    "ort-fp16": QuantSpec("fp16"),
-    "ort-int8-dynamic": QuantSpec("int8", granularity="per-tensor", symmetric=True),  # activations dynamic
-    "torchao-int8": QuantSpec("int8", granularity="per-channel", symmetric=True),  # activations dynamic
-}
 
 
 def claimed_spec(backend: str) -> QuantSpec:
     """The fake-quant spec ``backend``'s artifact claims to be: fp32, fp16, or W8A8 per-channel (static int8)."""
-    if backend in CLAIMS:
-        return CLAIMS[backend]
-    return QuantSpec("fp32") if BACKEND_PRECISIONS[backend] == "fp32" else W8A8
+    from quarl_bench.deploy.registry import backend as registered
+
+    entry = registered(backend)
+    if entry.claims is not None:
+        return entry.claims
+    return QuantSpec("fp32") if entry.precision == "fp32" else W8A8
 
 
 def parity(

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from quarl_bench.deploy.backends import W8A8_BACKENDS
+from quarl_bench.deploy.registry import W8A8_BACKENDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.methods.ptq import AgentEvaluation
@@ -97,7 +97,7 @@ _artifacts: dict[tuple[str, QuantSpec], tuple[Any, float]] = {}
 def built_artifact(agent, spec: QuantSpec, sample: np.ndarray, calibration: np.ndarray | None) -> tuple[Any, float]:
     """``spec.backend``'s artifact of the agent and the seconds its build took. Artifacts calibrated on the fixed
     W8A8 states (and fp32 ones) do not depend on the job, so each is built once per process and agent."""
-    from quarl_bench.deploy.backends import W8A8_BACKENDS, build
+    from quarl_bench.deploy.backends import build
     from quarl_bench.deploy.export import deployable, split_normalizer
 
     key = (agent.ref.content_hash, spec)

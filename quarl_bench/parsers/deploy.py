@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.deploy.registry import BACKENDS
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -13,9 +14,6 @@ from quarl_bench.parsers.arguments import (
     add_store,
     positive_int,
 )
-from quarl_bench.types import BACKEND_PRECISIONS
-
-BACKENDS = tuple(BACKEND_PRECISIONS)
 
 
 def add_deploy(commands: Subcommands) -> None:

@@ -1,0 +1,18 @@
+"""``c-int8``: ``policy.h`` + ``policy.c``, dependency-free C99 for MLP policies (``deploy/c_int8.py``), compiled by
+the system C compiler (checked when the backend is asked for) and called through ``ctypes``; calibrated on the W8A8
+fake-quant policy's calibration states."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quarl_bench.deploy.registry import Backend, register_backend
+
+
+def build(module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
+    from quarl_bench.deploy.backends import edge_artifact
+
+    return edge_artifact("c-int8", module, sample, network_states)
+
+
+register_backend(Backend("c-int8", "int8", "c", "deploy", (), f"{__name__}:build", w8a8_states=True, torch_only=True))

@@ -1,0 +1,65 @@
+"""ONNX Runtime backends on the policy's ONNX export: ``ort-fp32``; ``ort-fp16`` (onnxruntime's float16 converter, I/O
+kept fp32/uint8); ``ort-int8-dynamic`` (``quantize_dynamic``: int8 weights, activations quantized at run time,
+MatMul/Gemm only); ``ort-int8-static`` (``quantize_static`` in QDQ, weights per channel, activation ranges calibrated
+on observations the fp32 agent visits; vector observations keep the first layer in fp32, see
+``deploy/backends.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quarl_bench.deploy.registry import Backend, register_backend
+from quarl_bench.types import QuantSpec
+
+ORT = ("onnx", "onnxruntime")
+
+
+def _onnx(module: Any, sample: Any) -> bytes:
+    from quarl_bench.deploy.export import to_onnx
+
+    return to_onnx(module, sample)  # an ONNX policy: its own graph
+
+
+def build_fp32(module: Any, sample: Any, *_: Any) -> Any:
+    from quarl_bench.deploy.backends import Artifact
+
+    return Artifact("ort-fp32", "onnx", _onnx(module, sample))
+
+
+def build_fp16(module: Any, sample: Any, *_: Any) -> Any:
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    from quarl_bench.deploy.backends import Artifact
+
+    model = convert_float_to_float16(onnx.load_from_string(_onnx(module, sample)), keep_io_types=True)
+    return Artifact("ort-fp16", "onnx", model.SerializeToString())
+
+
+def build_dynamic(module: Any, sample: Any, *_: Any) -> Any:
+    from quarl_bench.deploy.backends import Artifact, ort_int8
+
+    return Artifact("ort-int8-dynamic", "onnx", ort_int8("ort-int8-dynamic", _onnx(module, sample), None, "minmax"))
+
+
+def build_static(module: Any, sample: Any, calibration: Any, calibration_method: str, *_: Any) -> Any:
+    from quarl_bench.deploy.backends import Artifact, ort_int8
+
+    graph = ort_int8("ort-int8-static", _onnx(module, sample), calibration, calibration_method)
+    return Artifact("ort-int8-static", "onnx", graph)
+
+
+register_backend(Backend("ort-fp32", "fp32", "onnx", "deploy", ORT, f"{__name__}:build_fp32"))
+register_backend(Backend("ort-fp16", "fp16", "onnx", "deploy", ORT, f"{__name__}:build_fp16", QuantSpec("fp16")))
+register_backend(
+    Backend(
+        "ort-int8-dynamic",
+        "int8",
+        "onnx",
+        "deploy",
+        ORT,
+        f"{__name__}:build_dynamic",
+        QuantSpec("int8", granularity="per-tensor", symmetric=True),  # activations dynamic
+    )
+)
+register_backend(Backend("ort-int8-static", "int8", "onnx", "deploy", ORT, f"{__name__}:build_static", calibrated=True))
