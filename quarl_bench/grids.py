@@ -163,7 +163,7 @@ def load_study(path: str | Path) -> Study:
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
     from quarl_bench.config import grid_file, missing_grid
-    from quarl_bench.methods.protocol import method_names
+    from quarl_bench.method_names import method_names
     from quarl_bench.zoo.envs import env_with_packages
 
     path = grid_file(path)

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from quarl_bench.precision import precision
-from quarl_bench.quant.rounding import NEAREST, rounding_label
+from quarl_bench.rounding import NEAREST, rounding_label
 from quarl_bench.types import QuantSpec
 
 MX_METHOD = "MX (mxfp8/6/4)"

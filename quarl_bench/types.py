@@ -87,7 +87,7 @@ class QuantSpec:
         self._normalise_layer_precisions()
         self._normalise_recipe()
         if self.method == "deploy":
-            from quarl_bench.deploy.registry import backend, backend_names  # the registry: no torch at import
+            from quarl_bench.backend_registry import backend, backend_names  # the registry: no torch at import
 
             if self.backend not in backend_names():
                 raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(backend_names())}")
@@ -110,7 +110,7 @@ class QuantSpec:
                 object.__setattr__(self, "calibration_method", "")
         if self.granularity not in GRANULARITIES:
             raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
-        from quarl_bench.methods.protocol import method_names  # the method registry: no torch, no circle at load
+        from quarl_bench.method_names import method_names  # the method registry's names (imports nothing)
 
         if self.method not in method_names():
             raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(method_names())}")
@@ -156,7 +156,7 @@ class QuantSpec:
             object.__setattr__(self, name, "" if value == "fp32" else value)
         if self.group_size and self.group_size not in GROUP_SIZES:
             raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
-        from quarl_bench.quant.rounding import rounding_names  # the rounding registry: no torch at import
+        from quarl_bench.rounding import rounding_names  # the rounding registry: no torch at import
 
         if self.ptq not in rounding_names():
             raise QuarlError(f"bad ptq method {self.ptq!r}: expected one of {', '.join(rounding_names())}")
@@ -358,7 +358,7 @@ class Job:
                 del fields[name]
         fields["spec"] = self.spec.identity()
         if self.spec.calibrated:
-            from quarl_bench.quant.rounding import rounding
+            from quarl_bench.rounding import rounding
 
             fields["calibration"] = {"seed": CALIBRATION_SEED, "sampling": CALIBRATION_SAMPLING}
             if self.spec.ptq != "rtn":

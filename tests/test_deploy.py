@@ -200,11 +200,11 @@ def toy_build(module, sample, calibration, calibration_method, network_states):
 def test_a_backend_is_one_registration(monkeypatch) -> None:
     """What a target module does (``deploy/targets/``): one Backend, and specs, parity claims, the requirement check
     and the build dispatch take it by name."""
-    from quarl_bench.deploy import registry
+    from quarl_bench import backend_registry as registry
     from quarl_bench.deploy.parity import claimed_spec
 
     monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
-    toy = registry.Backend("toy-fp16", "fp16", "onnx", "deploy", (), f"{__name__}:toy_build", QuantSpec("fp16"))
+    toy = registry.Backend("toy-fp16", "fp16", "onnx", "deploy", (), f"{__name__}:toy_build", {"precision": "fp16"})
     registry.register_backend(toy)
     spec = QuantSpec(method="deploy", backend="toy-fp16")
     assert spec.precision == "fp16" and claimed_spec("toy-fp16") == QuantSpec("fp16")

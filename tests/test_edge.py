@@ -180,7 +180,7 @@ def test_a_failed_gate_writes_nothing_unless_allowed(cli, zoo: Path, tmp_path: P
 def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
     from dataclasses import replace
 
-    from quarl_bench.deploy import registry
+    from quarl_bench import backend_registry as registry
 
     store = ("--store", tmp_path / "q.sqlite")
     cnn = ("--algo", "ppo", "--env", "BreakoutNoFrameskip-v4", "--folder", zoo)

@@ -1,5 +1,5 @@
 """Deployment artifacts: what a backend builds (:class:`Artifact`), how a backend is built by name
-(:func:`build`, through the backend registry ``deploy/registry.py`` and its modules ``deploy/targets/``), how an
+(:func:`build`, through the backend registry ``backend_registry.py`` and its modules ``deploy/targets/``), how an
 artifact runs (:func:`runner`), and the builders several backends share (ONNX Runtime's int8 quantizers, the edge
 and C artifacts).
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quarl_bench.deploy.registry import backend as registered
+from quarl_bench.backend_registry import backend as registered
 from quarl_bench.errors import QuarlError
 
 FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy.ts.pt", "tflite": "policy.tflite", "pte": "policy.pte"}
@@ -100,8 +100,8 @@ def build(
         normalisation): backends with ``w8a8_states`` (``litert-int8``, ``executorch-int8``, ``c-int8``) take them.
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
+    from quarl_bench.backend_registry import onnx_capable
     from quarl_bench.deploy.export import GraphPolicy
-    from quarl_bench.deploy.registry import onnx_capable
 
     require_backend(name)
     entry = registered(name)

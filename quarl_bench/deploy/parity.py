@@ -37,11 +37,11 @@ W8A8 = QuantSpec(
 
 def claimed_spec(backend: str) -> QuantSpec:
     """The fake-quant spec ``backend``'s artifact claims to be: fp32, fp16, or W8A8 per-channel (static int8)."""
-    from quarl_bench.deploy.registry import backend as registered
+    from quarl_bench.backend_registry import backend as registered
 
     entry = registered(backend)
     if entry.claims is not None:
-        return entry.claims
+        return QuantSpec(**entry.claims)
     return QuantSpec("fp32") if entry.precision == "fp32" else W8A8
 
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from quarl_bench.deploy.registry import W8A8_BACKENDS
+from quarl_bench.backend_registry import W8A8_BACKENDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.methods.ptq import AgentEvaluation

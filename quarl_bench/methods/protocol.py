@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.method_names import METHOD_MODULES, REGISTERED, method_names
 
 if TYPE_CHECKING:
     from quarl_bench.types import AgentRef, EvalResult, Job
@@ -74,28 +75,7 @@ class OfAgent:
 
 
 _HANDLERS: dict[type, Handler] = {}
-_BY_NAME: dict[str, type] = {}  # method name -> its config type (the first registered under that name)
 _EVALUATORS: dict[str, Callable[..., EvalResult]] = {}  # spec method -> how one job of it is evaluated
-# Method name -> the module that registers it (its handler, its job evaluator), imported when the method is first
-# named or run (torch, rl-zoo3 and Ray stay unimported until then). The names a spec, a job and a grid accept are
-# these and every method registered since: a new method is one module, imported before it is named, or a line here.
-METHOD_MODULES = {
-    "ptq": "quarl_bench.methods.ptq",
-    "mixed": "quarl_bench.methods.ptq",  # a per-layer allocation (``quarl-bench mixed``), evaluated as PTQ
-    "random": "quarl_bench.methods.random_policy",  # the uniform-random policy: the 0 of normalised scores
-    "deploy": "quarl_bench.methods.deploy",
-    "qat": "quarl_bench.methods.qat",
-    "amp": "quarl_bench.methods.amp",
-    "rollout": "quarl_bench.methods.rollout",
-    "actorq": "quarl_bench.methods.actorq",
-    "fidelity": "quarl_bench.methods.fidelity",
-    "harden": "quarl_bench.methods.harden",
-}
-
-
-def method_names() -> tuple[str, ...]:
-    """Every method name a spec, a job or a grid may carry: the built-in ones and those registered since."""
-    return tuple(dict.fromkeys([*METHOD_MODULES, *_BY_NAME]))
 
 
 def register(config_type: type, named: bool = True) -> Callable[[type], type]:
@@ -107,8 +87,8 @@ def register(config_type: type, named: bool = True) -> Callable[[type], type]:
     def decorate(handler_class: type) -> type:
         _HANDLERS[config_type] = handler_class()
         method = getattr(config_type, "method", None)
-        if named and method and method not in _BY_NAME:
-            _BY_NAME[method] = config_type
+        if named and method and method not in REGISTERED:
+            REGISTERED[method] = config_type
         return handler_class
 
     return decorate
@@ -126,7 +106,7 @@ def register_evaluator(method: str) -> Callable[[Callable[..., EvalResult]], Cal
 
 
 def _import_method(method: str) -> None:
-    if method in METHOD_MODULES and method not in _BY_NAME and method not in _EVALUATORS:
+    if method in METHOD_MODULES and method not in REGISTERED and method not in _EVALUATORS:
         importlib.import_module(METHOD_MODULES[method])
 
 
@@ -144,9 +124,9 @@ def config_type(method: str) -> type:
     :raises QuarlError: naming the method and the registered ones.
     """
     _import_method(method)
-    if method not in _BY_NAME:
+    if method not in REGISTERED:
         raise QuarlError(f"no method named {method!r} is registered: expected one of {', '.join(method_names())}")
-    return _BY_NAME[method]
+    return REGISTERED[method]
 
 
 def handler(config: Any) -> Handler:

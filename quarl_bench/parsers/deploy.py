@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.deploy.registry import BACKENDS
+from quarl_bench.backend_registry import BACKENDS
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from quarl_bench.deploy.registry import INT8_BACKENDS  # noqa: E402
+from quarl_bench.backend_registry import INT8_BACKENDS  # noqa: E402
 from quarl_bench.report.objects import Figure, Table  # noqa: E402
 from quarl_bench.report.plots import file_label  # noqa: E402
 

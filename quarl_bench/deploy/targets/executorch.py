@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.deploy.registry import Backend, register_backend
+from quarl_bench.backend_registry import Backend, register_backend
 
 EXECUTORCH = ("executorch",)
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.deploy.registry import Backend, register_backend
-from quarl_bench.types import QuantSpec
+from quarl_bench.backend_registry import Backend, register_backend
 
 ORT = ("onnx", "onnxruntime")
 
@@ -50,7 +49,7 @@ def build_static(module: Any, sample: Any, calibration: Any, calibration_method:
 
 
 register_backend(Backend("ort-fp32", "fp32", "onnx", "deploy", ORT, f"{__name__}:build_fp32"))
-register_backend(Backend("ort-fp16", "fp16", "onnx", "deploy", ORT, f"{__name__}:build_fp16", QuantSpec("fp16")))
+register_backend(Backend("ort-fp16", "fp16", "onnx", "deploy", ORT, f"{__name__}:build_fp16", {"precision": "fp16"}))
 register_backend(
     Backend(
         "ort-int8-dynamic",
@@ -59,7 +58,7 @@ register_backend(
         "deploy",
         ORT,
         f"{__name__}:build_dynamic",
-        QuantSpec("int8", granularity="per-tensor", symmetric=True),  # activations dynamic
+        {"precision": "int8", "granularity": "per-tensor", "symmetric": True},  # activations dynamic
     )
 )
 register_backend(Backend("ort-int8-static", "int8", "onnx", "deploy", ORT, f"{__name__}:build_static", calibrated=True))

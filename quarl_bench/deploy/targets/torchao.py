@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.deploy.registry import Backend, register_backend
-from quarl_bench.types import QuantSpec
+from quarl_bench.backend_registry import Backend, register_backend
 
 
 def build(module: Any, *_: Any) -> Any:
@@ -39,7 +38,7 @@ register_backend(
         "deploy",
         ("torchao",),
         f"{__name__}:build",
-        QuantSpec("int8", granularity="per-channel", symmetric=True),  # activations dynamic
+        {"precision": "int8", "granularity": "per-channel", "symmetric": True},  # activations dynamic
         torch_only=True,
     )
 )

@@ -1,5 +1,5 @@
 """The registry of deployment backends: one :class:`Backend` per name, each registered by one module of
-``deploy/targets/`` with every fact about it (the precision it runs at, the artifact kind it builds, the extra and
+``deploy/targets/`` (imported by name: this registry sits low in the house, since specs validate against it) with every fact about it (the precision it runs at, the artifact kind it builds, the extra and
 modules it needs, the fake-quant spec it claims, how it calibrates, whether it needs a torch policy, and its build
 function). ``deploy``, ``export``, ``table4``, the parity gate and the store ask this registry, never a name list.
 A new backend of an existing artifact kind (ONNX, TorchScript, ``.tflite``, ``.pte``, C) is one module there; a new
@@ -11,6 +11,7 @@ Importable without torch: the target modules import their toolchains inside thei
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ class Backend:
     :param modules: the Python modules it needs (a C compiler is checked by the C backends themselves).
     :param build: ``module:function`` building its :class:`~quarl_bench.deploy.backends.Artifact` from
         ``(module, sample, calibration, calibration_method, network_states)``.
-    :param claims: the fake-quant spec its artifact claims to be; None: fp32 for an fp32 backend, else W8A8.
+    :param claims: the fake-quant spec its artifact claims to be, as ``QuantSpec`` keyword arguments; None: fp32
+        for an fp32 backend, else W8A8 (``deploy/parity.py``).
     :param w8a8_states: it calibrates on the W8A8 fake-quant policy's calibration states (``network_states``).
     :param torch_only: it needs a torch policy (an ONNX policy is refused, naming the backends that take one).
     :param calibrated: it calibrates on observations the fp32 agent visits (``--calibration-states``,
@@ -44,7 +46,7 @@ class Backend:
     extra: str
     modules: tuple[str, ...]
     build: str
-    claims: Any = None
+    claims: dict[str, Any] | None = None
     w8a8_states: bool = False
     torch_only: bool = False
     calibrated: bool = False
@@ -83,10 +85,16 @@ def onnx_capable() -> tuple[str, ...]:
     return tuple(b.name for b in _BACKENDS.values() if not b.torch_only)
 
 
-from quarl_bench.deploy import targets  # noqa: E402  (every target module registers its backends)
+def _load_targets() -> None:
+    """Import every module of ``deploy/targets/`` (each registers its backends), the built-in families first."""
+    package = "quarl_bench.deploy.targets"
+    targets = importlib.import_module(package)
+    found = pkgutil.iter_modules(importlib.util.find_spec(package).submodule_search_locations)
+    for module in sorted(found, key=lambda m: targets.position(m.name)):
+        importlib.import_module(f"{package}.{module.name}")
 
-for _module in sorted(pkgutil.iter_modules(targets.__path__), key=lambda m: targets.position(m.name)):
-    importlib.import_module(f"{targets.__name__}.{_module.name}")
+
+_load_targets()
 
 BACKENDS = backend_names()
 BACKEND_PRECISIONS = {b.name: b.precision for b in _BACKENDS.values()}
