@@ -94,6 +94,18 @@ def loaded_agent(ref: AgentRef) -> LoadedAgent:
     return _loaded[ref]
 
 
+class TrainedAgentEvaluation(AgentEvaluation):
+    """:class:`AgentEvaluation` of an agent the method trains first (``train``), or finds in the cache."""
+
+    remote = False  # the trained agent goes to this machine's cache
+
+    def train(self, config: Any, cache: Any) -> AgentRef:
+        raise NotImplementedError
+
+    def agent(self, work: Work) -> AgentRef:
+        return self.train(work.config, work.cache)
+
+
 @register(PTQConfig)
 class PTQHandler(AgentEvaluation):
     pass
