@@ -39,6 +39,7 @@ def hub_repo(run_dir: Path, algo: str, env_id: str) -> dict[str, bytes]:
 def quarl_bench(*args: object, endpoint: str, home: Path) -> subprocess.CompletedProcess:
     env = os.environ | {"HF_ENDPOINT": endpoint, "HF_HOME": str(home / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
     env.pop("TRUST_REMOTE_CODE", None)
+    env.pop("QUARL_ZOO", None)  # a zoo named by the environment would answer before the hub
     exe = Path(sys.executable).with_name("quarl-bench")
     return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, env=env, timeout=600, cwd=home)
 
