@@ -86,3 +86,11 @@ def test_bad_executor_flags_are_one_line(cli, tmp_path: Path) -> None:
     code, _, err = cli("certify", "--env", "CartPole-v1", "--workers", "0", "--store", store)
     assert code == 2 and "--workers" in err and "positive integer" in err
     assert not store.exists()
+
+
+def test_an_unreachable_ray_address_is_one_line_and_stores_nothing(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "-f", zoo, "--store", store)
+    code, _, err = cli("certify", *agent, "--executor", "ray", "--address", "127.0.0.1:1")
+    assert code == 2 and "cannot reach the Ray cluster at '127.0.0.1:1'" in err and len(err.strip().splitlines()) == 1
+    assert not store.exists()
