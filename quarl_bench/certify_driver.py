@@ -18,6 +18,7 @@ from typing import Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.executors import Executor
+from quarl_bench.methods.agent_evaluation import PlannedJobs
 from quarl_bench.methods.certification_result import VERDICT_FIELDS
 from quarl_bench.methods.certify import (
     Certifier,
@@ -29,7 +30,6 @@ from quarl_bench.methods.certify import (
     verdict_key,
     walk_family,
 )
-from quarl_bench.methods.ptq import PlannedJobs
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, Job
 from quarl_bench.work import Work

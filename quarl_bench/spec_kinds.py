@@ -4,7 +4,6 @@ store's ``spec_json``), so reports group and name rows by those fields, never by
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from functools import lru_cache
 from typing import Any
 
@@ -26,8 +25,10 @@ def _spec(text: str) -> QuantSpec:
 
 
 def spec_json(spec: QuantSpec) -> str:
-    """Every field of a spec as JSON (what the store keeps; :func:`spec_of` reads it back)."""
-    return json.dumps(asdict(spec), sort_keys=True)
+    """A spec as the store keeps it, in both the results and the verdicts table: its identity (the fields its job
+    key records; :meth:`QuantSpec.identity`) as JSON. :func:`spec_of` reads it back, and also the every-field form
+    that rows stored before kept (the fields it leaves out are at their defaults)."""
+    return json.dumps(spec.identity(), sort_keys=True)
 
 
 def spec_extras(spec: QuantSpec) -> list[str]:

@@ -14,8 +14,8 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
 from quarl_bench.methods.protocol import register
-from quarl_bench.methods.ptq import TrainedAgentEvaluation
 from quarl_bench.provenance import TRAINING_RECORD
 from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef

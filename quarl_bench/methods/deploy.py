@@ -16,8 +16,8 @@ import numpy as np
 
 from quarl_bench.backend_registry import W8A8_BACKENDS
 from quarl_bench.errors import QuarlError
+from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
-from quarl_bench.methods.ptq import AgentEvaluation
 from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, EvalResult, Job, QuantSpec
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
