@@ -113,9 +113,10 @@ def _import_method(method: str) -> None:
 def evaluator(method: str) -> Callable[..., EvalResult]:
     """How one job of spec method ``method`` is evaluated on a loaded agent (its registered evaluator, else PTQ's)."""
     _import_method(method)
-    if method not in _EVALUATORS:
-        importlib.import_module(METHOD_MODULES["ptq"])
-    return _EVALUATORS.get(method, _EVALUATORS["ptq"])
+    if method in _EVALUATORS:
+        return _EVALUATORS[method]
+    importlib.import_module(METHOD_MODULES["ptq"])
+    return _EVALUATORS["ptq"]
 
 
 def config_type(method: str) -> type:
