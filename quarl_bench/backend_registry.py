@@ -31,7 +31,8 @@ class Backend:
     :param extra: the quarl-bench extra that installs what it needs.
     :param modules: the Python modules it needs (a C compiler is checked by the C backends themselves).
     :param build: ``module:function`` building its :class:`~quarl_bench.deploy.backends.Artifact` from
-        ``(module, sample, calibration, calibration_method, network_states)``.
+        ``(name, module, sample, calibration, calibration_method, network_states)`` (one function may build several
+        backends of a family by their name).
     :param claims: the fake-quant spec its artifact claims to be, as ``QuantSpec`` keyword arguments; None: fp32
         for an fp32 backend, else W8A8 (``deploy/parity.py``).
     :param w8a8_states: it calibrates on the W8A8 fake-quant policy's calibration states (``network_states``).

@@ -48,9 +48,11 @@ class Decided:
 
 @dataclass
 class Outcome:
-    """What a request's certification found: δ's scale set, and each verdict in walk order."""
+    """What a request's certification found: δ's scale set, and each verdict in walk order; ``certifier`` the plan
+    that decided them (its test reads the stored rows again)."""
 
     request: CertifyRequest
+    certifier: Certifier
     scale: Scale | None = None
     decided: list[Decided] = field(default_factory=list)
 
@@ -75,7 +77,6 @@ def certify_all(
     store: ResultStore,
     executor: Executor,
     driver: dict[str, Any],
-    cache: Any = None,
     force: bool = False,
     on_verdict: VerdictCallback | None = None,
 ) -> list[Outcome]:
@@ -87,12 +88,9 @@ def certify_all(
     :raises QuarlError: for bad settings (before anything runs), or a batch that failed (a return outside the
         bounds): the first such error ends the run, with the verdicts decided so far stored.
     """
-    from pathlib import Path
-
     certifiers = [Certifier(r.ref, r.settings, r.baseline) for r in requests]  # bad settings: before any work
-    outcomes = [Outcome(request) for request in requests]
+    outcomes = [Outcome(request, certifier) for request, certifier in zip(requests, certifiers, strict=True)]
     waiting: dict[str, list[_Walk]] = {}
-    cache_path = Path(cache) if cache is not None else Path("results/agents")
 
     def rows_of(need: Need) -> dict[str, Any]:
         found = {job.key: store.get(job.key) for job in need.jobs}
@@ -100,7 +98,7 @@ def certify_all(
 
     def submit(job: Job, certifier: Certifier) -> None:
         config = PlannedJobs(certifier.agent_of(job), (job,), certifier.checked_bounds)
-        executor.submit(Work(config, cache=cache_path, driver=driver))
+        executor.submit(Work(config, driver=driver))  # an agent already resolved: no cache is read
 
     def advance(walk: _Walk, sent: Any) -> None:
         """Run ``walk`` until it waits for jobs in flight, or ends."""
@@ -126,14 +124,15 @@ def certify_all(
             for job in missing:
                 if job.key not in waiting:
                     waiting[job.key] = []
-                    submit(job, certifiers[walk.request])
+                    submit(job, outcomes[walk.request].certifier)
                 waiting[job.key].append(walk)
             return
 
     def ended(walk: _Walk, value: Any) -> None:
         if walk.ladder >= 0:
             return
-        outcome, certifier = outcomes[walk.request], certifiers[walk.request]
+        outcome = outcomes[walk.request]
+        certifier = outcome.certifier
         outcome.scale = value
         for number, ladder in enumerate(outcome.request.ladders):
             steps = ladder_walk(certifier, outcome.request, number, ladder, value, store, driver, force)

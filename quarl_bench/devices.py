@@ -30,4 +30,4 @@ def one_torch_thread() -> None:
 
     silence_library_warnings()
     torch.set_num_threads(1)
-    threadpool_limits(1)  # BLAS and OpenMP, for the rest of this process
+    threadpool_limits(1)  # BLAS and OpenMP, each call (~1 ms): a work may have loaded another pool since the last

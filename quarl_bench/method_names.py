@@ -22,6 +22,11 @@ METHOD_MODULES = {
 }
 
 
+# Spec methods evaluated as PTQ of an existing agent: a grid's cells of these are grouped by agent (one work per agent
+# and worker), every other method's cell is a run of its own (its config's ``from_cell``).
+PTQ_METHODS = ("ptq", "mixed")
+
+
 def method_names() -> tuple[str, ...]:
     """Every method name a spec, a job or a grid may carry: the built-in ones and those registered since."""
     return tuple(dict.fromkeys([*METHOD_MODULES, *REGISTERED]))

@@ -191,7 +191,7 @@ def test_a_backend_that_cannot_run_says_why_and_the_others_run(cli, zoo: Path, t
     assert sorted(load_results(store)["backend"]) == ["ort-fp16", "torch-fp32"]
 
 
-def toy_build(module, sample, calibration, calibration_method, network_states):
+def toy_build(name, module, sample, calibration, calibration_method, network_states):
     from quarl_bench.deploy.backends import Artifact
 
     return Artifact("toy-fp16", "onnx", b"toy", meta=(("module", module), ("sample", sample)))

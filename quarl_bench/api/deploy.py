@@ -217,7 +217,7 @@ def certify_artifact(
     mean returns with their confidence bounds."""
     from quarl_bench.certify_driver import certify_all
     from quarl_bench.executors import make_executor
-    from quarl_bench.methods.certify import FP32, Certifier, CertifyRequest, Ladder, Question
+    from quarl_bench.methods.certify import FP32, CertifyRequest, Ladder, Question
     from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.provenance import driver_provenance
 
@@ -238,12 +238,11 @@ def certify_artifact(
         )
 
     step(f"certifying the closed-loop reward against {spec_text(FP32)} and {spec_text(claimed)}")
-    outcome = certify_all([request], store, make_executor("local", store, 1), driver_provenance(), on_verdict=decided)[
-        0
-    ]
-    test = Certifier(ref, config).test
+    executor = make_executor("local", store, 1)
+    [outcome] = certify_all([request], store, executor, driver_provenance(), on_verdict=decided)
     against_fp32, against_claimed = (
-        _closed_loop(found.row, questions[found.question], store, test) for found in outcome.verdict_rows()
+        _closed_loop(found.row, questions[found.question], store, outcome.certifier.test)
+        for found in outcome.verdict_rows()
     )
     return {
         "guarantee": against_fp32["guarantee"],

@@ -144,8 +144,6 @@ def certify_agent(
             raise QuarlError("certify_agent on a policy file needs env: expected an env id such as 'CartPole-v1'")
         model = resolve(AgentQuery(env, model=str(model)))
     specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
-    if baseline is not None and not any(spec.is_identity for spec in specs):
-        specs = (QuantSpec("fp32"), *specs)
     if isinstance(store, ResultStore):
         return _certify_in(model, specs, config, store, force, on_verdict, baseline)
     with ResultStore(store or DEFAULT_STORE) as opened:
@@ -299,13 +297,16 @@ def certify_specs(
 
 
 def certify_request(ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None) -> Any:
-    """One agent's certification: its specs walked by family, each widest first; α split over the families."""
+    """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
+    first, alone); α split over the families."""
     from quarl_bench.methods.certify import CertifyRequest, ladders
 
     if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):  # before any row is stored
         from quarl_bench.quant.quantize import ONNX_REFUSAL
 
         raise QuarlError(ONNX_REFUSAL)
+    if baseline is not None and not any(spec.is_identity for spec in specs):
+        specs = (QuantSpec("fp32"), *specs)
     walks = ladders(tuple(specs), keep_fp32=baseline is not None)
     return CertifyRequest(ref, walks, config, baseline, families=len(walks))
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.extras import require
+from quarl_bench.method_names import PTQ_METHODS
 
 
 @dataclass
@@ -121,7 +122,7 @@ def with_eval_seeds(cells: list[Any], seeds: Sequence[int] | None) -> list[Any]:
     run each (QAT's training seeds) stay."""
     if not seeds:
         return cells
-    seeded = [replace(cell, seed=seed) if cell.method == "ptq" else cell for cell in cells for seed in seeds]
+    seeded = [replace(cell, seed=seed) if cell.method in PTQ_METHODS else cell for cell in cells for seed in seeds]
     return list(dict.fromkeys(seeded))
 
 
@@ -152,8 +153,9 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
         if (config := cell_config(cell)) is not None:
             work = Work(config, EvalSettings(cell.episodes, 0), sources.cache)
             method = handler(config)
-            found = getattr(method, "found", method.agent)(work)
-            jobs = method.jobs(work, found) if found is not None or not hasattr(method, "found") else []
+            finder = getattr(method, "found", None)  # a training method's agent where trained; nothing is trained
+            agent = finder(work) if finder else method.agent(work)
+            jobs = [] if finder and agent is None else method.jobs(work, agent)
         else:
             ref = ptq_agent(cell)
             jobs = build_jobs(ref, [cell.spec], EvalSettings(cell.episodes, cell.seed)) if ref is not None else []

@@ -54,7 +54,6 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.parsers.arguments import check_executor, guarantee_options, spec_from_args
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.report.console import certification_table, verdict_line
-    from quarl_bench.types import QuantSpec
 
     config = CertifyConfig(
         args.tolerance,
@@ -85,8 +84,6 @@ def certify(args: argparse.Namespace) -> int:
                 console.print(f"{escape(ref_title(ref))} against the parent's fp32: {escape(ref_title(baseline))}")
             bounds = grid_bounds.get(ref.env_id) if config.return_bounds is None else None
             agent_config = replace(config, return_bounds=bounds) if bounds else config
-            if baseline is not None and not any(spec.is_identity for spec in agent_specs):
-                agent_specs = (QuantSpec("fp32"), *agent_specs)
             requests.append(certify_request(ref, agent_specs, agent_config, baseline))
         several = len(requests) > 1
 

@@ -109,7 +109,7 @@ def build(
         raise QuarlError(
             f"backend {name} needs a torch policy: expected one of {', '.join(onnx_capable())} for an ONNX model"
         )
-    return entry.builder()(module, sample, calibration, calibration_method, network_states)
+    return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
 
 
 def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.ndarray | None) -> Artifact:

@@ -322,11 +322,6 @@ def walk_family(spec: QuantSpec) -> str:
     return "fp32" if spec.is_identity else family(spec)
 
 
-def count_families(specs: Any) -> int:
-    """How many families one certify call walks (its α is split over them)."""
-    return len({walk_family(s) for s in specs})
-
-
 def verdict_key(
     ref: AgentRef,
     spec: QuantSpec,

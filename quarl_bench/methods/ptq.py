@@ -18,6 +18,7 @@ from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
+from quarl_bench.method_names import PTQ_METHODS
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.provenance import agent_provenance
@@ -29,8 +30,6 @@ from quarl_bench.zoo.agents import LoadedAgent
 
 if TYPE_CHECKING:
     pass
-
-PTQ_METHODS = ("ptq", "mixed")
 
 
 @dataclass(frozen=True)

@@ -10,21 +10,13 @@ from quarl_bench.backend_registry import Backend, register_backend
 EXECUTORCH = ("executorch",)
 
 
-def build_fp32(module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
+def build(name: str, module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
     from quarl_bench.deploy.backends import edge_artifact
 
-    return edge_artifact("executorch-fp32", module, sample, network_states)
+    return edge_artifact(name, module, sample, network_states)
 
 
-def build_int8(module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
-    from quarl_bench.deploy.backends import edge_artifact
-
-    return edge_artifact("executorch-int8", module, sample, network_states)
-
-
-register_backend(
-    Backend("executorch-fp32", "fp32", "pte", "edge", EXECUTORCH, f"{__name__}:build_fp32", torch_only=True)
-)
+register_backend(Backend("executorch-fp32", "fp32", "pte", "edge", EXECUTORCH, f"{__name__}:build", torch_only=True))
 register_backend(
     Backend(
         "executorch-int8",
@@ -32,7 +24,7 @@ register_backend(
         "pte",
         "edge",
         (*EXECUTORCH, "torchao"),
-        f"{__name__}:build_int8",
+        f"{__name__}:build",
         w8a8_states=True,
         torch_only=True,
     )

@@ -10,19 +10,13 @@ from quarl_bench.backend_registry import Backend, register_backend
 LITERT = ("litert_torch", "ai_edge_litert")
 
 
-def build_fp32(module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
+def build(name: str, module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
     from quarl_bench.deploy.backends import edge_artifact
 
-    return edge_artifact("litert-fp32", module, sample, network_states)
+    return edge_artifact(name, module, sample, network_states)
 
 
-def build_int8(module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
-    from quarl_bench.deploy.backends import edge_artifact
-
-    return edge_artifact("litert-int8", module, sample, network_states)
-
-
-register_backend(Backend("litert-fp32", "fp32", "tflite", "edge", LITERT, f"{__name__}:build_fp32", torch_only=True))
+register_backend(Backend("litert-fp32", "fp32", "tflite", "edge", LITERT, f"{__name__}:build", torch_only=True))
 register_backend(
     Backend(
         "litert-int8",
@@ -30,7 +24,7 @@ register_backend(
         "tflite",
         "edge",
         (*LITERT, "torchao"),
-        f"{__name__}:build_int8",
+        f"{__name__}:build",
         w8a8_states=True,
         torch_only=True,
     )

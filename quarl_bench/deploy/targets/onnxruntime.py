@@ -19,13 +19,13 @@ def _onnx(module: Any, sample: Any) -> bytes:
     return to_onnx(module, sample)  # an ONNX policy: its own graph
 
 
-def build_fp32(module: Any, sample: Any, *_: Any) -> Any:
+def build_fp32(_name: str, module: Any, sample: Any, *_: Any) -> Any:
     from quarl_bench.deploy.backends import Artifact
 
     return Artifact("ort-fp32", "onnx", _onnx(module, sample))
 
 
-def build_fp16(module: Any, sample: Any, *_: Any) -> Any:
+def build_fp16(_name: str, module: Any, sample: Any, *_: Any) -> Any:
     import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
@@ -35,17 +35,11 @@ def build_fp16(module: Any, sample: Any, *_: Any) -> Any:
     return Artifact("ort-fp16", "onnx", model.SerializeToString())
 
 
-def build_dynamic(module: Any, sample: Any, *_: Any) -> Any:
+def build_int8(name: str, module: Any, sample: Any, calibration: Any, calibration_method: str, *_: Any) -> Any:
+    """``ort-int8-dynamic`` or ``ort-int8-static`` (which calibrates on ``calibration``)."""
     from quarl_bench.deploy.backends import Artifact, ort_int8
 
-    return Artifact("ort-int8-dynamic", "onnx", ort_int8("ort-int8-dynamic", _onnx(module, sample), None, "minmax"))
-
-
-def build_static(module: Any, sample: Any, calibration: Any, calibration_method: str, *_: Any) -> Any:
-    from quarl_bench.deploy.backends import Artifact, ort_int8
-
-    graph = ort_int8("ort-int8-static", _onnx(module, sample), calibration, calibration_method)
-    return Artifact("ort-int8-static", "onnx", graph)
+    return Artifact(name, "onnx", ort_int8(name, _onnx(module, sample), calibration, calibration_method))
 
 
 register_backend(Backend("ort-fp32", "fp32", "onnx", "deploy", ORT, f"{__name__}:build_fp32"))
@@ -57,8 +51,8 @@ register_backend(
         "onnx",
         "deploy",
         ORT,
-        f"{__name__}:build_dynamic",
+        f"{__name__}:build_int8",
         {"precision": "int8", "granularity": "per-tensor", "symmetric": True},  # activations dynamic
     )
 )
-register_backend(Backend("ort-int8-static", "int8", "onnx", "deploy", ORT, f"{__name__}:build_static", calibrated=True))
+register_backend(Backend("ort-int8-static", "int8", "onnx", "deploy", ORT, f"{__name__}:build_int8", calibrated=True))

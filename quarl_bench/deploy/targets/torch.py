@@ -8,7 +8,7 @@ from typing import Any
 from quarl_bench.backend_registry import Backend, register_backend
 
 
-def build_torchscript(module: Any, sample: Any, *_: Any) -> Any:
+def build_torchscript(_name: str, module: Any, sample: Any, *_: Any) -> Any:
     import io
 
     import torch

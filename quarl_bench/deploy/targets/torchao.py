@@ -9,7 +9,7 @@ from typing import Any
 from quarl_bench.backend_registry import Backend, register_backend
 
 
-def build(module: Any, *_: Any) -> Any:
+def build(_name: str, module: Any, *_: Any) -> Any:
     import copy
     import io
 
