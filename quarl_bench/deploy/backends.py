@@ -112,6 +112,11 @@ def build(
     return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
 
 
+def build_edge(name: str, module, sample: np.ndarray, _calibration, _method: str, network_states) -> Artifact:
+    """The registry's builder of the LiteRT, ExecuTorch and C backends (``deploy/targets/``)."""
+    return edge_artifact(name, module, sample, network_states)
+
+
 def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.ndarray | None) -> Artifact:
     """A LiteRT, ExecuTorch or C artifact (``backend``), int8 ones calibrated on ``network_states``."""
     from quarl_bench.deploy import edge

@@ -4,15 +4,10 @@ fake-quant policy's calibration states."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from quarl_bench.backend_registry import Backend, register_backend
 
-
-def build(name: str, module: Any, sample: Any, _calibration: Any, _method: str, network_states: Any) -> Any:
-    from quarl_bench.deploy.backends import edge_artifact
-
-    return edge_artifact(name, module, sample, network_states)
-
-
-register_backend(Backend("c-int8", "int8", "c", "deploy", (), f"{__name__}:build", w8a8_states=True, torch_only=True))
+register_backend(
+    Backend(
+        "c-int8", "int8", "c", "deploy", (), "quarl_bench.deploy.backends:build_edge", w8a8_states=True, torch_only=True
+    )
+)
