@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from quarl_bench import AgentQuery, CertifyConfig, QuantSpec, QuarlError, ResultStore, export_artifact, resolve
+from quarl_bench import AgentQuery, CertifyConfig, DeployTarget, QuarlError, ResultStore, export_artifact, resolve
 
 ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "sac", "tqc")
 ENVS = (
@@ -53,7 +53,7 @@ def main() -> None:
                 ref = resolve(AgentQuery(env=env, algo=algo, folder=str(zoo), use_hub=False))
                 done = export_artifact(
                     ref,
-                    QuantSpec(method="deploy", backend="c-int8"),
+                    DeployTarget("c-int8"),
                     Path(folder) / f"{algo}-{env}",
                     store,
                     force=True,

@@ -26,6 +26,7 @@ _API = {
     "EvalResult": "quarl_bench.types",
     "Job": "quarl_bench.types",
     "QuantSpec": "quarl_bench.types",
+    "DeployTarget": "quarl_bench.types",
     "QuarlError": "quarl_bench.errors",
     "ResultStore": "quarl_bench.store",
     "Variant": "quarl_bench.store",

@@ -31,7 +31,7 @@ from quarl_bench.methods.certify import (
     walk_family,
 )
 from quarl_bench.store import ResultStore
-from quarl_bench.types import AgentRef, Job
+from quarl_bench.types import AgentRef, Job, spec_identity
 from quarl_bench.work import Work
 
 
@@ -191,6 +191,7 @@ def ladder_walk(
             reference=question.reference if question.equivalence else None,
             baseline=request.baseline,
             families=request.families,
+            target=question.target,
         )
         family = walk_family(question.spec)
         stored = None if force else store.get_verdict(key)
@@ -199,7 +200,7 @@ def ladder_walk(
             decided = stored["verdict"]
         else:
             found = yield from certifier.certify(
-                question.spec, scale, question.reference, question.equivalence, request.families
+                question.spec, scale, question.reference, question.equivalence, request.families, question.target
             )
             found = replace(found, key=key)
             if stopped:
@@ -225,14 +226,14 @@ def verdict_row(
     where the question names them (export's)."""
     settings = config.identity() | ({"baseline": baseline.content_hash} if baseline is not None else {})
     if question.test:
-        settings |= {"test": question.test, "reference": question.reference.identity()}
+        settings |= {"test": question.test, "reference": spec_identity(question.reference)}
     return {
         "key": found.key,
         "algo": ref.algo,
         "env_id": ref.env_id,
         "agent_hash": ref.content_hash,
         **{name: getattr(found, name) for name in VERDICT_FIELDS},
-        "spec_json": question.spec.identity(),
+        "spec_json": spec_identity(question.spec, question.method, question.target),
         "tolerance": tolerance,
         "settings": settings,
         "rows": list(found.rows),

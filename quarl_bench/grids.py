@@ -8,6 +8,7 @@ at once and how actions are chosen (rl-zoo3's ``enjoy`` rule).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,16 @@ from typing import Any
 import yaml
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import GRANULARITIES, LAYER_MODES, RECIPE_FIELDS, ActionMode, AgentRef, Job, QuantSpec
+from quarl_bench.types import (
+    GRANULARITIES,
+    LAYER_MODES,
+    RECIPE_FIELDS,
+    ActionMode,
+    AgentRef,
+    DeployTarget,
+    Job,
+    QuantSpec,
+)
 from quarl_bench.zoo.algorithms import ALGOS, EPSILON_GREEDY
 from quarl_bench.zoo.ids import FOREIGN_ALGOS
 
@@ -68,36 +78,46 @@ def action_mode(ref: AgentRef) -> ActionMode:
     return ActionMode("sampled")
 
 
-def build_jobs(ref: AgentRef, specs: list[QuantSpec], settings: EvalSettings, method: str = "ptq") -> list[Job]:
+def build_jobs(
+    ref: AgentRef,
+    specs: Sequence[QuantSpec],
+    settings: EvalSettings,
+    method: str = "ptq",
+    targets: Sequence[DeployTarget] = (),
+    mixed: Sequence[QuantSpec] = (),
+) -> list[Job]:
     """Per evaluation seed: the fp32 reference job first, then one job per distinct requested spec (all of
-    ``method``; a ``mixed`` spec keeps its method, its reference is the PTQ fp32 job), then the random policy's job
-    if asked for."""
+    ``method``), per deploy target (method ``deploy``) and per ``mixed`` allocation (method ``mixed``, its
+    reference the PTQ fp32 job), then the random policy's job if asked for."""
     from quarl_bench.zoo.envs import default_eval_envs
 
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
     # a deployed artifact acts deterministically (argmax / mean inside the graph), Atari included
     actions = ActionMode("deterministic") if method == "deploy" else action_mode(ref)
-    fp32 = QuantSpec("fp32", method=method, backend="torch-fp32" if method == "deploy" else "")
     jobs: list[Job] = []
     for seed in settings.all_seeds:
         base = Job(
             ref.algo,
             ref.env_id,
-            fp32,
+            QuantSpec("fp32"),
             ref.content_hash,
             settings.episodes,
             seed,
             n_envs,
             actions,
             obs_noise=settings.obs_noise,
+            method="ptq" if method == "mixed" else method,
+            target=DeployTarget("torch-fp32") if method == "deploy" else None,
         )
         seed_jobs = [base]
-        for spec in specs:
-            job = replace(base, spec=spec if spec.method == "mixed" else replace(spec, method=method))
+        variants = [replace(base, spec=spec) for spec in specs]
+        variants += [replace(base, target=target) for target in targets]
+        variants += [replace(base, spec=spec, method="mixed") for spec in mixed]
+        for job in variants:
             if job not in seed_jobs:
                 seed_jobs.append(job)
         if settings.random_baseline:
-            seed_jobs.append(replace(base, spec=QuantSpec("fp32", method="random")))
+            seed_jobs.append(replace(base, spec=QuantSpec("fp32"), method="random", target=None))
         jobs += seed_jobs
     return jobs
 
@@ -115,10 +135,7 @@ class GridCell:
     n_timesteps: int | None = None  # qat only; None = rl-zoo3's budget
     model: str = ""  # a policy file (SB3 zip or ONNX) instead of a zoo agent; algo is then "model"
     env_packages: tuple[str, ...] = ()  # modules imported before the env is made
-
-    @property
-    def method(self) -> str:
-        return self.spec.method
+    method: str = "ptq"  # the registered method that evaluates it
 
     @property
     def precision(self) -> str:
@@ -193,9 +210,13 @@ def load_study(path: str | Path) -> Study:
             algos, envs, models or [""], block["precisions"], options, seeds
         ):
             try:
-                spec = QuantSpec(precision, method=method, **option)
+                spec = QuantSpec(precision, **option)
             except QuarlError as error:
                 raise QuarlError(f"{error} (in {path})") from None
+            if spec.recipe_label() and method != "ptq":
+                raise QuarlError(
+                    f"activation, group, rounding and pruning options apply to method ptq, not {method!r} (in {path})"
+                )
             cell = GridCell(
                 algo,
                 env_id,
@@ -206,6 +227,7 @@ def load_study(path: str | Path) -> Study:
                 block.get("n_timesteps", data.get("n_timesteps")),
                 model,
                 env_packages,
+                method,
             )
             if cell not in cells:
                 cells.append(cell)

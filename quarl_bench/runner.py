@@ -114,17 +114,17 @@ def plan(
     agents, skipped = resolve_cells(ptq_cells, sources)
     done = 0
     for ref, group in agents:
-        for (seed, episodes), specs in _by_settings(group).items():
+        for (seed, episodes), (specs, mixed) in _by_settings(group).items():
             settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
-            jobs = build_jobs(ref, specs, settings)
+            jobs = build_jobs(ref, specs, settings, mixed=mixed)
             pending = jobs if force else [job for job in jobs if not store.has(job.key)]
             done += len(jobs) - len(pending)
             keys = {job.key for job in jobs}
             shares = [pending[i :: min(workers, len(pending))] for i in range(min(workers, len(pending)))]
             for share in shares:  # the fp32 reference is evaluated by the first share only
                 mine = {job.key for job in share}
-                specs = tuple(j.spec for j in share if not j.spec.is_identity and j.spec.method != "random")
-                config = PTQConfig(ref, specs)
+                specs = tuple(j.spec for j in share if not j.spec.is_identity and j.method == "ptq")
+                config = PTQConfig(ref, specs, tuple(j.spec for j in share if j.method == "mixed"))
                 works.append(Work(config, settings, sources.cache, frozenset(keys - mine), driver))
     return works, skipped, done
 
@@ -188,8 +188,10 @@ def cell_agent(cell: GridCell, sources: AgentSources, use_hub: bool) -> AgentRef
     return resolve(query)
 
 
-def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int], list[QuantSpec]]:
-    groups: dict[tuple[int, int], list[QuantSpec]] = {}
+def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int], tuple[list[QuantSpec], list[QuantSpec]]]:
+    """PTQ cells by (seed, episodes): their ``ptq`` specs and their ``mixed`` ones."""
+    groups: dict[tuple[int, int], tuple[list[QuantSpec], list[QuantSpec]]] = {}
     for cell in cells:
-        groups.setdefault((cell.seed, cell.episodes), []).append(cell.spec)
+        ptq, mixed = groups.setdefault((cell.seed, cell.episodes), ([], []))
+        (mixed if cell.method == "mixed" else ptq).append(cell.spec)
     return groups

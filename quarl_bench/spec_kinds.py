@@ -9,7 +9,7 @@ from typing import Any
 
 from quarl_bench.precision import precision
 from quarl_bench.rounding import NEAREST, rounding_label
-from quarl_bench.types import QuantSpec
+from quarl_bench.types import DeployTarget, QuantSpec, spec_identity
 
 MX_METHOD = "MX (mxfp8/6/4)"
 
@@ -21,14 +21,32 @@ def spec_of(fields: dict[str, Any] | str) -> QuantSpec:
 
 @lru_cache(maxsize=4096)
 def _spec(text: str) -> QuantSpec:
-    return QuantSpec(**json.loads(text))
+    fields = json.loads(text)
+    if fields.pop("backend", ""):  # a deployed artifact: its precision; the calibration was the backend's
+        fields = {"precision": fields["precision"]}
+    fields.pop("method", None)
+    return QuantSpec(**fields)
 
 
-def spec_json(spec: QuantSpec) -> str:
-    """A spec as the store keeps it, in both the results and the verdicts table: its identity (the fields its job
-    key records; :meth:`QuantSpec.identity`) as JSON. :func:`spec_of` reads it back, and also the every-field form
-    that rows stored before kept (the fields it leaves out are at their defaults)."""
-    return json.dumps(spec.identity(), sort_keys=True)
+def method_of(fields: dict[str, Any] | str) -> str:
+    """The method a stored spec's row was evaluated by (``ptq`` where the JSON names none)."""
+    return str((json.loads(fields) if isinstance(fields, str) else fields).get("method", "ptq"))
+
+
+def target_of(fields: dict[str, Any] | str) -> DeployTarget | None:
+    """The deployed artifact a stored spec names (with its backend's calibration), else None."""
+    fields = json.loads(fields) if isinstance(fields, str) else fields
+    if not fields.get("backend"):
+        return None
+    return DeployTarget(fields["backend"], fields.get("calibration_states", 0), fields.get("calibration_method", ""))
+
+
+def spec_json(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> str:
+    """A spec as the store keeps it, in both the results and the verdicts table: its identity as job keys record
+    it, method and backend included (:func:`quarl_bench.types.spec_identity`), as JSON. :func:`spec_of` reads the
+    spec back, and also the every-field form that rows stored before kept (the fields it leaves out are at their
+    defaults)."""
+    return json.dumps(spec_identity(spec, method, target), sort_keys=True)
 
 
 def spec_extras(spec: QuantSpec) -> list[str]:
@@ -63,11 +81,11 @@ def weight_method(spec: QuantSpec) -> str | None:
     return " ".join([rounding, *([grid] if grid else []), *rest])
 
 
-def input_quantization(spec: QuantSpec) -> tuple[str, int] | None:
+def input_quantization(spec: QuantSpec, method: str = "ptq") -> tuple[str, int] | None:
     """For the weight x activation heatmap: ``("A", bits)`` when only every layer's input is quantized (at an
     integer width), ``("obs", bits)`` for the observation only, ``("A", 32)`` for integer weights alone; None for
     anything else (formats, outputs, groups, rounding, pruning, several inputs at once)."""
-    if spec.method != "ptq" or not (spec.number_format.is_int or spec.precision == "fp32"):
+    if method != "ptq" or not (spec.number_format.is_int or spec.precision == "fp32"):
         return None
     inputs = [
         (kind, getattr(spec, name)) for kind, name in (("A", "act_bits"), ("obs", "obs_bits")) if getattr(spec, name)

@@ -72,7 +72,7 @@ class Variant:
     recipe: str = ""  # QuantSpec.recipe_label(): activations, groups, calibrated rounding, pruning
 
     def __post_init__(self) -> None:
-        spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, "ptq", self.layers)
+        spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, layers=self.layers)
         object.__setattr__(self, "quantize_bias", spec.quantize_bias)
 
     @property

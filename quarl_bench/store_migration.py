@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from quarl_bench.spec_kinds import spec_json
-from quarl_bench.types import DEFAULT_CALIBRATION_STATES, QuantSpec
+from quarl_bench.types import DEFAULT_CALIBRATION_STATES, DeployTarget, QuantSpec
 
 INPUT_TOKEN = re.compile(r"^(a|obs|out)(.+)$")
 CALIBRATION_TOKEN = re.compile(r"^cal(?:-(\w+?))?(\d+)$")
@@ -33,26 +33,29 @@ LEGACY_COLUMNS = (
 )
 
 
-def legacy_spec(row: dict[str, Any]) -> QuantSpec:
-    """The spec of a row stored before ``spec_json``: its columns, and its recipe label read token by token."""
+def legacy_spec_json(row: dict[str, Any]) -> str:
+    """The ``spec_json`` of a row stored before it: its columns, and its recipe label read token by token."""
     fields: dict[str, Any] = {
         "precision": row["precision"],
         "granularity": row["granularity"],
         "symmetric": bool(row["symmetric"]),
         "quantize_bias": bool(row["quantize_bias"]),
-        "method": row["method"],
         "layers": row["layer_mode"],
-        "backend": row["backend"],
     }
+    if row["backend"]:
+        calibration = json.loads(row["provenance"] or "{}").get("calibration", {})
+        calibrated = row["backend"] == "ort-int8-static"
+        target = DeployTarget(
+            row["backend"],
+            calibration.get("states", DEFAULT_CALIBRATION_STATES) if calibrated else 0,
+            calibration.get("method", "minmax") if calibrated else "",
+        )
+        return spec_json(target.spec, row["method"], target)
     if row["layer_bits"]:
         fields["layer_precisions"] = tuple(json.loads(row["layer_bits"]))
-    if row["backend"] == "ort-int8-static":
-        calibration = json.loads(row["provenance"] or "{}").get("calibration", {})
-        fields["calibration_states"] = calibration.get("states", DEFAULT_CALIBRATION_STATES)
-        fields["calibration_method"] = calibration.get("method", "minmax")
     for token in (row["recipe"] or "").split():
         fields |= _recipe_token(token)
-    return QuantSpec(**fields)
+    return spec_json(QuantSpec(**fields), row["method"])
 
 
 def _recipe_token(token: str) -> dict[str, Any]:
@@ -80,6 +83,6 @@ def fill_spec_json(db: sqlite3.Connection) -> int:
     cursor = db.execute(f"SELECT {', '.join(LEGACY_COLUMNS)} FROM results WHERE spec_json = ''")
     rows = [dict(zip(LEGACY_COLUMNS, values, strict=True)) for values in cursor.fetchall()]
     db.executemany(
-        "UPDATE results SET spec_json = ? WHERE key = ?", [(spec_json(legacy_spec(row)), row["key"]) for row in rows]
+        "UPDATE results SET spec_json = ? WHERE key = ?", [(legacy_spec_json(row), row["key"]) for row in rows]
     )
     return len(rows)

@@ -37,14 +37,14 @@ COLUMNS = (
     Column("reference_key", "TEXT NOT NULL", lambda r: r.job.reference().key),
     Column("algo", "TEXT NOT NULL", lambda r: r.job.algo),
     Column("env_id", "TEXT NOT NULL", lambda r: r.job.env_id),
-    Column("method", "TEXT NOT NULL", lambda r: r.job.spec.method),
+    Column("method", "TEXT NOT NULL", lambda r: r.job.method),
     Column("precision", "TEXT NOT NULL", lambda r: r.job.spec.precision),
     Column("bits", "INTEGER NOT NULL", lambda r: r.job.spec.bits),
     Column("granularity", "TEXT NOT NULL", lambda r: r.job.spec.granularity),
     Column("symmetric", "INTEGER NOT NULL", lambda r: int(r.job.spec.symmetric)),
     Column("quantize_bias", "INTEGER NOT NULL", lambda r: int(r.job.spec.quantize_bias)),
     Column("layer_mode", "TEXT NOT NULL DEFAULT 'paper'", lambda r: r.job.spec.layers, added=True),
-    Column("backend", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.backend, added=True),
+    Column("backend", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.target.backend if r.job.target else "", added=True),
     Column("quantizer_version", "INTEGER NOT NULL DEFAULT 1", lambda r: QUANTIZER_VERSION, added=True),
     Column("seed", "INTEGER NOT NULL", lambda r: r.job.seed),
     Column("episodes", "INTEGER NOT NULL", lambda r: r.job.episodes),
@@ -64,7 +64,9 @@ COLUMNS = (
     # activations, groups, calibrated rounding, pruning (QuantSpec.recipe_label): '' for plain weight PTQ; a column
     # for queries (Variant); reports read the spec's fields from spec_json
     Column("recipe", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.recipe_label(), added=True),
-    Column("spec_json", "TEXT NOT NULL DEFAULT ''", lambda r: spec_json(r.job.spec), added=True),
+    Column(
+        "spec_json", "TEXT NOT NULL DEFAULT ''", lambda r: spec_json(r.job.spec, r.job.method, r.job.target), added=True
+    ),
     Column("agent_source", "TEXT", lambda r: r.provenance.get("agent_source")),
     Column("agent_path", "TEXT", lambda r: r.provenance.get("agent_path")),
     Column("mean_reward", "REAL NOT NULL", lambda r: r.mean_reward),

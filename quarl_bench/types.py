@@ -43,13 +43,10 @@ class QuantSpec:
         ``per-tensor`` or ``per-channel`` for every layer.
     :param symmetric: symmetric narrow-range grid (2^bits - 1 levels around zero) instead of the paper's grid.
     :param quantize_bias: also quantize biases (QuaRL left them in fp32, so the default is False).
-    :param method: ``ptq`` (post-training), ``qat`` (quantization-aware training) or ``amp`` (the fp32 evaluation
-        of an agent trained with mixed precision).
     :param layers: which tensors are quantized: ``paper`` (the acting network's weights, as the paper describes) or
         ``quarl-code`` (what harvard-edge/QuaRL's ``new_ptq.py`` really selected, see ``quant/layers.py``).
-    :param backend: method ``deploy`` only: the deployment backend (``deploy/backends.py``); sets the precision.
-    :param calibration_states: ``ort-int8-static`` only: visited observations its activation ranges come from.
-    :param calibration_method: ``ort-int8-static`` only: ``minmax``, ``entropy`` or ``percentile``.
+    :param calibration_states: calibrated PTQ only (activations, calibrated rounding): the visited states used.
+    :param calibration_method: activation ranges' calibration: ``minmax``, ``percentile`` or ``mse``.
     :param layer_precisions: one precision per acting layer (module order) instead of one for all: per-layer
         sensitivity and mixed-precision allocations. ``precision`` is then the narrowest of them.
     :param act_bits: PTQ: each acting layer's input fake-quantized at this precision (an integer width or a format),
@@ -63,15 +60,16 @@ class QuantSpec:
 
     Fields that cannot change the result are normalised, so one computation has one key: granularity, symmetric
     and bias for float precisions, and the layer mode for fp32 (nothing is quantized).
+
+    What produced a row (the method) and which artifact was deployed (the backend) are the job's
+    (:class:`Job`, :class:`DeployTarget`), not the spec's.
     """
 
     precision: str = "fp32"
     granularity: str = "auto"
     symmetric: bool = False
     quantize_bias: bool = False
-    method: str = "ptq"
     layers: str = "paper"
-    backend: str = ""
     calibration_states: int = 0
     calibration_method: str = ""
     layer_precisions: tuple[str, ...] = ()
@@ -86,34 +84,11 @@ class QuantSpec:
     def __post_init__(self) -> None:
         self._normalise_layer_precisions()
         self._normalise_recipe()
-        if self.method == "deploy":
-            from quarl_bench.backend_registry import backend, backend_names  # the registry: no torch at import
-
-            if self.backend not in backend_names():
-                raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(backend_names())}")
-            object.__setattr__(self, "precision", backend(self.backend).precision)
-            if backend(self.backend).calibrated:
-                if self.calibration_states < 1:
-                    raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
-                if self.calibration_method not in CALIBRATION_METHODS:
-                    raise QuarlError(
-                        f"bad calibration method {self.calibration_method!r}: expected one of "
-                        f"{', '.join(CALIBRATION_METHODS)}"
-                    )
-            else:
-                object.__setattr__(self, "calibration_states", 0)
-                object.__setattr__(self, "calibration_method", "")
-        else:
-            object.__setattr__(self, "backend", "")
-            if not self.calibrated:
-                object.__setattr__(self, "calibration_states", 0)
-                object.__setattr__(self, "calibration_method", "")
+        if not self.calibrated:
+            object.__setattr__(self, "calibration_states", 0)
+            object.__setattr__(self, "calibration_method", "")
         if self.granularity not in GRANULARITIES:
             raise QuarlError(f"bad granularity {self.granularity!r}: expected one of {', '.join(GRANULARITIES)}")
-        from quarl_bench.method_names import method_names  # the method registry's names (imports nothing)
-
-        if self.method not in method_names():
-            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(method_names())}")
         if self.layers not in LAYER_MODES:
             raise QuarlError(f"bad layers {self.layers!r}: expected one of {', '.join(LAYER_MODES)}")
         if not self.number_format.is_int:
@@ -131,10 +106,8 @@ class QuantSpec:
         if not self.layer_precisions:
             object.__setattr__(self, "layer_precisions", ())  # JSON gives a list
             return
-        if self.method == "deploy" or self.layers != "paper":
-            raise QuarlError(
-                "per-layer precisions apply to the acting layers only: expected method ptq or mixed with layers 'paper'"
-            )
+        if self.layers != "paper":
+            raise QuarlError("per-layer precisions apply to the acting layers only: expected layers 'paper'")
         per_layer = tuple(parse_precision(p) for p in self.layer_precisions)
         object.__setattr__(self, "layer_precisions", per_layer)
         narrowest = min(per_layer, key=lambda p: (precision_bits(p), p))
@@ -174,11 +147,7 @@ class QuantSpec:
             raise QuarlError(
                 f"bad ptq method {self.ptq!r} for {self.precision}: calibrated rounding needs an integer width"
             )
-        if self.recipe_label() and self.method not in ("ptq",):
-            raise QuarlError(
-                f"activation, group, rounding and pruning options apply to method ptq, not {self.method!r}"
-            )
-        if self.calibrated and self.method != "deploy":
+        if self.calibrated:
             if self.calibration_states == 0:  # not given: the command line's default
                 object.__setattr__(self, "calibration_states", DEFAULT_CALIBRATION_STATES)
             if self.activations and not self.calibration_method:
@@ -219,7 +188,7 @@ class QuantSpec:
     @property
     def calibrated(self) -> bool:
         """Whether PTQ needs visited states: activation ranges or calibrated rounding."""
-        return self.method == "ptq" and (self.activations or self.ptq != "rtn")
+        return self.activations or self.ptq != "rtn"
 
     def recipe_label(self) -> str:
         """The PTQ recipe beyond weight precision and grid options, short (``a8 g32 gptq prune0.5``); '' if none."""
@@ -326,8 +295,60 @@ class ActionMode:
 
 
 @dataclass(frozen=True)
+class DeployTarget:
+    """The artifact a ``deploy`` job builds: a registered backend (``quarl_bench/backend_registry.py``), which sets
+    the precision, and the calibration of a backend that calibrates (``ort-int8-static``).
+
+    :param calibration_states: visited observations its activation ranges come from.
+    :param calibration_method: ``minmax``, ``entropy`` or ``percentile``.
+    """
+
+    backend: str
+    calibration_states: int = 0
+    calibration_method: str = ""
+
+    def __post_init__(self) -> None:
+        from quarl_bench.backend_registry import backend, backend_names  # the registry: no torch at import
+
+        if self.backend not in backend_names():
+            raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(backend_names())}")
+        if not backend(self.backend).calibrated:
+            object.__setattr__(self, "calibration_states", 0)
+            object.__setattr__(self, "calibration_method", "")
+            return
+        if self.calibration_states < 1:
+            raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
+        if self.calibration_method not in CALIBRATION_METHODS:
+            raise QuarlError(
+                f"bad calibration method {self.calibration_method!r}: expected one of {', '.join(CALIBRATION_METHODS)}"
+            )
+
+    @property
+    def spec(self) -> QuantSpec:
+        """What the artifact's numbers are: the backend's precision, nothing else set."""
+        from quarl_bench.backend_registry import backend
+
+        return QuantSpec(backend(self.backend).precision)
+
+
+def spec_identity(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> dict[str, Any]:
+    """A spec as job keys, verdict keys and stored rows record it: its identity, with the method that evaluates it
+    and the deployed backend (and that backend's calibration), as when both were the spec's fields (pinned keys)."""
+    fields = spec.identity() | {"method": method, "backend": target.backend if target else ""}
+    if target is not None:
+        fields |= {"calibration_states": target.calibration_states, "calibration_method": target.calibration_method}
+    return fields
+
+
+@dataclass(frozen=True)
 class Job:
-    """One evaluation: an agent at one precision over a fixed set of seeded episodes."""
+    """One evaluation: an agent's policy, quantized per ``spec`` or deployed as ``target``'s artifact, over a fixed
+    set of seeded episodes.
+
+    :param method: the registered method whose evaluator plays it (``ptq``, ``mixed``, ``qat``, ``deploy``,
+        ``random``, ...), and that its stored row names.
+    :param target: method ``deploy`` only: the artifact built (its backend sets the spec).
+    """
 
     algo: str
     env_id: str
@@ -339,8 +360,26 @@ class Job:
     actions: ActionMode = field(default_factory=ActionMode)
     setting: str = ""  # what produced the policy when no stored agent did (an ActorQ setting's key)
     obs_noise: float = 0.0  # std of Gaussian noise added to every observation the policy sees (robustness)
+    method: str = "ptq"
+    target: DeployTarget | None = None
 
     def __post_init__(self) -> None:
+        from quarl_bench.method_names import method_names  # the method registry's names (imports nothing)
+
+        if self.method not in method_names():
+            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(method_names())}")
+        if (self.method == "deploy") != (self.target is not None):
+            raise QuarlError(
+                f"bad deploy target {self.target} for method {self.method!r}: deploy jobs, and only they, build one"
+            )
+        if self.target is not None:
+            object.__setattr__(self, "spec", self.target.spec)
+        if self.spec.layer_precisions and self.method not in ("ptq", "mixed"):
+            raise QuarlError(f"per-layer precisions apply to methods ptq and mixed, not {self.method!r}")
+        if self.spec.recipe_label() and self.method != "ptq":
+            raise QuarlError(
+                f"activation, group, rounding and pruning options apply to method ptq, not {self.method!r}"
+            )
         if self.episodes < 1:
             raise QuarlError(f"bad episode count {self.episodes}: expected an integer >= 1")
         if self.n_envs < 1:
@@ -351,12 +390,13 @@ class Job:
     def identity(self) -> dict[str, Any]:
         """The fields that decide whether two jobs are the same run (the quantizer's version included)."""
         fields = asdict(self)
+        del fields["method"], fields["target"]  # recorded in the spec's identity, where they always were
         fields["quantizer_version"] = QUANTIZER_VERSION
         # fields added later leave the keys of rows stored before them unchanged while unused
         for name, unused in (("setting", not self.setting), ("obs_noise", not self.obs_noise)):
             if unused:
                 del fields[name]
-        fields["spec"] = self.spec.identity()
+        fields["spec"] = spec_identity(self.spec, self.method, self.target)
         if self.spec.calibrated:
             from quarl_bench.rounding import rounding
 
@@ -376,12 +416,12 @@ class Job:
 
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
-        backend = "torch-fp32" if self.spec.method == "deploy" else ""
-        method = "ptq" if self.spec.method == "mixed" else self.spec.method
+        target = DeployTarget("torch-fp32") if self.method == "deploy" else None
+        method = "ptq" if self.method == "mixed" else self.method
         setting = self.setting
         if method == "rollout":  # the fp32-rollout run of the same study and seed: "{study}/{correction}"
             setting = f"{setting.split('/')[0]}/{ROLLOUT_REFERENCE}"
-        return replace(self, spec=QuantSpec("fp32", method=method, backend=backend), setting=setting)
+        return replace(self, spec=QuantSpec("fp32"), method=method, target=target, setting=setting)
 
     @property
     def deterministic(self) -> bool:

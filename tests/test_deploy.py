@@ -21,7 +21,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
 from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
-from quarl_bench.types import QuantSpec
+from quarl_bench.types import DeployTarget, QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 pytestmark = pytest.mark.slow
@@ -206,9 +206,9 @@ def test_a_backend_is_one_registration(monkeypatch) -> None:
     monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
     toy = registry.Backend("toy-fp16", "fp16", "onnx", "deploy", (), f"{__name__}:toy_build", {"precision": "fp16"})
     registry.register_backend(toy)
-    spec = QuantSpec(method="deploy", backend="toy-fp16")
-    assert spec.precision == "fp16" and claimed_spec("toy-fp16") == QuantSpec("fp16")
+    target = DeployTarget("toy-fp16")
+    assert target.spec == QuantSpec("fp16") and claimed_spec("toy-fp16") == QuantSpec("fp16")
     artifact = build("toy-fp16", "my module", np.zeros((1, 4), np.float32))
     assert artifact.data == b"toy" and artifact.info("module") == "my module"
     with pytest.raises(QuarlError, match="bad backend 'toy-int3': expected one of torch-fp32, .*toy-fp16"):
-        QuantSpec(method="deploy", backend="toy-int3")
+        DeployTarget("toy-int3")

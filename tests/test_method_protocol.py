@@ -49,9 +49,10 @@ class ConstantHandler:
             Job(
                 config.algo,
                 config.env_id,
-                QuantSpec(p, method="constant"),
+                QuantSpec(p),
                 f"value{config.value}",
                 work.settings.episodes,
+                method="constant",
             )
             for p in config.precisions
         ]

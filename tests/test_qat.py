@@ -18,7 +18,7 @@ from quarl_bench.types import QuantSpec
 def test_fake_quant_forward_equals_ptq_of_the_same_weights() -> None:
     model = PPO("MlpPolicy", "CartPole-v1", device="cpu", seed=0)
     ptq_policy, _ = quantize(model.policy, QuantSpec(4))
-    switch = QATSwitch(QuantSpec(4, method="qat"), enabled=True)
+    switch = QATSwitch(QuantSpec(4), enabled=True)
     assert prepare_qat(model.policy, switch) == [
         "mlp_extractor.policy_net.0",
         "mlp_extractor.policy_net.2",
@@ -36,7 +36,7 @@ def test_fake_quant_forward_equals_ptq_of_the_same_weights() -> None:
 
 def test_gradients_flow_through_the_straight_through_estimator() -> None:
     model = PPO("MlpPolicy", "CartPole-v1", device="cpu", seed=0)
-    prepare_qat(model.policy, QATSwitch(QuantSpec(2, method="qat"), enabled=True))
+    prepare_qat(model.policy, QATSwitch(QuantSpec(2), enabled=True))
     logits = model.policy.get_distribution(torch.randn(16, 4)).distribution.logits
     logits.pow(2).sum().backward()
     for layer in (model.policy.mlp_extractor.policy_net[0], model.policy.action_net):
@@ -46,13 +46,13 @@ def test_gradients_flow_through_the_straight_through_estimator() -> None:
 def test_state_dict_and_target_network_updates_are_unchanged() -> None:
     model = DQN("MlpPolicy", "CartPole-v1", buffer_size=100, device="cpu")
     keys = list(model.policy.state_dict())
-    prepare_qat(model.policy, QATSwitch(QuantSpec(8, method="qat"), enabled=True))
+    prepare_qat(model.policy, QATSwitch(QuantSpec(8), enabled=True))
     assert list(model.policy.state_dict()) == keys
     model.q_net_target.load_state_dict(model.q_net.state_dict())  # what DQN's target update relies on
 
 
 def test_quant_delay_switches_at_the_right_step() -> None:
-    switch = QATSwitch(QuantSpec(6, method="qat"))
+    switch = QATSwitch(QuantSpec(6))
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64, n_epochs=1, device="cpu", seed=0)
     prepare_qat(model.policy, switch)
     model.learn(256, callback=QuantDelayCallback(switch, quant_delay=100))

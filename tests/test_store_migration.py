@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quarl_bench.spec_kinds import spec_of
+from quarl_bench.spec_kinds import method_of, spec_of, target_of
 from quarl_bench.store import ResultStore
 from quarl_bench.store_schema import SCHEMA_VERSION
 from quarl_bench.types import ActionMode, Job
@@ -50,7 +50,10 @@ def test_every_old_row_gets_the_spec_that_made_its_key(old_store: Path) -> None:
             ActionMode(row["action_mode"], row["epsilon"]),
             row["setting"],
             row["obs_noise"],
+            method_of(row["spec_json"]),
+            target_of(row["spec_json"]),
         )
+        assert job.method == row["method"]
         assert job.key == row["key"], (row["precision"], row["recipe"], row["layer_bits"])
     recipes = {spec_of(f).recipe_label() for f in frame["spec_json"]}
     assert {"a8 g32 cal-minmax50", "gptq cal50", "prune0.5"} <= recipes
@@ -87,3 +90,61 @@ def test_an_old_store_reports_and_a_new_run_adds_rows(cli, old_store: Path, tmp_
     assert code == 0, err
     after = ResultStore(old_store).to_dataframe()
     assert before < set(after["key"]) and len(after) == 22
+
+
+SCHEMA_11_STORE = Path(__file__).parent / "data" / "store_schema11.sqlite"
+POLICY = Path(__file__).parent / "data" / "tiny_policy.py"
+
+
+def rebuilt_key(row: pd.Series) -> str:
+    """A stored row's job rebuilt from its columns and its ``spec_json`` alone (method and target included)."""
+    fields = row["spec_json"]
+    return Job(
+        row["algo"],
+        row["env_id"],
+        spec_of(fields),
+        row["agent_hash"],
+        row["episodes"],
+        row["seed"],
+        row["n_envs"],
+        ActionMode(row["action_mode"], row["epsilon"]),
+        row["setting"],
+        row["obs_noise"],
+        method_of(fields),
+        target_of(fields),
+    ).key
+
+
+def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/data/store_schema11.sqlite (release 9a4c612, see tests/data/README.md): PTQ, random-policy, per-layer
+    and deploy rows (ort-int8-static calibrated) and certify/export verdicts. Each row's key is rebuilt from what
+    is stored, and running the same commands again plays nothing and decides nothing anew."""
+    store = tmp_path / "old.sqlite"
+    shutil.copy(SCHEMA_11_STORE, store)
+    shutil.copy(POLICY, tmp_path / "tiny_policy.py")
+    with ResultStore(store) as opened:
+        frame, verdicts = opened.to_dataframe(), opened.verdicts()
+    assert {(m, b) for m, b in zip(frame["method"], frame["backend"], strict=True)} == {
+        ("ptq", ""),
+        ("random", ""),
+        ("deploy", "torch-fp32"),
+        ("deploy", "ort-fp32"),
+        ("deploy", "ort-int8-static"),
+    }
+    assert [rebuilt_key(row) for _, row in frame.iterrows()] == list(frame["key"])
+    monkeypatch.chdir(tmp_path)  # the module's hash covers the target as typed: tiny_policy.py:make
+    agent = ("--policy-module", "tiny_policy.py:make", "--env", "CartPole-v1", "--store", store)
+    for command in (
+        ("run", *agent, "--bits", "32", "8", "--random-baseline", "-n", "4"),
+        ("deploy", *agent, "--backend", "ort-int8-static", "ort-fp32", "-n", "4"),
+        ("certify", *agent, "--bits", "8", "4", "--max-episodes", "40"),
+        ("export", *agent, "--backend", "ort-fp32", "--out", tmp_path / "artifact", "--max-episodes", "40"),
+    ):
+        code, out, err = cli(*command)
+        assert code == 0, (command, err)
+    with ResultStore(store) as opened:
+        assert sorted(opened.to_dataframe()["key"]) == sorted(frame["key"])
+        assert sorted(opened.verdicts()["key"]) == sorted(verdicts["key"])
+    assert "found stored: undetermined against fp32 torch (non-inferiority" in out

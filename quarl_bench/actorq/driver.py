@@ -157,8 +157,18 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
 def job_for(config: ActorQConfig) -> Job:
     """The store's identity of a run: method ``actorq``, the actors' precision, the seed and the setting's key (no
     agent: ``agent_hash`` stays empty)."""
-    spec = QuantSpec(config.actor_precision, method="actorq")
-    return Job(config.algo, config.env_id, spec, "", config.eval_episodes, config.seed, 1, setting=config.run_key())
+    spec = QuantSpec(config.actor_precision)
+    return Job(
+        config.algo,
+        config.env_id,
+        spec,
+        "",
+        config.eval_episodes,
+        config.seed,
+        1,
+        setting=config.run_key(),
+        method="actorq",
+    )
 
 
 def already_stored(config: ActorQConfig, store: ResultStore) -> bool:

@@ -14,12 +14,12 @@ import numpy as np
 from quarl_bench.deploy.contract import contract, readme
 from quarl_bench.deploy.parity import claimed_spec
 from quarl_bench.errors import QuarlError
-from quarl_bench.types import AgentRef, QuantSpec
+from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
 
 def run_deploy(
     ref: AgentRef,
-    specs: tuple[QuantSpec, ...],
+    targets: tuple[DeployTarget, ...],
     settings: Any,
     store: Any,
     force: bool = False,
@@ -36,15 +36,15 @@ def run_deploy(
     store.check()
     driver = driver_provenance()
     rows: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        work = Work(DeployConfig(ref, (spec,)), settings, driver=driver)
+    for target in targets:
+        work = Work(DeployConfig(ref, (target,)), settings, driver=driver)
         try:
             for row in run_work(work, store, force, on_result):
                 rows[row["key"]] = row
         except Exception as error:  # noqa: BLE001 - ONNX Runtime, torchao and onnx raise many types
             text = str(error).strip()
             if on_error:
-                on_error(spec.backend, f"{type(error).__name__}: {text.splitlines()[0] if text else ''}")
+                on_error(target.backend, f"{type(error).__name__}: {text.splitlines()[0] if text else ''}")
     return list(rows.values())
 
 
@@ -59,7 +59,7 @@ class Export:
 
 def export_artifact(
     ref: AgentRef,
-    spec: QuantSpec,
+    target: DeployTarget,
     out: Path,
     store: Any,
     force: bool = False,
@@ -68,7 +68,7 @@ def export_artifact(
     on_step: Callable[[str], None] | None = None,
     allow_degraded: bool = False,
 ) -> Export:
-    """Build ``spec.backend``'s artifact of the agent, gate it on parity with the fake-quant policy it claims to be,
+    """Build ``target``'s artifact of the agent, gate it on parity with the fake-quant policy it claims to be,
     certify its closed-loop reward against that policy and against fp32 (the verdicts go to ``store``), and write
     the folder ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
 
@@ -81,34 +81,34 @@ def export_artifact(
 
     step = on_step or (lambda text: None)
     check_out(out, force)
-    require_backend(spec.backend)
+    require_backend(target.backend)
     agent, module = _deployable(ref)
-    artifact, _ = _built(agent, spec)
+    artifact, _ = _built(agent, target)
     if not artifact.standalone:
         raise QuarlError(
-            f"backend {spec.backend} has no standalone artifact format: expected an ort-*, litert-*, executorch-*, "
+            f"backend {target.backend} has no standalone artifact format: expected an ort-*, litert-*, executorch-*, "
             "c-int8 or torch-fp32 backend"
         )
-    claimed = claimed_spec(spec.backend)
-    step(f"built {spec.backend} ({artifact.nbytes} bytes); parity against {spec_text(claimed)} on fixed states")
+    claimed = claimed_spec(target.backend)
+    step(f"built {target.backend} ({artifact.nbytes} bytes); parity against {spec_text(claimed)} on fixed states")
     parity = artifact_parity(agent, module, artifact, claimed)
     step(_parity_line(parity))
-    certification = certify_artifact(ref, spec, claimed, store, certify, step)
+    certification = certify_artifact(ref, target, claimed, store, certify, step)
     cortex_m4 = _cortex_m4(artifact) if artifact.kind == "c" else None
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
-            f"parity gate failed for {spec.backend}: {_parity_line(parity)} (limit: {parity['limit']}); nothing "
+            f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); nothing "
             "written, pass --allow-divergent to write it anyway"
         )
     fp32 = certification["against_fp32"]
     if fp32["verdict"] == "unsafe" and not allow_degraded:
         raise QuarlError(
-            f"the {spec.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}: mean "
+            f"the {target.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}: mean "
             f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
             f"over {fp32['episodes']} paired episodes; nothing written, pass --allow-degraded to write it anyway"
         )
     document = contract(
-        artifact, ref, module, spec, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
+        artifact, ref, module, target, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
     )
     files = artifact.named_files() | {
         "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
@@ -165,18 +165,18 @@ def _deployable(ref: AgentRef) -> tuple[Any, Any]:
     return agent, module
 
 
-def _built(agent: Any, spec: QuantSpec) -> tuple[Any, float]:
+def _built(agent: Any, target: DeployTarget) -> tuple[Any, float]:
     from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, built_artifact, deploy_calibration_states
 
     calibration = (
-        deploy_calibration_states(agent, spec.calibration_states, CALIBRATION_SEED_OFFSET)
-        if spec.calibration_states
+        deploy_calibration_states(agent, target.calibration_states, CALIBRATION_SEED_OFFSET)
+        if target.calibration_states
         else None
     )
     sample = (
         calibration[:1] if calibration is not None else deploy_calibration_states(agent, 1, CALIBRATION_SEED_OFFSET)
     )
-    return built_artifact(agent, spec, sample, calibration)
+    return built_artifact(agent, target, sample, calibration)
 
 
 def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) -> dict[str, Any]:
@@ -208,9 +208,9 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
 
 
 def certify_artifact(
-    ref: AgentRef, spec: QuantSpec, claimed: QuantSpec, store: Any, config: Any, step: Callable[[str], None]
+    ref: AgentRef, target: DeployTarget, claimed: QuantSpec, store: Any, config: Any, step: Callable[[str], None]
 ) -> dict[str, Any]:
-    """The artifact's closed loop (``spec``, method deploy) on paired episodes, certified twice with the certify
+    """The artifact's closed loop (``target``, method deploy) on paired episodes, certified twice with the certify
     command's sequential test and driver: not worse than the **fp32** policy by more than δ (does the deployed
     policy still work?), then equivalent to the fake-quant policy ``claimed`` (within ±δ; fp32's batches, stored
     by then, also tighten δ's bounds). Both verdicts are stored (reused when stored); each carries both policies'
@@ -224,8 +224,8 @@ def certify_artifact(
     config = config or CertifyConfig(max_episodes=200)
     store.check()
     questions = (
-        Question(spec, FP32, equivalence=False, test="non-inferiority"),
-        Question(spec, claimed, equivalence=True, test="equivalence"),
+        Question(target.spec, FP32, equivalence=False, test="non-inferiority", target=target),
+        Question(target.spec, claimed, equivalence=True, test="equivalence", target=target),
     )
     request = CertifyRequest(ref, (Ladder(questions, stops=False),), config)
 

@@ -232,8 +232,10 @@ def search_mixed(
     names = acting_layer_names(ref)
     search = EvalSettings(episodes, seeds=tuple(search_seeds), n_envs=n_envs)
 
-    def evaluated(specs: list[QuantSpec], settings: EvalSettings) -> list[dict[str, Any]]:
-        return run_work(Work(PTQConfig(ref, tuple(specs)), settings, driver=driver), store)
+    def evaluated(
+        specs: list[QuantSpec], settings: EvalSettings, mixed: tuple[QuantSpec, ...] = ()
+    ) -> list[dict[str, Any]]:
+        return run_work(Work(PTQConfig(ref, tuple(specs), mixed), settings, driver=driver), store)
 
     rows = evaluated(sensitivity_specs(len(names), ladder), search)
     fp32 = float(np.mean([r for row in rows if row["key"] == row["reference_key"] for r in row["episode_rewards"]]))
@@ -254,8 +256,8 @@ def search_mixed(
 
     allocation, _ = greedy_allocation(order, ladder, acceptable, len(names))
     verify = EvalSettings(episodes, seeds=tuple(verify_seeds), n_envs=n_envs)
-    found = QuantSpec(method="mixed", layer_precisions=allocation)
-    rows = evaluated([found, *(QuantSpec(p) for p in ladder)], verify)
+    found = QuantSpec(layer_precisions=allocation)
+    rows = evaluated([QuantSpec(p) for p in ladder], verify, mixed=(found,))
     delta = tried[0][1].delta if tried else float("nan")
     return MixedSearch(names, tuple(allocation), order, fp32, fp32 - delta, tried, rows)
 

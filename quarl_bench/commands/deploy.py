@@ -12,17 +12,12 @@ from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 
-def deploy_specs(args: argparse.Namespace, backends: list[str]) -> tuple:
-    from quarl_bench.types import QuantSpec
+def deploy_targets(args: argparse.Namespace, backends: list[str]) -> tuple:
+    """The artifacts the flags ask for: one per backend, with ``--calibration-states/-method`` where it calibrates."""
+    from quarl_bench.types import DeployTarget
 
     return tuple(
-        QuantSpec(
-            method="deploy",
-            backend=backend,
-            calibration_states=args.calibration_states,
-            calibration_method=args.calibration_method,
-        )
-        for backend in dict.fromkeys(backends)
+        DeployTarget(backend, args.calibration_states, args.calibration_method) for backend in dict.fromkeys(backends)
     )
 
 
@@ -33,12 +28,12 @@ def deploy(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import result_line
     from quarl_bench.report.console_deployment import deployment_console_table
 
-    specs = deploy_specs(args, args.backend)
+    targets = deploy_targets(args, args.backend)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
         rows = run_deploy(
             ref,
-            specs,
+            targets,
             EvalSettings(args.episodes, args.seed, args.n_envs),
             store,
             args.force,
@@ -81,10 +76,10 @@ def export(args: argparse.Namespace) -> int:
     from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.parsers.arguments import guarantee_options
 
-    spec = deploy_specs(args, [args.backend])[0]
+    target = deploy_targets(args, [args.backend])[0]
     out = Path(args.out)
     check_out(out, args.force)  # before loading anything: a bad --out or a missing runtime fails at once
-    require_backend(spec.backend)
+    require_backend(target.backend)
     config = CertifyConfig(
         args.tolerance,
         args.tolerance_abs,
@@ -97,7 +92,7 @@ def export(args: argparse.Namespace) -> int:
         ref = _agent_for(args, store)
         done = export_artifact(
             ref,
-            spec,
+            target,
             out,
             store,
             args.force,
@@ -108,7 +103,7 @@ def export(args: argparse.Namespace) -> int:
         )
     document = done.contract
     certification = document["certification"]
-    for name, reference in (("against_claimed", spec_text(claimed_spec(spec.backend))), ("against_fp32", "fp32")):
+    for name, reference in (("against_claimed", spec_text(claimed_spec(target.backend))), ("against_fp32", "fp32")):
         found = certification[name]
         console.print(
             f"closed loop against {reference}: {found['verdict']} after {found['episodes']} paired episodes "

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.deploy.backends import Artifact
-from quarl_bench.types import AgentRef, QuantSpec
+from quarl_bench.types import AgentRef, DeployTarget, QuantSpec, spec_identity
 
 CONTRACT_VERSION = 1
 
@@ -114,7 +114,7 @@ def contract(
     artifact: Artifact,
     ref: AgentRef,
     module,
-    spec: QuantSpec,
+    target: DeployTarget,
     claimed: QuantSpec,
     parity: dict[str, Any],
     allowed_divergent: bool,
@@ -162,15 +162,15 @@ def contract(
         "files": files,
         "observation": observation,
         "action": action,
-        "precision": spec.precision,
-        "claimed_spec": claimed.identity(),
+        "precision": target.spec.precision,
+        "claimed_spec": spec_identity(claimed),
         "quantization": quantization(artifact, claimed, claimed_text),
         "source": {
             "algo": ref.algo,
             "env_id": ref.env_id,
             "agent_hash": ref.content_hash,
             "agent_path": str(ref.model_path or ref.run_dir or ""),
-            "deploy_spec": spec.identity(),
+            "deploy_spec": spec_identity(target.spec, "deploy", target),
         },
         "parity": parity | {"allowed_divergent": allowed_divergent},
         "certification": certification,

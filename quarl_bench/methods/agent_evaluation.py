@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class AgentEvaluation:
     """The handler of methods whose jobs evaluate one agent (the config's ``ref``): per evaluation seed its fp32
     reference and one job per spec (``specs``), of the config's method; the agent is loaded once per work and each
-    job evaluated by its spec method's evaluator (quantize and play, deploy an artifact, the random policy)."""
+    job evaluated by its method's evaluator (quantize and play, deploy an artifact, the random policy)."""
 
     remote = True
 
@@ -30,17 +30,22 @@ class AgentEvaluation:
     def specs(self, config: Any) -> list[QuantSpec]:
         return list(config.specs)
 
+    def variants(self, config: Any) -> dict[str, Any]:
+        """The jobs beside the specs' (``build_jobs``'s ``targets`` and ``mixed``): none by default."""
+        return {}
+
     def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
         from quarl_bench.grids import build_jobs
 
         assert agent is not None
-        return build_jobs(agent, self.specs(work.config), work.settings, work.config.method)
+        config = work.config
+        return build_jobs(agent, self.specs(config), work.settings, config.method, **self.variants(config))
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
         assert agent is not None
         loaded = loaded_agent(agent)
         for job in jobs:
-            yield evaluator(job.spec.method)(loaded, job, work.driver, eval_workers=work.eval_workers)
+            yield evaluator(job.method)(loaded, job, work.driver, eval_workers=work.eval_workers)
 
 
 AGENTS_KEPT = 8  # loaded agents kept per process: a driver deals many agents' batches as small works, interleaved

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from quarl_bench.statistics.certification import (
     tolerance_delta,
 )
 from quarl_bench.statistics.pairing import paired_rewards
-from quarl_bench.types import AgentRef, Job, QuantSpec
+from quarl_bench.types import AgentRef, DeployTarget, Job, QuantSpec, spec_identity
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns, return_bounds
 
 FP32 = QuantSpec("fp32")
@@ -103,13 +103,24 @@ class Need:
 
 @dataclass(frozen=True)
 class Question:
-    """One verdict to decide: ``spec`` against the baseline's ``reference`` (fp32 by default), one-sided safe /
-    unsafe, or with ``equivalence`` two-sided; ``test`` names the test in the verdict's settings (export's)."""
+    """One verdict to decide: ``spec`` (or, with ``target``, that deployed artifact) against the baseline's
+    ``reference`` (fp32 by default), one-sided safe / unsafe, or with ``equivalence`` two-sided; ``test`` names the
+    test in the verdict's settings (export's)."""
 
     spec: QuantSpec
     reference: QuantSpec = FP32
     equivalence: bool = False
     test: str = ""
+    target: DeployTarget | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is not None:
+            object.__setattr__(self, "spec", self.target.spec)
+
+    @property
+    def method(self) -> str:
+        """The method that plays the questioned policy: ``deploy`` for an artifact, else ``ptq``."""
+        return "deploy" if self.target is not None else "ptq"
 
 
 @dataclass(frozen=True)
@@ -177,12 +188,20 @@ class Certifier:
         """The bounds every played return must lie in (those of a finite-sample guarantee), else None."""
         return self.bounds if self.guarantee == "finite-sample" else None
 
-    def job(self, spec: QuantSpec, seed: int, agent: AgentRef | None = None, episodes: int | None = None) -> Job:
+    def job(
+        self,
+        spec: QuantSpec,
+        seed: int,
+        agent: AgentRef | None = None,
+        episodes: int | None = None,
+        method: str = "ptq",
+        target: DeployTarget | None = None,
+    ) -> Job:
         agent = agent or self.ref
         episodes = episodes or self.config.batch
-        return Job(
-            agent.algo, agent.env_id, spec, agent.content_hash, episodes, seed, min(self.n_envs, episodes), self.actions
-        )
+        n_envs = min(self.n_envs, episodes)
+        job = Job(agent.algo, agent.env_id, spec, agent.content_hash, episodes, seed, n_envs, self.actions)
+        return replace(job, method="deploy", target=target) if target is not None else replace(job, method=method)
 
     def agent_of(self, job: Job) -> AgentRef:
         """The agent that plays ``job``: the baseline's fp32 reference, or this agent."""
@@ -216,7 +235,7 @@ class Certifier:
             return Scale(config.tolerance_abs, f"{config.tolerance_abs:g} reward", (), empty, empty, config.catastrophe)
         seed = batch_seed(config.seed, SCALE_STREAM)
         fp32_job = self.job(QuantSpec("fp32"), seed, self.baseline)
-        random_job = self.job(QuantSpec("fp32", method="random"), seed, self.baseline, config.random_episodes)
+        random_job = self.job(FP32, seed, self.baseline, config.random_episodes, method="random")
         rows = yield Need((fp32_job, random_job))
         fp32, random = self.checked(rows[fp32_job.key], fp32_job), self.checked(rows[random_job.key], random_job)
         span = fp32["mean_reward"] - random["mean_reward"]
@@ -244,8 +263,10 @@ class Certifier:
         reference: QuantSpec = FP32,
         equivalence: bool = False,
         families: int = 1,
+        target: DeployTarget | None = None,
     ) -> Generator[Need, Rows, Verdict]:
-        """Batches of paired episodes (``spec`` minus the baseline agent's ``reference``, fp32 by default) until the
+        """Batches of paired episodes (``spec``, or ``target``'s artifact, minus the baseline agent's ``reference``,
+        fp32 by default) until the
         sequential test decides or ``max_episodes`` is reached: one-sided safe/unsafe, or with ``equivalence`` the
         two-sided equivalent/different. α is split over ``families`` and, for an estimated δ, with δ's bounds."""
         config = self.config
@@ -258,7 +279,7 @@ class Certifier:
         decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
-            reference_job, quantized_job = self.job(reference, seed, self.baseline), self.job(spec, seed)
+            reference_job, quantized_job = self.job(reference, seed, self.baseline), self.job(spec, seed, target=target)
             fp32_job = self.job(FP32, seed, self.baseline)
             played = yield Need((reference_job, quantized_job), () if reference.is_identity else (fp32_job,))
             fp32 = self.checked(played[reference_job.key], reference_job)
@@ -330,6 +351,7 @@ def verdict_key(
     reference: QuantSpec | None = None,
     baseline: AgentRef | None = None,
     families: int = 1,
+    target: DeployTarget | None = None,
 ) -> str:
     """The stored verdict's key: the agent, the spec's job identity, the certification settings and the δ it was
     decided against (a δ measured again, on other scale rows, is another question); with ``reference``, the spec
@@ -338,12 +360,12 @@ def verdict_key(
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
-        "spec": spec.identity(),
+        "spec": spec_identity(spec, "deploy" if target else "ptq", target),
         "certify": config.identity(),
         "delta": round(delta, 9),
     }
     if reference is not None:
-        identity["reference"] = reference.identity()
+        identity["reference"] = spec_identity(reference)
     if baseline is not None:
         identity["baseline"] = baseline.content_hash
     if families > 1:  # α is split over the call's families: another share is another question

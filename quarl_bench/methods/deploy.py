@@ -15,33 +15,31 @@ from typing import Any, ClassVar
 import numpy as np
 
 from quarl_bench.backend_registry import W8A8_BACKENDS
-from quarl_bench.errors import QuarlError
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
-from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, EvalResult, Job, QuantSpec
+from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, DeployTarget, EvalResult, Job, QuantSpec
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
 
 
 @dataclass(frozen=True)
 class DeployConfig(OfAgent):
-    """Deployment of an existing agent: the torch-fp32 reference and one artifact per backend spec.
+    """Deployment of an existing agent: the torch-fp32 reference and one artifact per target.
 
-    :param specs: specs of method ``deploy`` (``QuantSpec(method="deploy", backend=...)``).
+    :param targets: the artifacts to build (a backend each, with its calibration where it calibrates).
     """
 
-    specs: tuple[QuantSpec, ...] = ()
+    targets: tuple[DeployTarget, ...] = ()
     method: ClassVar[str] = "deploy"
-
-    def __post_init__(self) -> None:
-        for spec in self.specs:
-            if spec.method != "deploy":
-                raise QuarlError(f"bad deploy spec method {spec.method!r}: expected 'deploy' with a backend")
 
 
 @register(DeployConfig)
 class DeployHandler(AgentEvaluation):
-    pass
+    def specs(self, config: DeployConfig) -> list[QuantSpec]:
+        return []
+
+    def variants(self, config: DeployConfig) -> dict[str, Any]:
+        return {"targets": config.targets}
 
 
 class ArtifactPolicy:
@@ -91,16 +89,18 @@ W8A8_CALIBRATION = {
     "source": "the W8A8 fake-quant policy's calibration states",
 }
 ARTIFACTS_KEPT = 4  # built artifacts kept per process: certification plays one artifact in many batches
-_artifacts: dict[tuple[str, QuantSpec], tuple[Any, float]] = {}
+_artifacts: dict[tuple[str, DeployTarget], tuple[Any, float]] = {}
 
 
-def built_artifact(agent, spec: QuantSpec, sample: np.ndarray, calibration: np.ndarray | None) -> tuple[Any, float]:
-    """``spec.backend``'s artifact of the agent and the seconds its build took. Artifacts calibrated on the fixed
+def built_artifact(
+    agent, target: DeployTarget, sample: np.ndarray, calibration: np.ndarray | None
+) -> tuple[Any, float]:
+    """``target``'s artifact of the agent and the seconds its build took. Artifacts calibrated on the fixed
     W8A8 states (and fp32 ones) do not depend on the job, so each is built once per process and agent."""
     from quarl_bench.deploy.backends import build
     from quarl_bench.deploy.export import deployable, split_normalizer
 
-    key = (agent.ref.content_hash, spec)
+    key = (agent.ref.content_hash, target)
     if key in _artifacts and calibration is None:
         return _artifacts[key]
     env = agent.make_env(1, 0)
@@ -108,12 +108,13 @@ def built_artifact(agent, spec: QuantSpec, sample: np.ndarray, calibration: np.n
     env.close()
     module = deployable(agent.model.policy, raw.observation_space, normalizer)
     network_states = None
-    if spec.backend in W8A8_BACKENDS:
+    if target.backend in W8A8_BACKENDS:
         from quarl_bench.evaluation.calibration import visited_states
 
         network_states = visited_states(agent.model.policy, agent.make_env, DEFAULT_CALIBRATION_STATES)
     start = time.perf_counter()
-    artifact = build(spec.backend, module, sample, calibration, spec.calibration_method or "minmax", network_states)
+    method = target.calibration_method or "minmax"
+    artifact = build(target.backend, module, sample, calibration, method, network_states)
     found = (artifact, time.perf_counter() - start)
     if calibration is None:
         while len(_artifacts) >= ARTIFACTS_KEPT:
@@ -124,26 +125,28 @@ def built_artifact(agent, spec: QuantSpec, sample: np.ndarray, calibration: np.n
 
 @register_evaluator("deploy")
 def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
-    """Build ``job.spec.backend``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
+    """Build ``job.target``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
     from quarl_bench.deploy.backends import int8_weight_summary, runner
     from quarl_bench.deploy.export import split_normalizer
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluation.evaluate import evaluate, torch_thread_count
     from quarl_bench.provenance import agent_provenance
 
-    spec = job.spec
+    target = job.target
+    assert target is not None  # a deploy job has one (Job checks)
     policy = agent.model.policy
     policy.set_training_mode(False)
     seed = job.seed + CALIBRATION_SEED_OFFSET
-    calibration = deploy_calibration_states(agent, spec.calibration_states, seed) if spec.calibration_states else None
+    states = target.calibration_states
+    calibration = deploy_calibration_states(agent, states, seed) if states else None
     sample = calibration[:64] if calibration is not None else deploy_calibration_states(agent, 64, seed)
     env = agent.make_env(job.n_envs, job.seed)
     try:
         raw, normalizer = split_normalizer(env)
-        artifact, build_seconds = built_artifact(agent, spec, sample[:1], calibration)
+        artifact, build_seconds = built_artifact(agent, target, sample[:1], calibration)
         with torch_thread_count(1):
             run = runner(artifact, threads=1)
-            reference = None if spec.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
+            reference = None if target.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
             episodes = evaluate(
                 ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed, job.actions, reference=reference
             )
@@ -152,17 +155,17 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     finally:
         env.close()
     deployment = {
-        "backend": spec.backend,
+        "backend": target.backend,
         "artifact_sha256": artifact.sha256,
         "artifact_bytes": artifact.nbytes,
         "artifact_kind": artifact.kind,
         "build_seconds": build_seconds,
         "latency": timing,
         "peak_rss_mb": peak_memory_mb(artifact, sample[0]),
-        "calibration": {"states": spec.calibration_states, "method": spec.calibration_method}
+        "calibration": {"states": target.calibration_states, "method": target.calibration_method}
         if calibration is not None
         else W8A8_CALIBRATION
-        if spec.backend in W8A8_BACKENDS
+        if target.backend in W8A8_BACKENDS
         else None,
         "graph": int8_weight_summary(artifact) if artifact.kind == "onnx" else {},
         "threads": 1,

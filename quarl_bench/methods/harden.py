@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.training.harden.recipes import Recipe
-from quarl_bench.types import AgentRef, QuantSpec
+from quarl_bench.types import AgentRef, QuantSpec, spec_identity
 
 if TYPE_CHECKING:
     from quarl_bench.work import Work
@@ -61,8 +61,6 @@ class HardenConfig(OfAgent):
             raise QuarlError(
                 "bad target spec fp32: expected a spec narrower than fp32, e.g. --bits 4 --granularity per-channel"
             )
-        if self.spec.method != "ptq":
-            raise QuarlError(f"bad target spec method {self.spec.method!r}: expected a post-training spec (ptq)")
         if self.spec.ptq != "rtn" or self.spec.prune:
             raise QuarlError(
                 "bad target spec: the student computes with round-to-nearest weights, unpruned "
@@ -269,7 +267,7 @@ def _provenance(config: HardenConfig, cost: Any, before: dict, after: dict, driv
     return {
         "key": config.key,
         "parent": asdict(config.ref),
-        "target": config.spec.identity(),
+        "target": spec_identity(config.spec),
         "recipe": config.recipe.identity(),
         "budget": config.budget,
         "seed": config.seed,

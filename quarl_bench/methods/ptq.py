@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from gymnasium import spaces
 
-from quarl_bench.errors import QuarlError
 from quarl_bench.evaluation.calibration import states_hash, visited_states
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.evaluation.workers import evaluate_in_workers
-from quarl_bench.method_names import PTQ_METHODS
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.provenance import agent_provenance
@@ -37,21 +35,19 @@ class PTQConfig(OfAgent):
     """Post-training quantization of an existing agent: its fp32 reference and one job per spec, per evaluation
     seed (the random policy's too with ``EvalSettings.random_baseline``).
 
-    :param specs: PTQ specs (method ``ptq``, or ``mixed`` for a per-layer allocation).
+    :param specs: PTQ specs.
+    :param mixed: per-layer allocations a mixed-precision search found: their jobs are of method ``mixed``.
     """
 
     specs: tuple[QuantSpec, ...] = ()
+    mixed: tuple[QuantSpec, ...] = ()
     method: ClassVar[str] = "ptq"
-
-    def __post_init__(self) -> None:
-        for spec in self.specs:
-            if spec.method not in PTQ_METHODS:
-                raise QuarlError(f"bad PTQ spec method {spec.method!r}: expected one of {', '.join(PTQ_METHODS)}")
 
 
 @register(PTQConfig)
 class PTQHandler(AgentEvaluation):
-    pass
+    def variants(self, config: PTQConfig) -> dict[str, Any]:
+        return {"mixed": config.mixed}
 
 
 @register_evaluator("ptq")

@@ -46,7 +46,7 @@ class QATConfig:
 
     def __post_init__(self) -> None:
         check_algo(self.algo)
-        spec = QuantSpec(self.precision, method="qat")
+        spec = QuantSpec(self.precision)
         object.__setattr__(self, "precision", spec.precision)
         if spec.number_format.is_int and spec.bits not in QAT_BITS:
             raise QuarlError(f"bad QAT bits {spec.bits}: expected one of {', '.join(map(str, QAT_BITS))}")
@@ -71,7 +71,7 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
     ref = find_in_folder(folder, config.algo, config.env_id, "qat")
     if ref is not None:
         return ref
-    switch = QATSwitch(QuantSpec(config.precision, method="qat"), config.quantize_activations)
+    switch = QATSwitch(QuantSpec(config.precision), config.quantize_activations)
     record: dict[str, Any] = asdict(config)
 
     def prepare(model: BaseAlgorithm, n_timesteps: int) -> list[BaseCallback]:
@@ -112,4 +112,4 @@ class QATHandler(TrainedAgentEvaluation):
         return find_in_folder(config.folder(work.cache), config.algo, config.env_id, "qat")
 
     def specs(self, config: QATConfig) -> list[QuantSpec]:
-        return [QuantSpec(config.precision, method="qat")]
+        return [QuantSpec(config.precision)]

@@ -106,7 +106,7 @@ def job_for(config: RolloutConfig) -> Job:
     the run's product, not its input)."""
     from quarl_bench.zoo.envs import default_eval_envs
 
-    spec = QuantSpec(config.precision, method="rollout")
+    spec = QuantSpec(config.precision)
     n_envs = min(default_eval_envs(config.env_id), config.episodes)
     return Job(
         config.algo,
@@ -117,6 +117,7 @@ def job_for(config: RolloutConfig) -> Job:
         config.seed,
         n_envs,
         setting=f"{config.study()}/{config.label()}",
+        method="rollout",
     )
 
 
@@ -194,7 +195,7 @@ class RolloutHandler:
         config = work.config
         ref = train_rollout(config, work.cache, work.retrain)
         job = job_for(config)
-        result = evaluate_job(load_agent(ref), replace(job, spec=QuantSpec("fp32", method="rollout")), work.driver)
+        result = evaluate_job(load_agent(ref), replace(job, spec=QuantSpec("fp32")), work.driver)
         # the row's precision is the rollouts'; what played its episodes is said here, in words and as a precision
         evaluated = {
             "evaluated_policy": f"the fp32 learner trained on {config.precision} rollouts",

@@ -177,7 +177,7 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
                 high,
                 [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds],
             )
-            record |= spec_kind_columns(spec_of(group[0]["spec_json"]))
+            record |= spec_kind_columns(spec_of(group[0]["spec_json"]), group[0]["method"])
             record.update(
                 {
                     "fp32 mean": fp32_mean,
@@ -197,11 +197,11 @@ def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.Dat
     return pd.DataFrame.from_records(records)
 
 
-def spec_kind_columns(spec: QuantSpec) -> dict[str, Any]:
+def spec_kind_columns(spec: QuantSpec, method: str = "ptq") -> dict[str, Any]:
     """What a statistics row measures, from its spec's fields: the weight method (None when more than weights
     changed), the one input quantized (``A 8``, ``obs 6``; ``A 32``: weights only; '' otherwise), whether any input
     is, and the frontier's legend family."""
-    inputs = input_quantization(spec)
+    inputs = input_quantization(spec, method)
     return {
         "weight method": weight_method(spec),
         "input": f"{inputs[0]} {inputs[1]}" if inputs else "",
