@@ -163,16 +163,26 @@ def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
 def c_artifact(module, network_states: np.ndarray) -> Artifact:
     """``policy.h`` and ``policy.c`` of an MLP policy (``c-int8``)."""
     from quarl_bench.deploy.c_int8 import quantize_mlp
-    from quarl_bench.deploy.c_source import header, source
     from quarl_bench.deploy.mlp import as_mlp
 
     mlp = as_mlp(module)
-    program = quantize_mlp(mlp, network_states)
+    return program_artifact(quantize_mlp(mlp, network_states))
+
+
+def program_artifact(program, prefix: str = "") -> Artifact:
+    """The ``c-int8`` artifact of an integer program, its public symbols named with ``prefix`` (see ``CNames``)."""
+    from quarl_bench.deploy.c_source import CNames, header, source
+
+    names = CNames(prefix)
+    mlp = program.mlp
+    text = source(program, names)
     files = (
-        ("policy.h", header(program, "quarl-bench c-int8 policy").encode()),
-        ("policy.c", source(program).encode()),
+        ("policy.h", header(program, "quarl-bench c-int8 policy", text, names).encode()),
+        ("policy.c", text.encode()),
     )
     meta = (
+        ("program", program),
+        ("prefix", prefix),
         ("obs_dim", mlp.obs_dim),
         ("action_dim", mlp.action_dim),
         ("discrete", mlp.head in ("argmax", "quantile-argmax")),

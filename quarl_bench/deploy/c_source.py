@@ -2,46 +2,77 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+from dataclasses import dataclass
+
 import numpy as np
 
 from quarl_bench.deploy.c_int8 import IntLayer, IntProgram
+from quarl_bench.errors import QuarlError
+
+GENERATOR_VERSION = 2  # 2: exact bias, a status for non-finite observations, extern "C", symbol prefix
+BUILD_FLAGS = "-std=c99 -ffp-contract=off"  # bit-exactness needs both: no FMA contraction, no GNU extensions
 
 HEADER = """\
 /* {title}
- * Written by quarl-bench (c-int8): C99, no dependencies, integer arithmetic as CMSIS-NN's arm_fully_connected_s8.
- * int quarl_policy_act(const float *observation, float *action):
- *   observation: QUARL_OBS_DIM raw floats, as the env gives them{normalised}.
+ * Written by quarl-bench (c-int8, generator version {version}): C99, no dependencies, integer arithmetic as
+ * CMSIS-NN's arm_fully_connected_s8, the bias added exactly on the requantization grid.
+ * policy.c sha256: {source_hash}
+ * Build with: {flags} (the bit-exactness claim needs them; GCC's default -std=gnu11 contracts
+ * a * b + c into FMAs and changes actions).
+ *
+ * int {function}(const float *observation, float *action):
+ *   observation: {macro}_OBS_DIM raw floats, as the env gives them{normalised}.
+ *   Returns a negative status (-1) and writes no action when an observation value is NaN or infinite; finite
+ *   values beyond the calibrated range saturate (see policy.json's observation ranges).
  *   Discrete: returns the action index (and writes it to action[0] when action is not NULL).
- *   Box: writes QUARL_ACTION_DIM floats, already clipped and unscaled to the bounds, and returns 0.
+ *   Box: writes {macro}_ACTION_DIM floats, already clipped and unscaled to the bounds, and returns 0.
+ *   Not reentrant: it works in static buffers, so call it from one thread (or guard it). Two policies link into
+ *   one image when each is exported with its own --c-prefix.
  */
-#ifndef QUARL_POLICY_H
-#define QUARL_POLICY_H
-#define QUARL_OBS_DIM {obs_dim}
-#define QUARL_ACTION_DIM {action_dim}
-#define QUARL_DISCRETE {discrete}
-int quarl_policy_act(const float *observation, float *action);
+#ifndef {macro}_POLICY_H
+#define {macro}_POLICY_H
+#ifdef __cplusplus
+extern "C" {{
+#endif
+#define {macro}_OBS_DIM {obs_dim}
+#define {macro}_ACTION_DIM {action_dim}
+#define {macro}_DISCRETE {discrete}
+#define {macro}_GENERATOR_VERSION {version}
+#define {macro}_STATUS_NONFINITE_OBSERVATION (-1)
+int {function}(const float *observation, float *action);
+#ifdef __cplusplus
+}}
+#endif
 #endif
 """
 
+
+@dataclass(frozen=True)
+class CNames:
+    """The artifact's public names: ``{prefix}_act`` and ``{PREFIX}_*`` macros; no prefix keeps
+    ``quarl_policy_act`` and ``QUARL_*``. Everything else in policy.c is ``static``."""
+
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.prefix and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.prefix):
+            raise QuarlError(
+                f"bad --c-prefix {self.prefix!r}: expected a C identifier (letters, digits, '_'; not starting with a "
+                "digit)"
+            )
+
+    @property
+    def function(self) -> str:
+        return f"{self.prefix}_act" if self.prefix else "quarl_policy_act"
+
+    @property
+    def macro(self) -> str:
+        return self.prefix.upper() if self.prefix else "QUARL"
+
+
 RUNTIME = r"""
-typedef struct {
-    int in, out;
-    const int8_t *weight;
-    const int32_t *bias, *multiplier;
-    const int8_t *shift;
-    int32_t input_zero, output_zero, output_low;
-    const int16_t *thresholds; /* tanh only */
-} quarl_layer;
-
-/* acc * multiplier * 2^(shift - 31), rounded to nearest (ties up) */
-static int32_t requantize(int32_t acc, int32_t multiplier, int32_t shift) {
-    int64_t product = (int64_t)acc * (int64_t)multiplier;
-    int32_t right = 31 - shift;
-    if (right <= 0) return (int32_t)(product << (-right));
-    if (right > 62) return 0;
-    return (int32_t)((product + ((int64_t)1 << (right - 1))) >> right);
-}
-
 /* round half to even, as torch.round; v is clamped well inside int32 first */
 static int32_t round_even(float v) {
     int32_t t;
@@ -56,6 +87,28 @@ static int32_t round_even(float v) {
 }
 
 static int32_t clamp32(int32_t v, int32_t low, int32_t high) { return v < low ? low : (v > high ? high : v); }
+"""
+
+# the hidden layers' kernels: left out of a policy with none (-Werror: unused static functions)
+HIDDEN_RUNTIME = r"""
+typedef struct {
+    int in, out;
+    const int8_t *weight;
+    const int64_t *bias; /* on the product's grid: acc * multiplier + bias */
+    const int32_t *multiplier;
+    const int8_t *shift;
+    int32_t input_zero, output_zero, output_low;
+    const int16_t *thresholds; /* tanh only */
+} quarl_layer;
+
+/* (acc * multiplier + bias) * 2^(shift - 31), rounded to nearest (ties up) */
+static int32_t requantize(int32_t acc, int64_t bias, int32_t multiplier, int32_t shift) {
+    int64_t product = (int64_t)acc * (int64_t)multiplier + bias;
+    int32_t right = 31 - shift;
+    if (right <= 0) return (int32_t)(product * ((int64_t)1 << (-right)));
+    if (right > 62) return 0;
+    return (int32_t)((product + ((int64_t)1 << (right - 1))) >> right);
+}
 
 static int32_t dot(const quarl_layer *layer, const int8_t *in, int row) {
     const int8_t *w = layer->weight + (long)row * layer->in;
@@ -68,7 +121,7 @@ static int32_t dot(const quarl_layer *layer, const int8_t *in, int row) {
 static void hidden(const quarl_layer *layer, const int8_t *in, int8_t *out) {
     int row;
     for (row = 0; row < layer->out; row++) {
-        int32_t value = requantize(dot(layer, in, row) + layer->bias[row], layer->multiplier[row], layer->shift[row]);
+        int32_t value = requantize(dot(layer, in, row), layer->bias[row], layer->multiplier[row], layer->shift[row]);
         if (layer->thresholds) { /* tanh: the code is how many thresholds the int16 pre-activation reaches */
             int32_t low = 0, high = 255;
             value = clamp32(value, -32767, 32766);
@@ -82,7 +135,6 @@ static void hidden(const quarl_layer *layer, const int8_t *in, int8_t *out) {
         }
     }
 }
-
 """
 
 FLOAT_TANH = r"""
@@ -112,11 +164,17 @@ static float quarl_tanh(float x) {
 """
 
 
-def header(program: IntProgram, title: str) -> str:
+def header(program: IntProgram, title: str, source_text: str, names: CNames = CNames()) -> str:
+    """``policy.h``: the entry point, its dimensions, its status, the build flags and ``policy.c``'s hash."""
     mlp = program.mlp
     discrete = mlp.head in ("argmax", "quantile-argmax")
     return HEADER.format(
         title=title,
+        version=GENERATOR_VERSION,
+        source_hash=hashlib.sha256(source_text.encode()).hexdigest(),
+        flags=BUILD_FLAGS,
+        function=names.function,
+        macro=names.macro,
         normalised="; VecNormalize's statistics are applied inside" if mlp.normalized else "",
         obs_dim=mlp.obs_dim,
         action_dim=mlp.action_dim,
@@ -124,11 +182,13 @@ def header(program: IntProgram, title: str) -> str:
     )
 
 
-def source(program: IntProgram) -> str:
-    """``policy.c``: the tables, the integer kernels and ``quarl_policy_act``."""
+def source(program: IntProgram, names: CNames = CNames()) -> str:
+    """``policy.c``: the tables, the integer kernels and the entry point."""
     mlp = program.mlp
-    width = max(layer.weight.shape[0] for layer in program.layers[:-1]) if len(program.layers) > 1 else 1
-    lines = ["#include <stdint.h>", '#include "policy.h"', RUNTIME]
+    # both buffers hold any layer's input or output: the observation's codes may be wider than every hidden layer
+    width = max([mlp.obs_dim, *(max(layer.weight.shape) for layer in program.layers[:-1])])
+    hidden_layers = len(program.layers) - 1
+    lines = ["#include <stdint.h>", '#include "policy.h"', RUNTIME] + ([HIDDEN_RUNTIME] if hidden_layers else [])
     if ("tanh",) in program.mlp.final:
         lines.append(FLOAT_TANH)
     lines += [_floats("INPUT_STEP", [program.layers[0].input_step])]
@@ -141,25 +201,31 @@ def source(program: IntProgram) -> str:
         lines += _layer_tables(index, layer)
     last = program.layers[-1]
     outputs = last.weight.shape[0]
-    lines.append(f"static int8_t buffer_a[{width}], buffer_b[{width}];")
+    lines.append(f"static int8_t buffer_a[{width}]" + (f", buffer_b[{width}];" if hidden_layers else ";"))
     lines.append(f"static float scores[{outputs}];")
     lines.append("")
-    lines.append("int quarl_policy_act(const float *observation, float *action) {")
-    lines.append("    int8_t *in = buffer_a, *out = buffer_b, *swap;")
+    lines.append(f"int {names.function}(const float *observation, float *action) {{")
+    lines.append("    int8_t *in = buffer_a" + (", *out = buffer_b, *swap;" if hidden_layers else ";"))
     lines.append("    int i, row;")
-    lines.append("    for (i = 0; i < QUARL_OBS_DIM; i++) {")
+    lines.append(f"    for (i = 0; i < {names.macro}_OBS_DIM; i++) {{")
+    lines.append("        /* NaN and +-inf fail both comparisons: refuse them before anything is written */")
+    lines.append("        if (!(observation[i] >= -3.40282347e38f && observation[i] <= 3.40282347e38f)) {")
+    lines.append(f"            return {names.macro}_STATUS_NONFINITE_OBSERVATION;")
+    lines.append("        }")
+    lines.append("    }")
+    lines.append(f"    for (i = 0; i < {names.macro}_OBS_DIM; i++) {{")
     lines.append("        float x = observation[i];")
     if mlp.normalized:
         lines.append("        x = (x - OBS_MEAN[i]) * OBS_SCALE[i];")
         lines.append("        x = x < -OBS_CLIP[0] ? -OBS_CLIP[0] : (x > OBS_CLIP[0] ? OBS_CLIP[0] : x);")
-    zero = last.input_zero if len(program.layers) == 1 else program.layers[0].input_zero
+    zero = program.layers[0].input_zero
     lines.append(f"        in[i] = (int8_t)(clamp32(round_even(x / INPUT_STEP[0]) + {zero + 128}, 0, 255) - 128);")
     lines.append("    }")
-    for index in range(len(program.layers) - 1):
+    for index in range(hidden_layers):
         lines.append(f"    hidden(&LAYER_{index}, in, out);")
         lines.append("    swap = in; in = out; out = swap;")
-    lines += _last_layer(program, len(program.layers) - 1)
-    lines += _head(program)
+    lines += _last_layer(program, hidden_layers, names)
+    lines += _head(program, names)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -170,7 +236,7 @@ def _layer_tables(index: int, layer: IntLayer) -> list[str]:
     if layer.last:
         lines += [_floats(f"B{index}", layer.bias), _floats(f"SCALE{index}", layer.output_scale)]
         return lines
-    lines += [_ints(f"B{index}", "int32_t", layer.bias), _ints(f"M{index}", "int32_t", layer.multiplier)]
+    lines += [_ints(f"B{index}", "int64_t", layer.bias), _ints(f"M{index}", "int32_t", layer.multiplier)]
     lines.append(_ints(f"S{index}", "int8_t", layer.shift))
     thresholds = "0"
     if layer.activation == "tanh":
@@ -183,7 +249,7 @@ def _layer_tables(index: int, layer: IntLayer) -> list[str]:
     return lines
 
 
-def _last_layer(program: IntProgram, index: int) -> list[str]:
+def _last_layer(program: IntProgram, index: int, names: CNames) -> list[str]:
     layer = program.layers[index]
     out, inputs = layer.weight.shape
     lines = [f"    for (row = 0; row < {out}; row++) {{"]
@@ -204,11 +270,12 @@ def _last_layer(program: IntProgram, index: int) -> list[str]:
     value = "value"
     lines.append(f"        scores[row] = {value};")
     lines.append("    }")
-    lines.append("    (void)out;")
+    if index:
+        lines.append("    (void)out;")
     return lines
 
 
-def _head(program: IntProgram) -> list[str]:
+def _head(program: IntProgram, names: CNames) -> list[str]:
     mlp = program.mlp
     last = program.layers[-1].weight.shape[0]
     if mlp.head in ("argmax", "quantile-argmax"):
@@ -227,7 +294,7 @@ def _head(program: IntProgram) -> list[str]:
         lines.append("        return best;")
         lines.append("    }")
         return lines
-    lines = ["    for (row = 0; row < QUARL_ACTION_DIM; row++) {", "        float a = scores[row];"]
+    lines = [f"    for (row = 0; row < {names.macro}_ACTION_DIM; row++) {{", "        float a = scores[row];"]
     if mlp.head == "clip":
         lines.append(
             "        a = a < ACTION_LOW[row] ? ACTION_LOW[row] : (a > ACTION_HIGH[row] ? ACTION_HIGH[row] : a);"
@@ -253,6 +320,8 @@ def _ints(name: str, ctype: str, values, per_line: int = 16) -> str:
     flat = [int(v) for v in np.asarray(values).reshape(-1)]
     if ctype == "int32_t":
         items = [f"{v}" if v != -(2**31) else "(-2147483647 - 1)" for v in flat]
+    elif ctype == "int64_t":
+        items = [f"INT64_C({v})" for v in flat]
     else:
         items = [str(v) for v in flat]
     rows = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
