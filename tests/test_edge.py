@@ -52,10 +52,28 @@ def test_tanh_thresholds_step_where_the_int8_code_of_tanh_changes() -> None:
 def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo: Path, tmp_path: Path) -> None:
     out = tmp_path / "cartpole-c"
     agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
-    code, printed, err = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
+    store = ("--store", tmp_path / "q.sqlite")
+    code, printed, err = cli("export", *agent, "--backend", "c-int8", "--out", out, "--c-prefix", "cartpole", *store)
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "policy.c", "policy.h", "policy.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "Makefile",
+        "README.md",
+        "check.c",
+        "m4_link.ld",
+        "m4_startup.c",
+        "policy.c",
+        "policy.h",
+        "policy.json",
+        "vectors.h",
+    ]
     contract = json.loads((out / "policy.json").read_text())
+    assert contract["c"]["function"] == "cartpole_act" and contract["c"]["test_vectors"] == 256 + 7
+    assert "int cartpole_act(const float *observation, float *action);" in (out / "policy.h").read_text()
+    assert 'extern "C"' in (out / "policy.h").read_text() and "source; flash below" in printed
+    low, high = zip(*contract["c"]["observation_saturation"], strict=True)
+    assert all(lo < 0 < hi for lo, hi in zip(low, high, strict=True))
+    checked = subprocess.run(["make", "-s", "check"], cwd=out, capture_output=True, text=True, check=False)
+    assert checked.returncode == 0 and "263 vectors, 0 mismatches" in checked.stdout, checked.stderr
     assert contract["action"] == {"space": "Discrete", "n": 2, "dim": 0, "mapping": "argmax"}
     assert contract["parity"]["passed"] and contract["parity"]["flip_rate_outside_near_ties"] <= 0.02
     assert contract["certification"]["against_claimed"]["verdict"] == "equivalent"
@@ -70,6 +88,9 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
     if not cross_tools_missing():
         m4 = contract["cortex_m4"]
         assert m4["flash_bytes"] <= 1.2 * (m4["weight_bytes"] + 4096)
+        assert m4["ram_bytes"] == m4["static_ram_bytes"] + m4["stack_bytes"] and 0 < m4["stack_bytes"] < 512
+        emulated = subprocess.run(["make", "-s", "m4"], cwd=out, capture_output=True, text=True, check=False)
+        assert emulated.returncode == 0 and "263 vectors, 0 mismatches" in emulated.stdout, emulated.stderr
     assert play_client(out) >= 475  # CartPole's solved threshold, on one seeded episode
     code, _, err = cli("report", "--store", tmp_path / "q.sqlite", "--out", tmp_path / "report")
     assert code == 0, err
@@ -79,8 +100,17 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
     assert certified.loc["equivalence", "verdict"] == "equivalent"
     assert certified.loc["non-inferiority", "guarantee"] == "finite-sample"
     assert not (tmp_path / "report" / "certified_verdicts.csv").exists()  # no precision was certified against fp32
-    again = cli("export", *agent, "--backend", "c-int8", "--out", out, "--store", tmp_path / "q.sqlite")
+    again = cli("export", *agent, "--backend", "c-int8", "--out", out, *store)
     assert again[0] == 2 and "not empty" in again[2] and len(again[2].strip().splitlines()) == 1
+    for prefix, backend, expected in (
+        ("2fast", "c-int8", "bad --c-prefix '2fast': expected a C identifier"),
+        ("cart", "ort-fp32", "bad --c-prefix for backend ort-fp32"),
+    ):
+        code, _, err = cli(
+            "export", *agent, "--backend", backend, "--out", tmp_path / "x", "--c-prefix", prefix, *store
+        )
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.skipif(

@@ -455,3 +455,26 @@ def test_onnx_policies_take_weight_formats_but_not_activation_quantizers(cli, ow
     code, _, err = cli("run", *agent, "--bits", "8", "--act-bits", "8", "--store", store)
     assert code == 2 and "ONNX policy runs its own graph" in err and len(err.strip().splitlines()) == 1
     assert not store.exists() or load_results(store).empty
+
+
+def test_an_exported_artifact_s_client_finds_the_user_s_env_module(cli, own: Path, tmp_path: Path) -> None:
+    """The artifact README's client, run from the artifact folder as the README says (no PYTHONPATH), imports the
+    user's env module from where export found it (``policy.json``'s ``env_module_folders``)."""
+    import json
+    import os
+    import subprocess
+
+    out = tmp_path / "artifact"
+    agent = ("--model", own / "corridor_ppo.zip", "--env", "corridor_env:Corridor-v0")
+    code, _, err = cli(
+        "export", *agent, "--backend", "c-int8", "--out", out, "--max-episodes", "20", "--store", tmp_path / "q.sqlite"
+    )
+    assert code == 0, err
+    assert json.loads((out / "policy.json").read_text())["env_module_folders"] == [str(own)]
+    client = (out / "README.md").read_text().split("```python\n")[1].split("```")[0]
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", client], cwd=out, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.split()[-1]) > 1.0  # reached the end of the corridor (+1 and the walk's progress)

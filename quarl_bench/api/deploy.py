@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -67,12 +68,14 @@ def export_artifact(
     certify: Any = None,
     on_step: Callable[[str], None] | None = None,
     allow_degraded: bool = False,
+    c_prefix: str = "",
 ) -> Export:
     """Build ``target``'s artifact of the agent, gate it on parity with the fake-quant policy it claims to be,
     certify its closed-loop reward against that policy and against fp32 (the verdicts go to ``store``), and write
     the folder ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
 
     :param certify: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 20-episode batches, at most 200).
+    :param c_prefix: a C artifact's symbol prefix (``NAME_act``, ``NAME_*`` macros); '' keeps ``quarl_policy_act``.
     :raises QuarlError: for an unwritable or non-empty ``out`` (without ``force``), a missing runtime, a policy the
         backend cannot express, a parity gate failed without ``allow_divergent``, or an artifact certified worse
         than fp32 by more than δ without ``allow_degraded`` (nothing is written then).
@@ -90,7 +93,8 @@ def export_artifact(
             "c-int8 or torch-fp32 backend"
         )
     claimed = claimed_spec(target.backend)
-    step(f"built {target.backend} ({artifact.nbytes} bytes); parity against {spec_text(claimed)} on fixed states")
+    size = "C source; flash below" if artifact.kind == "c" else f"{artifact.nbytes} bytes"
+    step(f"built {target.backend} ({size}); parity against {spec_text(claimed)} on fixed states")
     parity = artifact_parity(agent, module, artifact, claimed)
     step(_parity_line(parity))
     certification = certify_artifact(ref, target, claimed, store, certify, step)
@@ -107,13 +111,23 @@ def export_artifact(
             f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
             f"over {fp32['episodes']} paired episodes; nothing written, pass --allow-degraded to write it anyway"
         )
+    firmware: dict[str, bytes] = {}
+    if artifact.kind == "c":
+        artifact, firmware, c_block = _firmware(agent, module, artifact, c_prefix)
     document = contract(
         artifact, ref, module, target, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
     )
-    files = artifact.named_files() | {
-        "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
-        "README.md": readme(artifact, ref, document).encode(),
-    }
+    if firmware:
+        document["c"] = c_block
+        document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in firmware.items()}
+    files = (
+        artifact.named_files()
+        | firmware
+        | {
+            "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
+            "README.md": readme(artifact, ref, document).encode(),
+        }
+    )
     write_folder(out, files, force)
     return Export(artifact, out, document)
 
@@ -315,6 +329,24 @@ def _parity_line(parity: dict[str, Any]) -> str:
         f"largest action error {parity['max_error_steps_outside_sensitive']:.2f} steps outside the sensitive quarter "
         f"({parity['max_error_steps']:.2f} over all {parity['states']} states)"
     )
+
+
+def _firmware(agent: Any, module: Any, artifact: Any, prefix: str) -> tuple[Any, dict[str, bytes], dict[str, Any]]:
+    """A C artifact named with ``prefix``, its firmware files (test vectors on the fixed states, check program,
+    Makefile, Cortex-M4 startup) and ``policy.json``'s ``c`` block."""
+    from quarl_bench.deploy.backends import program_artifact, raw_observations
+    from quarl_bench.deploy.c_folder import c_contract, firmware_files, test_vectors
+    from quarl_bench.deploy.c_source import CNames
+    from quarl_bench.evaluation.fixed_states import fixed_states
+
+    program = artifact.info("program")
+    states = fixed_states(agent.ref.content_hash, agent.model.policy, agent.make_env)
+    recorded = raw_observations(module, states, np.float32)
+    names = CNames(prefix)
+    named = program_artifact(program, prefix)
+    files = firmware_files(dict(artifact.files), recorded, program, names)
+    vectors = len(test_vectors(recorded, program.mlp.obs_dim))
+    return named, files, c_contract(program, names, vectors)
 
 
 def _cortex_m4(artifact: Any) -> dict[str, Any]:

@@ -21,6 +21,20 @@ def deploy_targets(args: argparse.Namespace, backends: list[str]) -> tuple:
     )
 
 
+def check_c_prefix(prefix: str, backend: str) -> None:
+    """``--c-prefix`` names C symbols: a C identifier, for a C backend only.
+
+    :raises QuarlError: in one line, naming the bad value and what is accepted.
+    """
+    from quarl_bench.backend_registry import backend as registered
+    from quarl_bench.deploy.c_source import CNames
+    from quarl_bench.errors import QuarlError
+
+    if prefix and registered(backend).kind != "c":
+        raise QuarlError(f"bad --c-prefix for backend {backend}: it names C symbols, expected a c-* backend")
+    CNames(prefix)
+
+
 def deploy(args: argparse.Namespace) -> int:
     require("deploy", "deploy", ("onnx", "onnxruntime"))
     from quarl_bench.api import run_deploy
@@ -80,6 +94,7 @@ def export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out(out, args.force)  # before loading anything: a bad --out or a missing runtime fails at once
     require_backend(target.backend)
+    check_c_prefix(args.c_prefix, target.backend)
     config = CertifyConfig(
         args.tolerance,
         args.tolerance_abs,
@@ -100,6 +115,7 @@ def export(args: argparse.Namespace) -> int:
             config,
             on_step=lambda text: console.print(text),
             allow_degraded=args.allow_degraded,
+            c_prefix=args.c_prefix,
         )
     document = done.contract
     certification = document["certification"]

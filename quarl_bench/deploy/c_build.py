@@ -148,15 +148,37 @@ def cross_tools_missing() -> list[str]:
 
 
 def cortex_m4_size(sources: dict[str, bytes]) -> dict[str, int]:
-    """Flash (text + data) and RAM (data + bss + the stack reserved) of the policy linked for a Cortex-M4 with a
-    minimal startup and a main that calls it once, at -Os with unused sections dropped (``arm-none-eabi-size``)."""
+    """Flash (text + data) and RAM of the policy linked for a Cortex-M4 with a minimal startup and a main that calls
+    it once, at -Os with unused sections dropped (``arm-none-eabi-size``). RAM is split: the static buffers
+    (``data`` + ``bss`` less the reserved stack) and the stack its functions use (``-fstack-usage``: the sum of
+    every ``policy.c`` frame, a bound on the deepest call chain)."""
     with tempfile.TemporaryDirectory(prefix="quarl-m4-") as name:
         folder = Path(name)
-        elf = _cortex_m4_elf(
-            sources, folder, SIZE_MAIN, ["-Os", "-nostdlib", "-nostartfiles", "-fno-tree-loop-distribute-patterns"], []
-        )
+        flags = ["-Os", "-nostdlib", "-nostartfiles", "-fno-tree-loop-distribute-patterns", "-fstack-usage"]
+        elf = _cortex_m4_elf(sources, folder, SIZE_MAIN, flags, [])
         text, data, bss = _size(elf)
-    return {"flash_bytes": text + data, "ram_bytes": data + bss, "text": text, "data": data, "bss": bss}
+        stack = sum(_policy_frames(folder).values())
+    static = data + bss - STACK_BYTES
+    return {
+        "flash_bytes": text + data,
+        "ram_bytes": static + stack,
+        "static_ram_bytes": static,
+        "stack_bytes": stack,
+        "text": text,
+        "data": data,
+        "bss": bss - STACK_BYTES,
+    }
+
+
+def _policy_frames(folder: Path) -> dict[str, int]:
+    """Each ``policy.c`` function's stack frame in bytes, from GCC's ``.su`` files in ``folder``."""
+    frames = {}
+    for path in folder.glob("*.su"):
+        for line in path.read_text().splitlines():
+            where, size, *_ = line.split("\t")
+            if "policy.c:" in where:
+                frames[where.rsplit(":", 1)[-1]] = int(size)
+    return frames
 
 
 def play_recorded(sources: dict[str, bytes], observations: np.ndarray, target: str) -> list[str]:
@@ -215,11 +237,11 @@ def _size(elf: Path) -> tuple[int, int, int]:
 
 
 def _observations_header(observations: np.ndarray) -> bytes:
-    from quarl_bench.deploy.c_source import c_float
+    from quarl_bench.deploy.c_source import c_literal
 
     rows = np.asarray(observations, dtype=np.float32).reshape(len(observations), -1)
-    body = ",\n".join("    {" + ", ".join(c_float(float(v)) for v in row) + "}" for row in rows)
-    text = f"#define QUARL_RECORDED {len(rows)}\nstatic const float QUARL_OBSERVATIONS[{len(rows)}][{rows.shape[1]}] = {{\n{body}\n}};\n"
+    body = ",\n".join("    {" + ", ".join(c_literal(float(v)) for v in row) + "}" for row in rows)
+    text = f"#include <math.h>\n#define QUARL_RECORDED {len(rows)}\nstatic const float QUARL_OBSERVATIONS[{len(rows)}][{rows.shape[1]}] = {{\n{body}\n}};\n"
     return text.encode()
 
 

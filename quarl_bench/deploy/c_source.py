@@ -316,6 +316,15 @@ def c_float(value: float) -> str:
     return text + "f" if "p" in text else text + "p+0f"
 
 
+def c_literal(value: float) -> str:
+    """A float as C99 source: NaN and infinities as ``math.h``'s ``NAN`` and ``INFINITY``, others exactly."""
+    if value != value:
+        return "NAN"
+    if abs(value) == float("inf"):
+        return "INFINITY" if value > 0 else "-INFINITY"
+    return c_float(value)
+
+
 def _ints(name: str, ctype: str, values, per_line: int = 16) -> str:
     flat = [int(v) for v in np.asarray(values).reshape(-1)]
     if ctype == "int32_t":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,15 +69,19 @@ def act(obs):
 import ctypes
 import subprocess
 
-subprocess.run(["cc", "-std=c99", "-O2", "-shared", "-fPIC", "policy.c", "-o", "libpolicy.so"], check=True)
+flags = contract["c"]["required_flags"].split()  # -std=c99 -ffp-contract=off: the bit-exactness claim needs them
+subprocess.run(["cc", *flags, "-O2", "-shared", "-fPIC", "policy.c", "-o", "libpolicy.so"], check=True)
 library = ctypes.CDLL("./libpolicy.so")
+policy_act = getattr(library, contract["c"]["function"])
 floats = ctypes.POINTER(ctypes.c_float)
 action = np.zeros(max(1, contract["action"]["dim"]), dtype=np.float32)
 
 
 def act(obs):
     x = np.ascontiguousarray(obs, dtype=np.float32)
-    index = library.quarl_policy_act(x.ctypes.data_as(floats), action.ctypes.data_as(floats))
+    index = policy_act(x.ctypes.data_as(floats), action.ctypes.data_as(floats))
+    if index < 0:
+        raise ValueError(f"non-finite observation {obs}: the policy wrote no action")
     return index if contract["action"]["space"] == "Discrete" else action.copy()
 """,
 }
@@ -105,8 +110,9 @@ print(f"return {total:.1f}")
 
 def client(kind: str) -> str:
     """A plain client for an artifact of ``kind``, run in the artifact folder: one seeded episode, its return."""
-    head = "import json\n\nimport gymnasium as gym\nimport numpy as np\n\n"
+    head = "import json\nimport sys\n\nimport gymnasium as gym\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
+    head += 'sys.path[:0] = contract.get("env_module_folders", [])  # where the env\'s own modules were found\n'
     return head + ACT[kind] + "\n\n" + PLAY
 
 
@@ -159,6 +165,7 @@ def contract(
         # gymnasium imports ``module:`` before making the env, as --env my_pkg:MyEnv-v0 did
         "env_id": ":".join([*ref.env_packages[:1], ref.env_id]),
         "env_kwargs": json.loads(ref.env_kwargs) if ref.env_kwargs else {},
+        "env_module_folders": module_folders(ref.env_packages),
         "files": files,
         "observation": observation,
         "action": action,
@@ -178,6 +185,22 @@ def contract(
     if cortex_m4 is not None:
         found["cortex_m4"] = cortex_m4
     return found
+
+
+def module_folders(packages: tuple[str, ...]) -> list[str]:
+    """The folders the env's own modules (``--env-package``) import from, so the client finds them run elsewhere."""
+    import importlib.util
+
+    folders = []
+    for package in packages:
+        spec = importlib.util.find_spec(package.split(".")[0])
+        if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+            continue
+        origin = Path(spec.origin)
+        folder = origin.parent.parent if origin.name == "__init__.py" else origin.parent
+        if str(folder) not in folders:
+            folders.append(str(folder))
+    return folders
 
 
 def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> dict[str, Any]:
@@ -206,7 +229,7 @@ def cortex_m4_text(m4: dict[str, Any]) -> str:
         return f"Cortex-M4 build: not measured ({m4.get('skipped', '')})"
     return (
         f"Cortex-M4 build: {m4['flash_bytes']} bytes of flash (goal <= {m4['flash_limit_bytes']}), "
-        f"{m4['ram_bytes']} bytes of RAM"
+        f"{m4['ram_bytes']} bytes of RAM ({m4['static_ram_bytes']} static buffers, {m4['stack_bytes']} stack)"
     )
 
 
@@ -237,6 +260,17 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
             )
     if "cortex_m4" in document:
         lines.append(f"- {cortex_m4_text(document['cortex_m4'])}.")
+    if "c" in document:
+        c = document["c"]
+        lines += [
+            f"- Build with `{c['required_flags']}`: the bit-exactness claim needs both (GCC's default -std=gnu11 "
+            "contracts a * b + c into FMAs and changes actions). `make check` builds the check program on this host "
+            f"and runs the {c['test_vectors']} test vectors (`vectors.h`: recorded observations with their output "
+            "bits, then NaN, +-inf and huge values); `make m4` runs the same check on a Cortex-M4 under QEMU.",
+            f"- `{c['function']}` returns -1 and writes no action for a NaN or infinite observation; it is not "
+            "reentrant (static buffers). Observation values beyond `policy.json`'s `observation_saturation` "
+            "ranges saturate.",
+        ]
     runtime = {"onnx": "onnxruntime", "tflite": "ai-edge-litert", "pte": "executorch", "c": "a C compiler"}
     lines += [
         "",

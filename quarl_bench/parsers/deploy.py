@@ -62,6 +62,13 @@ def add_export(commands: Subcommands) -> None:
         help="write the artifact even when it is certified worse than fp32 by more than the tolerance",
     )
     export.add_argument("--seed", type=int, default=0, help="the certification's seed base (default 0)")
+    export.add_argument(
+        "--c-prefix",
+        default="",
+        metavar="NAME",
+        help="c-int8: name the entry point NAME_act and the macros NAME_* (upper case), so two policies link into "
+        "one image (default: quarl_policy_act, QUARL_*)",
+    )
     add_certification(export)
     add_store(export)
 
