@@ -123,6 +123,28 @@ def test_export_writes_an_artifact_that_runs_with_onnxruntime_alone(cli, zoo: Pa
     assert done.returncode == 0 and done.stdout.strip() in ("[0, 0]", "[1, 1]", "[2, 2]")
 
 
+def test_a_continuous_onnx_policy_exports_or_is_told_why_not(cli, zoo: Path, tmp_path: Path) -> None:
+    """sac Pendulum written as ONNX (by export) and exported again from that file: ort-fp32 writes a Box contract;
+    ort-int8-dynamic fails its gate and the line names the cause (the raw observation on one int8 grid: velocity
+    +-8 beside cos/sin +-1) and the remedy; ort-int8-static, whose W8A8 claim is simulated on torch layers only, is
+    refused naming the backends an ONNX policy exports to. Nothing is written for the two refused."""
+    store = ("--store", tmp_path / "q.sqlite", "--max-episodes", "20")
+    sac = ("--algo", "sac", "--env", "Pendulum-v1", "--folder", zoo)
+    assert cli("export", *sac, "--backend", "ort-fp32", "--out", tmp_path / "sac", *store)[0] == 0
+    onnx = ("--model", tmp_path / "sac" / "policy.onnx", "--env", "Pendulum-v1")
+    code, _, err = cli("export", *onnx, "--backend", "ort-fp32", "--out", tmp_path / "again", *store)
+    assert code == 0, err
+    action = json.loads((tmp_path / "again" / "policy.json").read_text())["action"]
+    assert action["space"] == "Box" and action["low"] == [-2.0] and action["high"] == [2.0]
+    code, _, err = cli("export", *onnx, "--backend", "ort-int8-dynamic", "--out", tmp_path / "dynamic", *store)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "parity gate failed" in err and "per tensor" in err and "differ 7x" in err and "c-int8" in err
+    code, _, err = cli("export", *onnx, "--backend", "ort-int8-static", "--out", tmp_path / "static", *store)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "exports to ort-fp32, ort-fp16, ort-int8-dynamic" in err
+    assert not (tmp_path / "dynamic").exists() and not (tmp_path / "static").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [

@@ -93,6 +93,7 @@ def export_artifact(
             "c-int8 or torch-fp32 backend"
         )
     claimed = claimed_spec(target.backend)
+    _check_claim_simulable(module, target, claimed)
     size = "C source; flash below" if artifact.kind == "c" else f"{artifact.nbytes} bytes"
     step(f"built {target.backend} ({size}); parity against {spec_text(claimed)} on fixed states")
     parity = artifact_parity(agent, module, artifact, claimed)
@@ -101,8 +102,8 @@ def export_artifact(
     cortex_m4 = _cortex_m4(artifact) if artifact.kind == "c" else None
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
-            f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); nothing "
-            "written, pass --allow-divergent to write it anyway"
+            f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); "
+            f"{_divergence_cause(artifact, claimed, parity)}nothing written, pass --allow-divergent to write it anyway"
         )
     fp32 = certification["against_fp32"]
     if fp32["verdict"] == "unsafe" and not allow_degraded:
@@ -216,9 +217,26 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
     bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
     with torch_thread_count(1):
         run = runner(artifact, threads=1)
-        return parity(
+        found = parity(
             run, raw, claimed_actions, fp32_actions, decision_values(policy, states), bounds, claimed.precision
         )
+    spans = np.ptp(np.asarray(raw, np.float64).reshape(len(raw), -1), axis=0)
+    spans = spans[spans > 0]
+    return found | {"observation_span_ratio": float(spans.max() / spans.min()) if len(spans) else 1.0}
+
+
+def _divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any]) -> str:
+    """The likely cause of a failed gate and its remedy, where the figures name one: an int8 graph that quantizes
+    its raw observation per tensor (one step for features whose ranges differ widely), which its claim does not
+    model (a weights-only claim) or models on normalised inputs."""
+    ratio = parity.get("observation_span_ratio", 1.0)
+    if artifact.kind == "c" or "max_error_steps" not in parity or ratio < 4 or claimed.precision != "int8":
+        return ""
+    return (
+        f"likely cause: the graph quantizes the raw observation to int8 per tensor, one step for features whose "
+        f"ranges differ {ratio:.0f}x (the fine ones lose their resolution); remedy: c-int8 (its gate models that "
+        "grid), or an agent that normalises its observations (VecNormalize); "
+    )
 
 
 def certify_artifact(
@@ -329,6 +347,31 @@ def _parity_line(parity: dict[str, Any]) -> str:
         f"largest action error {parity['max_error_steps_outside_sensitive']:.2f} steps outside the sensitive quarter "
         f"({parity['max_error_steps']:.2f} over all {parity['states']} states)"
     )
+
+
+def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec) -> None:
+    """An ONNX policy runs its own graph: quarl-bench simulates weight quantization on it, not activations, so a
+    backend that claims quantized activations (the W8A8 fake-quant) has nothing to be gated against.
+
+    :raises QuarlError: in one line, naming the backends an ONNX policy exports to.
+    """
+    from quarl_bench.backend_registry import backend_names
+    from quarl_bench.deploy.export import GraphPolicy
+
+    if not isinstance(module, GraphPolicy) or not claimed.activations:
+        return
+    takes = [name for name in backend_names() if _onnx_exportable(name)]
+    raise QuarlError(
+        f"backend {target.backend} claims {spec_text(claimed)}, whose activation quantization is simulated on torch "
+        f"layers only: an ONNX policy exports to {', '.join(takes)}"
+    )
+
+
+def _onnx_exportable(name: str) -> bool:
+    from quarl_bench.backend_registry import backend
+
+    entry = backend(name)
+    return not entry.torch_only and entry.kind in ("onnx",) and not claimed_spec(name).activations
 
 
 def _firmware(agent: Any, module: Any, artifact: Any, prefix: str) -> tuple[Any, dict[str, bytes], dict[str, Any]]:

@@ -159,6 +159,9 @@ class GraphPolicy:
             raise QuarlError("an ONNX policy gets no --vecnormalize: expected the normalisation inside the graph")
         self.policy = policy
         self.discrete = isinstance(policy.action_space, spaces.Discrete)
+        if not self.discrete:  # the bounds its actions are clipped to (the parity gate's action range)
+            self.low = torch.as_tensor(np.asarray(policy.action_space.low, np.float32))
+            self.high = torch.as_tensor(np.asarray(policy.action_space.high, np.float32))
         self.graph = acting_graph(
             policy.current_graph(), policy.input_name, policy.action_space, policy.outputs_actions
         )

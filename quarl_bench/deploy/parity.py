@@ -59,7 +59,9 @@ def parity(
     :param claimed: the claimed fake-quant policy's actions on the same states; ``fp32``: the fp32 policy's.
     :param fp32_values: the fp32 decision values (discrete), for near-ties; ``bounds``: (low, high) (continuous).
     """
-    actions = np.asarray(run(raw_states))
+    # one observation per call, as deployed: a dynamically quantized graph (ort-int8-dynamic) takes its activation
+    # ranges from the batch it is given, so a batch of 1,000 states would gate another policy than the one shipped
+    actions = np.concatenate([np.asarray(run(raw_states[i : i + 1])) for i in range(len(raw_states))])
     n = len(raw_states)
     if bounds is None:
         actions, claimed = actions.reshape(n), np.asarray(claimed).reshape(n)
