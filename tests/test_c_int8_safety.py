@@ -192,3 +192,60 @@ def test_a_prefix_that_is_not_a_c_identifier_is_refused() -> None:
     states = np.zeros((8, 4), np.float32)
     with pytest.raises(QuarlError, match=r"bad --c-prefix '2fast': expected a C identifier"):
         program_artifact(quantize_mlp(mlp([4, 8, 2]), states), "2fast")
+
+
+ACTOR_MODULE = '''
+import torch
+from torch import nn
+
+
+class ReachActor(nn.Module):
+    """CleanRL's actor shape: ReLU layers, tanh, then the action scale and bias buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc_mu = nn.Linear(3, 32), nn.Linear(32, 32), nn.Linear(32, 1)
+        self.register_buffer("action_scale", torch.tensor([[2.0]]))
+        self.register_buffer("action_bias", torch.tensor([[0.0]]))
+
+    def forward(self, x):
+        x = torch.relu(self.fc2(torch.relu(self.fc1(x))))
+        return torch.tanh(self.fc_mu(x)) * self.action_scale + self.action_bias
+
+
+class SigmoidActor(ReachActor):
+    def forward(self, x):
+        return torch.sigmoid(self.fc_mu(torch.relu(self.fc2(torch.relu(self.fc1(x))))))
+
+
+def reach():
+    torch.manual_seed(0)
+    return ReachActor()
+
+
+def sigmoid():
+    torch.manual_seed(0)
+    return SigmoidActor()
+'''
+
+
+def test_an_actor_class_exports_like_a_sequential_and_another_op_is_named(cli, tmp_path: Path) -> None:
+    """c-int8 traces a module (torch.fx) into its Linear / ReLU / Tanh / scale / offset chain: an actor class with
+    a ``tanh * scale + bias`` head passes the gate exactly; a sigmoid head is refused in one line naming it."""
+    import json
+
+    (tmp_path / "actors.py").write_text(ACTOR_MODULE)
+    common = ("--env", "Pendulum-v1", "--backend", "c-int8", "--store", tmp_path / "q.sqlite", "--max-episodes", "20")
+    untrained = ("--tolerance-abs", "100", "--catastrophe", "500", "--allow-degraded")  # random weights: no δ scale
+    out = tmp_path / "reach"
+    code, _, err = cli(
+        "export", "--policy-module", f"{tmp_path / 'actors.py'}:reach", *common, *untrained, "--out", out
+    )
+    assert code == 0, err
+    parity = json.loads((out / "policy.json").read_text())["parity"]
+    assert parity["passed"] and parity["max_error_steps"] < 1.0
+    assert "value = value * 0x1.0000000000000p+1f;" in (out / "policy.c").read_text()  # the action scale, 2.0
+    refused = tmp_path / "sigmoid"
+    code, _, err = cli("export", "--policy-module", f"{tmp_path / 'actors.py'}:sigmoid", *common, "--out", refused)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "this module calls torch.sigmoid; expected Linear, ReLU, Tanh" in err and not refused.exists()

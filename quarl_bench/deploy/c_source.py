@@ -199,6 +199,9 @@ def source(program: IntProgram, names: CNames = CNames()) -> str:
         lines += [_floats("ACTION_LOW", mlp.low.reshape(-1)), _floats("ACTION_HIGH", mlp.high.reshape(-1))]
     for index, layer in enumerate(program.layers):
         lines += _layer_tables(index, layer)
+    for number, op in enumerate(mlp.final):  # per-output scales and offsets after the last layer
+        if op[0] in ("scale", "offset") and len(op[1]) > 1:
+            lines.append(_floats(f"{op[0].upper()}_{number}", op[1]))
     last = program.layers[-1]
     outputs = last.weight.shape[0]
     lines.append(f"static int8_t buffer_a[{width}]" + (f", buffer_b[{width}];" if hidden_layers else ";"))
@@ -259,14 +262,20 @@ def _last_layer(program: IntProgram, index: int, names: CNames) -> list[str]:
         f"        for (i = 0; i < {inputs}; i++) acc += (int32_t)w[i] * ((int32_t)in[i] - ({layer.input_zero}));"
     )
     lines.append(f"        float value = (float)acc * SCALE{index}[row] + B{index}[row];")
-    for op in program.mlp.final:
+    for number, op in enumerate(program.mlp.final):
         if op[0] == "tanh":
             lines.append("        value = quarl_tanh(value);")
         elif op[0] == "relu":
             lines.append("        value = value > 0.0f ? value : 0.0f;")
-        else:
-            low, high = c_float(op[1]), c_float(op[2])
-            lines.append(f"        value = value < {low} ? {low} : (value > {high} ? {high} : value);")
+        elif op[0] in ("scale", "offset"):
+            sign = "*" if op[0] == "scale" else "+"
+            operand = c_float(op[1][0]) if len(op[1]) == 1 else f"{op[0].upper()}_{number}[row]"
+            lines.append(f"        value = value {sign} {operand};")
+        else:  # clamp; an infinite bound is no bound
+            if op[1] != float("-inf"):
+                lines.append(f"        value = value < {c_float(op[1])} ? {c_float(op[1])} : value;")
+            if op[2] != float("inf"):
+                lines.append(f"        value = value > {c_float(op[2])} ? {c_float(op[2])} : value;")
     value = "value"
     lines.append(f"        scores[row] = {value};")
     lines.append("    }")

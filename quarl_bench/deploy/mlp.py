@@ -69,8 +69,19 @@ class Mlp:
         """The last layer's output after the final float ops, in float32 (the head's input)."""
         x = torch.as_tensor(self.trace(self.normalize(observations))[1][-1])
         for op in self.final:
-            x = torch.clamp(x, op[1], op[2]) if op[0] == "clamp" else getattr(torch, op[0])(x)
+            x = apply_float_op(op, x)
         return x.numpy()
+
+
+def apply_float_op(op: tuple, x: torch.Tensor) -> torch.Tensor:
+    """One of the float ops after the last layer: ``tanh``, ``relu``, ``clamp``, ``scale`` or ``offset``."""
+    if op[0] == "clamp":
+        return torch.clamp(x, op[1], op[2])
+    if op[0] == "scale":
+        return x * torch.as_tensor(op[1], dtype=torch.float32)
+    if op[0] == "offset":
+        return x + torch.as_tensor(op[1], dtype=torch.float32)
+    return getattr(torch, op[0])(x)
 
 
 def normalized(observations: np.ndarray, statistics: dict) -> np.ndarray:
@@ -105,7 +116,14 @@ def _built(modules: list[nn.Module], head: str, quantiles: int, module) -> Mlp:
     last_linear = max((i for i, item in enumerate(flat) if isinstance(item, nn.Linear)), default=-1)
     final: list[tuple] = []
     for index, item in enumerate(flat):
-        if isinstance(item, nn.Linear):
+        if isinstance(item, tuple):  # a traced constant op: scale or offset, in float after the last layer
+            if index < last_linear:
+                raise QuarlError(
+                    f"c-int8 writes MLP chains only: this module's {item[0]} comes before a Linear layer; expected "
+                    "scales and offsets after the last one"
+                )
+            final.append(item)
+        elif isinstance(item, nn.Linear):
             bias = item.bias if item.bias is not None else torch.zeros(item.out_features)
             layers.append(Dense(_array(item.weight), _array(bias), "none"))
         elif index > last_linear and (type(item) in ACTIVATIONS or isinstance(item, nn.Hardtanh)):
@@ -142,17 +160,115 @@ def _built(modules: list[nn.Module], head: str, quantiles: int, module) -> Mlp:
 
 
 def _float_op(item: nn.Module) -> tuple:
-    if isinstance(item, nn.Hardtanh) and not isinstance(item, (nn.ReLU6,)):
+    if isinstance(item, nn.Hardtanh):
         return ("clamp", float(item.min_val), float(item.max_val))
     return (ACTIVATIONS[type(item)],)
 
 
 def _flattened(modules: list[nn.Module]) -> list[nn.Module]:
     """Nested ``nn.Sequential`` containers opened, in order."""
-    flat: list[nn.Module] = []
+    flat: list = []
     for item in modules:
         flat += _flattened(list(item)) if isinstance(item, nn.Sequential) else [item]
     return flat
+
+
+CHAIN_TEXT = "Linear, ReLU, Tanh, a constant scale or offset, clamp"
+
+
+def traced_chain(module: nn.Module) -> list:
+    """A torch module's forward as a chain of modules and constant ops (torch.fx): an actor class with a
+    ``scale * tanh(...)`` head exports as an ``nn.Sequential`` does.
+
+    :raises QuarlError: in one line, naming the op outside the chain (or why it cannot be traced).
+    """
+    import functools
+    import operator
+
+    import torch.fx as fx
+
+    if isinstance(module, nn.Sequential):
+        return list(module)
+    try:
+        graph = fx.symbolic_trace(module).graph
+    except Exception as error:  # noqa: BLE001 - fx raises many kinds on data-dependent control flow
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise QuarlError(
+            f"c-int8 cannot trace this {type(module).__name__} (torch.fx: {text}); expected a "
+            f"forward that is a chain of {CHAIN_TEXT}"
+        ) from None
+    named = dict(module.named_modules())
+    functions = {torch.relu: nn.ReLU, torch.nn.functional.relu: nn.ReLU, torch.tanh: nn.Tanh}
+    functions[torch.nn.functional.tanh] = nn.Tanh
+    methods = {"relu": nn.ReLU, "tanh": nn.Tanh}
+    chain: list = []
+    current = None
+    attributes: dict = {}
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            current = current or node
+            continue
+        if node.op == "output":
+            break
+        if node.op == "get_attr":  # a parameter or buffer: a constant operand of a later scale or offset
+            attributes[node] = functools.reduce(getattr, node.target.split("."), module)
+            continue
+        label = _node_label(node)
+        tensors = [a for a in node.args if isinstance(a, fx.Node) and a not in attributes]
+        constants = [_constant(a, attributes) for a in node.args if _constant(a, attributes) is not None]
+        if tensors != [current]:
+            raise QuarlError(
+                f"c-int8 writes MLP chains only: this module's {label} does not continue one chain "
+                f"(branches or several inputs); expected a chain of {CHAIN_TEXT}"
+            )
+        if node.op == "call_module" and isinstance(
+            named[node.target], (nn.Linear, nn.ReLU, nn.Tanh, nn.Hardtanh, nn.Identity, nn.Flatten, nn.Sequential)
+        ):
+            chain.append(named[node.target])
+        elif node.op == "call_function" and node.target in functions:
+            chain.append(functions[node.target]())
+        elif node.op == "call_method" and node.target in methods:
+            chain.append(methods[node.target]())
+        elif node.op == "call_function" and node.target in (operator.mul, operator.truediv) and len(constants) == 1:
+            value = constants[0] if node.target is operator.mul else tuple(1.0 / v for v in constants[0])
+            chain.append(("scale", value))
+        elif node.op == "call_function" and node.target in (operator.add, operator.sub) and len(constants) == 1:
+            sign = -1.0 if node.target is operator.sub and node.args[0] is current else 1.0
+            if node.target is operator.sub and node.args[0] is not current:
+                raise QuarlError(
+                    f"c-int8 writes MLP chains only: this module's {label} negates the chain; "
+                    f"expected a chain of {CHAIN_TEXT}"
+                )
+            chain.append(("offset", tuple(sign * v for v in constants[0])))
+        elif node.target in (torch.clamp, torch.clip, "clamp", "clip") and node.kwargs.keys() <= {"min", "max"}:
+            low, high = (list(node.args[1:]) + [None, None])[:2]
+            low, high = node.kwargs.get("min", low), node.kwargs.get("max", high)
+            chain.append(
+                nn.Hardtanh(-float("inf") if low is None else float(low), float("inf") if high is None else float(high))
+            )
+        else:
+            raise QuarlError(f"c-int8 writes MLP chains only: this module calls {label}; expected {CHAIN_TEXT}")
+        current = node
+    return chain
+
+
+def _constant(argument, attributes: dict) -> tuple[float, ...] | None:
+    """A constant operand as a tuple of floats (one, or one per output), else None."""
+    if isinstance(argument, int | float) and not isinstance(argument, bool):
+        return (float(argument),)
+    if argument in attributes:
+        return tuple(float(v) for v in attributes[argument].detach().float().reshape(-1))
+    return None
+
+
+def _node_label(node) -> str:
+    """An fx node as a person reads it: ``torch.sigmoid``, ``Softmax (self.head)``, ``.view``."""
+    if node.op == "call_module":
+        return f"{type(node.graph.owning_module.get_submodule(node.target)).__name__} (self.{node.target})"
+    if node.op == "call_method":
+        return f".{node.target}()"
+    target = node.target
+    return f"{getattr(target, '__module__', '') or ''}.{getattr(target, '__name__', str(target))}".lstrip(".")
 
 
 def _array(tensor: torch.Tensor) -> np.ndarray:
@@ -179,12 +295,7 @@ def _acting_modules(module) -> tuple[list[nn.Module], str, int]:
         if hasattr(actor, "latent_pi"):  # SAC, TQC: tanh of the Gaussian mean, unscaled
             return [*actor.latent_pi, actor.mu, nn.Tanh()], "unscale", 1
         return list(actor.mu), "unscale", 1  # ddpg, td3: mu ends in tanh
-    if isinstance(policy.module, nn.Sequential):
-        return list(policy.module), "argmax" if module.discrete else "clip", 1
-    raise QuarlError(
-        f"c-int8 writes MLP policies only: expected an nn.Sequential of Linear/ReLU/Tanh, got a "
-        f"{type(policy.module).__name__}"
-    )
+    return traced_chain(policy.module), "argmax" if module.discrete else "clip", 1
 
 
 def _continuous_head(module, squashed: bool) -> str:
