@@ -99,7 +99,8 @@ def export_artifact(
     parity = artifact_parity(agent, module, artifact, claimed)
     step(_parity_line(parity))
     certification = certify_artifact(ref, target, claimed, store, certify, step)
-    cortex_m4 = _cortex_m4(artifact) if artifact.kind == "c" else None
+    recorded = _recorded_observations(agent, module) if artifact.kind == "c" else None
+    cortex_m4 = _cortex_m4(artifact, recorded) if artifact.kind == "c" else None
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
             f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); "
@@ -114,7 +115,7 @@ def export_artifact(
         )
     firmware: dict[str, bytes] = {}
     if artifact.kind == "c":
-        artifact, firmware, c_block = _firmware(agent, module, artifact, c_prefix)
+        artifact, firmware, c_block = _firmware(artifact, recorded, c_prefix)
     document = contract(
         artifact, ref, module, target, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
     )
@@ -374,17 +375,23 @@ def _onnx_exportable(name: str) -> bool:
     return not entry.torch_only and entry.kind in ("onnx",) and not claimed_spec(name).activations
 
 
-def _firmware(agent: Any, module: Any, artifact: Any, prefix: str) -> tuple[Any, dict[str, bytes], dict[str, Any]]:
-    """A C artifact named with ``prefix``, its firmware files (test vectors on the fixed states, check program,
-    Makefile, Cortex-M4 startup) and ``policy.json``'s ``c`` block."""
-    from quarl_bench.deploy.backends import program_artifact, raw_observations
-    from quarl_bench.deploy.c_folder import c_contract, firmware_files, test_vectors
-    from quarl_bench.deploy.c_source import CNames
+def _recorded_observations(agent: Any, module: Any) -> np.ndarray:
+    """The agent's fixed fp32-visited states as the artifact takes them (raw observations)."""
+    from quarl_bench.deploy.backends import raw_observations
     from quarl_bench.evaluation.fixed_states import fixed_states
 
-    program = artifact.info("program")
     states = fixed_states(agent.ref.content_hash, agent.model.policy, agent.make_env)
-    recorded = raw_observations(module, states, np.float32)
+    return raw_observations(module, states, np.float32)
+
+
+def _firmware(artifact: Any, recorded: Any, prefix: str) -> tuple[Any, dict[str, bytes], dict[str, Any]]:
+    """A C artifact named with ``prefix``, its firmware files (test vectors on the recorded fixed states, check
+    program, Makefile, Cortex-M4 startup) and ``policy.json``'s ``c`` block."""
+    from quarl_bench.deploy.backends import program_artifact
+    from quarl_bench.deploy.c_folder import c_contract, firmware_files, test_vectors
+    from quarl_bench.deploy.c_source import CNames
+
+    program = artifact.info("program")
     names = CNames(prefix)
     named = program_artifact(program, prefix)
     files = firmware_files(dict(artifact.files), recorded, program, names)
@@ -392,18 +399,34 @@ def _firmware(agent: Any, module: Any, artifact: Any, prefix: str) -> tuple[Any,
     return named, files, c_contract(program, names, vectors)
 
 
-def _cortex_m4(artifact: Any) -> dict[str, Any]:
-    from quarl_bench.deploy.c_build import APT_PACKAGES, cortex_m4_size, cross_tools_missing
+INSTRUCTION_SAMPLE = 200  # recorded observations the Cortex-M4 instruction count averages over
+
+
+def _cortex_m4(artifact: Any, recorded: np.ndarray) -> dict[str, Any]:
+    """Flash, RAM and instructions per action of the C artifact on a Cortex-M4 (QEMU), where the tools are here."""
+    from quarl_bench.deploy.c_build import APT_PACKAGES, cortex_m4_instructions, cortex_m4_size, cross_tools_missing
 
     missing = cross_tools_missing()
     if missing:
         return {"skipped": f"{', '.join(missing)} not found: apt-get install {APT_PACKAGES}"}
     weight_bytes = int(artifact.info("weight_bytes"))
     size = cortex_m4_size(dict(artifact.files))
+    files, sample = dict(artifact.files), recorded[:INSTRUCTION_SAMPLE]
+    dsp, plain = cortex_m4_instructions(files, sample), cortex_m4_instructions(files, sample, ("-DQUARL_NO_DSP",))
+    macs = int(sum(layer.weight.size for layer in artifact.info("program").layers))
     return size | {
         "weight_bytes": weight_bytes,
         "flash_limit_bytes": int(1.2 * (weight_bytes + 4096)),
         "build": "arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard -Os, minimal startup, no libc",
+        "instructions_per_action": round(dsp, 1),
+        "instructions_per_action_plain": round(plain, 1),
+        "macs_per_action": macs,
+        "macs_per_instruction": round(macs / dsp, 3),
+        "instructions_measured": (
+            f"QEMU -icount shift=0 over {len(sample)} recorded observations, -O2, the DSP path (SXTB16/SADD16/SMLAD; "
+            "_plain: -DQUARL_NO_DSP); Cortex-M4 cycles ~ instructions x CPI (about 1-1.5 for this code); flash wait "
+            "states and bus stalls are left out"
+        ),
     }
 
 

@@ -143,6 +143,48 @@ def host_runner(sources: dict[str, bytes], obs_dim: int, action_dim: int, discre
     return run
 
 
+COUNT_MAIN = """\
+#include <stdio.h>
+#include <stdint.h>
+#include "policy.h"
+#include "observations.h"
+#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
+#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
+#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
+int main(void) {
+    float action[QUARL_ACTION_DIM];
+    volatile int sink = 0;
+    uint32_t start, end;
+    int n;
+    SYST_RVR = 0xFFFFFFu;
+    SYST_CVR = 0;
+    SYST_CSR = 5u; /* enabled, processor clock */
+    start = SYST_CVR;
+    for (n = 0; n < QUARL_RECORDED; n++) sink += quarl_policy_act(QUARL_OBSERVATIONS[n], action);
+    end = SYST_CVR;
+    printf("%lu\\n", (unsigned long)((start - end) & 0xFFFFFFu));
+    return 0;
+}
+"""
+# Under -icount shift=0 QEMU advances its virtual clock 1 ns per instruction, and the MPS2 board's SysTick counts
+# its 25 MHz processor clock: one tick per 40 instructions (checked on a loop of 12 known instructions).
+INSTRUCTIONS_PER_TICK = 40
+
+
+def cortex_m4_instructions(sources: dict[str, bytes], observations: np.ndarray, flags: tuple[str, ...] = ()) -> float:
+    """Instructions per call of the policy on a Cortex-M4 (-O2), counted by QEMU (``-icount shift=0``) over the
+    recorded ``observations`` (at most 16.7M / 40 per call x calls: the 24-bit SysTick), the call loop included."""
+    with tempfile.TemporaryDirectory(prefix="quarl-count-") as name:
+        folder = Path(name)
+        extra = {"observations.h": _observations_header(observations)}
+        elf = _cortex_m4_elf({**sources, **extra}, folder, COUNT_MAIN, ["-O2", *flags], ["--specs=rdimon.specs"])
+        machine, cpu = QEMU_BOARD
+        command = ["qemu-system-arm", "-M", machine, "-cpu", cpu, "-nographic", "-monitor", "none", "-serial"]
+        command += ["none", "-semihosting-config", "enable=on,target=native", "-icount", "shift=0", "-kernel", str(elf)]
+        ticks = int(_run(command, "QEMU instruction count", timeout=600).stdout.split()[-1])
+    return ticks * INSTRUCTIONS_PER_TICK / len(observations)
+
+
 def cross_tools_missing() -> list[str]:
     return [tool for tool in CROSS_TOOLS if shutil.which(tool) is None]
 

@@ -87,6 +87,31 @@ static int32_t round_even(float v) {
 }
 
 static int32_t clamp32(int32_t v, int32_t low, int32_t high) { return v < low ? low : (v > high ? high : v); }
+
+/* sum over i of w[i] * (in[i] - zero); on a core with the DSP extension (Cortex-M4/M7/M33: __ARM_FEATURE_DSP)
+ * four at a time as CMSIS-NN's s8 kernels do: bytes widened to int16 pairs (SXTB16), the zero point subtracted in
+ * both halves (SADD16), two dual 16-bit MACs (SMLAD). Integer arithmetic both ways: the same bits. Define
+ * QUARL_NO_DSP to build the plain loop. */
+static int32_t dot_row(const int8_t *w, const int8_t *in, int n, int32_t zero) {
+    int32_t acc = 0;
+    int i = 0;
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(QUARL_NO_DSP)
+    const uint32_t minus_zero = ((uint32_t)(uint16_t)(int16_t)(-zero)) * 0x00010001u;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t wq, xq, w02, w13, x02, x13;
+        __builtin_memcpy(&wq, w + i, 4);
+        __builtin_memcpy(&xq, in + i, 4);
+        w02 = __sxtb16(wq);
+        w13 = __sxtb16((wq >> 8) | (wq << 24)); /* ROR 8: bytes 1 and 3 */
+        x02 = __sadd16(__sxtb16(xq), minus_zero);
+        x13 = __sadd16(__sxtb16((xq >> 8) | (xq << 24)), minus_zero);
+        acc = (int32_t)__smlad(w02, x02, (int32_t)acc);
+        acc = (int32_t)__smlad(w13, x13, (int32_t)acc);
+    }
+#endif
+    for (; i < n; i++) acc += (int32_t)w[i] * ((int32_t)in[i] - zero);
+    return acc;
+}
 """
 
 # the hidden layers' kernels: left out of a policy with none (-Werror: unused static functions)
@@ -111,11 +136,7 @@ static int32_t requantize(int32_t acc, int64_t bias, int32_t multiplier, int32_t
 }
 
 static int32_t dot(const quarl_layer *layer, const int8_t *in, int row) {
-    const int8_t *w = layer->weight + (long)row * layer->in;
-    int32_t acc = 0;
-    int i;
-    for (i = 0; i < layer->in; i++) acc += (int32_t)w[i] * ((int32_t)in[i] - layer->input_zero);
-    return acc;
+    return dot_row(layer->weight + (long)row * layer->in, in, layer->in, layer->input_zero);
 }
 
 static void hidden(const quarl_layer *layer, const int8_t *in, int8_t *out) {
@@ -188,7 +209,10 @@ def source(program: IntProgram, names: CNames = CNames()) -> str:
     # both buffers hold any layer's input or output: the observation's codes may be wider than every hidden layer
     width = max([mlp.obs_dim, *(max(layer.weight.shape) for layer in program.layers[:-1])])
     hidden_layers = len(program.layers) - 1
-    lines = ["#include <stdint.h>", '#include "policy.h"', RUNTIME] + ([HIDDEN_RUNTIME] if hidden_layers else [])
+    lines = ["#include <stdint.h>", "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(QUARL_NO_DSP)"]
+    lines += ["#include <arm_acle.h>", "#endif", '#include "policy.h"', RUNTIME] + (
+        [HIDDEN_RUNTIME] if hidden_layers else []
+    )
     if ("tanh",) in program.mlp.final:
         lines.append(FLOAT_TANH)
     lines += [_floats("INPUT_STEP", [program.layers[0].input_step])]
@@ -256,11 +280,7 @@ def _last_layer(program: IntProgram, index: int, names: CNames) -> list[str]:
     layer = program.layers[index]
     out, inputs = layer.weight.shape
     lines = [f"    for (row = 0; row < {out}; row++) {{"]
-    lines.append(f"        const int8_t *w = W{index} + (long)row * {inputs};")
-    lines.append("        int32_t acc = 0;")
-    lines.append(
-        f"        for (i = 0; i < {inputs}; i++) acc += (int32_t)w[i] * ((int32_t)in[i] - ({layer.input_zero}));"
-    )
+    lines.append(f"        int32_t acc = dot_row(W{index} + (long)row * {inputs}, in, {inputs}, {layer.input_zero});")
     lines.append(f"        float value = (float)acc * SCALE{index}[row] + B{index}[row];")
     for number, op in enumerate(program.mlp.final):
         if op[0] == "tanh":

@@ -229,7 +229,9 @@ def cortex_m4_text(m4: dict[str, Any]) -> str:
         return f"Cortex-M4 build: not measured ({m4.get('skipped', '')})"
     return (
         f"Cortex-M4 build: {m4['flash_bytes']} bytes of flash (goal <= {m4['flash_limit_bytes']}), "
-        f"{m4['ram_bytes']} bytes of RAM ({m4['static_ram_bytes']} static buffers, {m4['stack_bytes']} stack)"
+        f"{m4['ram_bytes']} bytes of RAM ({m4['static_ram_bytes']} static buffers, {m4['stack_bytes']} stack), "
+        f"{m4['instructions_per_action']:.0f} instructions per action with the DSP path "
+        f"({m4['instructions_per_action_plain']:.0f} without; {m4['macs_per_instruction']:.2f} MACs per instruction)"
     )
 
 

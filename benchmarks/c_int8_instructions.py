@@ -1,0 +1,89 @@
+"""Instructions per action of ``c-int8`` on a Cortex-M4 under QEMU (``-icount shift=0``), the plain loop against the
+DSP path (SXTB16/SADD16/SMLAD), side by side in one run: QuaRL Table 4's synthetic MLPs I-III and the zoo's MLP
+agents. Cortex-M4 cycles ~ instructions x CPI; flash wait states and bus stalls are left out.
+
+    python benchmarks/c_int8_instructions.py --zoo ../shared/zoo
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "sac", "tqc")
+ENVS = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
+    "LunarLander-v2",
+    "LunarLanderContinuous-v2",
+    "BipedalWalker-v3",
+)
+CALLS = {"I": 200, "II": 200, "III": 20}  # policy III is ~2.6M MACs: the 24-bit SysTick holds ~40 calls of it
+
+
+def counted(name: str, artifact, observations: np.ndarray) -> None:
+    from quarl_bench.deploy.c_build import cortex_m4_instructions, cortex_m4_size
+
+    files = dict(artifact.files)
+    macs = int(sum(layer.weight.size for layer in artifact.info("program").layers))
+    plain = cortex_m4_instructions(files, observations, ("-DQUARL_NO_DSP",))
+    dsp = cortex_m4_instructions(files, observations)
+    flash = cortex_m4_size(files)["flash_bytes"]
+    print(
+        f"{name:34s} {macs:>9d} {plain:>12.0f} {dsp:>12.0f} {plain / dsp:>6.2f}x {macs / plain:>8.3f} {macs / dsp:>8.3f}"
+        f" {flash:>9d}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
+    parser.add_argument("--observations", type=int, default=200, help="recorded observations per zoo agent")
+    args = parser.parse_args()
+
+    from quarl_bench import AgentQuery, QuarlError, resolve
+    from quarl_bench.deploy.backends import c_artifact, raw_observations
+    from quarl_bench.deploy.export import deployable, split_normalizer
+    from quarl_bench.deploy.synthetic import TABLE4_POLICIES, greedy_mlp, observations
+    from quarl_bench.evaluation.calibration import visited_states
+    from quarl_bench.zoo.agents import load_agent
+
+    start = time.perf_counter()
+    print(
+        f"{'policy':34s} {'MACs':>9s} {'plain':>12s} {'DSP':>12s} {'ratio':>7s} {'MAC/ins':>8s} {'(DSP)':>8s} {'flash B':>9s}"
+    )
+    for name, hidden in TABLE4_POLICIES.items():
+        module = greedy_mlp(hidden)
+        sample = observations()
+        counted(f"Table 4 policy {name} {hidden}", c_artifact(module, sample), sample[: CALLS[name]])
+    zoo = Path(args.zoo)
+    for algo in ALGOS:
+        for env_id in ENVS:
+            if not (zoo / algo / f"{env_id}_1" / f"{env_id}.zip").is_file():
+                continue
+            agent = load_agent(resolve(AgentQuery(env=env_id, algo=algo, folder=str(zoo), use_hub=False)))
+            policy = agent.model.policy
+            env = agent.make_env(1, 0)
+            raw_env, normalizer = split_normalizer(env)
+            env.close()
+            module = deployable(policy, raw_env.observation_space, normalizer)
+            try:
+                artifact = c_artifact(module, visited_states(policy, agent.make_env, 1000))
+            except QuarlError as error:
+                print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
+                continue
+            states = visited_states(policy, agent.make_env, args.observations, 7_000_000)
+            counted(f"{algo}/{env_id}", artifact, raw_observations(module, states, np.float32))
+    print(f"({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
