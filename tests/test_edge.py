@@ -89,6 +89,8 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
         m4 = contract["cortex_m4"]
         assert m4["flash_bytes"] <= 1.2 * (m4["weight_bytes"] + 4096)
         assert m4["ram_bytes"] == m4["static_ram_bytes"] + m4["stack_bytes"] and 0 < m4["stack_bytes"] < 512
+        # each MAC costs instructions, and the DSP path (two dual MACs per 4 weights) costs fewer
+        assert m4["instructions_per_action_plain"] > 1.2 * m4["instructions_per_action"] > m4["macs_per_action"]
         emulated = subprocess.run(["make", "-s", "m4"], cwd=out, capture_output=True, text=True, check=False)
         assert emulated.returncode == 0 and "263 vectors, 0 mismatches" in emulated.stdout, emulated.stderr
     assert play_client(out) >= 475  # CartPole's solved threshold, on one seeded episode
