@@ -249,3 +249,20 @@ def test_an_actor_class_exports_like_a_sequential_and_another_op_is_named(cli, t
     code, _, err = cli("export", "--policy-module", f"{tmp_path / 'actors.py'}:sigmoid", *common, "--out", refused)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "this module calls torch.sigmoid; expected Linear, ReLU, Tanh" in err and not refused.exists()
+
+
+@pytest.mark.parametrize("widths", [[5, 9, 7, 2], [4, 16, 2]])
+def test_c_int4_unpacks_two_codes_a_byte_as_the_integer_program_says(tmp_path: Path, widths: list[int]) -> None:
+    """c-int4: per-channel codes in [-7, 7], two per byte (odd input counts padded), int8 activations; the host
+    build acts exactly as the integer program computed in numpy from the unpacked codes."""
+    policy = mlp(widths, "clip", seed=5)
+    states = np.random.default_rng(1).normal(0, 1, (256, widths[0])).astype(np.float32)
+    program = quantize_mlp(policy, states, weight_bits=4)
+    codes = np.concatenate([layer.weight.reshape(-1) for layer in program.layers])
+    assert codes.min() == -7 and codes.max() == 7
+    assert program.weight_bytes == sum(o * ((i + 1) // 2) for i, o in zip(widths[:-1], widths[1:], strict=True))
+    artifact = program_artifact(program)
+    assert artifact.backend == "c-int4" and "two codes a byte" in artifact.named_files()["policy.c"].decode()
+    run = host_runner(artifact.named_files(), widths[0], widths[-1], False)
+    probe = np.random.default_rng(9).normal(0, 1, (2000, widths[0])).astype(np.float32)
+    assert np.array_equal(run(probe), integer_reference(program, probe, exact_bias=True))

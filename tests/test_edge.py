@@ -287,3 +287,18 @@ def test_an_artifact_certified_worse_than_fp32_is_refused_unless_allowed(cli, zo
     fp32 = json.loads((out / "policy.json").read_text())["certification"]["against_fp32"]
     assert fp32["verdict"] == "unsafe" and fp32["artifact_return"]["mean"] < 100
     assert fp32["reference_return"]["mean"] == 500 and fp32["guarantee"] == "finite-sample"
+
+
+def test_c_int4_exports_at_half_the_weight_bytes_and_checks_bit_for_bit(cli, zoo: Path, tmp_path: Path) -> None:
+    """c-int4 on zoo ppo CartPole (which holds at 2 bits): the gate against the int4 per-channel W4A8 fake-quant
+    passes, the weights take half the bytes of c-int8's, and the firmware folder's check passes on the host."""
+    out = tmp_path / "cartpole-c4"
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo, "--max-episodes", "40")
+    code, _, err = cli("export", *agent, "--backend", "c-int4", "--out", out, "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    contract = json.loads((out / "policy.json").read_text())
+    assert contract["precision"] == "int4" and contract["claimed_spec"]["act_bits"] == "int8"
+    assert contract["parity"]["passed"] and contract["quantization"]["weight_bytes"] == (4 * 64 + 64 * 64 + 64 * 2) // 2
+    assert contract["quantization"]["weights"].startswith("int4, per output channel, symmetric (codes in [-7, 7])")
+    checked = subprocess.run(["make", "-s", "check"], cwd=out, capture_output=True, text=True, check=False)
+    assert checked.returncode == 0 and "263 vectors, 0 mismatches" in checked.stdout, checked.stderr

@@ -124,10 +124,10 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
 
     entry = registered(backend)
     int8 = entry.precision == "int8"
-    if int8 and (network_states is None or not len(network_states)):
+    if entry.precision != "fp32" and (network_states is None or not len(network_states)):
         raise QuarlError(f"{backend} needs calibration states: none were given")
     if entry.kind == "c":
-        return c_artifact(module, network_states)
+        return c_artifact(module, network_states, int(entry.precision.removeprefix("int")))
     meta: tuple[tuple[str, object], ...] = ()
     if int8 and getattr(module, "normalize", False):
         # Full-integer graphs quantize their input per tensor: the raw observation's features have very different
@@ -160,13 +160,13 @@ def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
     return states.astype(np.float32)
 
 
-def c_artifact(module, network_states: np.ndarray) -> Artifact:
-    """``policy.h`` and ``policy.c`` of an MLP policy (``c-int8``)."""
+def c_artifact(module, network_states: np.ndarray, weight_bits: int = 8) -> Artifact:
+    """``policy.h`` and ``policy.c`` of an MLP policy (``c-int8``; ``c-int4`` with ``weight_bits`` 4)."""
     from quarl_bench.deploy.c_int8 import quantize_mlp
     from quarl_bench.deploy.mlp import as_mlp
 
     mlp = as_mlp(module)
-    return program_artifact(quantize_mlp(mlp, network_states))
+    return program_artifact(quantize_mlp(mlp, network_states, weight_bits))
 
 
 def program_artifact(program, prefix: str = "") -> Artifact:
@@ -175,9 +175,10 @@ def program_artifact(program, prefix: str = "") -> Artifact:
 
     names = CNames(prefix)
     mlp = program.mlp
+    backend = f"c-int{program.weight_bits}"
     text = source(program, names)
     files = (
-        ("policy.h", header(program, "quarl-bench c-int8 policy", text, names).encode()),
+        ("policy.h", header(program, f"quarl-bench {backend} policy", text, names).encode()),
         ("policy.c", text.encode()),
     )
     meta = (
@@ -191,7 +192,7 @@ def program_artifact(program, prefix: str = "") -> Artifact:
         ("head", mlp.head),
         ("normalized", mlp.normalized),
     )
-    return Artifact("c-int8", "c", b"".join(data for _, data in files), files=files, meta=meta)
+    return Artifact(backend, "c", b"".join(data for _, data in files), files=files, meta=meta)
 
 
 def ort_int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:

@@ -56,21 +56,30 @@ class IntLayer:
 class IntProgram:
     mlp: Mlp
     layers: tuple[IntLayer, ...]
+    weight_bits: int = 8  # 8: one int8 code per byte; 4: two int4 codes per byte (c-int4)
 
     @property
     def weight_bytes(self) -> int:
-        """The int8 weight arrays' bytes (the flash goal's base)."""
+        """The weight arrays' bytes (the flash goal's base): int4 rows take ceil(inputs / 2) bytes."""
+        return int(
+            sum(layer.weight.shape[0] * row_bytes(layer.weight.shape[1], self.weight_bits) for layer in self.layers)
+        )
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per action."""
         return int(sum(layer.weight.size for layer in self.layers))
 
     def parameters(self) -> list[dict]:
         """Per layer: shapes, steps and zero points (``policy.json``'s quantization parameters)."""
+        limit = code_limit(self.weight_bits)
         return [
             {
                 "shape": list(layer.weight.shape),
                 "activation": layer.activation,
                 "input_step": layer.input_step,
                 "input_zero_point": layer.input_zero,
-                "weight_step": "per output channel, symmetric, codes in [-127, 127]",
+                "weight_step": f"per output channel, symmetric, codes in [-{limit}, {limit}]",
                 "output": "float (dequantized)"
                 if layer.last
                 else (
@@ -105,10 +114,21 @@ def input_grid(values: np.ndarray) -> tuple[float, int]:
     return float(step), int(zero) - 128
 
 
-def quantize_mlp(mlp: Mlp, states: np.ndarray) -> IntProgram:
+def row_bytes(inputs: int, bits: int) -> int:
+    """Bytes of one output channel's weight codes: one per code at 8 bits, two codes per byte at 4."""
+    return inputs if bits == 8 else (inputs + 1) // 2
+
+
+def code_limit(bits: int) -> int:
+    """The symmetric narrow grid's largest code: 127 at 8 bits, 7 at 4 (the fake-quant's --symmetric grid)."""
+    return 2 ** (bits - 1) - 1
+
+
+def quantize_mlp(mlp: Mlp, states: np.ndarray, weight_bits: int = 8) -> IntProgram:
     """The integer program of ``mlp``, its activation ranges calibrated on ``states``: the network's inputs
-    (observations after normalisation), the fake-quant policy's calibration states."""
-    weights = [weight_codes(layer.weight) for layer in mlp.layers]
+    (observations after normalisation), the fake-quant policy's calibration states. ``weight_bits``: 8 (c-int8) or
+    4 (c-int4: int4 weights per output channel, int8 activations, int32 accumulators, as CMSIS-NN's s4 kernels)."""
+    weights = [weight_codes(layer.weight, weight_bits) for layer in mlp.layers]
     # ranges from the network with its weights already on their grids, activations in float: what the fake-quant
     # policy calibrates its activation quantizers on (weights are rounded first, then hooks are calibrated)
     rounded = replace(
@@ -165,7 +185,7 @@ def quantize_mlp(mlp: Mlp, states: np.ndarray) -> IntProgram:
                 **common,
             )
         )
-    return IntProgram(mlp, tuple(layers))
+    return IntProgram(mlp, tuple(layers), weight_bits)
 
 
 def product_bias(bias: np.ndarray, accumulator_step: np.ndarray, multiplier: np.ndarray) -> np.ndarray:
@@ -183,12 +203,25 @@ def product_bias(bias: np.ndarray, accumulator_step: np.ndarray, multiplier: np.
     return np.round(exact).astype(np.int64)
 
 
-def weight_codes(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-output-channel symmetric int8 codes of ``weight`` and each channel's step (the fake-quant grid's)."""
+def weight_codes(weight: np.ndarray, bits: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric codes of ``weight`` at ``bits`` and each channel's step (the fake-quant grid's)."""
     tensor = torch.as_tensor(weight)
-    step = quant_step(tensor, 8, per_channel=True, symmetric=True).reshape(-1)
+    step = quant_step(tensor, bits, per_channel=True, symmetric=True).reshape(-1)
     step = torch.where(step > 0, step, torch.ones_like(step)).numpy().astype(np.float32)
-    return np.clip(np.round(weight / step[:, None]), -127, 127).astype(np.int8), step
+    limit = code_limit(bits)
+    return np.clip(np.round(weight / step[:, None]), -limit, limit).astype(np.int8), step
+
+
+def packed_rows(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Weight codes as the C stores them: int8 as they are; int4 two per byte, each row padded to whole bytes,
+    the even input in the low nibble (CMSIS-NN's s4 order)."""
+    if bits == 8:
+        return codes.reshape(-1)
+    rows, inputs = codes.shape
+    padded = np.zeros((rows, 2 * row_bytes(inputs, bits)), np.int16)
+    padded[:, :inputs] = codes
+    nibbles = padded & 0xF
+    return (nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)).astype(np.uint8).view(np.int8).reshape(-1)
 
 
 def tanh_thresholds(int16_step: float, output_step: float, output_zero: int) -> np.ndarray:

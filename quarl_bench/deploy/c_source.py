@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quarl_bench.deploy.c_int8 import IntLayer, IntProgram
+from quarl_bench.deploy.c_int8 import IntLayer, IntProgram, packed_rows, row_bytes
 from quarl_bench.errors import QuarlError
 
 GENERATOR_VERSION = 2  # 2: exact bias, a status for non-finite observations, extern "C", symbol prefix
@@ -16,8 +16,8 @@ BUILD_FLAGS = "-std=c99 -ffp-contract=off"  # bit-exactness needs both: no FMA c
 
 HEADER = """\
 /* {title}
- * Written by quarl-bench (c-int8, generator version {version}): C99, no dependencies, integer arithmetic as
- * CMSIS-NN's arm_fully_connected_s8, the bias added exactly on the requantization grid.
+ * Written by quarl-bench ({backend}, generator version {version}): C99, no dependencies, integer arithmetic as
+ * CMSIS-NN's {kernel}, the bias added exactly on the requantization grid.
  * policy.c sha256: {source_hash}
  * Build with: {flags} (the bit-exactness claim needs them; GCC's default -std=gnu11 contracts
  * a * b + c into FMAs and changes actions).
@@ -114,6 +114,25 @@ static int32_t dot_row(const int8_t *w, const int8_t *in, int n, int32_t zero) {
 }
 """
 
+# c-int4's dot product: the weights two int4 codes per byte, the even input in the low nibble (CMSIS-NN's s4
+# order), sign-extended with masks (no shift of a negative value); integers only, the same bits everywhere
+INT4_DOT = r"""
+static int32_t dot_row(const int8_t *w, const int8_t *in, int n, int32_t zero) {
+    int32_t acc = 0, byte;
+    int i;
+    for (i = 0; i + 1 < n; i += 2) { /* one byte: two codes, two MACs */
+        byte = (int32_t)(uint8_t)w[i >> 1];
+        acc += ((byte & 0xF) - ((byte & 0x8) << 1)) * ((int32_t)in[i] - zero);
+        acc += (((byte >> 4) & 0xF) - ((byte & 0x80) >> 3)) * ((int32_t)in[i + 1] - zero);
+    }
+    if (i < n) { /* an odd input count: the last code sits alone in the low nibble */
+        byte = (int32_t)(uint8_t)w[i >> 1];
+        acc += ((byte & 0xF) - ((byte & 0x8) << 1)) * ((int32_t)in[i] - zero);
+    }
+    return acc;
+}
+"""
+
 # the hidden layers' kernels: left out of a policy with none (-Werror: unused static functions)
 HIDDEN_RUNTIME = r"""
 typedef struct {
@@ -136,7 +155,7 @@ static int32_t requantize(int32_t acc, int64_t bias, int32_t multiplier, int32_t
 }
 
 static int32_t dot(const quarl_layer *layer, const int8_t *in, int row) {
-    return dot_row(layer->weight + (long)row * layer->in, in, layer->in, layer->input_zero);
+    return dot_row(layer->weight + (long)row * ROW_BYTES(layer->in), in, layer->in, layer->input_zero);
 }
 
 static void hidden(const quarl_layer *layer, const int8_t *in, int8_t *out) {
@@ -191,6 +210,8 @@ def header(program: IntProgram, title: str, source_text: str, names: CNames = CN
     discrete = mlp.head in ("argmax", "quantile-argmax")
     return HEADER.format(
         title=title,
+        backend=f"c-int{program.weight_bits}",
+        kernel="arm_fully_connected_s8" if program.weight_bits == 8 else "arm_fully_connected_s4 (int4 weights)",
         version=GENERATOR_VERSION,
         source_hash=hashlib.sha256(source_text.encode()).hexdigest(),
         flags=BUILD_FLAGS,
@@ -210,7 +231,10 @@ def source(program: IntProgram, names: CNames = CNames()) -> str:
     width = max([mlp.obs_dim, *(max(layer.weight.shape) for layer in program.layers[:-1])])
     hidden_layers = len(program.layers) - 1
     lines = ["#include <stdint.h>", "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(QUARL_NO_DSP)"]
-    lines += ["#include <arm_acle.h>", "#endif", '#include "policy.h"', RUNTIME] + (
+    bits = program.weight_bits
+    runtime = RUNTIME if bits == 8 else RUNTIME[: RUNTIME.index("/* sum over i")] + INT4_DOT
+    stride = "#define ROW_BYTES(n) (n)" if bits == 8 else "#define ROW_BYTES(n) (((n) + 1) / 2) /* two codes a byte */"
+    lines += ["#include <arm_acle.h>", "#endif", '#include "policy.h"', stride, runtime] + (
         [HIDDEN_RUNTIME] if hidden_layers else []
     )
     if ("tanh",) in program.mlp.final:
@@ -222,7 +246,7 @@ def source(program: IntProgram, names: CNames = CNames()) -> str:
     if mlp.head in ("clip", "unscale"):
         lines += [_floats("ACTION_LOW", mlp.low.reshape(-1)), _floats("ACTION_HIGH", mlp.high.reshape(-1))]
     for index, layer in enumerate(program.layers):
-        lines += _layer_tables(index, layer)
+        lines += _layer_tables(index, layer, bits)
     for number, op in enumerate(mlp.final):  # per-output scales and offsets after the last layer
         if op[0] in ("scale", "offset") and len(op[1]) > 1:
             lines.append(_floats(f"{op[0].upper()}_{number}", op[1]))
@@ -257,9 +281,9 @@ def source(program: IntProgram, names: CNames = CNames()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _layer_tables(index: int, layer: IntLayer) -> list[str]:
+def _layer_tables(index: int, layer: IntLayer, bits: int) -> list[str]:
     out, inputs = layer.weight.shape
-    lines = [_ints(f"W{index}", "int8_t", layer.weight.reshape(-1), 32)]
+    lines = [_ints(f"W{index}", "int8_t", packed_rows(layer.weight, bits), 32)]
     if layer.last:
         lines += [_floats(f"B{index}", layer.bias), _floats(f"SCALE{index}", layer.output_scale)]
         return lines
@@ -280,7 +304,8 @@ def _last_layer(program: IntProgram, index: int, names: CNames) -> list[str]:
     layer = program.layers[index]
     out, inputs = layer.weight.shape
     lines = [f"    for (row = 0; row < {out}; row++) {{"]
-    lines.append(f"        int32_t acc = dot_row(W{index} + (long)row * {inputs}, in, {inputs}, {layer.input_zero});")
+    stride = row_bytes(inputs, program.weight_bits)
+    lines.append(f"        int32_t acc = dot_row(W{index} + (long)row * {stride}, in, {inputs}, {layer.input_zero});")
     lines.append(f"        float value = (float)acc * SCALE{index}[row] + B{index}[row];")
     for number, op in enumerate(program.mlp.final):
         if op[0] == "tanh":

@@ -206,8 +206,11 @@ def module_folders(packages: tuple[str, ...]) -> list[str]:
 def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> dict[str, Any]:
     """What the artifact's numbers are: per layer for ``c-int8``, the recipe otherwise."""
     if artifact.kind == "c":
+        bits = artifact.info("program").weight_bits
+        packing = "" if bits == 8 else ", two codes per byte (the even input in the low nibble)"
         return {
-            "weights": "int8, per output channel, symmetric (codes in [-127, 127])",
+            "weights": f"int{bits}, per output channel, symmetric (codes in [-{2 ** (bits - 1) - 1}, "
+            f"{2 ** (bits - 1) - 1}]){packing}",
             "activations": "int8, per tensor, asymmetric min-max over the calibration states",
             "accumulators": "int32; requantization by a Q31 multiplier and a shift per channel",
             "calibration": "the W8A8 fake-quant policy's 1000 visited states (seed 1000000)",
