@@ -212,6 +212,29 @@ def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_pa
     code, _, err = cli("run", "--model", out, "--env", "CartPole-v1", "--bits", "32", "-n", "5", "--store", store)
     assert code == 0, err
     assert set(load_results(store)["algo"]) == {"onnx"}
+    # the same hardened weights as a torch module reach the backends that need torch: here c-int4
+    torch_module = ("--policy-module", f"{tmp_path / 'module' / 'module.py'}:make", "--env", "CartPole-v1")
+    code, _, err = cli("run", *torch_module, "--bits", "32", "-n", "5", "--store", store)
+    assert code == 0, err
+    onnx_fp32, module_fp32 = load_results(store).sort_values("algo")["mean_reward"].tolist()
+    assert module_fp32 == onnx_fp32  # the ONNX graph and the module act alike on the same seeded episodes
+    artifact = tmp_path / "c4"
+    lenient = ("--tolerance-abs", "50", "--catastrophe", "500", "--allow-degraded", "--allow-divergent")
+    code, _, err = cli(
+        "export",
+        *torch_module,
+        "--backend",
+        "c-int4",
+        "--out",
+        artifact,
+        "--max-episodes",
+        "20",
+        *lenient,
+        "--store",
+        store,
+    )
+    assert code == 0, err
+    assert (artifact / "policy.c").is_file()
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ its parent: recipe, budget, cost, and the parent's and the hardened agent's deci
 An SB3 agent becomes ``OUT.zip`` with ``OUT/`` beside it, as rl-zoo3 lays out a run (the parent's ``config.yml``,
 ``env_kwargs.yml`` and ``vecnormalize.pkl``, so it is evaluated exactly as its parent, and ``harden.json``, its
 provenance). A ``--policy-module`` policy becomes ``OUT.onnx`` (its module's output, logits or actions) with the
-same ``OUT/harden.json``.
+same ``OUT/harden.json``, and also a torch module, ``OUT/module.py:make`` (the parent's function with the hardened
+``OUT/weights.pt``), so the backends that need torch (``c-int8``, ``c-int4``, LiteRT, ExecuTorch) take it.
 """
 
 from __future__ import annotations
@@ -197,6 +198,7 @@ def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
         cost = distill(parent, config.spec, config.recipe, config.budget, seed)
         if config.ref.algo in MODULE_ALGOS:
             _save_onnx(parent.model.policy, staged)
+            _save_module(parent.model.policy, config.ref, staged.with_suffix(""))
         else:
             parent.model.save(staged)
     if config.ref.algo not in MODULE_ALGOS and parent.stats_path:
@@ -211,6 +213,37 @@ def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
         folder.mkdir(exist_ok=True)
         shutil.copyfile(config.ref.vecnormalize, folder / "vecnormalize.pkl")
     return cost
+
+
+TORCH_MODULE = '''"""The policy hardened by quarl-bench, as a torch module: the parent's {function}() with the hardened weights
+(weights.pt beside this file). `quarl-bench export --policy-module THIS_FILE:make` takes it to c-int8 or c-int4."""
+import importlib.util
+from pathlib import Path
+
+import torch
+
+PARENT = {parent!r}
+FUNCTION = {function!r}
+
+
+def make():
+    spec = importlib.util.spec_from_file_location("quarl_hardened_parent", PARENT)
+    parent = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(parent)
+    module = getattr(parent, FUNCTION)()
+    module.load_state_dict(torch.load(Path(__file__).with_name("weights.pt"), weights_only=True))
+    return module.eval()
+'''
+
+
+def _save_module(policy: Any, parent: AgentRef, folder: Path) -> None:
+    """The hardened module as its parent's function plus the hardened state dict: ``folder/module.py:make``."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path, _, function = parent.model_path.rpartition(":")
+    torch.save(policy.module.state_dict(), folder / "weights.pt")
+    (folder / "module.py").write_text(TORCH_MODULE.format(parent=str(Path(path).resolve()), function=function))
 
 
 def _save_onnx(policy: Any, path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -33,6 +34,9 @@ def hardened_lines(row: dict[str, Any]) -> list[str]:
         f"  weights: range {before['weights']['range']:.2f} -> {after['weights']['range']:.2f}, excess kurtosis "
         f"{before['weights']['kurtosis']:.1f} -> {after['weights']['kurtosis']:.1f}",
     ]
+    module = Path(row["path"]).with_suffix("") / "module.py"
+    if str(row["path"]).endswith(".onnx") and module.is_file():
+        lines.append(f"  as a torch module too: --policy-module {escape(str(module))}:make (for c-int8, c-int4)")
     if before.get("margins") and after.get("margins"):
         lines.append(
             f"  decision margins (median top-2 gap on the parent's fixed states): "
