@@ -74,7 +74,14 @@ def test_c_int8_export_passes_the_gate_plays_alone_and_fits_a_cortex_m4(cli, zoo
     assert all(lo < 0 < hi for lo, hi in zip(low, high, strict=True))
     checked = subprocess.run(["make", "-s", "check"], cwd=out, capture_output=True, text=True, check=False)
     assert checked.returncode == 0 and "263 vectors, 0 mismatches" in checked.stdout, checked.stderr
-    assert contract["action"] == {"space": "Discrete", "n": 2, "dim": 0, "mapping": "argmax"}
+    assert contract["action"] == {
+        "space": "Discrete",
+        "n": 2,
+        "dim": 0,
+        "mapping": "argmax",
+        "meaning": {"name": "push cart: 0 left, 1 right", "unit": "index"},
+    }
+    assert contract["observation"]["features"][0] == {"name": "cart position", "unit": "m"}
     assert contract["parity"]["passed"] and contract["parity"]["flip_rate_outside_near_ties"] <= 0.02
     assert contract["certification"]["against_claimed"]["verdict"] == "equivalent"
     against_fp32 = contract["certification"]["against_fp32"]

@@ -161,4 +161,5 @@ def c_contract(program: Any, names: CNames, vectors: int) -> dict[str, Any]:
         "single_instance": "static buffers: call from one thread, or guard the call",
         "test_vectors": vectors,
         "observation_saturation": saturation_ranges(program),
+        "observation_saturation_units": "the env's own units, per feature (policy.json's observation.features)",
     }

@@ -133,8 +133,12 @@ def contract(
     action_space = policy.action_space
     normalizes = bool(getattr(module, "normalize", False))
     outside = artifact.info("normalization") is not None
+    from quarl_bench.zoo.observation_names import ACTIONS, OBSERVATIONS, named
+
+    features = int(np.prod(policy.observation_space.shape))
     observation = {
         "shape": list(policy.observation_space.shape),
+        "features": named(OBSERVATIONS, ref.env_id, features, "obs") if features <= 512 else [],
         "dtype": "uint8" if getattr(module, "image", False) else "float32",
         "normalization_inside": normalizes and not outside,
     }
@@ -149,6 +153,7 @@ def contract(
         }
     if module.discrete:
         action = {"space": "Discrete", "n": int(action_space.n), "dim": 0, "mapping": "argmax"}
+        action["meaning"] = named(ACTIONS, ref.env_id, 1, "action")[0]
     else:
         squashed = getattr(module, "family", "") == "actor" or getattr(policy, "squash_output", False)
         action = {
@@ -158,6 +163,7 @@ def contract(
             "high": np.asarray(action_space.high).reshape(-1).tolist(),
             "mapping": "unscale [-1, 1] to [low, high]" if squashed else "clip to [low, high]",
         }
+        action["features"] = named(ACTIONS, ref.env_id, action["dim"], "action")
     files = {name: hashlib.sha256(data).hexdigest() for name, data in artifact.named_files().items()}
     found = {
         "contract_version": CONTRACT_VERSION,
