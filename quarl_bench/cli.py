@@ -45,10 +45,21 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="quarl-bench", description="What does quantization do to RL policies?")
+    parser.add_argument("--version", action="version", version=f"quarl-bench {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for add_command in COMMANDS:
         add_command(commands)
     return parser
+
+
+def installed_version() -> str:
+    """The installed distribution's version (the checkout's pyproject when run uninstalled)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("quarl-bench")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def import_from_current_folder() -> None:

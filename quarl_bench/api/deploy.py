@@ -155,6 +155,7 @@ def write_folder(out: Path, files: dict[str, bytes], force: bool) -> None:
 
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.resolve().parent))
     try:
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700: the folder gets what the user's umask gives
         for name, data in files.items():
             (staging / name).write_bytes(data)
         if out.is_dir():
@@ -165,6 +166,12 @@ def write_folder(out: Path, files: dict[str, bytes], force: bool) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _deployable(ref: AgentRef) -> tuple[Any, Any]:

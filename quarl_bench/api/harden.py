@@ -254,10 +254,19 @@ def run_harden_study(
     wanted_envs = {resolve_env_id(e) for e in envs} if envs else None
     wanted_recipes = [parse_recipe(r).name for r in recipes] if recipes else None
     specs = certified_specs(study.target)
+    chosen = [
+        (algo, env_id)
+        for algo, env_id in study.agents
+        if not (algos and algo not in algos) and not (wanted_envs and env_id not in wanted_envs)
+    ]
+    if not chosen or (wanted_recipes and not set(wanted_recipes) & set(study.recipes)):
+        raise QuarlError(
+            f"no agent x recipe of the harden study matches the filters: it holds "
+            f"{', '.join(f'{a}/{e}' for a, e in study.agents)} with recipes {', '.join(study.recipes)}; check "
+            "--algo/--env/--recipe"
+        )
     lines = []
-    for algo, env_id in study.agents:
-        if (algos and algo not in algos) or (wanted_envs and env_id not in wanted_envs):
-            continue
+    for algo, env_id in chosen:
         try:
             parent = resolve(
                 AgentQuery(

@@ -140,6 +140,12 @@ def load_module_function(target: str) -> nn.Module:
     if not callable(function):
         raise QuarlError(f"policy module {str(path)!r} has no function {name!r}: expected FILE.py:FUNCTION")
     module = function()
+    if isinstance(module, torch.jit.ScriptModule):
+        raise QuarlError(
+            f"{target} returned a TorchScript module ({type(module).__name__}): its layers are compiled, so nothing "
+            "can quantize them; expected the torch.nn.Module itself (build the class and load its state_dict, or "
+            "save it with torch.onnx.export and pass --model FILE.onnx)"
+        )
     if not isinstance(module, nn.Module):
         raise QuarlError(f"{target} returned {type(module).__name__}: expected a torch.nn.Module")
     return module.eval()
