@@ -33,8 +33,24 @@ def test_agreement_of_discrete_actions() -> None:
 def test_agreement_of_continuous_actions() -> None:
     meter = meter_for(spaces.Box(-1, 1, (2,)))
     meter._record(np.array([[1.0, 0.0], [3.0, 4.0]]), np.array([[1.0, 0.0], [0.0, 4.0]]))
-    # distances 0 and 3, reference norms 1 and 4: mean L2 1.5, mean relative error (0 + 0.75) / 2
-    assert meter.summary() == {"decisions": 2, "action_l2": 1.5, "action_rel_error": 0.375}
+    # distances 0 and 3, reference norms 1 and 4: mean L2 1.5, mean relative error (0 + 0.75) / 2; the largest
+    # per-dimension error as a share of the range (2): 0 and 3 / 2, mean 0.75
+    assert meter.summary() == {
+        "decisions": 2,
+        "action_range_error": 0.75,
+        "action_l2": 1.5,
+        "action_rel_error": 0.375,
+    }
+
+
+def test_a_regulator_s_action_error_is_a_share_of_the_range_not_of_a_zero_action() -> None:
+    """At a set point the fp32 action is ~0: the error relative to its norm would be huge and meaningless (int8 once
+    printed 4853739.4 %). The range share is what is reported; the relative figure is left out."""
+    meter = meter_for(spaces.Box(-2, 2, (1,)))
+    meter._record(np.array([[0.032], [-0.012]]), np.array([[1e-7], [0.0]]))
+    summary = meter.summary()
+    assert summary["action_range_error"] == pytest.approx((0.032 - 1e-7 + 0.012) / 4 / 2)
+    assert "action_rel_error" not in summary
 
 
 @pytest.mark.slow

@@ -117,9 +117,13 @@ def greedy_actions(policy: BasePolicy) -> Callable[[np.ndarray], np.ndarray]:
 class AgreementMeter:
     """Wraps the evaluated actor; on every batch also compares its policy's greedy action with a reference policy's.
 
-    Discrete actions: fraction of equal greedy actions. Continuous: mean L2 distance between greedy actions
-    and that distance relative to the reference action's norm. Counted over the decisions of the episodes the
-    evaluation counts (``playing``: the envs that have not finished their share yet, kept current by :func:`play`).
+    Discrete actions: fraction of equal greedy actions. Continuous: the action error as a share of the action
+    range (``action_range_error``: the largest |a - a_fp32| / (high - low) over the action's dimensions, averaged;
+    the export gate's measure, meaningful at a set point where the fp32 action is 0), the mean L2 distance, and that
+    distance relative to the reference action's norm over the decisions where that norm is at least 5% of the
+    range's (a regulator's near-zero actions would make it meaningless). Counted over the decisions of the episodes
+    the evaluation counts (``playing``: the envs that have not finished their share yet, kept current by
+    :func:`play`).
     """
 
     def __init__(self, actor: Actor, reference: BasePolicy, playing: np.ndarray | None = None) -> None:
@@ -134,6 +138,9 @@ class AgreementMeter:
         self.equal = 0
         self.distance_sum = 0.0
         self.relative_sum = 0.0
+        self.relative_decisions = 0
+        self.range_sum = 0.0
+        self.span = None if self.discrete else action_span(self.policy.action_space)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         actions, state = self.actor.predict(observation, state, episode_start, deterministic)
@@ -152,10 +159,14 @@ class AgreementMeter:
         if self.discrete:
             self.equal += int(np.sum(np.all(actions.reshape(n, -1) == expected.reshape(n, -1), axis=1)))
             return
-        distance = np.linalg.norm((actions - expected).reshape(n, -1), axis=1)
+        difference = (actions - expected).reshape(n, -1)
+        distance = np.linalg.norm(difference, axis=1)
         norm = np.linalg.norm(expected.reshape(n, -1), axis=1)
         self.distance_sum += float(distance.sum())
-        self.relative_sum += float(np.sum(distance / np.maximum(norm, 1e-8)))
+        self.range_sum += float(np.sum(np.max(np.abs(difference) / self.span, axis=1)))
+        clear = norm >= RELATIVE_FLOOR * float(np.linalg.norm(self.span))
+        self.relative_sum += float(np.sum(distance[clear] / norm[clear]))
+        self.relative_decisions += int(clear.sum())
 
     def counts(self) -> dict[str, float]:
         """The raw sums (what processes that played parts of one evaluation add up)."""
@@ -164,6 +175,8 @@ class AgreementMeter:
             "equal": self.equal,
             "distance_sum": self.distance_sum,
             "relative_sum": self.relative_sum,
+            "relative_decisions": self.relative_decisions,
+            "range_sum": self.range_sum,
         }
 
     def summary(self) -> dict[str, float]:
@@ -177,11 +190,23 @@ def agreement_summary(counts: dict[str, float], discrete: bool) -> dict[str, flo
         return {}
     if discrete:
         return {"decisions": decisions, "action_agreement": counts["equal"] / decisions}
-    return {
+    found = {
         "decisions": decisions,
+        "action_range_error": counts["range_sum"] / decisions,
         "action_l2": counts["distance_sum"] / decisions,
-        "action_rel_error": counts["relative_sum"] / decisions,
     }
+    if counts["relative_decisions"]:
+        found["action_rel_error"] = counts["relative_sum"] / counts["relative_decisions"]
+    return found
+
+
+RELATIVE_FLOOR = 0.05  # the relative error counts decisions whose fp32 action norm is >= this share of the range's
+
+
+def action_span(space) -> np.ndarray:
+    """high - low of a Box action space, flattened (1 where a bound is infinite: errors then in the action's units)."""
+    span = (np.asarray(space.high, float) - np.asarray(space.low, float)).reshape(-1)
+    return np.where(np.isfinite(span) & (span > 0), span, 1.0)
 
 
 def with_noise(observation: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:

@@ -57,13 +57,20 @@ def _fidelity(policy: BasePolicy, reference: BasePolicy, states: np.ndarray) -> 
     if not discrete_actions(reference):
         actions = np.asarray(greedy_actions(policy)(states), dtype=float).reshape(len(states), -1)
         expected = np.asarray(greedy_actions(reference)(states), dtype=float).reshape(len(states), -1)
+        from quarl_bench.evaluation.evaluate import RELATIVE_FLOOR, action_span
+
+        span = action_span(reference.action_space)
         distance = np.linalg.norm(actions - expected, axis=1)
-        relative = distance / np.maximum(np.linalg.norm(expected, axis=1), 1e-8)
-        return {
+        norm = np.linalg.norm(expected, axis=1)
+        clear = norm >= RELATIVE_FLOOR * float(np.linalg.norm(span))
+        found = {
             "fixed_states": len(states),
+            "fixed_action_range_error": float(np.max(np.abs(actions - expected) / span, axis=1).mean()),
             "fixed_action_l2": float(distance.mean()),
-            "fixed_action_rel_error": float(relative.mean()),
         }
+        if clear.any():
+            found["fixed_action_rel_error"] = float((distance[clear] / norm[clear]).mean())
+        return found
     values, reference_values = decision_values(policy, states), decision_values(reference, states)
     if values is None or reference_values is None:
         flips = greedy_actions(policy)(states) != greedy_actions(reference)(states)

@@ -35,7 +35,9 @@ def fixed_state_text(agreement: dict[str, float]) -> tuple[str, str]:
             else "-"
         )
         return f"{100 * agreement['fixed_flip_rate']:.1f} %", split
-    if "fixed_action_rel_error" in agreement:
+    if "fixed_action_range_error" in agreement:
+        return f"{100 * agreement['fixed_action_range_error']:.2f} % of range", "-"
+    if "fixed_action_rel_error" in agreement:  # rows stored before the range error
         return f"L2 {agreement['fixed_action_l2']:.3f} ({100 * agreement['fixed_action_rel_error']:.1f} %)", "-"
     return "-", "-"
 
@@ -43,7 +45,9 @@ def fixed_state_text(agreement: dict[str, float]) -> tuple[str, str]:
 def agreement_text(agreement: dict[str, float]) -> str:
     if "action_agreement" in agreement:
         return f"{100 * agreement['action_agreement']:.1f} %"
-    if "action_l2" in agreement:
+    if "action_range_error" in agreement:
+        return f"{100 * agreement['action_range_error']:.2f} % of range"
+    if "action_l2" in agreement:  # rows stored before the range error
         return f"L2 {agreement['action_l2']:.3f} ({100 * agreement['action_rel_error']:.1f} %)"
     return "-"
 

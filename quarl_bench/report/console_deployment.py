@@ -27,7 +27,7 @@ def deployment_console_table(rows: list[dict[str, Any]], title: str) -> Table:
             row["backend"],
             f"{row['reward']:.2f} ± {row['std']:.2f}",
             format_number(row["E %"], "{:+.2f}"),
-            format_number(row["agreement"], "{:.3f}"),
+            agreement_cell(row),
             f"{row['p50 ms']:.3f}",
             f"{row['p99 ms']:.3f}",
             str(row["bytes"]),
@@ -37,6 +37,14 @@ def deployment_console_table(rows: list[dict[str, Any]], title: str) -> Table:
         )
     table.caption = "speed-up: against torch-fp32; smaller: the file against the same runtime's fp32 file"
     return table
+
+
+def agreement_cell(row: Any) -> str:
+    """Equal actions (discrete), or the action error as a share of the action range (continuous)."""
+    error = row.get("action error % range")
+    if error is not None and error == error:
+        return f"{error:.2f} % range"
+    return format_number(row["agreement"], "{:.3f}")
 
 
 def size_text(ratio: float, base: str, backend: str) -> str:

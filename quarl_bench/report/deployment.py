@@ -45,7 +45,6 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
                 if len(simulated)
                 else simulated
             )
-            agreement = row["agreement"].get("action_agreement", row["agreement"].get("action_rel_error"))
             records.append(
                 {
                     "algo": row["algo"],
@@ -56,7 +55,9 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
                     "reward": row["mean_reward"],
                     "std": row["std_reward"],
                     "E %": row["error_pct"],
-                    "agreement": agreement,
+                    # discrete: share of equal actions; continuous: the action error, % of the action range
+                    "agreement": row["agreement"].get("action_agreement"),
+                    "action error % range": _percent(row["agreement"].get("action_range_error")),
                     "p50 ms": latency["p50_ms"],
                     "p99 ms": latency["p99_ms"],
                     "batch64 obs/s": latency.get("batch64_obs_per_s"),
@@ -188,3 +189,7 @@ TABLE4_CAPTION = (
     "QuaRL Table 4: the paper's RasPi-3b+ (4x ARM A53) next to this machine; fp32 = torch fp32, int8 = the fastest "
     "int8 backend, p50 ms"
 )
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share

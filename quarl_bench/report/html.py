@@ -60,7 +60,7 @@ def variant_rows(selected: pd.DataFrame) -> pd.DataFrame:
                 "flips, fp32 states": row["agreement"].get("fixed_flip_rate"),  # discrete actions
                 "flips, near-ties": row["agreement"].get("fixed_flip_near_tie"),
                 "flips, clear": row["agreement"].get("fixed_flip_clear"),
-                "action rel. error, fp32 states": row["agreement"].get("fixed_action_rel_error"),  # continuous
+                "action error, % of range, fp32 states": _percent(row["agreement"].get("fixed_action_range_error")),
                 # on the states each policy visits itself: not comparable across widths
                 "same actions, own states": row["agreement"].get("action_agreement"),
                 "episodes": row["episodes"],
@@ -70,6 +70,10 @@ def variant_rows(selected: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame.from_records(records)
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share
 
 
 def _number(value: object) -> str:
