@@ -266,6 +266,8 @@ def test_onnx_round_trip_and_sb3_recipe_play_greedy_on_their_actions(cli, own: P
         assert code == 0, err
         if name != "first":  # (first was announced once already, when the export of second loaded it)
             assert ("outputs actions, not logits: played greedy" in err) == (name != "zip")
+        # SB3's recipe writes actions, values and log-probabilities: the one played is named
+        assert ("has 3 outputs" in err and "the first," in err) == (name == "sb3")
         found[name] = rewards(tmp_path / f"{name}.sqlite")
     assert found["first"] == found["second"] == found["sb3"]
     assert found["first"]["fp32"] == found["zip"]["fp32"]

@@ -221,7 +221,9 @@ def load_foreign(ref: AgentRef) -> LoadedAgent:
     agent = LoadedAgent(ref, PolicyOnly(None), {}, None, json.loads(ref.env_kwargs or "{}"))
     observation_space, action_space = probe_spaces(agent)
     if ref.algo == "onnx":
-        policy = OnnxPolicy(observation_space, action_space, Path(ref.model_path).read_bytes())
+        graph = Path(ref.model_path).read_bytes()
+        announce_outputs(ref.model_path, graph)
+        policy = OnnxPolicy(observation_space, action_space, graph)
     else:
         policy = ModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
     check_output(policy, ref.model_path)
@@ -235,6 +237,21 @@ def load_foreign(ref: AgentRef) -> LoadedAgent:
     policy.set_training_mode(False)
     agent.model = PolicyOnly(policy)
     return agent
+
+
+def announce_outputs(path: str, graph: bytes) -> None:
+    """Say, once per file, which output of a several-output graph is played: the first (SB3's recipe puts actions,
+    values and log-probabilities side by side)."""
+    import onnx
+
+    outputs = [output.name for output in onnx.load_from_string(graph).graph.output]
+    if len(outputs) > 1 and f"outputs:{path}" not in _ANNOUNCED:
+        _ANNOUNCED.add(f"outputs:{path}")
+        print(
+            f"quarl-bench: {path} has {len(outputs)} outputs ({', '.join(outputs)}): the first, {outputs[0]!r}, is "
+            "played as the policy's logits or actions; put that output first if it is another",
+            file=sys.stderr,
+        )
 
 
 def check_observation_layout(ref: AgentRef) -> None:
