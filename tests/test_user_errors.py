@@ -53,6 +53,12 @@ def test_mistakes_end_in_one_line(tmp_path: Path) -> None:
     assert "returned a TorchScript module" in err and "expected the torch.nn.Module itself" in err
     err = one_line(console("harden", "--grid", "harden", "--algo", "a2c", "--env", "Pendulum-v1", *store, cwd=tmp_path))
     assert "no agent x recipe of the harden study matches the filters" in err and "dqn/CartPole-v1" in err
+    # values are checked before any agent loads: the recipe and the confidence, not the missing module, are named
+    target = ("--bits", "4", "--policy-module", "missing.py:make", "--env", "CartPole-v1", *store)
+    err = one_line(console("harden", *target, "--recipe", "nosuch", cwd=tmp_path))
+    assert "nosuch" in err and "missing.py" not in err
+    err = one_line(console("harden", *target, "--confidence", "1.5", cwd=tmp_path))
+    assert "bad confidence 1.5" in err
 
 
 def test_an_artifact_folder_follows_the_umask(tmp_path: Path) -> None:

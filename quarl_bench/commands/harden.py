@@ -61,7 +61,11 @@ def harden(args: argparse.Namespace) -> int:
         raise QuarlError(f"bad --recipe {' '.join(recipes)}: expected one recipe for one agent (several with --grid)")
     if not args.env:
         raise QuarlError("harden needs --env (one agent) or --grid FILE (the study)")
-    config = certify_config(args) if args.certify else None
+    from quarl_bench.training.harden.recipes import parse_recipe
+
+    parse_recipe(recipes[0])  # bad values fail here, before the agent loads
+    checked = certify_config(args)  # --confidence, --tolerance, --max-episodes
+    config = checked if args.certify else None
     with ResultStore(args.store or DEFAULT_STORE) as store:
         parent = _agent_for(args, store)
         console.print(f"Hardening with {recipes[0]} for {spec.precision} ...")
@@ -108,6 +112,9 @@ def study(args: argparse.Namespace) -> int:
 
     plan = load_harden_study(args.grid)
     plan = replace(plan, certify=certify_config(args, plan.certify))
+    given = [flag for flag, value in (("--bits", args.bits), ("--budget", args.budget)) if value]
+    if given:
+        console.print(f"[yellow]{' and '.join(given)} ignored: the study {args.grid} sets the target and budget[/]")
     sources = agent_sources(args.folder, args.cache, not args.no_hub, args.train_if_missing, args.trust_remote_code)
     algos = [args.algo] if args.algo else None
     envs = [args.env] if args.env else None
