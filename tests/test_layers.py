@@ -147,7 +147,7 @@ def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(c
     noisy = load_results(store).query("obs_noise == 0.5")
     assert len(noisy) == 2 and set(noisy["key"]).isdisjoint(frame["key"])
 
-    code, _, err = cli("report", "--store", store, "--out", out)
+    code, _, err = cli("report", "--all-files", "--store", store, "--out", out)
     assert code == 0, err
     statistics = __import__("pandas").read_csv(out / "reward_statistics.csv")
     int2 = statistics[(statistics["precision"] == "int2") & (statistics["obs noise"] == 0)].iloc[0]
@@ -241,7 +241,7 @@ def test_sensitivity_mixed_and_fidelity_on_a_zoo_agent(cli, zoo: Path, tmp_path:
         rows = opened.fidelity().set_index("precision")
     assert rows.loc["fp32", "first_action"] == [None] * 4 and rows.loc["fp32", "first_obs"] == [None] * 4
     assert any(step is not None for step in rows.loc["int2", "first_action"])
-    code, _, err = cli("report", "--store", store, "--out", out)
+    code, _, err = cli("report", "--all-files", "--store", store, "--out", out)
     assert code == 0, err
     for name in (
         "sensitivity.md",

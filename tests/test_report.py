@@ -31,7 +31,7 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
     sweep = ("sweep", config_dir() / "smoke.yaml", "--algo", "ppo", "dqn", "-n", "5", "--workers", "1")
     code, _, err = cli(*sweep, "--folder", zoo, "--cache", tmp_path / "cache", "--store", store)
     assert code == 0, err
-    code, out_text, err = cli("report", "--store", store, "--out", out)
+    code, out_text, err = cli("report", "--all-files", "--store", store, "--out", out)
     assert code == 0, err
     assert "variant: episodes 5" in out_text  # 5-episode rows are not the default (100) variant: labelled as such
     rows = load_results(store).set_index(["algo", "precision"])
@@ -52,7 +52,7 @@ def test_report_from_a_swept_store(cli, zoo: Path, tmp_path: Path) -> None:
         assert table.loc["CartPole-v1", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "E %"])
         assert table.loc["Mean", (algo, "E_int8 %")] == pytest.approx(rows.loc[(algo, "int8"), "E %"])
     assert {p.suffix for p in out.glob("sweetspot_*")} == {".svg", ".png"}  # the default formats: no pdf
-    code, _, err = cli("report", "--store", store, "--out", tmp_path / "pdf", "--formats", "pdf")
+    code, _, err = cli("report", "--all-files", "--store", store, "--out", tmp_path / "pdf", "--formats", "pdf")
     assert code == 0, err
     assert {p.suffix for p in (tmp_path / "pdf").glob("sweetspot_*")} == {".pdf"}
 
@@ -105,3 +105,22 @@ def test_qat_vs_ptq_matches_on_precision_not_bits() -> None:
     )
     assert pd.isna(table.loc["int16", "PTQ Rwd"])  # no int16 PTQ row: fp16/bf16 (also 16 bits) are not it
     assert table.loc["int4", "QAT std over seeds"] == 5.0 and table.loc["int4", "ptq agent"] == "zoo"
+
+
+def test_a_small_store_gets_the_files_a_reader_opens(cli, tmp_path: Path) -> None:
+    """One agent's store (tests/data/store_schema11.sqlite: PTQ, deploy, sensitivity, certify and export rows):
+    by default the page, a CSV per table with rows and the page's figures as SVG, at most 20 files, and no reward
+    table per certification batch; ``--all-files`` keeps every format and table."""
+    import shutil
+
+    store = tmp_path / "one.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "store_schema11.sqlite", store)
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "lean", "--html")
+    assert code == 0, err
+    lean = sorted(p.name for p in (tmp_path / "lean").iterdir())
+    assert len(lean) <= 20 and {Path(name).suffix for name in lean} == {".csv", ".svg", ".html"}
+    assert not any(name.startswith("reward_error_table__seed-") for name in lean)  # certify's batch seeds
+    code, _, err = cli("report", "--all-files", "--store", store, "--out", tmp_path / "all", "--html")
+    assert code == 0, err
+    every = {p.name for p in (tmp_path / "all").iterdir()}
+    assert set(lean) < every and any(name.startswith("reward_error_table__seed-") for name in every)

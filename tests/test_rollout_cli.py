@@ -65,7 +65,7 @@ def test_runs_store_rows_with_curves_and_resume(cli, tmp_path: Path) -> None:
     code, out, _ = cli(*args, "--store", store, "--cache", cache)  # everything stored: nothing trains again
     assert code == 0 and "seed 1:" not in out
     report = tmp_path / "report"
-    assert cli("report", "--store", store, "--out", report)[0] == 0
+    assert cli("report", "--all-files", "--store", store, "--out", report)[0] == 0
     table = pd.read_csv(report / "rollout_final.csv")
     assert list(zip(table["rollout precision"], table["correction"], table["seeds"], strict=True)) == [
         ("fp32", "none", 2),

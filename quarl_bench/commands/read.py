@@ -19,7 +19,8 @@ def report(args: argparse.Namespace) -> int:
                 f"the store {str(store.path)!r} holds no rows: nothing to report "
                 "(expected a store that run, sweep, deploy, actorq or rollout wrote)"
             )
-        made = write_report(store, args.out, args.paper, args.tolerance, tuple(args.formats), args.html)
+        formats = tuple(args.formats or (("svg", "png") if args.all_files else ("svg",)))
+        made = write_report(store, args.out, args.paper, args.tolerance, formats, args.html, all_files=args.all_files)
     for line in console_lines(made):
         console.print(line, markup=False)
     return 0

@@ -36,8 +36,14 @@ def add_report(commands: Subcommands) -> None:
         "--formats",
         nargs="+",
         choices=("svg", "png", "pdf"),
-        default=["svg", "png"],
-        help="figure files to write (default svg png; report.html embeds the svg)",
+        default=None,
+        help="figure files to write (default svg; svg png with --all-files; report.html embeds the svg)",
+    )
+    report.add_argument(
+        "--all-files",
+        action="store_true",
+        help="every file: each table also as Markdown (and LaTeX), empty tables, PNG figures, and a reward table "
+        "per certification batch variant (default: the files a reader opens)",
     )
 
 

@@ -159,11 +159,17 @@ def _grid_shape(fig: Any) -> tuple[int, int]:
     return spec.ncols, spec.nrows
 
 
-def table_files(table: Table, out_dir: Path) -> list[Path]:
-    """Write a table's CSV and Markdown (and LaTeX) files."""
+def table_files(table: Table, out_dir: Path, every_format: bool = True) -> list[Path]:
+    """Write a table's CSV file, and with ``every_format`` its Markdown (and LaTeX) too; an empty table writes
+    nothing unless ``every_format`` (report.html and the console show every table)."""
+    if table.frame.empty and not every_format:
+        return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = out_dir / f"{table.name}.csv", out_dir / f"{table.name}.md"
+    csv = out_dir / f"{table.name}.csv"
     table.frame.to_csv(csv, index=table.index)
+    if not every_format:
+        return [csv]
+    md = out_dir / f"{table.name}.md"
     md.write_text(table.markdown_text())
     paths = [md, csv]
     if table.latex:
@@ -223,8 +229,11 @@ class FileWriter:
     (spawned on the first figure; 0: in this process). :meth:`close` waits for every figure, and a failed one
     raises there."""
 
-    def __init__(self, out_dir: Path, formats: tuple[str, ...] = ("svg", "png"), workers: int = 2) -> None:
+    def __init__(
+        self, out_dir: Path, formats: tuple[str, ...] = ("svg", "png"), workers: int = 2, every_format: bool = True
+    ) -> None:
         self.out_dir, self.formats, self.workers = out_dir, tuple(formats), workers
+        self.every_format = every_format
         self.items: list[Item] = []
         self.written: list[Path] = []
         self.pool: Any = None
@@ -234,7 +243,7 @@ class FileWriter:
         for item in items:
             self.items.append(item)
             if isinstance(item, Table):
-                self.written += table_files(item, self.out_dir)
+                self.written += table_files(item, self.out_dir, self.every_format)
                 continue
             self.out_dir.mkdir(parents=True, exist_ok=True)
             paths = figure_paths(item, self.out_dir, self.formats)

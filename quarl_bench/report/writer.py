@@ -33,6 +33,7 @@ def write_report(
     formats: tuple[str, ...] = ("svg", "png"),
     html: bool = False,
     figure_workers: int = 2,
+    all_files: bool = True,
 ) -> Report:
     """Write the report files into ``out_dir`` (figures in ``formats``: svg is what report.html embeds; png; pdf on
     request), and ``report.html`` with ``html``.
@@ -40,11 +41,14 @@ def write_report(
     The reward-error table is written once per PTQ variant in the store (seed, episodes, grid options, layer mode),
     each file named after its variant (no suffix for the default: seed 0, 100 episodes, default spec). Figures and
     the other tables use the primary variant: the default if the store has it, else the first one found.
+
+    Without ``all_files``, the files a reader opens: tables as CSV, only those with rows, and no reward table of a
+    variant whose every row is a certification batch (the verdict tables show those).
     """
-    files = FileWriter(out_dir, formats, figure_workers)
+    files = FileWriter(out_dir, formats, figure_workers, every_format=all_files)
     read = Read()
     try:
-        notes = _collect(store, paper_dir, tolerance_pct, files, read)
+        notes = _collect(store, paper_dir, tolerance_pct, files, read, all_files)
     finally:
         written = files.close()
     report = Report(files.items, written, notes)
@@ -74,7 +78,9 @@ class Read:
     variants: dict[Variant, pd.DataFrame] = field(default_factory=dict)
 
 
-def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: FileWriter, read: Read) -> list[str]:
+def _collect(
+    store: ResultStore, paper_dir: Path, tolerance_pct: float, files: FileWriter, read: Read, all_files: bool = True
+) -> list[str]:
     """Hand every report object to ``files`` as it is made (figures draw meanwhile); returns the notes."""
     from quarl_bench.report.actorq import actorq_report
     from quarl_bench.report.deployment import deployment_report, deployment_table, table4_comparison, table4_report
@@ -115,10 +121,12 @@ def _collect(store: ResultStore, paper_dir: Path, tolerance_pct: float, files: F
     files.add(fidelity_report(store.fidelity()))
     files.add(actorq_report(everything, paper_dir))
     files.add(rollout_report(everything))
+    behind_verdicts = {key for keys in verdicts["rows"] for key in keys} if len(verdicts) else set()
     for variant in variants:
         frame = read.variants[variant] = default if variant == primary else store.select(variant)
+        batches = len(frame) and set(frame["key"]) <= behind_verdicts
         table = reward_error_table(frame)
-        if not table.empty:
+        if not table.empty and (all_files or not batches or variant == primary):
             files.add([reward_error_report(table, variant.slug(), variant.label())])
     notes.append(f"Figures and comparisons use the variant: {primary.label()}")
     files.add(weight_spread_report(default))
