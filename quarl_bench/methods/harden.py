@@ -85,7 +85,7 @@ class HardenConfig(OfAgent):
         identity = {
             "parent": self.ref.content_hash,
             "env": self.ref.env_id,
-            "spec": self.spec.identity(),
+            "spec": spec_identity(self.spec),
             "recipe": self.recipe.identity(),
             "budget": self.budget,
             "seed": self.seed,
