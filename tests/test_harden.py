@@ -386,3 +386,29 @@ def test_the_width_figure_draws_lines_missing_a_side() -> None:
     figure = draw_width_changes(widths)
     figure.savefig(io.BytesIO(), format="png")  # matplotlib drew an arrow from NaN before (StopIteration)
     assert len(figure.axes[0].texts) == 0  # no arrow: one line lacks a side, the other did not move
+
+
+def test_the_hardened_table_prints_a_dash_where_a_figure_is_missing() -> None:
+    """A per-tensor hardening has no ladder figures: the console shows '-', never Python's None or nan."""
+    from rich.console import Console
+
+    from quarl_bench.report.console_harden import study_table
+
+    frame = pd.DataFrame(
+        [
+            {
+                "parent": "dqn CartPole",
+                "recipe": "distill",
+                "env steps": 5000,
+                "fine-tune s": None,
+                "before": float("nan"),
+                "ladder": "int per-tensor",
+                "int per-tensor before": None,
+                "int per-tensor after": "int4 S",
+            }
+        ]
+    )
+    console = Console(record=True, width=200)
+    console.print(study_table(frame))
+    text = console.export_text()
+    assert "None" not in text and "nan" not in text and "int4 S" in text and " - " in text

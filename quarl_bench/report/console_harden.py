@@ -58,6 +58,8 @@ def study_table(frame: pd.DataFrame, title: str = "Hardened agents") -> Table:
 
 
 def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):  # no figure: a dash, never None or nan
+        return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
     return escape(str(value))
