@@ -205,6 +205,9 @@ def test_a_grid_is_certified_agent_by_agent_and_the_report_opens_with_the_verdic
     assert grid_table.loc["int g32", "certified minimum"] == "≤ int6"  # int6 is the narrowest g32 width tried
     assert grid_table.loc["int", "guarantee"] == "finite-sample"  # CartPole's returns lie in [0, 500]
     assert grid_table.loc["int", "catastrophes at the minimum"].startswith("≤ ")
+    # δ as a number up front, its rule after the precisions: the grid fits a laptop's window
+    columns = list(grid_table.columns)
+    assert 20 < float(grid_table.loc["int", "δ"]) < 25 and columns.index("int2") < columns.index("tolerance")
     page = (tmp_path / "report" / "report.html").read_text()
     assert page.index("Certified verdicts") < page.index("Reward and E% per variant")
     methods = pd.read_csv(tmp_path / "report" / "methods_safe_width.csv").iloc[0]
