@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from quarl_bench.agent_names import name_of
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import CELL_ROWS_SUFFIX, ROW_COLUMNS, SECTIONS, Figure, Item, Table, keys_in
 from quarl_bench.store import ResultStore, Variant
@@ -51,18 +52,20 @@ def variant_rows(selected: pd.DataFrame) -> pd.DataFrame:
             {
                 "algo": row["algo"],
                 "env": row["env_id"],
+                "agent": name_of(row),  # a parent zip and its hardened child share algo and env
                 "precision": row["precision"],
                 "reward": row["mean_reward"],
                 "95% CI": f"[{low:.1f}, {high:.1f}]",
                 "fp32 reward": row.get("fp32_reward"),
                 "E %": row["error_pct"],
                 # on one fixed set of fp32-visited states, the same for every width (evaluation/fixed_states.py)
-                "flips, fp32 states": row["agreement"].get("fixed_flip_rate"),  # discrete actions
-                "flips, near-ties": row["agreement"].get("fixed_flip_near_tie"),
-                "flips, clear": row["agreement"].get("fixed_flip_clear"),
+                # rates in % on the page, as on the console
+                "flips %, fp32 states": _percent(row["agreement"].get("fixed_flip_rate")),  # discrete actions
+                "flips %, near-ties": _percent(row["agreement"].get("fixed_flip_near_tie")),
+                "flips %, clear": _percent(row["agreement"].get("fixed_flip_clear")),
                 "action error, % of range, fp32 states": _percent(row["agreement"].get("fixed_action_range_error")),
                 # on the states each policy visits itself: not comparable across widths
-                "same actions, own states": row["agreement"].get("action_agreement"),
+                "same actions %, own states": _percent(row["agreement"].get("action_agreement")),
                 "episodes": row["episodes"],
                 "_key": row["key"],
                 "_command": provenance.get("command", ""),
