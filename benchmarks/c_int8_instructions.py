@@ -28,7 +28,7 @@ ENVS = (
 CALLS = {"I": 200, "II": 200, "III": 20}  # policy III is ~2.6M MACs: the 24-bit SysTick holds ~40 calls of it
 
 
-def counted(name: str, artifact, observations: np.ndarray) -> None:
+def counted(name: str, artifact, observations: np.ndarray) -> tuple[int, float]:
     from quarl_bench.deploy.c_build import cortex_m4_instructions, cortex_m4_size
 
     files = dict(artifact.files)
@@ -41,6 +41,7 @@ def counted(name: str, artifact, observations: np.ndarray) -> None:
         f" {flash:>9d}",
         flush=True,
     )
+    return macs, plain / dsp
 
 
 def main() -> None:
@@ -57,13 +58,14 @@ def main() -> None:
     from quarl_bench.zoo.agents import load_agent
 
     start = time.perf_counter()
+    ratios: dict[str, tuple[int, float]] = {}
     print(
         f"{'policy':34s} {'MACs':>9s} {'plain':>12s} {'DSP':>12s} {'ratio':>7s} {'MAC/ins':>8s} {'(DSP)':>8s} {'flash B':>9s}"
     )
     for name, hidden in TABLE4_POLICIES.items():
         module = greedy_mlp(hidden)
         sample = observations()
-        counted(f"Table 4 policy {name} {hidden}", c_artifact(module, sample), sample[: CALLS[name]])
+        ratios[name] = counted(f"Table 4 policy {name} {hidden}", c_artifact(module, sample), sample[: CALLS[name]])
     zoo = Path(args.zoo)
     for algo in ALGOS:
         for env_id in ENVS:
@@ -81,8 +83,14 @@ def main() -> None:
                 print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
                 continue
             states = visited_states(policy, agent.make_env, args.observations, 7_000_000)
-            counted(f"{algo}/{env_id}", artifact, raw_observations(module, states, np.float32))
+            ratios[f"{algo}/{env_id}"] = counted(
+                f"{algo}/{env_id}", artifact, raw_observations(module, states, np.float32)
+            )
+    zoo_agents = {name: value for name, value in ratios.items() if "/" in name}
+    largest = max(zoo_agents, key=lambda name: zoo_agents[name][0]) if zoo_agents else None
+    tail = f", {zoo_agents[largest][1]:.2f}x on the largest zoo MLP ({largest})" if largest else ""
     print(f"({time.perf_counter() - start:.0f} s)")
+    print(f"DSP path: {ratios['III'][1]:.2f}x fewer instructions on policy III{tail}")
 
 
 if __name__ == "__main__":

@@ -104,6 +104,7 @@ def main() -> None:
     zoo = Path(args.zoo)
     agents = [(a, e) for a in args.algo for e in args.env if (zoo / a / f"{e}_1" / f"{e}.zip").is_file()]
     print(f"{'agent':34s} {'gate on recorded':>34s}  sanitizers ({args.states} recorded + adversarial)  make check")
+    tally = {"agents": 0, "gate": 0, "clean": 0, "check": 0}
     for algo, env_id in agents:
         start = time.perf_counter()
         try:
@@ -142,6 +143,15 @@ def main() -> None:
             f"{algo + '/' + env_id:34s} {figure:>34s}  {checked:28s} {make}  ({time.perf_counter() - start:.0f} s)",
             flush=True,
         )
+        tally["agents"] += 1
+        tally["gate"] += bool(gate["passed"])
+        tally["clean"] += not checked.startswith("REPORT")
+        tally["check"] += not make.startswith("FAILED")
+    n = tally["agents"]
+    print(
+        f"c-int8 on recorded states: gate passed {tally['gate']} of {n}; sanitizers clean {tally['clean']} of {n}; "
+        f"make check passed {tally['check']} of {n}"
+    )
 
 
 if __name__ == "__main__":

@@ -189,6 +189,25 @@ def main() -> None:
         print(f"  {backend}: " + ", ".join(f"{op} {us:.1f}" for op, us in per_op.items()))
     if args.json:
         Path(args.json).write_text(json.dumps({"latency": results, "ort_profile": {slowest: profile}}, indent=1))
+    print(headline(results))
+
+
+INT8_BACKENDS = ("ort-int8-static", "ort-int8-dynamic", "litert-int8", "executorch-int8", "c-int8", "c-int4")
+
+
+def headline(results: dict[str, dict[str, dict]]) -> str:
+    """The last line (docs/benchmarks.md): policy III's best int8 speed-up over torch fp32 (p50) and its size
+    ratio over the fp32 ONNX artifact."""
+    timed = results.get("Table 4 III", {})
+    fp32, onnx = timed.get("torch-fp32", {}), timed.get("ort-fp32", {})
+    int8 = {name: timed[name] for name in INT8_BACKENDS if "p50_us" in timed.get(name, {})}
+    if "p50_us" not in fp32 or "bytes" not in onnx or not int8:
+        return "policy III: not timed (run without --only, or a backend failed)"
+    best = min(int8, key=lambda name: int8[name]["p50_us"])
+    speed = fp32["p50_us"] / int8[best]["p50_us"]
+    return (
+        f"policy III: int8 {speed:.1f}x faster than fp32, {onnx['bytes'] / int8[best]['bytes']:.1f}x smaller ({best})"
+    )
 
 
 if __name__ == "__main__":
