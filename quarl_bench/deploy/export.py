@@ -91,6 +91,8 @@ class DeployablePolicy(nn.Module):
             return policy.action_net(latent)
         if self.family == "module":
             return policy.module(x)
+        if self.family == "ars":  # its action net (a squashed one ends in Tanh)
+            return policy.action_net(policy.features_extractor(x))
         if self.family == "q":
             return policy.q_net.q_net(policy.q_net.features_extractor(x))
         if self.family == "quantile":
@@ -106,7 +108,7 @@ class DeployablePolicy(nn.Module):
         out = self.scores(self.preprocess(obs))
         if self.discrete:
             return torch.argmax(out, dim=1)
-        if self.family == "module" or (self.family == "actor-critic" and not self.policy.squash_output):
+        if self.family == "module" or (self.family in ("actor-critic", "ars") and not self.policy.squash_output):
             return torch.maximum(torch.minimum(out, self.high), self.low)  # SB3's predict clips the Gaussian mean
         return self.low + 0.5 * (out + 1.0) * (self.high - self.low)  # unscale a [-1, 1] action to the bounds
 

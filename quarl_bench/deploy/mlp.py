@@ -295,6 +295,9 @@ def _acting_modules(module) -> tuple[list[nn.Module], str, int]:
         if hasattr(actor, "latent_pi"):  # SAC, TQC: tanh of the Gaussian mean, unscaled
             return [*actor.latent_pi, actor.mu, nn.Tanh()], "unscale", 1
         return list(actor.mu), "unscale", 1  # ddpg, td3: mu ends in tanh
+    if family == "ars":  # one action network: linear, or an MLP; a squashed one ends in Tanh
+        _plain_extractor(policy.features_extractor)
+        return list(policy.action_net), _continuous_head(module, policy.squash_output), 1
     return traced_chain(policy.module), "argmax" if module.discrete else "clip", 1
 
 

@@ -40,6 +40,8 @@ def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray 
             values = policy.quantile_net(obs).mean(dim=1)
         elif family == "actor-critic":
             values = policy.get_distribution(obs).distribution.logits
+        elif family == "ars":
+            values = policy.action_net(policy.extract_features(obs, policy.features_extractor))
         elif family == "module" and not policy.outputs_actions:
             values = policy.decision_values(obs)
         else:

@@ -31,7 +31,8 @@ ACTING_MODULES: dict[str, tuple[str, ...]] = {
     "actor-critic": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
     "q": ("q_net",),
     "quantile": ("quantile_net",),
-    "actor": ("actor",),  # DDPG/TD3/SAC/TQC: the actor, never the critics
+    "actor": ("actor",),  # DDPG/TD3/SAC/TQC/CrossQ: the actor, never the critics
+    "ars": ("features_extractor", "action_net"),  # ARS: one network, linear or an MLP
     "module": ("module",),  # a user's torch module or an ONNX graph's layers: all of it acts
 }
 # The original code's selection on SB3 module names: (weights-only prefixes, weights-and-biases prefixes).
@@ -49,6 +50,7 @@ QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     "actor": ((), ("critic", "critic_target")),  # TQC is not in QuaRL: its SAC selection
+    "ars": (("action_net",), ()),  # nor is ARS: its policy weights, as QuaRL's ``pi`` selection
     "module": (("module",), ()),
 }
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -83,11 +85,13 @@ def _layers(policy: BasePolicy, keep: Callable[[str], bool]) -> Iterator[tuple[s
 
 def policy_family(policy: nn.Module) -> str:
     """What kind of network a policy is, read from the object (not from an algo name): ``actor-critic`` (PPO, A2C and
-    any ActorCriticPolicy), ``q`` (DQN), ``quantile`` (QR-DQN), ``actor`` (DDPG, TD3, SAC, TQC: a separate actor)
-    or ``module`` (a user's torch module or an ONNX graph, see ``zoo/foreign.py``).
+    any ActorCriticPolicy: TRPO too), ``q`` (DQN), ``quantile`` (QR-DQN), ``actor`` (DDPG, TD3, SAC, TQC, CrossQ:
+    a separate actor), ``ars`` (ARS: one action network) or ``module`` (a user's torch module or an ONNX graph, see
+    ``zoo/foreign.py``).
 
     :raises QuarlError: for a policy of none of these kinds.
     """
+    from sb3_contrib.ars.policies import ARSPolicy
     from sb3_contrib.qrdqn.policies import QRDQNPolicy
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.dqn.policies import DQNPolicy
@@ -98,6 +102,8 @@ def policy_family(policy: nn.Module) -> str:
         return "quantile"
     if isinstance(policy, DQNPolicy):
         return "q"
+    if isinstance(policy, ARSPolicy):
+        return "ars"
     if isinstance(getattr(policy, "actor", None), nn.Module):
         return "actor"
     if isinstance(getattr(policy, "module", None), nn.Module):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from stable_baselines3.common.policies import BasePolicy
@@ -147,8 +149,13 @@ def weight_profile(policy: BasePolicy, bins: int = PROFILE_BINS) -> dict[str, ob
 
 
 def clone_policy(policy: BasePolicy) -> BasePolicy:
-    """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors)."""
-    clone = type(policy)(**policy._get_constructor_parameters())
+    """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
+    policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
+    is deep-copied."""
+    try:
+        clone = type(policy)(**policy._get_constructor_parameters())
+    except TypeError:
+        clone = copy.deepcopy(policy)
     clone.load_state_dict(policy.state_dict())
     clone.set_training_mode(False)
     return clone

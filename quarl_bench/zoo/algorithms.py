@@ -21,7 +21,8 @@ class Algorithm:
     :param actions: the action spaces it acts in (``discrete``, ``continuous``).
     :param exploration: how it explores while training: ``sampling`` (a stochastic policy), ``epsilon-greedy`` (a
         scheduled ε; the zoo's Atari agents act with their final ε), ``action noise`` (a deterministic actor plus
-        noise) or ``entropy`` (a stochastic actor with a learned temperature).
+        noise), ``entropy`` (a stochastic actor with a learned temperature) or ``parameter noise`` (ARS: random
+        search over the weights).
     :param policy_module: the module of the policy class its SB3 zips save (several algorithms may share one; the
         zip's data then tells them apart: ``zoo/model_file.py``).
     :param zoo: an rl-zoo3 algorithm, with pretrained agents (zoo folders, the hub) and rl-zoo3 training.
@@ -62,6 +63,9 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("td3", False, ("continuous",), "action noise", f"{_SB3}.td3.policies", actorq_learner=f"{_SB3}:TD3"),
     Algorithm("qrdqn", False, ("discrete",), "epsilon-greedy", f"{_CONTRIB}.qrdqn.policies"),
     Algorithm("tqc", False, ("continuous",), "entropy", f"{_CONTRIB}.tqc.policies"),
+    Algorithm("trpo", True, BOTH, "sampling", f"{_SB3}.common.policies"),
+    Algorithm("ars", True, BOTH, "parameter noise", f"{_CONTRIB}.ars.policies"),
+    Algorithm("crossq", False, ("continuous",), "entropy", f"{_CONTRIB}.crossq.policies"),
     # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
     Algorithm("d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"),
 )}

@@ -16,8 +16,8 @@ BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl
 
 
 def algo_of_zip(data: dict[str, Any], path: Path) -> str:
-    """The algorithm an SB3 zip was saved by, from its saved policy class: PPO and A2C share ActorCriticPolicy
-    (PPO saves ``clip_range``), DDPG is TD3 with ``policy_delay`` 1 and no target noise clip.
+    """The algorithm an SB3 zip was saved by, from its saved policy class: PPO, A2C and TRPO share ActorCriticPolicy
+    (PPO saves ``clip_range``, TRPO ``cg_max_steps``), DDPG is TD3 with ``policy_delay`` 1 and no target noise clip.
 
     :raises QuarlError: for a zip with no SB3 data, or a policy class no supported algorithm saves.
     """
@@ -30,8 +30,8 @@ def algo_of_zip(data: dict[str, Any], path: Path) -> str:
             f"pass --algo, one of {', '.join(ALGOS)}"
         )
     names = {a.name for a in savers}
-    if names == {"a2c", "ppo"}:
-        return "ppo" if "clip_range" in data else "a2c"
+    if names == {"a2c", "ppo", "trpo"}:  # one ActorCriticPolicy: TRPO saves its conjugate-gradient steps
+        return "trpo" if "cg_max_steps" in data else "ppo" if "clip_range" in data else "a2c"
     if names == {"ddpg", "td3"}:
         return "ddpg" if data.get("policy_delay") == 1 and not data.get("target_noise_clip") else "td3"
     return savers[0].name

@@ -80,6 +80,9 @@ def decision_output(policy: BasePolicy, observations: torch.Tensor) -> Output:
         actor = policy.actor
         actions = actor(observations, deterministic=True) if hasattr(actor, "action_dist") else actor(observations)
         return Output("actions", actions)
+    if family == "ars":
+        out = policy.action_net(policy.extract_features(observations, policy.features_extractor))
+        return Output("logits" if discrete else "actions", out if discrete else _scaled(policy, out))
     out = policy.decision_values(observations)
     return Output("logits" if discrete else "actions", out if discrete else _scaled(policy, out))
 
