@@ -55,7 +55,7 @@ def test_bad_bits(cli, store: Path, bits: str) -> None:  # refused by argparse: 
 def test_unknown_algo(cli, store: Path) -> None:
     before = file_digest(store)
     assert_one_line_error(
-        cli("run", "--algo", "trpo", "--env", "CartPole-v1", "--store", store), "'trpo'", "ppo", "qrdqn"
+        cli("run", "--algo", "ppo_lstm", "--env", "CartPole-v1", "--store", store), "'ppo_lstm'", "ppo", "qrdqn"
     )
     assert file_digest(store) == before
 
