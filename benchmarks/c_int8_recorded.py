@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=10_000)
     parser.add_argument("--algo", nargs="*", default=list(ALGOS))
     parser.add_argument("--env", nargs="*", default=list(ENVS))
+    parser.add_argument("--weight-bits", type=int, choices=(8, 4), default=8, help="c-int8 (default) or c-int4")
     args = parser.parse_args()
 
     from quarl_bench import AgentQuery, QuarlError, resolve
@@ -95,7 +96,7 @@ def main() -> None:
     from quarl_bench.deploy.c_folder import firmware_files
     from quarl_bench.deploy.c_source import CNames
     from quarl_bench.deploy.export import deployable, split_normalizer
-    from quarl_bench.deploy.parity import W8A8, parity
+    from quarl_bench.deploy.parity import claimed_spec, parity
     from quarl_bench.evaluation.calibration import visited_states
     from quarl_bench.evaluation.margins import decision_values
     from quarl_bench.methods.ptq import quantized
@@ -115,13 +116,14 @@ def main() -> None:
             raw_env, normalizer = split_normalizer(env)
             env.close()
             module = deployable(policy, raw_env.observation_space, normalizer)
-            artifact = c_artifact(module, visited_states(policy, agent.make_env, 1000))
+            artifact = c_artifact(module, visited_states(policy, agent.make_env, 1000), args.weight_bits)
         except QuarlError as error:
             print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
             continue
         states = visited_states(policy, agent.make_env, args.states, RECORDED_SEED)
         raw = raw_observations(module, states, np.float32)
-        claimed = quantized(agent, W8A8)[0].predict(states, deterministic=True)[0]
+        claim = claimed_spec(f"c-int{args.weight_bits}")
+        claimed = quantized(agent, claim)[0].predict(states, deterministic=True)[0]
         fp32 = policy.predict(states, deterministic=True)[0]
         bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
         gate = parity(runner(artifact, threads=1), raw, claimed, fp32, decision_values(policy, states), bounds, "int8")
@@ -149,7 +151,7 @@ def main() -> None:
         tally["check"] += not make.startswith("FAILED")
     n = tally["agents"]
     print(
-        f"c-int8 on recorded states: gate passed {tally['gate']} of {n}; sanitizers clean {tally['clean']} of {n}; "
+        f"c-int{args.weight_bits} on recorded states: gate passed {tally['gate']} of {n}; sanitizers clean {tally['clean']} of {n}; "
         f"make check passed {tally['check']} of {n}"
     )
 
