@@ -292,8 +292,11 @@ def _acting_modules(module) -> tuple[list[nn.Module], str, int]:
     if family == "actor":
         actor = policy.actor
         _plain_extractor(actor.features_extractor)
-        if hasattr(actor, "latent_pi"):  # SAC, TQC: tanh of the Gaussian mean, unscaled
-            return [*actor.latent_pi, actor.mu, nn.Tanh()], "unscale", 1
+        if hasattr(actor, "latent_pi"):  # SAC, TQC, CrossQ: tanh of the Gaussian mean, unscaled
+            from quarl_bench.quant.fold import folded_chain
+
+            chain, (mu,) = folded_chain(list(actor.latent_pi), [actor.mu])  # CrossQ's batch norms folded
+            return [*chain, mu, nn.Tanh()], "unscale", 1
         return list(actor.mu), "unscale", 1  # ddpg, td3: mu ends in tanh
     if family == "ars":  # one action network: linear, or an MLP; a squashed one ends in Tanh
         _plain_extractor(policy.features_extractor)

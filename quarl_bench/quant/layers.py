@@ -133,9 +133,14 @@ def acting_layers(policy: nn.Module) -> Iterator[tuple[str, nn.Module]]:
 
 def unquantized_modules(policy: nn.Module) -> list[str]:
     """Acting modules holding parameters of their own that PTQ leaves in fp32 (LayerNorm, Embedding, LSTM, ...):
-    ``name (Type)``, each once."""
+    ``name (Type)``, each once. An actor's batch-norm layers are not among them: PTQ folds them into the Linear
+    after them (:mod:`quarl_bench.quant.fold`)."""
+    from quarl_bench.quant.fold import is_batch_norm
+
     keep, seen, found = _acting_filter(policy), set(), []
     for name, module in policy.named_modules(remove_duplicate=False):
+        if is_batch_norm(module) and name.startswith("actor.latent_pi."):
+            continue
         own = list(module.parameters(recurse=False))
         if own and keep(name) and not isinstance(module, LAYER_TYPES) and id(module) not in seen:
             seen.add(id(module))

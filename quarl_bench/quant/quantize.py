@@ -10,6 +10,7 @@ from stable_baselines3.common.policies import BasePolicy
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import as_groups, fake_quant, group_grid, quant_step
+from quarl_bench.quant.fold import fold_actor_batch_norms
 from quarl_bench.quant.formats import format_scale_bits
 from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.quant.prune import prune_acting
@@ -55,7 +56,8 @@ def quantize(
     Which tensors: ``spec.layers`` (see :mod:`quarl_bench.quant.layers`); with ``spec.layer_precisions``, acting
     layer ``i`` (and its bias with ``quantize_bias``) at precision ``i``, fp32 layers untouched. In order: pruning
     (fp32 weights), weight rounding (RTN, or GPTQ / learned rounding on ``states``), then activation quantizers
-    calibrated on ``states`` (see :mod:`quarl_bench.quant.activations`).
+    calibrated on ``states`` (see :mod:`quarl_bench.quant.activations`). An actor's batch-norm layers (CrossQ) are
+    folded into the Linear after them first (:mod:`quarl_bench.quant.fold`): their weights are what is quantized.
 
     :param states: calibration observations (``evaluation/calibration.py``); needed when ``spec.calibrated``.
     """
@@ -67,6 +69,7 @@ def quantize(
         raise QuarlError(f"{spec.recipe_label()} needs calibration states: none were given")
     if (spec.calibrated or spec.activations) and hasattr(policy, "graph_bytes"):
         raise QuarlError(ONNX_REFUSAL)
+    fold_actor_batch_norms(quantized)
     tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)
     if spec.ptq != "rtn" and not any(t.kind == "weight" for t in tensors):
         raise QuarlError(f"--ptq {spec.ptq}: this policy has no quantizable layer (expected Linear or Conv layers)")
