@@ -13,18 +13,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from zoo_mlp import c_agent, zoo_agents
 
-ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "sac", "tqc")
-ENVS = (
-    "CartPole-v1",
-    "Acrobot-v1",
-    "MountainCar-v0",
-    "MountainCarContinuous-v0",
-    "Pendulum-v1",
-    "LunarLander-v2",
-    "LunarLanderContinuous-v2",
-    "BipedalWalker-v3",
-)
 CALLS = {"I": 200, "II": 200, "III": 20}  # policy III is ~2.6M MACs: the 24-bit SysTick holds ~40 calls of it
 
 
@@ -32,7 +22,7 @@ def counted(name: str, artifact, observations: np.ndarray) -> tuple[int, float]:
     from quarl_bench.deploy.c_build import cortex_m4_instructions, cortex_m4_size
 
     files = dict(artifact.files)
-    macs = int(sum(layer.weight.size for layer in artifact.info("program").layers))
+    macs = artifact.info("program").macs
     plain = cortex_m4_instructions(files, observations, ("-DQUARL_NO_DSP",))
     dsp = cortex_m4_instructions(files, observations)
     flash = cortex_m4_size(files)["flash_bytes"]
@@ -50,12 +40,10 @@ def main() -> None:
     parser.add_argument("--observations", type=int, default=200, help="recorded observations per zoo agent")
     args = parser.parse_args()
 
-    from quarl_bench import AgentQuery, QuarlError, resolve
+    from quarl_bench import QuarlError
     from quarl_bench.deploy.backends import c_artifact, raw_observations
-    from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.deploy.synthetic import TABLE4_POLICIES, greedy_mlp, observations
     from quarl_bench.evaluation.calibration import visited_states
-    from quarl_bench.zoo.agents import load_agent
 
     start = time.perf_counter()
     ratios: dict[str, tuple[int, float]] = {}
@@ -67,28 +55,17 @@ def main() -> None:
         sample = observations()
         ratios[name] = counted(f"Table 4 policy {name} {hidden}", c_artifact(module, sample), sample[: CALLS[name]])
     zoo = Path(args.zoo)
-    for algo in ALGOS:
-        for env_id in ENVS:
-            if not (zoo / algo / f"{env_id}_1" / f"{env_id}.zip").is_file():
-                continue
-            agent = load_agent(resolve(AgentQuery(env=env_id, algo=algo, folder=str(zoo), use_hub=False)))
-            policy = agent.model.policy
-            env = agent.make_env(1, 0)
-            raw_env, normalizer = split_normalizer(env)
-            env.close()
-            module = deployable(policy, raw_env.observation_space, normalizer)
-            try:
-                artifact = c_artifact(module, visited_states(policy, agent.make_env, 1000))
-            except QuarlError as error:
-                print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
-                continue
-            states = visited_states(policy, agent.make_env, args.observations, 7_000_000)
-            ratios[f"{algo}/{env_id}"] = counted(
-                f"{algo}/{env_id}", artifact, raw_observations(module, states, np.float32)
-            )
-    zoo_agents = {name: value for name, value in ratios.items() if "/" in name}
-    largest = max(zoo_agents, key=lambda name: zoo_agents[name][0]) if zoo_agents else None
-    tail = f", {zoo_agents[largest][1]:.2f}x on the largest zoo MLP ({largest})" if largest else ""
+    for algo, env_id in zoo_agents(zoo):
+        try:
+            agent, module, artifact = c_agent(zoo, algo, env_id)
+        except QuarlError as error:
+            print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
+            continue
+        states = visited_states(agent.model.policy, agent.make_env, args.observations, 7_000_000)
+        ratios[f"{algo}/{env_id}"] = counted(f"{algo}/{env_id}", artifact, raw_observations(module, states, np.float32))
+    zoo_ratios = {name: value for name, value in ratios.items() if "/" in name}
+    largest = max(zoo_ratios, key=lambda name: zoo_ratios[name][0]) if zoo_ratios else None
+    tail = f", {zoo_ratios[largest][1]:.2f}x on the largest zoo MLP ({largest})" if largest else ""
     print(f"({time.perf_counter() - start:.0f} s)")
     print(f"DSP path: {ratios['III'][1]:.2f}x fewer instructions on policy III{tail}")
 

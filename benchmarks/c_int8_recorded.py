@@ -17,18 +17,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from zoo_mlp import ALGOS, ENVS, c_agent, zoo_agents
 
-ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "sac", "tqc")
-ENVS = (
-    "CartPole-v1",
-    "Acrobot-v1",
-    "MountainCar-v0",
-    "MountainCarContinuous-v0",
-    "Pendulum-v1",
-    "LunarLander-v2",
-    "LunarLanderContinuous-v2",
-    "BipedalWalker-v3",
-)
 RECORDED_SEED = 7_000_000  # apart from the calibration (1,000,000) and fixed-state seeds
 SANITIZE = ["-fsanitize=address,undefined,float-cast-overflow", "-fno-sanitize-recover=all"]
 ADVERSARIAL = (float("nan"), float("inf"), float("-inf"), 1e30, -1e30, 3.4e38, -3.4e38)
@@ -91,35 +81,26 @@ def main() -> None:
     parser.add_argument("--weight-bits", type=int, choices=(8, 4), default=8, help="c-int8 (default) or c-int4")
     args = parser.parse_args()
 
-    from quarl_bench import AgentQuery, QuarlError, resolve
-    from quarl_bench.deploy.backends import c_artifact, raw_observations, runner
-    from quarl_bench.deploy.c_folder import firmware_files
+    from quarl_bench import QuarlError
+    from quarl_bench.deploy.backends import raw_observations, runner
+    from quarl_bench.deploy.c_folder import firmware_files, test_vectors
     from quarl_bench.deploy.c_source import CNames
-    from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.deploy.parity import claimed_spec, parity
     from quarl_bench.evaluation.calibration import visited_states
     from quarl_bench.evaluation.margins import decision_values
     from quarl_bench.methods.ptq import quantized
-    from quarl_bench.zoo.agents import load_agent
 
     zoo = Path(args.zoo)
-    agents = [(a, e) for a in args.algo for e in args.env if (zoo / a / f"{e}_1" / f"{e}.zip").is_file()]
     print(f"{'agent':34s} {'gate on recorded':>34s}  sanitizers ({args.states} recorded + adversarial)  make check")
     tally = {"agents": 0, "gate": 0, "clean": 0, "check": 0}
-    for algo, env_id in agents:
+    for algo, env_id in zoo_agents(zoo, args.algo, args.env):
         start = time.perf_counter()
         try:
-            agent = load_agent(resolve(AgentQuery(env=env_id, algo=algo, folder=str(zoo), use_hub=False)))
-            policy = agent.model.policy
-            policy.set_training_mode(False)
-            env = agent.make_env(1, 0)
-            raw_env, normalizer = split_normalizer(env)
-            env.close()
-            module = deployable(policy, raw_env.observation_space, normalizer)
-            artifact = c_artifact(module, visited_states(policy, agent.make_env, 1000), args.weight_bits)
+            agent, module, artifact = c_agent(zoo, algo, env_id, args.weight_bits)
         except QuarlError as error:
-            print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
+            print(f"{algo + '/' + env_id:34s} not a C policy: {error}")
             continue
+        policy = agent.model.policy
         states = visited_states(policy, agent.make_env, args.states, RECORDED_SEED)
         raw = raw_observations(module, states, np.float32)
         claim = claimed_spec(f"c-int{args.weight_bits}")
@@ -136,7 +117,9 @@ def main() -> None:
         checked = sanitized(dict(artifact.files), np.concatenate([raw, adversarial_rows(raw[0])]))
         with tempfile.TemporaryDirectory() as name:
             folder = Path(name)
-            files = dict(artifact.files) | firmware_files(dict(artifact.files), raw, artifact.info("program"), CNames())
+            program = artifact.info("program")
+            vectors = test_vectors(raw, program.mlp.obs_dim)
+            files = dict(artifact.files) | firmware_files(dict(artifact.files), vectors, program, CNames())
             for file, data in files.items():
                 (folder / file).write_bytes(data)
             made = subprocess.run(["make", "-s", "check"], cwd=folder, capture_output=True, text=True, check=False)

@@ -18,20 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from quarl_bench import AgentQuery, CertifyConfig, DeployTarget, QuarlError, ResultStore, export_artifact, resolve
+from zoo_mlp import ENVS, zoo_agents
 
-ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "sac", "tqc")
-ENVS = (
-    "CartPole-v1",
-    "Acrobot-v1",
-    "MountainCar-v0",
-    "MountainCarContinuous-v0",
-    "Pendulum-v1",
-    "LunarLander-v2",
-    "LunarLanderContinuous-v2",
-    "BipedalWalker-v3",
-    "BipedalWalkerHardcore-v3",
-)
+from quarl_bench import AgentQuery, CertifyConfig, DeployTarget, QuarlError, ResultStore, export_artifact, resolve
 
 
 def main() -> None:
@@ -42,8 +31,7 @@ def main() -> None:
     parser.add_argument("--max-episodes", type=int, default=100)
     args = parser.parse_args()
     zoo = Path(args.zoo)
-    # a folder with configs only (no zip) holds no agent
-    agents = [(a, e) for a in ALGOS for e in ENVS if (zoo / a / f"{e}_1" / f"{e}.zip").is_file()]
+    agents = zoo_agents(zoo, envs=(*ENVS, "BipedalWalkerHardcore-v3"))
     summary = []
     Path(args.out).mkdir(parents=True, exist_ok=True)
     with ResultStore(args.store) as store, tempfile.TemporaryDirectory() as folder:

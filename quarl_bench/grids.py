@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
+from quarl_bench.action_mode import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
     GRANULARITIES,
     LAYER_MODES,
     RECIPE_FIELDS,
-    ActionMode,
     AgentRef,
     DeployTarget,
     Job,

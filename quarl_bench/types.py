@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from quarl_bench.action_mode import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
 
@@ -22,7 +23,6 @@ CALIBRATION_SEED = 1_000_000
 DEFAULT_CALIBRATION_STATES = 1000
 CALIBRATION_SAMPLING = "uniform over whole episodes"  # how the states are drawn (evaluation/calibration.py)
 LAYER_MODES = ("paper", "quarl-code")
-ACTION_MODES = ("deterministic", "sampled", "epsilon-greedy")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
 QUANTIZER_VERSION = 3  # 3: 2**bits-code group grids, MX exponents by frexp
 # How an evaluation's random draws are made (sampled and epsilon-greedy actions, observation noise): per env, so a
@@ -264,34 +264,6 @@ class AgentRef:
 def file_name(env_id: str) -> str:
     """rl-zoo3's file name for an env id (its ``EnvironmentName``): slashes become dashes."""
     return env_id.replace("/", "-")
-
-
-@dataclass(frozen=True)
-class ActionMode:
-    """How the evaluated policy picks actions, as rl-zoo3's ``enjoy`` does.
-
-    :param kind: ``deterministic`` (greedy / mean action), ``sampled`` (from the policy's distribution: Atari
-        PPO/A2C) or ``epsilon-greedy`` (Atari DQN/QR-DQN: greedy, or with the model's final exploration rate a
-        uniform action; one coin per env and step, see ``evaluate.Actor``).
-    :param epsilon: the exploration rate for ``epsilon-greedy``; 0 otherwise.
-    """
-
-    kind: str = "deterministic"
-    epsilon: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.kind not in ACTION_MODES:
-            raise QuarlError(f"bad action mode {self.kind!r}: expected one of {', '.join(ACTION_MODES)}")
-        if self.kind != "epsilon-greedy":
-            object.__setattr__(self, "epsilon", 0.0)
-
-    @property
-    def deterministic(self) -> bool:
-        """The ``deterministic`` flag passed to ``predict``."""
-        return self.kind == "deterministic"
-
-    def __str__(self) -> str:
-        return f"epsilon-greedy({self.epsilon:g})" if self.kind == "epsilon-greedy" else self.kind
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,32 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from quarl_bench.action_mode import ActionMode
 from quarl_bench.spec_kinds import method_of, spec_of, target_of
 from quarl_bench.store import ResultStore
 from quarl_bench.store_schema import SCHEMA_VERSION
-from quarl_bench.types import ActionMode, Job
+from quarl_bench.types import Job
 
 OLD_STORE = Path(__file__).parent / "data" / "store_schema8.sqlite"
+
+
+def rebuilt_job(row: pd.Series) -> Job:
+    """A stored row's job rebuilt from its columns and its ``spec_json`` alone (method and target included)."""
+    fields = row["spec_json"]
+    return Job(
+        row["algo"],
+        row["env_id"],
+        spec_of(fields),
+        row["agent_hash"],
+        row["episodes"],
+        row["seed"],
+        row["n_envs"],
+        ActionMode(row["action_mode"], row["epsilon"]),
+        row["setting"],
+        row["obs_noise"],
+        method_of(fields),
+        target_of(fields),
+    )
 
 
 @pytest.fixture()
@@ -39,20 +59,7 @@ def test_every_old_row_gets_the_spec_that_made_its_key(old_store: Path) -> None:
         frame = store.to_dataframe()
         assert len(frame) == 20 and len(store.verdicts()) == 2 and len(store.fidelity()) == 2
     for _, row in frame.iterrows():
-        job = Job(
-            row["algo"],
-            row["env_id"],
-            spec_of(row["spec_json"]),
-            row["agent_hash"],
-            row["episodes"],
-            row["seed"],
-            row["n_envs"],
-            ActionMode(row["action_mode"], row["epsilon"]),
-            row["setting"],
-            row["obs_noise"],
-            method_of(row["spec_json"]),
-            target_of(row["spec_json"]),
-        )
+        job = rebuilt_job(row)
         assert job.method == row["method"]
         assert job.key == row["key"], (row["precision"], row["recipe"], row["layer_bits"])
     recipes = {spec_of(f).recipe_label() for f in frame["spec_json"]}
@@ -96,25 +103,6 @@ SCHEMA_11_STORE = Path(__file__).parent / "data" / "store_schema11.sqlite"
 POLICY = Path(__file__).parent / "data" / "tiny_policy.py"
 
 
-def rebuilt_key(row: pd.Series) -> str:
-    """A stored row's job rebuilt from its columns and its ``spec_json`` alone (method and target included)."""
-    fields = row["spec_json"]
-    return Job(
-        row["algo"],
-        row["env_id"],
-        spec_of(fields),
-        row["agent_hash"],
-        row["episodes"],
-        row["seed"],
-        row["n_envs"],
-        ActionMode(row["action_mode"], row["epsilon"]),
-        row["setting"],
-        row["obs_noise"],
-        method_of(fields),
-        target_of(fields),
-    ).key
-
-
 def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,7 +121,7 @@ def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
         ("deploy", "ort-fp32"),
         ("deploy", "ort-int8-static"),
     }
-    assert [rebuilt_key(row) for _, row in frame.iterrows()] == list(frame["key"])
+    assert [rebuilt_job(row).key for _, row in frame.iterrows()] == list(frame["key"])
     monkeypatch.chdir(tmp_path)  # the module's hash covers the target as typed: tiny_policy.py:make
     agent = ("--policy-module", "tiny_policy.py:make", "--env", "CartPole-v1", "--store", store)
     for command in (

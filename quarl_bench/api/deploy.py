@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from quarl_bench.api.c_firmware import c_firmware
 from quarl_bench.deploy.contract import contract, readme
 from quarl_bench.deploy.parity import claimed_spec
 from quarl_bench.errors import QuarlError
@@ -99,8 +100,6 @@ def export_artifact(
     parity = artifact_parity(agent, module, artifact, claimed)
     step(_parity_line(parity))
     certification = certify_artifact(ref, target, claimed, store, certify, step)
-    recorded = _recorded_observations(agent, module) if artifact.kind == "c" else None
-    cortex_m4 = _cortex_m4(artifact, recorded) if artifact.kind == "c" else None
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
             f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); "
@@ -113,18 +112,19 @@ def export_artifact(
             f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
             f"over {fp32['episodes']} paired episodes; nothing written, pass --allow-degraded to write it anyway"
         )
-    firmware: dict[str, bytes] = {}
-    if artifact.kind == "c":
-        artifact, firmware, c_block = _firmware(artifact, recorded, c_prefix)
+    firmware = c_firmware(agent, module, artifact, c_prefix) if artifact.kind == "c" else None
+    if firmware is not None:
+        artifact = firmware.artifact
+    cortex_m4 = firmware.cortex_m4 if firmware is not None else None
     document = contract(
         artifact, ref, module, target, claimed, parity, allow_divergent, certification, cortex_m4, spec_text(claimed)
     )
-    if firmware:
-        document["c"] = c_block
-        document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in firmware.items()}
+    if firmware is not None:
+        document["c"] = firmware.contract
+        document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in firmware.files.items()}
     files = (
         artifact.named_files()
-        | firmware
+        | (firmware.files if firmware is not None else {})
         | {
             "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
             "README.md": readme(artifact, ref, document).encode(),
@@ -380,61 +380,6 @@ def _onnx_exportable(name: str) -> bool:
 
     entry = backend(name)
     return not entry.torch_only and entry.kind in ("onnx",) and not claimed_spec(name).activations
-
-
-def _recorded_observations(agent: Any, module: Any) -> np.ndarray:
-    """The agent's fixed fp32-visited states as the artifact takes them (raw observations)."""
-    from quarl_bench.deploy.backends import raw_observations
-    from quarl_bench.evaluation.fixed_states import fixed_states
-
-    states = fixed_states(agent.ref.content_hash, agent.model.policy, agent.make_env)
-    return raw_observations(module, states, np.float32)
-
-
-def _firmware(artifact: Any, recorded: Any, prefix: str) -> tuple[Any, dict[str, bytes], dict[str, Any]]:
-    """A C artifact named with ``prefix``, its firmware files (test vectors on the recorded fixed states, check
-    program, Makefile, Cortex-M4 startup) and ``policy.json``'s ``c`` block."""
-    from quarl_bench.deploy.backends import program_artifact
-    from quarl_bench.deploy.c_folder import c_contract, firmware_files, test_vectors
-    from quarl_bench.deploy.c_source import CNames
-
-    program = artifact.info("program")
-    names = CNames(prefix)
-    named = program_artifact(program, prefix)
-    files = firmware_files(dict(artifact.files), recorded, program, names)
-    vectors = len(test_vectors(recorded, program.mlp.obs_dim))
-    return named, files, c_contract(program, names, vectors)
-
-
-INSTRUCTION_SAMPLE = 200  # recorded observations the Cortex-M4 instruction count averages over
-
-
-def _cortex_m4(artifact: Any, recorded: np.ndarray) -> dict[str, Any]:
-    """Flash, RAM and instructions per action of the C artifact on a Cortex-M4 (QEMU), where the tools are here."""
-    from quarl_bench.deploy.c_build import APT_PACKAGES, cortex_m4_instructions, cortex_m4_size, cross_tools_missing
-
-    missing = cross_tools_missing()
-    if missing:
-        return {"skipped": f"{', '.join(missing)} not found: apt-get install {APT_PACKAGES}"}
-    weight_bytes = int(artifact.info("weight_bytes"))
-    size = cortex_m4_size(dict(artifact.files))
-    files, sample = dict(artifact.files), recorded[:INSTRUCTION_SAMPLE]
-    dsp, plain = cortex_m4_instructions(files, sample), cortex_m4_instructions(files, sample, ("-DQUARL_NO_DSP",))
-    macs = int(sum(layer.weight.size for layer in artifact.info("program").layers))
-    return size | {
-        "weight_bytes": weight_bytes,
-        "flash_limit_bytes": int(1.2 * (weight_bytes + 4096)),
-        "build": "arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard -Os, minimal startup, no libc",
-        "instructions_per_action": round(dsp, 1),
-        "instructions_per_action_plain": round(plain, 1),
-        "macs_per_action": macs,
-        "macs_per_instruction": round(macs / dsp, 3),
-        "instructions_measured": (
-            f"QEMU -icount shift=0 over {len(sample)} recorded observations, -O2, the DSP path (SXTB16/SADD16/SMLAD; "
-            "_plain: -DQUARL_NO_DSP); Cortex-M4 cycles ~ instructions x CPI (about 1-1.5 for this code); flash wait "
-            "states and bus stalls are left out"
-        ),
-    }
 
 
 def time_table4(

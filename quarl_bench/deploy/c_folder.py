@@ -110,13 +110,13 @@ def vectors_header(sources: dict[str, bytes], vectors: np.ndarray, action_dim: i
     )
 
 
-def firmware_files(sources: dict[str, bytes], recorded: np.ndarray, program: Any, names: CNames) -> dict[str, bytes]:
-    """The check program, the test vectors, the Makefile and the Cortex-M4 startup and linker script.
+def firmware_files(sources: dict[str, bytes], vectors: np.ndarray, program: Any, names: CNames) -> dict[str, bytes]:
+    """The check program, the test vectors (:func:`test_vectors`), the Makefile and the Cortex-M4 startup and
+    linker script.
 
     :param sources: ``policy.h`` and ``policy.c`` with the default names (the host reference run uses them).
     """
     mlp = program.mlp
-    vectors = test_vectors(recorded, mlp.obs_dim)
     machine, cpu = QEMU_BOARD
     m4_flags = " ".join(flag for flag in CORTEX_M4 if flag != "-ffp-contract=off")
     return {

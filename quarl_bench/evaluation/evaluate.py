@@ -20,10 +20,10 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
+from quarl_bench.action_mode import ActionMode
 from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
 from quarl_bench.evaluation.greedy import greedy_function
 from quarl_bench.evaluation.margins import StateReservoir
-from quarl_bench.types import ActionMode
 from quarl_bench.zoo.quiet import native_output_silenced
 
 ACTION_DRAWS, NOISE_DRAWS = 0, 1  # the two streams of an env's generator

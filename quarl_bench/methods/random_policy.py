@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from quarl_bench.action_mode import ActionMode
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.methods.protocol import register_evaluator
 from quarl_bench.provenance import agent_provenance
-from quarl_bench.types import ActionMode, EvalResult, Job
+from quarl_bench.types import EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
 
 
