@@ -19,6 +19,7 @@ from quarl_bench.action_mode import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
     GRANULARITIES,
+    INPUT_FIELDS,
     LAYER_MODES,
     RECIPE_FIELDS,
     AgentRef,
@@ -166,7 +167,7 @@ def _spec_options(block: dict[str, Any], data: dict[str, Any], path: Path) -> li
         if any(not isinstance(v, bool) for v in values[key]):
             raise QuarlError(f"bad {key} {values[key]!r} in {path}: expected true or false")
     values |= {key: _listed(block.get(key, data.get(key, default))) for key, default in RECIPE_DEFAULTS.items()}
-    for key in ("act_bits", "obs_bits", "out_bits"):
+    for key in INPUT_FIELDS:
         values[key] = ["" if v in ("", None) else str(v) for v in values[key]]
     keys = (*SPEC_KEYS, *RECIPE_DEFAULTS)
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values[k] for k in keys))]

@@ -411,6 +411,8 @@ def _add_missing_columns(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE results ADD COLUMN {column.name} {column.definition}")
     if "evidence" not in {row[1] for row in db.execute("PRAGMA table_info(verdicts)")}:
         db.execute("ALTER TABLE verdicts ADD COLUMN evidence TEXT NOT NULL DEFAULT '{}'")
+    if "over_time" not in {row[1] for row in db.execute("PRAGMA table_info(fidelity)")}:
+        db.execute("ALTER TABLE fidelity ADD COLUMN over_time TEXT NOT NULL DEFAULT '{}'")
 
 
 def result_row(result: EvalResult) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from typing import Any
 from quarl_bench.spec_kinds import spec_json
 from quarl_bench.types import DEFAULT_CALIBRATION_STATES, DeployTarget, QuantSpec
 
-INPUT_TOKEN = re.compile(r"^(a|obs|out)(.+)$")
+INPUT_TOKEN = re.compile(r"^(a|obs|out|h)(.+)$")
 CALIBRATION_TOKEN = re.compile(r"^cal(?:-(\w+?))?(\d+)$")
-INPUT_FIELDS = {"a": "act_bits", "obs": "obs_bits", "out": "out_bits"}
+INPUT_FIELDS = {"a": "act_bits", "obs": "obs_bits", "out": "out_bits", "h": "state_bits"}
 LEGACY_COLUMNS = (
     "key",
     "precision",

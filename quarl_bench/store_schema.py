@@ -12,10 +12,11 @@ from typing import Any
 from quarl_bench.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
-SCHEMA_VERSION = 11  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 12  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
-# 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence
+# 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence;
+# 11: before fidelity's over_time
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -141,10 +142,11 @@ CREATE TABLE IF NOT EXISTS fidelity (
     first_obs TEXT NOT NULL,
     lengths TEXT NOT NULL,
     provenance TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    over_time TEXT NOT NULL DEFAULT '{}'
 )
 """
-FIDELITY_JSON_COLUMNS = ("first_action", "first_obs", "lengths", "provenance")
+FIDELITY_JSON_COLUMNS = ("first_action", "first_obs", "lengths", "provenance", "over_time")
 # Certified verdicts (methods/certify.py): one per agent x spec x certification settings, naming its batch rows.
 VERDICTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (

@@ -53,6 +53,8 @@ class QuantSpec:
         ranges calibrated on ``calibration_states`` visited states with ``calibration_method``; '' = fp32.
     :param obs_bits: the observation after normalisation (the first acting layer's input), per feature.
     :param out_bits: the output layer's output (logits, Q-values, actions before squashing).
+    :param state_bits: a recurrent policy's hidden and cell state, rounded after every step (ranges calibrated on
+        the states the fp32 policy visits).
     :param group_size: integer weights on one grid per ``group_size`` input values of each output channel.
     :param ptq: how weights round: ``rtn`` (nearest), ``gptq`` or ``learned-round`` (calibrated on visited states).
     :param prune: share of acting weights zeroed by magnitude before quantization (0: none).
@@ -76,6 +78,7 @@ class QuantSpec:
     act_bits: str = ""
     obs_bits: str = ""
     out_bits: str = ""
+    state_bits: str = ""
     group_size: int = 0
     ptq: str = "rtn"
     prune: float = 0.0
@@ -118,7 +121,7 @@ class QuantSpec:
     def _normalise_recipe(self) -> None:
         """Validate and normalise the PTQ recipe fields (activations, groups, rounding, pruning, calibration)."""
         object.__setattr__(self, "precision", parse_precision(self.precision))
-        for name in ("act_bits", "obs_bits", "out_bits"):
+        for name in INPUT_FIELDS:
             value = getattr(self, name)
             if value == "":
                 continue
@@ -176,14 +179,15 @@ class QuantSpec:
 
     @property
     def activations(self) -> bool:
-        """Whether any activation, observation or output is quantized."""
-        return bool(self.act_bits or self.obs_bits or self.out_bits)
+        """Whether any activation, observation, output or recurrent state is quantized."""
+        return any(getattr(self, name) for name in INPUT_FIELDS)
 
     def weights_only(self) -> QuantSpec:
         """The same weight grid with activations, observations and outputs left in fp32."""
         if not self.activations:
             return self
-        return replace(self, act_bits="", obs_bits="", out_bits="", calibration_states=0, calibration_method="")
+        cleared = dict.fromkeys(INPUT_FIELDS, "")
+        return replace(self, **cleared, calibration_states=0, calibration_method="")
 
     @property
     def calibrated(self) -> bool:
@@ -225,8 +229,9 @@ class QuantSpec:
         return self.precision == "fp32" and not self.activations and not self.prune
 
 
-RECIPE_SHORT = (("act_bits", "a"), ("obs_bits", "obs"), ("out_bits", "out"))
-RECIPE_FIELDS = ("act_bits", "obs_bits", "out_bits", "group_size", "ptq", "prune", "prune_structure")
+RECIPE_SHORT = (("act_bits", "a"), ("obs_bits", "obs"), ("out_bits", "out"), ("state_bits", "h"))
+INPUT_FIELDS = tuple(name for name, _ in RECIPE_SHORT)  # what activation calibration quantizes
+RECIPE_FIELDS = (*INPUT_FIELDS, "group_size", "ptq", "prune", "prune_structure")
 
 
 @dataclass(frozen=True)

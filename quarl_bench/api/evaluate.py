@@ -60,6 +60,25 @@ def evaluate_agent(
         return results_frame(rows)
 
 
+def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
+    """Before any row is stored: calibrated PTQ of an ONNX graph, and ``--state-bits`` for a policy without state.
+
+    :raises QuarlError: naming what does not fit.
+    """
+    from quarl_bench.zoo.algorithms import RECURRENT
+
+    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
+        from quarl_bench.quant.quantize import ONNX_REFUSAL
+
+        raise QuarlError(ONNX_REFUSAL)
+    state_bits = next((spec.state_bits for spec in specs if spec.state_bits), "")
+    if state_bits and ref.algo not in RECURRENT:
+        raise QuarlError(
+            f"--state-bits {state_bits}: {ref.algo} {ref.env_id}'s policy carries no recurrent state (expected a "
+            f"recurrent policy: {', '.join(RECURRENT)})"
+        )
+
+
 def run_ptq(
     ref: AgentRef,
     specs: tuple[QuantSpec, ...],
@@ -72,13 +91,11 @@ def run_ptq(
     """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.quant.quantize import ONNX_REFUSAL
     from quarl_bench.runner import run_work
     from quarl_bench.work import Work
 
     store.check()
-    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):  # before any row is stored
-        raise QuarlError(ONNX_REFUSAL)
+    refuse_unfit_specs(ref, specs)
     calibrated_rounding = sorted({spec.ptq for spec in specs if spec.ptq != "rtn"})
     if calibrated_rounding and not acting_layer_names(ref):  # before any row is stored
         raise QuarlError(
@@ -274,6 +291,7 @@ def measure_fidelity(
     from quarl_bench.work import Work
 
     store.check()
+    refuse_unfit_specs(ref, specs)
     work = Work(FidelityConfig(ref, tuple(specs), threshold), settings, driver=driver_provenance())
     keys = [row["key"] for row in run_work(work, store, force=force)]
     frame = store.fidelity()
@@ -303,10 +321,7 @@ def certify_request(ref: AgentRef, specs: Sequence[QuantSpec], config: Any, base
     first, alone); α split over the families."""
     from quarl_bench.methods.certify import CertifyRequest, ladders
 
-    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):  # before any row is stored
-        from quarl_bench.quant.quantize import ONNX_REFUSAL
-
-        raise QuarlError(ONNX_REFUSAL)
+    refuse_unfit_specs(ref, specs)
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)
     walks = ladders(tuple(specs), keep_fp32=baseline is not None)

@@ -190,11 +190,14 @@ def fidelity(args: argparse.Namespace) -> int:
     from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import fidelity_table
 
-    specs = [spec_from_args(args, p, recipe=False) for p in args.bits]
+    specs = [spec_from_args(args, p) for p in args.bits]
     settings = EvalSettings(args.episodes, args.seed, args.episodes, obs_noise=args.obs_noise)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
         frame = measure_fidelity(ref, specs, settings, args.threshold, store, args.force)
         console.print(fidelity_table(frame))
-        console.print(f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*.png)")
+        console.print(
+            f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*.png) and the "
+            "error per step on fp32 trajectories (fidelity_over_time_*.png)"
+        )
     return 0

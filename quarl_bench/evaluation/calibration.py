@@ -20,7 +20,11 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
     (seeded) from those the deterministic fp32 ``policy`` meets on ``CALIBRATION_ENVS`` envs seeded
     ``CALIBRATION_SEED + i``, played until every env has ended an episode (or ``MAX_STEPS_PER_STATE x count``
     observations): whole episodes, so landings and late-episode states are in the set, not only starts. ``seed``
-    replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity)."""
+    replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity). A recurrent policy carries its
+    state through the episodes, and its states are Markov states, ``[obs | h | c]``
+    (:mod:`~quarl_bench.evaluation.recurrent`)."""
+    from quarl_bench.evaluation.recurrent import is_recurrent, pack, started, zero_state
+
     n_envs = min(CALIBRATION_ENVS, count)
     env = make_env(n_envs, seed)
     try:
@@ -28,11 +32,15 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
         if isinstance(observations, dict):
             raise QuarlError("calibration states: dict observations are not supported; expected a Box observation")
         states, ended = [], np.zeros(n_envs, dtype=bool)
+        recurrent = is_recurrent(policy)
+        memory, starts = (zero_state(policy, n_envs) if recurrent else None), np.ones(n_envs, dtype=bool)
         while (not ended.all() or len(states) * n_envs < count) and len(states) * n_envs < MAX_STEPS_PER_STATE * count:
-            states.append(np.asarray(observations).copy())
-            actions, _ = policy.predict(observations, deterministic=True)
+            observed = np.asarray(observations).copy()
+            states.append(pack(observed, started(memory, starts)) if recurrent else observed)
+            actions, memory = policy.predict(observations, state=memory, episode_start=starts, deterministic=True)
             observations, _, dones, _ = env.step(actions)
-            ended |= np.asarray(dones, dtype=bool)
+            starts = np.asarray(dones, dtype=bool)
+            ended |= starts
     finally:
         env.close()
     visited = np.concatenate(states)

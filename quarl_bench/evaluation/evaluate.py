@@ -24,6 +24,15 @@ from quarl_bench.action_mode import ActionMode
 from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
 from quarl_bench.evaluation.greedy import greedy_function
 from quarl_bench.evaluation.margins import StateReservoir
+from quarl_bench.evaluation.recurrent import (
+    StatefulGreedy,
+    act_on,
+    distribution_step,
+    is_recurrent,
+    pack,
+    started,
+    zero_state,
+)
 from quarl_bench.zoo.quiet import native_output_silenced
 
 ACTION_DRAWS, NOISE_DRAWS = 0, 1  # the two streams of an env's generator
@@ -65,6 +74,7 @@ class Actor:
         self.categorical = isinstance(policy, ActorCriticPolicy) and isinstance(
             policy.action_dist, CategoricalDistribution
         )
+        self.recurrent = is_recurrent(policy)
         self.greedy = greedy_function(policy) if mode.kind != "sampled" else None
         if mode.kind == "epsilon-greedy" and not isinstance(self.action_space, spaces.Discrete):
             raise ValueError(f"epsilon-greedy evaluation needs a discrete action space, not {self.action_space}")
@@ -73,7 +83,9 @@ class Actor:
         self.last_greedy = None
         if self.mode.kind == "sampled":
             if self.categorical:
-                return self.sample(observation), state
+                return self.sample(observation, state, episode_start)
+            if self.recurrent:  # the greedy action from the same state, for agreement
+                self.last_greedy = np.asarray(self.policy.predict(observation, state, episode_start, True)[0])
             # other distributions draw from torch's generator: episodes then depend on the batch
             return self.policy.predict(observation, state, episode_start, deterministic=False)
         if self.greedy is not None:
@@ -85,11 +97,16 @@ class Actor:
             actions = self.explore(self.last_greedy)
         return actions, state
 
-    def sample(self, observation: np.ndarray) -> np.ndarray:
-        tensor, _ = self.policy.obs_to_tensor(observation)
-        probs = self.policy.get_distribution(tensor).distribution.probs.cpu().numpy()
+    def sample(self, observation: np.ndarray, state=None, episode_start=None):
+        if self.recurrent:
+            state = zero_state(self.policy, len(observation)) if state is None else state
+            distribution, state = distribution_step(self.policy, observation, state, episode_start)
+        else:
+            tensor, _ = self.policy.obs_to_tensor(observation)
+            distribution = self.policy.get_distribution(tensor)
+        probs = distribution.distribution.probs.cpu().numpy()
         self.last_greedy = probs.argmax(axis=1)  # SB3's mode: argmax of the probabilities
-        return sampled_actions(probs, np.array([generator.random() for generator in self.draws]))
+        return sampled_actions(probs, np.array([generator.random() for generator in self.draws])), state
 
     def explore(self, greedy: np.ndarray) -> np.ndarray:
         actions = greedy.copy()
@@ -108,8 +125,10 @@ def sampled_actions(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
 
 
 def greedy_actions(policy: BasePolicy) -> Callable[[np.ndarray], np.ndarray]:
-    """``policy``'s deterministic actions for a batch (no recurrent state): the greedy fast path where there is one,
-    else its own ``predict``."""
+    """``policy``'s deterministic actions for a batch of the states it acts on (a recurrent policy's Markov states,
+    :mod:`~quarl_bench.evaluation.recurrent`): the greedy fast path where there is one, else its own ``predict``."""
+    if is_recurrent(policy):
+        return lambda markov: act_on(policy, markov)
     fast = greedy_function(policy)
     return fast if fast is not None else (lambda observation: policy.predict(observation, None, None, True)[0])
 
@@ -132,6 +151,8 @@ class AgreementMeter:
         self.policy = actor.policy
         # the actor's fast path where it built one (not in sampled mode, where its forward pass yields the greedy)
         self.policy_greedy = actor.greedy or greedy_actions(self.policy)
+        # a recurrent reference carries its own state along the evaluated policy's trajectory
+        self.reference_state = StatefulGreedy(reference) if is_recurrent(reference) else None
         self.reference_greedy = greedy_actions(reference)
         self.discrete = discrete_actions(self.policy)
         self.decisions = 0
@@ -148,7 +169,11 @@ class AgreementMeter:
         if greedy is None:
             greedy = self.policy_greedy(observation)
         rows = slice(None) if self.playing is None else self.playing
-        if np.any(rows):
+        if self.reference_state is not None:  # stepped on every env, whether it counts or not
+            expected = self.reference_state(observation, episode_start)
+            if np.any(rows):
+                self._record(np.asarray(greedy)[rows], expected[rows])
+        elif np.any(rows):
             observation = np.asarray(observation)[rows]
             self._record(np.asarray(greedy)[rows], np.asarray(self.reference_greedy(observation)))
         return actions, state
@@ -225,9 +250,10 @@ class ObservationTap:
     """Between the env and the actor: adds Gaussian noise to every env's observation from that env's generator
     (:func:`with_noise`) and keeps a reservoir sample of what the policy saw."""
 
-    def __init__(self, inner, sigma: float, seed: int, envs: range, reservoir=None, playing=None) -> None:
+    def __init__(self, inner, sigma: float, seed: int, envs: range, reservoir=None, playing=None, memory=None) -> None:
         self.inner, self.sigma, self.reservoir, self.playing = inner, sigma, reservoir, playing
         self.noise = env_generators(seed, envs, NOISE_DRAWS)
+        self.memory = memory  # a recurrent policy: its samples are Markov states (evaluation/recurrent.py)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if self.sigma > 0:
@@ -235,7 +261,10 @@ class ObservationTap:
                 [with_noise(row, self.sigma, generator) for row, generator in zip(observation, self.noise, strict=True)]
             )
         if self.reservoir is not None:
-            self.reservoir.add(observation if self.playing is None else observation[self.playing])
+            seen = observation
+            if self.memory is not None:
+                seen = pack(observation, started(state or zero_state(self.memory, len(observation)), episode_start))
+            self.reservoir.add(seen if self.playing is None else seen[self.playing])
         return self.inner.predict(observation, state, episode_start, deterministic)
 
 
@@ -316,7 +345,8 @@ def play_envs(
     predictor = AgreementMeter(actor, reference, playing) if reference is not None else actor
     reservoir = StateReservoir(record_states, seed + envs.start) if record_states else None
     if obs_noise > 0 or reservoir is not None:
-        predictor = ObservationTap(predictor, obs_noise, seed, envs, reservoir, playing)
+        memory = policy if is_recurrent(policy) else None
+        predictor = ObservationTap(predictor, obs_noise, seed, envs, reservoir, playing, memory)
     for acting in (policy, reference):
         if isinstance(acting, BasePolicy):
             acting.set_training_mode(False)  # what predict does on every call; the greedy fast path relies on it

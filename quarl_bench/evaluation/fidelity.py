@@ -59,12 +59,14 @@ def side_by_side(
     first_obs: list[int | None] = [None] * n
     lengths = [0] * n
     done_ref, done_q = np.zeros(n, bool), np.zeros(n, bool)
+    state_ref = state_q = None  # recurrent policies carry theirs (None for the others)
+    start_ref, start_q = np.ones(n, bool), np.ones(n, bool)
     with torch.inference_mode():
         for step in range(max_steps):
             seen_ref, seen_q = with_noise(obs_ref, obs_noise, noise_ref), with_noise(obs_q, obs_noise, noise_q)
             gap = np.max(np.abs(seen_ref.astype(float) - seen_q.astype(float)).reshape(n, -1), axis=1)
-            action_ref = reference.predict(seen_ref, deterministic=True)[0]
-            action_q = policy.predict(seen_q, deterministic=True)[0]
+            action_ref, state_ref = reference.predict(seen_ref, state_ref, start_ref, deterministic=True)
+            action_q, state_q = policy.predict(seen_q, state_q, start_q, deterministic=True)
             differ = actions_differ(np.asarray(action_ref), np.asarray(action_q), env.action_space)
             for i in range(n):
                 if done_ref[i] and done_q[i]:
@@ -76,6 +78,7 @@ def side_by_side(
             obs_ref, _, dones_ref, _ = reference_env.step(action_ref)
             obs_q, _, dones_q, _ = env.step(action_q)
             lengths = [lengths[i] + int(not done_ref[i]) for i in range(n)]
+            start_ref, start_q = np.asarray(dones_ref, bool), np.asarray(dones_q, bool)
             done_ref |= dones_ref
             done_q |= dones_q
             if done_ref.all() and done_q.all():

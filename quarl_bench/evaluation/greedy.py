@@ -111,6 +111,8 @@ def greedy_function(policy: BasePolicy) -> Greedy | None:
     Expects the policy in eval mode and its weights fixed while the function is used."""
     if not isinstance(policy, BasePolicy) or not isinstance(policy.observation_space, spaces.Box):
         return None
+    if isinstance(policy, RecurrentActorCriticPolicy):  # acts on its state too: predict carries it
+        return None
     if isinstance(policy.action_space, spaces.Box):
         return continuous_greedy(policy)
     if not isinstance(policy.action_space, spaces.Discrete):

@@ -25,12 +25,18 @@ def top2_gap(values: np.ndarray) -> np.ndarray:
 
 def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray | None:
     """The per-action scores whose argmax is the greedy action: Q-values (DQN), mean quantiles (QR-DQN), action
-    logits (actor-critics with discrete actions, a user's module); None for continuous-action policies, which have
+    logits (actor-critics with discrete actions, a user's module; a recurrent policy's on Markov states); None for continuous-action policies, which have
     no top-2 gap, and for a module that outputs its actions."""
     from quarl_bench.quant.layers import policy_family
 
+    from quarl_bench.evaluation.recurrent import distribution_step, is_recurrent, unpack
+
     if not isinstance(policy.action_space, spaces.Discrete):
         return None
+    if is_recurrent(policy):  # Markov states: each from its own recurrent state
+        observations, state = unpack(policy, observations)
+        distribution, _ = distribution_step(policy, observations, state, None)
+        return distribution.distribution.logits.float().cpu().numpy()
     family = policy_family(policy)
     with torch.inference_mode():
         obs, _ = policy.obs_to_tensor(observations)

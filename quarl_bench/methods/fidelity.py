@@ -1,6 +1,8 @@
 """Closed-loop fidelity (method ``fidelity``): the fp32 and each quantized policy played side by side from the same
 seeds, one episode per env; per episode, the first step whose greedy actions differ and the first whose
-observations part by more than a threshold. Its rows go to the store's ``fidelity`` table."""
+observations part by more than a threshold; and, on the fp32 trajectories, the action and hidden-state error per
+step of the episode (:mod:`~quarl_bench.evaluation.fidelity_over_time`). Its rows go to the store's ``fidelity``
+table."""
 
 from __future__ import annotations
 
@@ -63,23 +65,28 @@ class FidelityHandler:
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[FidelityJob]) -> Iterator[SideRow]:
         from quarl_bench.evaluation.fidelity import side_by_side
+        from quarl_bench.evaluation.fidelity_over_time import over_time
+        from quarl_bench.methods.ptq import quantized
         from quarl_bench.provenance import agent_provenance
-        from quarl_bench.quant.quantize import quantize
         from quarl_bench.zoo.agents import load_agent
 
         assert agent is not None
         loaded = load_agent(agent)
         for item in jobs:
             job = item.job
-            policy, _ = quantize(loaded.model.policy, job.spec)
+            policy, _, calibration = quantized(loaded, job.spec)
             reference_env, env = loaded.make_env(job.n_envs, job.seed), loaded.make_env(job.n_envs, job.seed)
+            fixed_env = loaded.make_env(job.n_envs, job.seed)
             try:
                 found = side_by_side(
                     loaded.model.policy, policy, reference_env, env, item.threshold, job.obs_noise, job.seed
                 )
+                label = " ".join(filter(None, (job.spec.precision, job.spec.recipe_label())))
+                steps = over_time(loaded.model.policy, policy, fixed_env, label)
             finally:
                 reference_env.close()
                 env.close()
+                fixed_env.close()
             row = {
                 "key": item.key,
                 "job_key": job.key,
@@ -94,7 +101,8 @@ class FidelityHandler:
                 "first_action": found.first_action,
                 "first_obs": found.first_obs,
                 "lengths": found.lengths,
-                "provenance": work.driver | agent_provenance(agent),
+                "over_time": steps.as_row(),
+                "provenance": work.driver | agent_provenance(agent) | calibration,
                 "created_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             }
             yield SideRow("fidelity", row)

@@ -211,6 +211,7 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
         ("--act-bits", "each acting layer's input"),
         ("--obs-bits", "the observation after normalisation (per feature)"),
         ("--out-bits", "the output layer's output"),
+        ("--state-bits", "a recurrent policy's hidden and cell state after every step"),
     ):
         parser.add_argument(
             flag,
@@ -257,6 +258,7 @@ def recipe_options(args: argparse.Namespace) -> dict[str, object]:
         "act_bits": args.act_bits or "",
         "obs_bits": args.obs_bits or "",
         "out_bits": args.out_bits or "",
+        "state_bits": getattr(args, "state_bits", None) or "",
         "group_size": args.group_size,
         "ptq": args.ptq,
         "prune": args.prune,

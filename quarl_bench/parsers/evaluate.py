@@ -174,6 +174,7 @@ def add_fidelity(commands: Subcommands) -> None:
         help="precisions compared with fp32 (32: fp32 against itself)",
     )
     add_spec(fidelity)
+    add_recipe(fidelity)
     fidelity.add_argument(
         "--threshold",
         type=non_negative_float,

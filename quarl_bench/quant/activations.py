@@ -50,9 +50,15 @@ def output_layers(policy: nn.Module) -> list[nn.Module]:
 
 def run_policy(policy: nn.Module, states: np.ndarray) -> None:
     """Play the acting path on ``states`` (in chunks) for the hooks to see: ``predict`` runs exactly the layers the
-    evaluation runs."""
+    evaluation runs; a recurrent policy's are Markov states, each replayed from its own state."""
+    from quarl_bench.evaluation.recurrent import act_on, is_recurrent
+
+    recurrent = is_recurrent(policy)
     for start in range(0, len(states), CHUNK):
-        policy.predict(states[start : start + CHUNK], deterministic=True)
+        if recurrent:
+            act_on(policy, states[start : start + CHUNK])
+        else:
+            policy.predict(states[start : start + CHUNK], deterministic=True)
 
 
 def record_tensors(policy: nn.Module, states: np.ndarray, layers: list[nn.Module], output: bool) -> list[torch.Tensor]:
@@ -62,6 +68,8 @@ def record_tensors(policy: nn.Module, states: np.ndarray, layers: list[nn.Module
     def hook(index: int) -> Callable:
         def record(_module, inputs, outputs=None) -> None:
             tensor = outputs if output else inputs[0]
+            if tensor.dim() == 3:  # an LSTM's sequence-first input: one row per step and env
+                tensor = tensor.reshape(-1, tensor.shape[-1])
             seen[index].append(tensor.detach().float().cpu())
 
         return record
@@ -114,9 +122,21 @@ def calibrate(values: torch.Tensor, precision: str, method: str, per_feature: bo
 
 def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]:
     """Calibrate ``spec``'s activation, observation and output quantizers on ``states`` and hook them into
-    ``policy`` (in place: the quantized copy). Returns what was quantized, ``layer: precision``."""
-    layers = [module for _, module in acting_layers(policy)]
-    names = [name for name, _ in acting_layers(policy)]
+    ``policy`` (in place: the quantized copy). Returns what was quantized, ``layer: precision``. A recurrent
+    policy's first acting layer is its LSTM (its input the observation); ``state_bits`` rounds its state
+    (:mod:`~quarl_bench.quant.recurrent_state`)."""
+    from quarl_bench.evaluation.recurrent import actor_lstm, is_recurrent
+
+    described: list[str] = []
+    if spec.state_bits:
+        from quarl_bench.quant.recurrent_state import install_state_quantizer
+
+        described.append(install_state_quantizer(policy, spec.state_bits, spec.calibration_method, states))
+    named = list(acting_layers(policy))
+    if is_recurrent(policy):
+        named.insert(0, ("lstm_actor", actor_lstm(policy)))
+    layers = [module for _, module in named]
+    names = [name for name, _ in named]
     plan: list[tuple[nn.Module, str, bool, str]] = []  # (layer, precision, per_feature, where)
     for i, layer in enumerate(layers):
         if i == 0 and spec.obs_bits:
@@ -126,7 +146,6 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
     outputs = output_layers(policy) if spec.out_bits else []
     inputs = record_tensors(policy, states, [p[0] for p in plan], output=False)
     produced = record_tensors(policy, states, outputs, output=True)
-    described: list[str] = []
     for (layer, precision, per_feature, _), values in zip(plan, inputs, strict=True):
         bounds = calibrate(values, precision, spec.calibration_method, per_feature)
         layer.register_forward_pre_hook(_input_hook(precision, bounds))

@@ -28,7 +28,13 @@ from quarl_bench.errors import QuarlError
 
 # Sub-modules of each kind of policy that choose actions (the paper's selection), by policy family.
 ACTING_MODULES: dict[str, tuple[str, ...]] = {
-    "actor-critic": ("pi_features_extractor", "features_extractor", "mlp_extractor.policy_net", "action_net"),
+    "actor-critic": (
+        "pi_features_extractor",
+        "features_extractor",
+        "lstm_actor",  # a recurrent policy's (ppo_lstm): the actor's LSTM, its gates' weights
+        "mlp_extractor.policy_net",
+        "action_net",
+    ),
     "q": ("q_net",),
     "quantile": ("quantile_net",),
     "actor": ("actor",),  # DDPG/TD3/SAC/TQC/CrossQ: the actor, never the critics
@@ -40,8 +46,9 @@ QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "q": (("q_net", "q_net_target"), ()),
     "quantile": (("quantile_net", "quantile_net_target"), ()),
     "actor-critic": (
-        ("mlp_extractor.policy_net", "action_net"),
+        ("lstm_actor", "mlp_extractor.policy_net", "action_net"),  # recurrent PPO is not in QuaRL: ``pi`` weights
         (
+            "lstm_critic",
             "features_extractor",
             "pi_features_extractor",
             "vf_features_extractor",
@@ -54,19 +61,27 @@ QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "module": (("module",), ()),
 }
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+LSTM_GATES = 4  # PyTorch stacks an LSTM's input, forget, cell and output gates in one tensor
 
 
 @dataclass(frozen=True)
 class Selected:
-    """One tensor to quantize: ``name`` is its state-dict name (``q_net.q_net.0.weight``)."""
+    """One tensor to quantize: ``name`` is its state-dict name (``q_net.q_net.0.weight``). An LSTM's tensors
+    (``weight_ih_l0``, ``weight_hh_l0``, ...) stack its 4 gates: each gate is a layer of its own, so a per-tensor
+    grid is one grid per gate and a per-channel grid one per row (``gates``)."""
 
     name: str
     module: nn.Module
-    kind: str  # "weight" or "bias"
+    kind: str  # the attribute: "weight" or "bias", or an LSTM's "weight_ih_l0", "bias_hh_l0", ...
 
     @property
     def is_conv(self) -> bool:
-        return not isinstance(self.module, nn.Linear)
+        return isinstance(self.module, CONV_TYPES)
+
+    @property
+    def gates(self) -> int:
+        return LSTM_GATES if isinstance(self.module, nn.LSTM) else 1
 
 
 def _under(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -142,23 +157,38 @@ def unquantized_modules(policy: nn.Module) -> list[str]:
         if is_batch_norm(module) and name.startswith("actor.latent_pi."):
             continue
         own = list(module.parameters(recurse=False))
-        if own and keep(name) and not isinstance(module, LAYER_TYPES) and id(module) not in seen:
+        quantized = isinstance(module, (*LAYER_TYPES, nn.LSTM))  # an LSTM's gates are quantized (lstm_tensors)
+        if own and keep(name) and not quantized and id(module) not in seen:
             seen.add(id(module))
             found.append(f"{name} ({type(module).__name__})")
     return found
 
 
+def lstm_tensors(policy: nn.Module, keep: Callable[[str], bool], biases: Callable[[str], bool]) -> list[Selected]:
+    """The weights (and, where ``biases`` accepts the name, biases) of every LSTM whose name ``keep`` accepts."""
+    selected = []
+    for name, module in policy.named_modules():
+        if isinstance(module, nn.LSTM) and keep(name):
+            for layer in range(module.num_layers):
+                kinds = [f"weight_ih_l{layer}", f"weight_hh_l{layer}"]
+                kinds += [f"bias_ih_l{layer}", f"bias_hh_l{layer}"] if module.bias and biases(name) else []
+                selected += [Selected(f"{name}.{kind}", module, kind) for kind in kinds]
+    return selected
+
+
 def selected_tensors(policy: BasePolicy, layers: str = "paper", quantize_bias: bool = False) -> list[Selected]:
-    """The tensors a spec with this layer mode quantizes, in module order."""
+    """The tensors a spec with this layer mode quantizes, in module order (an LSTM's first)."""
     if layers == "paper":
-        selected = []
+        selected = lstm_tensors(policy, _acting_filter(policy), lambda _: quantize_bias)
         for name, module in acting_layers(policy):
             selected.append(Selected(f"{name}.weight", module, "weight"))
             if quantize_bias and module.bias is not None:
                 selected.append(Selected(f"{name}.bias", module, "bias"))
         return selected
     weights_only, with_bias = QUARL_CODE_MODULES[policy_family(policy)]
-    selected = []
+    selected = lstm_tensors(
+        policy, lambda n: _under(n, weights_only) or _under(n, with_bias), lambda n: _under(n, with_bias)
+    )
     for name, module in _layers(policy, lambda n: _under(n, weights_only) or _under(n, with_bias)):
         selected.append(Selected(f"{name}.weight", module, "weight"))
         if _under(name, with_bias) and module.bias is not None:

@@ -25,8 +25,11 @@ KL_BINS = 256
 PROFILE_BINS = 100
 
 
-def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool) -> torch.Tensor:
-    """The fake-quantized tensor for ``spec`` (the op QAT reuses); identity for fp32."""
+def quantize_tensor(weight: torch.Tensor, spec: QuantSpec, is_conv: bool, gates: int = 1) -> torch.Tensor:
+    """The fake-quantized tensor for ``spec`` (the op QAT reuses); identity for fp32. ``gates`` > 1: the tensor
+    stacks that many layers along its first dimension (an LSTM's gates), each on grids of its own."""
+    if gates > 1:
+        return torch.cat([quantize_tensor(part, spec, is_conv) for part in weight.chunk(gates, dim=0)])
     number_format = spec.number_format
     if number_format.is_float:
         return number_format.round_trip(weight)
@@ -83,6 +86,11 @@ def quantize(
     layer_index = (
         {id(module): i for i, (_, module) in enumerate(acting_layers(quantized))} if spec.layer_precisions else {}
     )
+    if spec.layer_precisions and any(t.gates > 1 for t in tensors):
+        raise QuarlError(
+            "per-layer precisions: a recurrent policy's LSTM is not one of its acting layers (expected one "
+            "precision for the whole policy, --bits P)"
+        )
     if spec.layer_precisions and len(spec.layer_precisions) != len(layer_index):
         raise QuarlError(
             f"bad layer precisions {','.join(spec.layer_precisions)}: this policy acts with "
@@ -93,7 +101,7 @@ def quantize(
             layer_spec = spec.for_layer(layer_index[id(tensor.module)]) if spec.layer_precisions else spec
             param = getattr(tensor.module, tensor.kind)
             if not (spec.ptq != "rtn" and tensor.kind == "weight"):  # calibrated rounding already placed weights
-                param.copy_(quantize_tensor(param.detach().clone(), layer_spec, tensor.is_conv))
+                param.copy_(quantize_tensor(param.detach().clone(), layer_spec, tensor.is_conv, tensor.gates))
             original = originals[id(tensor)]
             if layer_spec.precision != "fp32" or not torch.equal(original, param):
                 stats.append(layer_stats(tensor.name, original, param.detach(), layer_spec, tensor.is_conv))
@@ -114,7 +122,12 @@ def acting_bytes(policy: BasePolicy, spec: QuantSpec) -> int:
     plus the scales of group-wise grids (fp16 scale and zero point per group) and of MX/NVFP4 blocks; biases at 32
     bits unless quantized with their layer. Pruned: only nonzero weights, plus a 1-bit mask per weight for
     unstructured sparsity (pruned neurons' rows are simply absent). ``policy``: the pruned one, where pruned."""
+    from quarl_bench.quant.layers import lstm_tensors
+
     total_bits = 0
+    for tensor in lstm_tensors(policy, lambda name: name.startswith("lstm_actor"), lambda _: True):
+        numel = getattr(tensor.module, tensor.kind).numel()
+        total_bits += numel * (spec.bits if tensor.kind.startswith("weight") or spec.quantize_bias else 32)
     for i, (_, module) in enumerate(acting_layers(policy)):
         layer_spec = spec.for_layer(i) if spec.layer_precisions else spec
         weight = module.weight.detach()
@@ -135,7 +148,8 @@ def acting_bytes(policy: BasePolicy, spec: QuantSpec) -> int:
 def weight_profile(policy: BasePolicy, bins: int = PROFILE_BINS) -> dict[str, object]:
     """Spread of all acting weights pooled (QuaRL Figure 2/3): std, range, excess kurtosis and a histogram."""
     with torch.no_grad():
-        weights = torch.cat([module.weight.detach().flatten().double() for _, module in acting_layers(policy)])
+        tensors = [getattr(t.module, t.kind) for t in selected_tensors(policy) if t.kind != "bias"]
+        weights = torch.cat([tensor.detach().flatten().double() for tensor in tensors])
     lo, hi = float(weights.min()), float(weights.max())
     centred = weights - weights.mean()
     variance = float(torch.mean(centred**2))
@@ -154,12 +168,14 @@ def weight_profile(policy: BasePolicy, bins: int = PROFILE_BINS) -> dict[str, ob
 def clone_policy(policy: BasePolicy) -> BasePolicy:
     """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
     policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
+    or whose saved parameters rebuild it at another size (sb3-contrib's recurrent policy omits ``lstm_hidden_size``)
     is deep-copied."""
     try:
         clone = type(policy)(**policy._get_constructor_parameters())
-    except TypeError:
+        clone.load_state_dict(policy.state_dict())
+    except (TypeError, RuntimeError):  # RuntimeError: sb3-contrib's recurrent policy does not report its LSTM size
         clone = copy.deepcopy(policy)
-    clone.load_state_dict(policy.state_dict())
+        clone.load_state_dict(policy.state_dict())
     clone.set_training_mode(False)
     return clone
 

@@ -58,7 +58,7 @@ class BehaviourPolicy:
         with torch.no_grad():
             for tensor in self.tensors:
                 param = getattr(tensor.module, tensor.kind)
-                param.copy_(quantize_tensor(param.detach().clone(), self.spec, tensor.is_conv))
+                param.copy_(quantize_tensor(param.detach().clone(), self.spec, tensor.is_conv, tensor.gates))
 
     def reset_noise(self, n_envs: int) -> None:
         """New gSDE exploration matrices (sampled from the behaviour copy's own, fp32, ``log_std``)."""

@@ -28,6 +28,8 @@ class Algorithm:
     :param zoo: an rl-zoo3 algorithm, with pretrained agents (zoo folders, the hub) and rl-zoo3 training.
     :param actorq_learner: ``module:Class`` of its fp32 ActorQ learner; empty: none.
     :param rollout_trainer: ``module:Class`` of its trainer on quantized rollouts; empty: none.
+    :param recurrent: its policy carries a state from step to step (an LSTM): evaluation passes it on, PTQ reaches
+        it (``--state-bits``), and only ONNX exports it (:mod:`quarl_bench.evaluation.recurrent`).
     """
 
     name: str
@@ -38,6 +40,7 @@ class Algorithm:
     zoo: bool = True
     actorq_learner: str = ""
     rollout_trainer: str = ""
+    recurrent: bool = False
 
     def actorq_class(self) -> Any:
         return _load(self.actorq_learner)
@@ -66,6 +69,7 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("trpo", True, BOTH, "sampling", f"{_SB3}.common.policies"),
     Algorithm("ars", True, BOTH, "parameter noise", f"{_CONTRIB}.ars.policies"),
     Algorithm("crossq", False, ("continuous",), "entropy", f"{_CONTRIB}.crossq.policies"),
+    Algorithm("ppo_lstm", True, BOTH, "sampling", f"{_CONTRIB}.common.recurrent.policies", recurrent=True),
     # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
     Algorithm("d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"),
 )}
@@ -84,5 +88,6 @@ def names(**facts: Any) -> tuple[str, ...]:
 ALGOS = names(zoo=True)  # what --algo, grids and zoo folders accept
 OFF_POLICY = names(on_policy=False)
 EPSILON_GREEDY = names(exploration="epsilon-greedy")
+RECURRENT = names(recurrent=True)
 ACTORQ_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.actorq_learner)
 ROLLOUT_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.rollout_trainer)
