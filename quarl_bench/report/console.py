@@ -264,6 +264,8 @@ def fidelity_table(frame) -> Table:
     """Per precision: how many episodes parted from fp32 and the median step where actions and observations did."""
     import numpy as np
 
+    from quarl_bench.report.divergence import spec_label
+
     table = Table(title="Side by side with fp32 from the same seeds (first action / observation divergence)")
     for column in (
         "precision",
@@ -275,13 +277,14 @@ def fidelity_table(frame) -> Table:
         "median fp32 length",
         "threshold",
         "obs noise",
+        "fp32 trajectories: flips (h error), first → last tenth",
     ):
         table.add_column(column, justify="left" if column == "precision" else "right")
     for _, row in frame.iterrows():
         actions = [s for s in row["first_action"] if s is not None]
         observations = [s for s in row["first_obs"] if s is not None]
         table.add_row(
-            row["precision"],
+            spec_label(row),
             str(row["episodes"]),
             f"{len(actions)}/{row['episodes']}",
             format_number(float(np.median(actions)) if actions else None, "{:.0f}"),
@@ -290,8 +293,26 @@ def fidelity_table(frame) -> Table:
             f"{np.median(row['lengths']):.0f}",
             f"{row['threshold']:g}",
             f"{row['obs_noise']:g}",
+            early_and_late(row["over_time"]),
         )
     return table
+
+
+def early_and_late(steps: dict) -> str:
+    """The flip rate (continuous: action error) over the first and the last tenth of the fp32 episodes' steps, and
+    the hidden-state error likewise for a recurrent policy: does the error build up?"""
+    from quarl_bench.evaluation.fidelity_over_time import per_step_rates
+
+    if not steps.get("alive"):
+        return "-"
+    tenth = max(1, len(steps["alive"]) // 10)
+    what = "action_error" if steps["action_error"] else "flips"
+    _, rates = per_step_rates(steps, what, tenth)
+    text = f"{100 * rates[0]:.1f}% → {100 * rates[-1]:.1f}%"
+    if steps["hidden_error"]:
+        _, hidden = per_step_rates(steps, "hidden_error", tenth)
+        text += f" (h {hidden[0]:.3f} → {hidden[-1]:.3f})"
+    return text
 
 
 def rollout_line(row: dict[str, Any]) -> str:
