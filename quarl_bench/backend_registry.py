@@ -39,6 +39,7 @@ class Backend:
     :param torch_only: it needs a torch policy (an ONNX policy is refused, naming the backends that take one).
     :param calibrated: it calibrates on observations the fp32 agent visits (``--calibration-states``,
         ``--calibration-method``: part of its jobs' specs).
+    :param carries_state: its artifact can take and return a recurrent policy's state (``deploy/recurrent.py``).
     """
 
     name: str
@@ -51,6 +52,7 @@ class Backend:
     w8a8_states: bool = False
     torch_only: bool = False
     calibrated: bool = False
+    carries_state: bool = False
 
     def builder(self) -> Callable[..., Any]:
         module, _, function = self.build.partition(":")

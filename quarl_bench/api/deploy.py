@@ -207,7 +207,7 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
     :mod:`quarl_bench.deploy.parity`), on the agent's fixed fp32-visited states."""
     from quarl_bench.deploy.backends import raw_observations, runner
     from quarl_bench.deploy.parity import parity
-    from quarl_bench.evaluation.evaluate import torch_thread_count
+    from quarl_bench.evaluation.evaluate import greedy_actions, torch_thread_count
     from quarl_bench.evaluation.fixed_states import fixed_states
     from quarl_bench.evaluation.margins import decision_values
     from quarl_bench.methods.ptq import quantized
@@ -219,9 +219,14 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
         raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
     reference = policy if claimed.is_identity else quantized(agent, claimed)[0]
     sample_dtype = np.uint8 if getattr(module, "image", False) else np.float32
-    raw = raw_observations(module, states, sample_dtype)
-    claimed_actions = reference.predict(states, deterministic=True)[0]
-    fp32_actions = policy.predict(states, deterministic=True)[0]
+    if hasattr(module, "state_shape"):  # a recurrent policy's fixed states are Markov states [obs | h | c]
+        from quarl_bench.deploy.recurrent import raw_markov
+
+        raw = raw_markov(module, states)
+    else:
+        raw = raw_observations(module, states, sample_dtype)
+    claimed_actions = greedy_actions(reference)(states)
+    fp32_actions = greedy_actions(policy)(states)
     bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
     with torch_thread_count(1):
         run = runner(artifact, threads=1)

@@ -10,6 +10,7 @@ saturate otherwise (see ``actorq.onnx_policy.weight_bits``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import io
 import tempfile
@@ -109,7 +110,15 @@ def build(
         raise QuarlError(
             f"backend {name} needs a torch policy: expected one of {', '.join(onnx_capable())} for an ONNX model"
         )
-    return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
+    if not hasattr(module, "state_shape"):
+        return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
+    from quarl_bench.deploy.recurrent import refuse_stateless
+
+    refuse_stateless(name, entry.carries_state)
+    artifact = entry.builder()(name, module, sample, calibration, calibration_method, network_states)
+    layers, hidden = module.state_shape
+    state = {"obs_dim": int(np.prod(sample.shape[1:])), "layers": layers, "hidden": hidden}
+    return dataclasses.replace(artifact, meta=(*artifact.meta, ("recurrent", state)))
 
 
 def build_edge(name: str, module, sample: np.ndarray, _calibration, _method: str, network_states) -> Artifact:
@@ -259,7 +268,12 @@ def fp32_layers(model: bytes, observations: np.ndarray) -> list[str]:
 
 
 def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:
-    """A function from a batch of raw observations to actions, on ``threads`` intra-op threads."""
+    """A function from a batch of raw observations to actions, on ``threads`` intra-op threads (a recurrent
+    artifact's: a :class:`~quarl_bench.deploy.recurrent.RecurrentRunner`)."""
+    if artifact.info("recurrent") is not None:
+        from quarl_bench.deploy.recurrent import recurrent_runner
+
+        return recurrent_runner(artifact, threads)
     if artifact.kind in ("tflite", "pte"):
         from quarl_bench.deploy import edge
         from quarl_bench.deploy.mlp import normalized

@@ -86,6 +86,36 @@ def act(obs):
 """,
 }
 
+# A recurrent artifact: the actor's LSTM state in and out, zero when an episode starts (PLAY plays one episode)
+ACT_RECURRENT = {
+    "onnx": """\
+import onnxruntime as ort
+
+session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
+layers, hidden = contract["state"]["layers"], contract["state"]["hidden"]
+state = [np.zeros((layers, 1, hidden), dtype=np.float32) for _ in range(2)]  # (h, c): zero at an episode start
+
+
+def act(obs):
+    action, state[0], state[1] = session.run(
+        None, {"obs": np.asarray(obs, dtype=np.float32)[None], "h": state[0], "c": state[1]}
+    )
+    return action[0]
+""",
+    "torchscript": """\
+import torch
+
+policy = torch.jit.load("policy.ts.pt")
+layers, hidden = contract["state"]["layers"], contract["state"]["hidden"]
+state = [torch.zeros(layers, 1, hidden) for _ in range(2)]  # (h, c): zero at an episode start
+
+
+def act(obs):
+    action, state[0], state[1] = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)[None]), *state)
+    return action[0].numpy()
+""",
+}
+
 PLAY = """\
 observation = contract["observation"]
 statistics = None if observation["normalization_inside"] else observation.get("normalization")
@@ -108,12 +138,15 @@ print(f"return {total:.1f}")
 """
 
 
-def client(kind: str) -> str:
-    """A plain client for an artifact of ``kind``, run in the artifact folder: one seeded episode, its return."""
+def client(kind: str, recurrent: bool = False) -> str:
+    """A plain client for an artifact of ``kind``, run in the artifact folder: one seeded episode, its return (a
+    recurrent artifact's client carries the state)."""
     head = "import json\nimport sys\n\nimport gymnasium as gym\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
     head += 'sys.path[:0] = contract.get("env_module_folders", [])  # where the env\'s own modules were found\n'
-    return head + ACT[kind] + "\n\n" + PLAY
+    if recurrent:
+        head += "import rl_zoo3.import_envs  # noqa: F401  (registers rl-zoo3's envs: CartPoleNoVel-v1, ...)\n\n"
+    return head + (ACT_RECURRENT if recurrent else ACT)[kind] + "\n\n" + PLAY
 
 
 def contract(
@@ -190,6 +223,16 @@ def contract(
     }
     if cortex_m4 is not None:
         found["cortex_m4"] = cortex_m4
+    state = artifact.info("recurrent")
+    if state is not None:
+        found["state"] = {
+            "inputs": ["h", "c"],
+            "outputs": ["h_out", "c_out"],
+            "layers": state["layers"],
+            "hidden": state["hidden"],
+            "shape": "(layers, batch, hidden)",
+            "reset": "zeros at every episode start; otherwise pass h_out, c_out back as the next step's h, c",
+        }
     return found
 
 
@@ -288,7 +331,7 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
         f"Play it with gymnasium and {runtime.get(artifact.kind, 'torch')} alone, from this folder:",
         "",
         "```python",
-        client(artifact.kind).rstrip(),
+        client(artifact.kind, "state" in document).rstrip(),
         "```",
         "",
     ]

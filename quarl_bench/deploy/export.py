@@ -105,7 +105,10 @@ class DeployablePolicy(nn.Module):
         return policy.actor.mu(policy.actor.features_extractor(x))  # ddpg, td3: mu ends in tanh
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        out = self.scores(self.preprocess(obs))
+        return self.action_of(self.scores(self.preprocess(obs)))
+
+    def action_of(self, out: torch.Tensor) -> torch.Tensor:
+        """The action from the scores: what ``predict`` does after the network."""
         if self.discrete:
             return torch.argmax(out, dim=1)
         if self.family == "module" or (self.family in ("actor-critic", "ars") and not self.policy.squash_output):
@@ -121,19 +124,29 @@ def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:
 
 
 def to_onnx(module: DeployablePolicy | GraphPolicy, sample: np.ndarray) -> bytes:
-    """ONNX bytes of the module, batch dimension dynamic; input ``obs``, output ``action``."""
+    """ONNX bytes of the module, batch dimension dynamic; input ``obs``, output ``action`` (a recurrent policy's
+    also ``h``, ``c`` in and ``h_out``, ``c_out`` out: :mod:`quarl_bench.deploy.recurrent`)."""
     if isinstance(module, GraphPolicy):
         return module.graph
     module.eval()
+    inputs, outputs = ["obs"], ["action"]
+    axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
+    example: tuple[torch.Tensor, ...] = (torch.as_tensor(sample),)
+    if hasattr(module, "state_shape"):
+        from quarl_bench.deploy.recurrent import STATE_INPUTS, STATE_OUTPUTS
+
+        inputs, outputs = inputs + list(STATE_INPUTS), outputs + list(STATE_OUTPUTS)
+        axes |= {name: {1: "batch"} for name in (*STATE_INPUTS, *STATE_OUTPUTS)}
+        example = module.example(sample)
     buffer = io.BytesIO()
     with torch.no_grad():
         torch.onnx.export(
             module,
-            (torch.as_tensor(sample),),
+            example,
             buffer,
-            input_names=["obs"],
-            output_names=["action"],
-            dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
             opset_version=OPSET,
             dynamo=False,
         )
@@ -215,8 +228,13 @@ def acting_graph(
 
 def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None):
     """What a backend builds its artifact from: a :class:`DeployablePolicy`, or an ONNX policy's :class:`GraphPolicy`."""
+    from quarl_bench.evaluation.recurrent import is_recurrent
     from quarl_bench.zoo.foreign import OnnxPolicy
 
     if isinstance(policy, OnnxPolicy):
         return GraphPolicy(policy, observation_space, normalizer)
+    if is_recurrent(policy):
+        from quarl_bench.deploy.recurrent import RecurrentDeployablePolicy
+
+        return RecurrentDeployablePolicy(policy, observation_space, normalizer).eval()
     return DeployablePolicy(policy, observation_space, normalizer).eval()

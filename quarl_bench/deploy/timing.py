@@ -98,8 +98,8 @@ print(json.dumps({"peak_rss_mb": int(hwm.split()[1]) / 1024}))
 def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
     """Peak resident memory (MB) of a fresh Python process that loads the artifact and runs it 100 times (None for
     a state-dict artifact, which needs quarl-bench's process)."""
-    if artifact.kind not in ("onnx", "torchscript", "tflite", "pte", "c"):
-        return None
+    if artifact.kind not in ("onnx", "torchscript", "tflite", "pte", "c") or artifact.info("recurrent") is not None:
+        return None  # the probe feeds one observation: a recurrent artifact takes its state too
     with tempfile.TemporaryDirectory() as folder:
         path, obs_path = Path(folder) / f"policy{artifact.suffix}", Path(folder) / "obs.npy"
         if artifact.kind == "c":  # the compiled library, loaded by ctypes alone

@@ -43,13 +43,19 @@ class DeployHandler(AgentEvaluation):
 
 
 class ArtifactPolicy:
-    """An artifact as ``evaluate`` expects a policy: ``predict`` on raw observations, deterministic actions."""
+    """An artifact as ``evaluate`` expects a policy: ``predict`` on raw observations, deterministic actions; a
+    recurrent artifact's state carried from step to step and zeroed where an episode starts."""
 
     def __init__(self, run, action_space) -> None:
         self.run, self.action_space = run, action_space
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        return self.run(np.asarray(observation)), state
+        if not hasattr(self.run, "step"):
+            return self.run(np.asarray(observation)), state
+        from quarl_bench.evaluation.recurrent import started
+
+        state = self.run.zero_state(len(observation)) if state is None else started(state, episode_start)
+        return self.run.step(np.asarray(observation), state)
 
 
 class NormalizedReference:
@@ -75,9 +81,12 @@ def deploy_calibration_states(agent, count: int, seed: int, n_envs: int = 4) -> 
     reference = NormalizedReference(agent.model.policy, normalizer)
     with native_output_silenced():  # pybullet envs print from C when first reset
         states, obs = [], raw.reset()
+        memory, starts = None, np.ones(n_envs, dtype=bool)  # a recurrent policy carries its state
         while sum(len(s) for s in states) < count:
             states.append(obs)
-            obs, *_ = raw.step(reference.predict(obs, deterministic=True)[0])
+            actions, memory = reference.predict(obs, memory, starts, deterministic=True)
+            obs, _, dones, _ = raw.step(actions)
+            starts = np.asarray(dones, dtype=bool)
     env.close()
     return np.concatenate(states)[:count]
 

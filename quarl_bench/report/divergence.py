@@ -114,7 +114,7 @@ def draw_over_time(curves: list[tuple], title: str) -> Any:
 
     recurrent = any(hidden is not None for *_, hidden in curves)
     fig, axes = plt.subplots(1, 2 if recurrent else 1, figsize=(10 if recurrent else 6, 4), squeeze=False)
-    for label, what, (steps, rates), hidden in curves:
+    for label, _what, (steps, rates), hidden in curves:
         axes[0][0].plot(steps, rates, label=label)
         if hidden is not None:
             axes[0][1].plot(*hidden, label=label)

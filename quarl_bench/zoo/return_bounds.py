@@ -10,7 +10,7 @@ The bounds assume the env's default episode limit (``TimeLimit``) and actions in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from quarl_bench.errors import QuarlError
@@ -45,6 +45,13 @@ RETURN_BOUNDS: dict[str, ReturnBounds] = {
         -200 * _PENDULUM_STEP,
         0,
         "-(θ² + 0.1 θ'² + 0.001 u²) per step, at most π² + 6.4 + 0.004 = 16.27, at most 200 steps",
+    ),
+}
+# rl-zoo3's partially observable variants (velocities hidden from the observation): the same rewards and limits
+RETURN_BOUNDS |= {
+    "CartPoleNoVel-v1": ReturnBounds(0, 500, "CartPole-v1's: +1 per step, at most 500 steps"),
+    "PendulumNoVel-v1": replace(
+        RETURN_BOUNDS["Pendulum-v1"], source="Pendulum-v1's: " + RETURN_BOUNDS["Pendulum-v1"].source
     ),
 }
 

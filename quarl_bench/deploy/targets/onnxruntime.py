@@ -42,8 +42,12 @@ def build_int8(name: str, module: Any, sample: Any, calibration: Any, calibratio
     return Artifact(name, "onnx", ort_int8(name, _onnx(module, sample), calibration, calibration_method))
 
 
-register_backend(Backend("ort-fp32", "fp32", "onnx", "deploy", ORT, f"{__name__}:build_fp32"))
-register_backend(Backend("ort-fp16", "fp16", "onnx", "deploy", ORT, f"{__name__}:build_fp16", {"precision": "fp16"}))
+register_backend(Backend("ort-fp32", "fp32", "onnx", "deploy", ORT, f"{__name__}:build_fp32", carries_state=True))
+register_backend(
+    Backend(
+        "ort-fp16", "fp16", "onnx", "deploy", ORT, f"{__name__}:build_fp16", {"precision": "fp16"}, carries_state=True
+    )
+)
 register_backend(
     Backend(
         "ort-int8-dynamic",

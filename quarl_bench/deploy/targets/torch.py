@@ -18,11 +18,14 @@ def build_torchscript(_name: str, module: Any, sample: Any, *_: Any) -> Any:
 
     if isinstance(module, GraphPolicy):
         return Artifact("torch-fp32", "onnx", module.graph)
+    example = module.example(sample) if hasattr(module, "state_shape") else (torch.as_tensor(sample),)
     with torch.no_grad():
-        traced = torch.jit.trace(module.eval(), torch.as_tensor(sample))
+        traced = torch.jit.trace(module.eval(), example)
     buffer = io.BytesIO()
     torch.jit.save(traced, buffer)
     return Artifact("torch-fp32", "torchscript", buffer.getvalue())
 
 
-register_backend(Backend("torch-fp32", "fp32", "torchscript", "deploy", (), f"{__name__}:build_torchscript"))
+register_backend(
+    Backend("torch-fp32", "fp32", "torchscript", "deploy", (), f"{__name__}:build_torchscript", carries_state=True)
+)

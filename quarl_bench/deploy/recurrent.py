@@ -1,0 +1,120 @@
+"""A recurrent policy's artifact (ppo_lstm): ``(obs, h, c) -> (action, h_out, c_out)``, the actor's LSTM state
+passed in and out so the caller carries it, zeroed at every episode start.
+
+Only backends that can carry the state take one: ONNX (``ort-fp32``, ``ort-fp16``) and TorchScript (``torch-fp32``);
+the others refuse in one line. Where quarl-bench runs an artifact on states it did not reach itself (the parity
+gate's fixed states, timing), it passes Markov states ``[raw obs | h | c]``; :class:`RecurrentRunner` splits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from quarl_bench.deploy.export import DeployablePolicy
+from quarl_bench.errors import QuarlError
+
+STATE_INPUTS, STATE_OUTPUTS = ("h", "c"), ("h_out", "c_out")
+
+
+class RecurrentDeployablePolicy(DeployablePolicy):
+    """``forward(raw_obs, h, c) -> (action, h_out, c_out)``: one step of sb3-contrib's recurrent actor, state
+    ``(layers, batch, hidden)``, with what ``predict`` does around it (normalisation, argmax or clipping)."""
+
+    def forward(self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):  # type: ignore[override]
+        policy = self.policy
+        features = policy.pi_features_extractor(self.preprocess(obs))
+        latent, (h_out, c_out) = policy.lstm_actor(features.unsqueeze(0), (h, c))
+        out = policy.action_net(policy.mlp_extractor.forward_actor(latent.squeeze(0)))
+        return self.action_of(out), h_out, c_out
+
+    @property
+    def state_shape(self) -> tuple[int, int]:
+        lstm = self.policy.lstm_actor
+        return lstm.num_layers, lstm.hidden_size
+
+    def example(self, sample: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """Export inputs: the observation batch and a zero state for it."""
+        layers, hidden = self.state_shape
+        zeros = torch.zeros(layers, len(sample), hidden)
+        return torch.as_tensor(sample), zeros, zeros.clone()
+
+
+def refuse_stateless(backend: str, carries_state: bool) -> None:
+    """:raises QuarlError: when ``backend`` cannot carry a recurrent policy's state."""
+    from quarl_bench.backend_registry import backend_names
+
+    if not carries_state:
+        able = ", ".join(backend_names(carries_state=True))
+        raise QuarlError(
+            f"backend {backend} cannot carry a recurrent policy's LSTM state: expected one of {able} "
+            "(state inputs and outputs)"
+        )
+
+
+class RecurrentRunner:
+    """A recurrent artifact run from Python: ``step(obs, state) -> (actions, state)`` along episodes, and, called on
+    a batch, the actions from Markov states ``[raw obs | h | c]`` (or from a zero state for plain observations)."""
+
+    def __init__(self, run: Callable[..., tuple[np.ndarray, ...]], obs_dim: int, layers: int, hidden: int) -> None:
+        self.run, self.obs_dim, self.layers, self.hidden = run, obs_dim, layers, hidden
+
+    def zero_state(self, envs: int) -> tuple[np.ndarray, np.ndarray]:
+        zeros = np.zeros((self.layers, envs, self.hidden), dtype=np.float32)
+        return zeros, zeros.copy()
+
+    def step(self, obs: np.ndarray, state: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, tuple]:
+        action, h, c = self.run(np.asarray(obs, dtype=np.float32), *state)
+        return action, (np.asarray(h), np.asarray(c))
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        batch = np.asarray(batch, dtype=np.float32)
+        rows = len(batch)
+        flat = batch.reshape(rows, -1)
+        if flat.shape[1] == self.obs_dim:
+            return self.step(flat, self.zero_state(rows))[0]
+        width = self.layers * self.hidden
+
+        def part(block: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(block.reshape(rows, self.layers, self.hidden).transpose(1, 0, 2))
+
+        state = (part(flat[:, self.obs_dim : self.obs_dim + width]), part(flat[:, self.obs_dim + width :]))
+        return self.step(flat[:, : self.obs_dim], state)[0]
+
+
+def recurrent_runner(artifact: Any, threads: int) -> RecurrentRunner:
+    """The :class:`RecurrentRunner` of an ONNX or TorchScript recurrent artifact."""
+    info = artifact.info("recurrent")
+    if artifact.kind == "onnx":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(artifact.data, options, providers=["CPUExecutionProvider"])
+
+        def run(obs: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:
+            return tuple(session.run(None, {"obs": obs, "h": h, "c": c}))
+
+    else:
+        import io
+
+        module = torch.jit.load(io.BytesIO(artifact.data)).eval()
+
+        def run(obs: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:
+            with torch.inference_mode():
+                return tuple(t.numpy() for t in module(*(torch.as_tensor(x) for x in (obs, h, c))))
+
+    return RecurrentRunner(run, info["obs_dim"], info["layers"], info["hidden"])
+
+
+def raw_markov(module: RecurrentDeployablePolicy, network_states: np.ndarray) -> np.ndarray:
+    """Markov states as the artifact takes them: the observation part before VecNormalize's statistics."""
+    from quarl_bench.deploy.backends import raw_observations
+
+    obs_dim = int(np.prod(module.policy.observation_space.shape))
+    states = np.asarray(network_states, dtype=np.float32)
+    raw = raw_observations(module, states[:, :obs_dim], np.float32)
+    return np.concatenate([raw.reshape(len(states), -1), states[:, obs_dim:]], axis=1)
