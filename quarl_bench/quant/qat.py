@@ -42,13 +42,13 @@ class QATSwitch:
 class _QATMixin:
     qat_switch: QATSwitch
 
-    def _qat_weight(self, weight: torch.Tensor, is_conv: bool) -> torch.Tensor:
+    def _qat_weight(self, weight: torch.Tensor, is_conv: bool, gates: int = 1) -> torch.Tensor:
         switch = self.qat_switch
         if not switch.enabled:
             return weight
         if switch.weight_noise:
             return weight + switch.weight_noise * grid_noise(weight.detach(), switch.spec, is_conv)
-        return quantize_tensor(weight, switch.spec, is_conv)
+        return quantize_tensor(weight, switch.spec, is_conv, gates)
 
     def _qat_input(self, x: torch.Tensor) -> torch.Tensor:
         switch = self.qat_switch
@@ -78,14 +78,51 @@ class QATConv2d(_QATMixin, nn.Conv2d):
         return self._qat_output(self._conv_forward(self._qat_input(x), weight, self.bias))
 
 
-_QAT_CLASSES = {nn.Linear: QATLinear, nn.Conv2d: QATConv2d}
-_PLAIN_CLASSES = {QATLinear: nn.Linear, QATConv2d: nn.Conv2d}
+class QATLSTM(_QATMixin, nn.LSTM):
+    """A (sequence-first) LSTM whose gate weights compute on the target grid, per gate (``quant.layers``): the
+    cell written out step by step, as the fused kernel cannot take substituted weights."""
+
+    def forward(self, input, hx=None):  # noqa: A002  (nn.LSTM's own signature)
+        steps, batch = input.shape[0], input.shape[1]
+        if hx is None:
+            zeros = input.new_zeros(self.num_layers, batch, self.hidden_size)
+            hx = (zeros, zeros)
+        h, c = list(hx[0].unbind(0)), list(hx[1].unbind(0))
+        weights = [
+            (
+                self._qat_weight(getattr(self, f"weight_ih_l{layer}"), False, 4),
+                self._qat_weight(getattr(self, f"weight_hh_l{layer}"), False, 4),
+                getattr(self, f"bias_ih_l{layer}") + getattr(self, f"bias_hh_l{layer}") if self.bias else 0.0,
+            )
+            for layer in range(self.num_layers)
+        ]
+        outputs = []
+        for step in range(steps):
+            x = input[step]
+            for layer, (w_ih, w_hh, bias) in enumerate(weights):
+                gates = functional.linear(x, w_ih) + functional.linear(h[layer], w_hh) + bias
+                i, f, g, o = gates.chunk(4, dim=1)
+                c[layer] = torch.sigmoid(f) * c[layer] + torch.sigmoid(i) * torch.tanh(g)
+                h[layer] = torch.sigmoid(o) * torch.tanh(c[layer])
+                x = h[layer]
+            outputs.append(x)
+        return torch.stack(outputs), (torch.stack(h), torch.stack(c))
+
+
+_QAT_CLASSES = {nn.Linear: QATLinear, nn.Conv2d: QATConv2d, nn.LSTM: QATLSTM}
+_PLAIN_CLASSES = {QATLinear: nn.Linear, QATConv2d: nn.Conv2d, QATLSTM: nn.LSTM}
 
 
 def prepare_qat(policy: BasePolicy, switch: QATSwitch) -> list[str]:
-    """Convert the policy's acting Linear/Conv2d layers in place; returns their names."""
+    """Convert the policy's acting Linear/Conv2d layers (and a recurrent actor's LSTM) in place; returns their
+    names."""
+    from quarl_bench.evaluation.recurrent import actor_lstm, is_recurrent
+
     converted = []
-    for name, module in acting_layers(policy):
+    named = list(acting_layers(policy))
+    if is_recurrent(policy):
+        named.insert(0, ("lstm_actor", actor_lstm(policy)))
+    for name, module in named:
         qat_class = _QAT_CLASSES.get(type(module))
         if qat_class is None:
             continue

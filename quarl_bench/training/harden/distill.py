@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,12 @@ def distill(
     :param budget: env steps collected in all (teacher's and student's).
     :param on_round: called with (round, states so far, loss) after each round of training.
     """
+    from quarl_bench.evaluation.recurrent import is_recurrent
+
+    if is_recurrent(agent.model.policy):
+        from quarl_bench.training.harden.distill_recurrent import distill_recurrent
+
+        return distill_recurrent(agent, spec, recipe, budget, seed, on_round)
     settings: Distill = recipe.part("distill")
     noise = recipe.part("noise")
     sam = recipe.part("sam")
@@ -106,7 +113,8 @@ def distill(
                 order = rng.permutation(len(observed))[: settings.epoch_states]
                 for batch in np.array_split(order, max(1, len(order) // settings.batch_size)):
                     target = Output(targets.kind, targets.tensor[batch])
-                    step = _Step(student, switch, student.obs_to_tensor(observed[batch])[0], target, settings, scale)
+                    obs = student.obs_to_tensor(observed[batch])[0]
+                    step = Step(partial(decision_output, student, obs), switch, target, settings, scale)
                     loss_value = step.take(optimizer, sam is not None)
                     gradient_steps += 1
             if on_round:
@@ -119,19 +127,19 @@ def distill(
 
 
 @dataclass(frozen=True)
-class _Step:
-    """One gradient step on one batch; ``closure`` recomputes the loss, as SAM needs it twice."""
+class Step:
+    """One gradient step on one batch; ``closure`` recomputes the loss, as SAM needs it twice. ``output_of()``: the
+    student's output on the batch, as the switch sets its grid."""
 
-    student: Any
+    output_of: Callable[[], Output]
     switch: Any
-    obs: torch.Tensor
     target: Output
     settings: Distill
     scale: float
 
     def closure(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
         optimizer.zero_grad()
-        loss = _student_loss(self.student, self.switch, self.obs, self.target, self.settings, self.scale)
+        loss = student_loss(self.output_of, self.switch, self.target, self.settings, self.scale)
         loss.backward()
         return loss
 
@@ -162,19 +170,21 @@ def margin_unit(teacher, spec: QuantSpec, states: np.ndarray, targets: Output) -
     return unit if unit > 0 else max(value_spread(targets.tensor.numpy()), 1e-6)
 
 
-def _student_loss(student, switch, obs: torch.Tensor, target: Output, settings: Distill, scale: float) -> torch.Tensor:
+def student_loss(
+    output_of: Callable[[], Output], switch, target: Output, settings: Distill, scale: float
+) -> torch.Tensor:
     """The loss at the target grid, at each wider grid of the ladder (a student tuned to one grid alone sits on
     knife edges of the others, and certify walks them widest first), and unquantized."""
     target_spec = switch.spec
-    loss = distill_loss(decision_output(student, obs), target, settings.margin, scale)
+    loss = distill_loss(output_of(), target, settings.margin, scale)
     for wider in wider_grids(target_spec):
         switch.spec = wider
-        loss = loss + distill_loss(decision_output(student, obs), target, settings.margin, scale)
+        loss = loss + distill_loss(output_of(), target, settings.margin, scale)
     switch.spec = target_spec
     weight = settings.action_fp32_weight if target.kind == "actions" else settings.fp32_weight
     if weight:
         switch.enabled = False
-        loss = loss + weight * distill_loss(decision_output(student, obs), target, settings.margin, scale)
+        loss = loss + weight * distill_loss(output_of(), target, settings.margin, scale)
         switch.enabled = True
     return loss
 

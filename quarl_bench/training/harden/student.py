@@ -34,8 +34,13 @@ def target_switch(spec: QuantSpec, noise: float = 0.0) -> QATSwitch:
 
 
 def acting_parameters(policy: nn.Module) -> list[nn.Parameter]:
-    """The parameters of the acting layers (what the target spec quantizes, and what distillation trains)."""
-    return [p for _, module in acting_layers(policy) for p in module.parameters(recurse=False)]
+    """The parameters of the acting layers (what the target spec quantizes, and what distillation trains): a
+    recurrent actor's LSTM's too."""
+    from quarl_bench.evaluation.recurrent import actor_lstm, is_recurrent
+
+    modules = [module for _, module in acting_layers(policy)]
+    modules += [actor_lstm(policy)] if is_recurrent(policy) else []
+    return [p for module in modules for p in module.parameters(recurse=False)]
 
 
 def convert(policy: BasePolicy, switch: QATSwitch) -> list[str]:
