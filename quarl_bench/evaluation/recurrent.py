@@ -28,6 +28,20 @@ def actor_lstm(policy: nn.Module) -> nn.LSTM:
     return policy.lstm_actor  # type: ignore[return-value]
 
 
+def constructor_parameters(policy: nn.Module) -> dict[str, object]:
+    """What sb3-contrib's ``_get_constructor_parameters`` leaves out of a recurrent policy (its LSTM's size and
+    sharing), read from the policy; nothing for other policies."""
+    if not is_recurrent(policy):
+        return {}
+    lstm = actor_lstm(policy)
+    return {
+        "lstm_hidden_size": lstm.hidden_size,
+        "n_lstm_layers": lstm.num_layers,
+        "shared_lstm": policy.shared_lstm,
+        "enable_critic_lstm": policy.lstm_critic is not None,
+    }
+
+
 def state_shape(policy: nn.Module) -> tuple[int, int]:
     """(layers, hidden size) of the actor's state."""
     lstm = actor_lstm(policy)

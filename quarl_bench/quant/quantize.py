@@ -168,14 +168,14 @@ def weight_profile(policy: BasePolicy, bins: int = PROFILE_BINS) -> dict[str, ob
 def clone_policy(policy: BasePolicy) -> BasePolicy:
     """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
     policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
-    or whose saved parameters rebuild it at another size (sb3-contrib's recurrent policy omits ``lstm_hidden_size``)
-    is deep-copied."""
+    is deep-copied (sb3-contrib's recurrent policy omits its LSTM's size: read from the LSTM)."""
+    from quarl_bench.evaluation.recurrent import constructor_parameters
+
     try:
-        clone = type(policy)(**policy._get_constructor_parameters())
-        clone.load_state_dict(policy.state_dict())
-    except (TypeError, RuntimeError):  # RuntimeError: sb3-contrib's recurrent policy does not report its LSTM size
+        clone = type(policy)(**policy._get_constructor_parameters(), **constructor_parameters(policy))
+    except TypeError:
         clone = copy.deepcopy(policy)
-        clone.load_state_dict(policy.state_dict())
+    clone.load_state_dict(policy.state_dict())
     clone.set_training_mode(False)
     return clone
 
