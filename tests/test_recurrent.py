@@ -184,3 +184,15 @@ def test_onnx_export_takes_and_returns_the_state_and_its_client_plays_as_torch(
         total, finished, start = total + float(reward), terminated or truncated, np.zeros(1, dtype=bool)
     assert played == pytest.approx(total)
     assert set(load_results(tmp_path / "q.sqlite")["algo"]) == {"ppo_lstm"}
+
+
+def test_a_zip_of_an_algorithm_outside_the_table_is_refused_listing_the_accepted(cli, tmp_path: Path) -> None:
+    import zipfile
+
+    model = tmp_path / "her_like.zip"
+    with zipfile.ZipFile(model, "w") as archive:
+        archive.writestr("data", json.dumps({"policy_class": {"__module__": "my_pkg.policies"}}))
+    store = tmp_path / "q.sqlite"
+    code, _, err = cli("run", "--model", model, "--env", "CartPole-v1", "--store", store)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "'my_pkg.policies'" in err and "ppo_lstm" in err and "crossq" in err and not store.exists()
