@@ -220,7 +220,7 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
     reference = policy if claimed.is_identity else quantized(agent, claimed)[0]
     sample_dtype = np.uint8 if getattr(module, "image", False) else np.float32
     if hasattr(module, "state_shape"):  # a recurrent policy's fixed states are Markov states [obs | h | c]
-        from quarl_bench.deploy.recurrent import raw_markov
+        from quarl_bench.deploy.backends import raw_markov
 
         raw = raw_markov(module, states)
     else:

@@ -169,6 +169,14 @@ def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
     return states.astype(np.float32)
 
 
+def raw_markov(module, network_states: np.ndarray) -> np.ndarray:
+    """Markov states as a recurrent artifact takes them: the observation part before VecNormalize's statistics."""
+    obs_dim = int(np.prod(module.policy.observation_space.shape))
+    states = np.asarray(network_states, dtype=np.float32)
+    raw = raw_observations(module, states[:, :obs_dim], np.float32)
+    return np.concatenate([raw.reshape(len(states), -1), states[:, obs_dim:]], axis=1)
+
+
 def c_artifact(module, network_states: np.ndarray, weight_bits: int = 8) -> Artifact:
     """``policy.h`` and ``policy.c`` of an MLP policy (``c-int8``; ``c-int4`` with ``weight_bits`` 4)."""
     from quarl_bench.deploy.c_int8 import quantize_mlp

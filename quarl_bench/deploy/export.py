@@ -116,6 +116,32 @@ class DeployablePolicy(nn.Module):
         return self.low + 0.5 * (out + 1.0) * (self.high - self.low)  # unscale a [-1, 1] action to the bounds
 
 
+STATE_INPUTS, STATE_OUTPUTS = ("h", "c"), ("h_out", "c_out")  # a recurrent artifact's state names
+
+
+class RecurrentDeployablePolicy(DeployablePolicy):
+    """``forward(raw_obs, h, c) -> (action, h_out, c_out)``: one step of sb3-contrib's recurrent actor, state
+    ``(layers, batch, hidden)``, with what ``predict`` does around it (normalisation, argmax or clipping)."""
+
+    def forward(self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):  # type: ignore[override]
+        policy = self.policy
+        features = policy.pi_features_extractor(self.preprocess(obs))
+        latent, (h_out, c_out) = policy.lstm_actor(features.unsqueeze(0), (h, c))
+        out = policy.action_net(policy.mlp_extractor.forward_actor(latent.squeeze(0)))
+        return self.action_of(out), h_out, c_out
+
+    @property
+    def state_shape(self) -> tuple[int, int]:
+        lstm = self.policy.lstm_actor
+        return lstm.num_layers, lstm.hidden_size
+
+    def example(self, sample: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """Export inputs: the observation batch and a zero state for it."""
+        layers, hidden = self.state_shape
+        zeros = torch.zeros(layers, len(sample), hidden)
+        return torch.as_tensor(sample), zeros, zeros.clone()
+
+
 def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:
     """The env that yields raw observations, and the VecNormalize (outermost, as rl-zoo3 builds it) if any."""
     if isinstance(env, VecNormalize):
@@ -132,9 +158,7 @@ def to_onnx(module: DeployablePolicy | GraphPolicy, sample: np.ndarray) -> bytes
     inputs, outputs = ["obs"], ["action"]
     axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
     example: tuple[torch.Tensor, ...] = (torch.as_tensor(sample),)
-    if hasattr(module, "state_shape"):
-        from quarl_bench.deploy.recurrent import STATE_INPUTS, STATE_OUTPUTS
-
+    if isinstance(module, RecurrentDeployablePolicy):
         inputs, outputs = inputs + list(STATE_INPUTS), outputs + list(STATE_OUTPUTS)
         axes |= {name: {1: "batch"} for name in (*STATE_INPUTS, *STATE_OUTPUTS)}
         example = module.example(sample)
@@ -228,13 +252,11 @@ def acting_graph(
 
 def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None):
     """What a backend builds its artifact from: a :class:`DeployablePolicy`, or an ONNX policy's :class:`GraphPolicy`."""
-    from quarl_bench.evaluation.recurrent import is_recurrent
+    from quarl_bench.recurrent import is_recurrent
     from quarl_bench.zoo.foreign import OnnxPolicy
 
     if isinstance(policy, OnnxPolicy):
         return GraphPolicy(policy, observation_space, normalizer)
     if is_recurrent(policy):
-        from quarl_bench.deploy.recurrent import RecurrentDeployablePolicy
-
         return RecurrentDeployablePolicy(policy, observation_space, normalizer).eval()
     return DeployablePolicy(policy, observation_space, normalizer).eval()

@@ -1,5 +1,6 @@
-"""A recurrent policy's artifact (ppo_lstm): ``(obs, h, c) -> (action, h_out, c_out)``, the actor's LSTM state
-passed in and out so the caller carries it, zeroed at every episode start.
+"""Running a recurrent policy's artifact (ppo_lstm; built from
+:class:`~quarl_bench.deploy.export.RecurrentDeployablePolicy`): ``(obs, h, c) -> (action, h_out, c_out)``, the
+actor's LSTM state passed in and out so the caller carries it, zeroed at every episode start.
 
 Only backends that can carry the state take one: ONNX (``ort-fp32``, ``ort-fp16``) and TorchScript (``torch-fp32``);
 the others refuse in one line. Where quarl-bench runs an artifact on states it did not reach itself (the parity
@@ -14,33 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from quarl_bench.deploy.export import DeployablePolicy
 from quarl_bench.errors import QuarlError
-
-STATE_INPUTS, STATE_OUTPUTS = ("h", "c"), ("h_out", "c_out")
-
-
-class RecurrentDeployablePolicy(DeployablePolicy):
-    """``forward(raw_obs, h, c) -> (action, h_out, c_out)``: one step of sb3-contrib's recurrent actor, state
-    ``(layers, batch, hidden)``, with what ``predict`` does around it (normalisation, argmax or clipping)."""
-
-    def forward(self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):  # type: ignore[override]
-        policy = self.policy
-        features = policy.pi_features_extractor(self.preprocess(obs))
-        latent, (h_out, c_out) = policy.lstm_actor(features.unsqueeze(0), (h, c))
-        out = policy.action_net(policy.mlp_extractor.forward_actor(latent.squeeze(0)))
-        return self.action_of(out), h_out, c_out
-
-    @property
-    def state_shape(self) -> tuple[int, int]:
-        lstm = self.policy.lstm_actor
-        return lstm.num_layers, lstm.hidden_size
-
-    def example(self, sample: np.ndarray) -> tuple[torch.Tensor, ...]:
-        """Export inputs: the observation batch and a zero state for it."""
-        layers, hidden = self.state_shape
-        zeros = torch.zeros(layers, len(sample), hidden)
-        return torch.as_tensor(sample), zeros, zeros.clone()
 
 
 def refuse_stateless(backend: str, carries_state: bool) -> None:
@@ -108,13 +83,3 @@ def recurrent_runner(artifact: Any, threads: int) -> RecurrentRunner:
                 return tuple(t.numpy() for t in module(*(torch.as_tensor(x) for x in (obs, h, c))))
 
     return RecurrentRunner(run, info["obs_dim"], info["layers"], info["hidden"])
-
-
-def raw_markov(module: RecurrentDeployablePolicy, network_states: np.ndarray) -> np.ndarray:
-    """Markov states as the artifact takes them: the observation part before VecNormalize's statistics."""
-    from quarl_bench.deploy.backends import raw_observations
-
-    obs_dim = int(np.prod(module.policy.observation_space.shape))
-    states = np.asarray(network_states, dtype=np.float32)
-    raw = raw_observations(module, states[:, :obs_dim], np.float32)
-    return np.concatenate([raw.reshape(len(states), -1), states[:, obs_dim:]], axis=1)

@@ -22,8 +22,8 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
     observations): whole episodes, so landings and late-episode states are in the set, not only starts. ``seed``
     replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity). A recurrent policy carries its
     state through the episodes, and its states are Markov states, ``[obs | h | c]``
-    (:mod:`~quarl_bench.evaluation.recurrent`)."""
-    from quarl_bench.evaluation.recurrent import is_recurrent, pack, started, zero_state
+    (:mod:`~quarl_bench.recurrent`)."""
+    from quarl_bench.recurrent import is_recurrent, pack, started, zero_state
 
     n_envs = min(CALIBRATION_ENVS, count)
     env = make_env(n_envs, seed)

@@ -24,7 +24,7 @@ from quarl_bench.action_mode import ActionMode
 from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
 from quarl_bench.evaluation.greedy import greedy_function
 from quarl_bench.evaluation.margins import StateReservoir
-from quarl_bench.evaluation.recurrent import (
+from quarl_bench.recurrent import (
     StatefulGreedy,
     act_on,
     distribution_step,
@@ -126,7 +126,7 @@ def sampled_actions(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
 
 def greedy_actions(policy: BasePolicy) -> Callable[[np.ndarray], np.ndarray]:
     """``policy``'s deterministic actions for a batch of the states it acts on (a recurrent policy's Markov states,
-    :mod:`~quarl_bench.evaluation.recurrent`): the greedy fast path where there is one, else its own ``predict``."""
+    :mod:`~quarl_bench.recurrent`): the greedy fast path where there is one, else its own ``predict``."""
     if is_recurrent(policy):
         return lambda markov: act_on(policy, markov)
     fast = greedy_function(policy)
@@ -253,7 +253,7 @@ class ObservationTap:
     def __init__(self, inner, sigma: float, seed: int, envs: range, reservoir=None, playing=None, memory=None) -> None:
         self.inner, self.sigma, self.reservoir, self.playing = inner, sigma, reservoir, playing
         self.noise = env_generators(seed, envs, NOISE_DRAWS)
-        self.memory = memory  # a recurrent policy: its samples are Markov states (evaluation/recurrent.py)
+        self.memory = memory  # a recurrent policy: its samples are Markov states (recurrent.py)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if self.sigma > 0:

@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from quarl_bench.evaluation.evaluate import action_span
 from quarl_bench.evaluation.fidelity import actions_differ
-from quarl_bench.evaluation.recurrent import is_recurrent
+from quarl_bench.recurrent import is_recurrent
 
 
 @dataclass

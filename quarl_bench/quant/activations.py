@@ -51,7 +51,7 @@ def output_layers(policy: nn.Module) -> list[nn.Module]:
 def run_policy(policy: nn.Module, states: np.ndarray) -> None:
     """Play the acting path on ``states`` (in chunks) for the hooks to see: ``predict`` runs exactly the layers the
     evaluation runs; a recurrent policy's are Markov states, each replayed from its own state."""
-    from quarl_bench.evaluation.recurrent import act_on, is_recurrent
+    from quarl_bench.recurrent import act_on, is_recurrent
 
     recurrent = is_recurrent(policy)
     for start in range(0, len(states), CHUNK):
@@ -123,15 +123,11 @@ def calibrate(values: torch.Tensor, precision: str, method: str, per_feature: bo
 def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]:
     """Calibrate ``spec``'s activation, observation and output quantizers on ``states`` and hook them into
     ``policy`` (in place: the quantized copy). Returns what was quantized, ``layer: precision``. A recurrent
-    policy's first acting layer is its LSTM (its input the observation); ``state_bits`` rounds its state
-    (:mod:`~quarl_bench.quant.recurrent_state`)."""
-    from quarl_bench.evaluation.recurrent import actor_lstm, is_recurrent
+    policy's first acting layer is its LSTM (its input the observation); its state is rounded by
+    :mod:`~quarl_bench.quant.recurrent_state`, installed before."""
+    from quarl_bench.recurrent import actor_lstm, is_recurrent
 
     described: list[str] = []
-    if spec.state_bits:
-        from quarl_bench.quant.recurrent_state import install_state_quantizer
-
-        described.append(install_state_quantizer(policy, spec.state_bits, spec.calibration_method, states))
     named = list(acting_layers(policy))
     if is_recurrent(policy):
         named.insert(0, ("lstm_actor", actor_lstm(policy)))

@@ -116,7 +116,7 @@ _PLAIN_CLASSES = {QATLinear: nn.Linear, QATConv2d: nn.Conv2d, QATLSTM: nn.LSTM}
 def prepare_qat(policy: BasePolicy, switch: QATSwitch) -> list[str]:
     """Convert the policy's acting Linear/Conv2d layers (and a recurrent actor's LSTM) in place; returns their
     names."""
-    from quarl_bench.evaluation.recurrent import actor_lstm, is_recurrent
+    from quarl_bench.recurrent import actor_lstm, is_recurrent
 
     converted = []
     named = list(acting_layers(policy))

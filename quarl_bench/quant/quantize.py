@@ -105,6 +105,10 @@ def quantize(
             original = originals[id(tensor)]
             if layer_spec.precision != "fp32" or not torch.equal(original, param):
                 stats.append(layer_stats(tensor.name, original, param.detach(), layer_spec, tensor.is_conv))
+    if spec.state_bits:  # first: the activation ranges are then calibrated with the state rounded
+        from quarl_bench.quant.recurrent_state import install_state_quantizer
+
+        install_state_quantizer(quantized, spec.state_bits, spec.calibration_method or "minmax", states)
     if spec.activations:
         from quarl_bench.quant.activations import install
 
@@ -169,7 +173,7 @@ def clone_policy(policy: BasePolicy) -> BasePolicy:
     """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
     policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
     is deep-copied (sb3-contrib's recurrent policy omits its LSTM's size: read from the LSTM)."""
-    from quarl_bench.evaluation.recurrent import constructor_parameters
+    from quarl_bench.recurrent import constructor_parameters
 
     try:
         clone = type(policy)(**policy._get_constructor_parameters(), **constructor_parameters(policy))

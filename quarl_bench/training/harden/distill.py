@@ -66,16 +66,11 @@ def distill(
 ) -> FineTune:
     """Distill ``agent``'s policy in place (weights stay fp32, the latent weights the student computed from).
 
-    :param agent: a loaded agent (``zoo.agents.LoadedAgent``); its ``make_env`` gives the states.
+    :param agent: a loaded agent (``zoo.agents.LoadedAgent``) with a feed-forward policy (a recurrent one:
+        :mod:`~quarl_bench.training.harden.distill_recurrent`); its ``make_env`` gives the states.
     :param budget: env steps collected in all (teacher's and student's).
     :param on_round: called with (round, states so far, loss) after each round of training.
     """
-    from quarl_bench.evaluation.recurrent import is_recurrent
-
-    if is_recurrent(agent.model.policy):
-        from quarl_bench.training.harden.distill_recurrent import distill_recurrent
-
-        return distill_recurrent(agent, spec, recipe, budget, seed, on_round)
     settings: Distill = recipe.part("distill")
     noise = recipe.part("noise")
     sam = recipe.part("sam")

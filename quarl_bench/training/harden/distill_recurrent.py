@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from quarl_bench.evaluation.recurrent import distribution_step, pack, started, zero_state
 from quarl_bench.quant.quantize import clone_policy
+from quarl_bench.recurrent import distribution_step, pack, started, zero_state
 from quarl_bench.training.harden.distill import ROLLOUT_ENVS, FineTune, Step
 from quarl_bench.training.harden.recipes import Distill, Recipe
 from quarl_bench.training.harden.student import (

@@ -36,7 +36,7 @@ def target_switch(spec: QuantSpec, noise: float = 0.0) -> QATSwitch:
 def acting_parameters(policy: nn.Module) -> list[nn.Parameter]:
     """The parameters of the acting layers (what the target spec quantizes, and what distillation trains): a
     recurrent actor's LSTM's too."""
-    from quarl_bench.evaluation.recurrent import actor_lstm, is_recurrent
+    from quarl_bench.recurrent import actor_lstm, is_recurrent
 
     modules = [module for _, module in acting_layers(policy)]
     modules += [actor_lstm(policy)] if is_recurrent(policy) else []
