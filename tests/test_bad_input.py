@@ -55,7 +55,7 @@ def test_bad_bits(cli, store: Path, bits: str) -> None:  # refused by argparse: 
 def test_unknown_algo(cli, store: Path) -> None:
     before = file_digest(store)
     assert_one_line_error(
-        cli("run", "--algo", "ppo_lstm", "--env", "CartPole-v1", "--store", store), "'ppo_lstm'", "ppo", "qrdqn"
+        cli("run", "--algo", "impala", "--env", "CartPole-v1", "--store", store), "'impala'", "ppo_lstm", "qrdqn"
     )
     assert file_digest(store) == before
 
