@@ -126,6 +126,8 @@ def test_state_bits_and_stateless_backends_are_refused_in_one_line(cli, agents: 
     code, _, err = cli("export", "--model", agents / "lstm.zip", "--env", ENV, "--backend", "c-int8", "--out", out)
     assert code == 2 and "cannot carry a recurrent policy's LSTM state" in err and "ort-fp32" in err
     assert not out.exists()
+    code, _, err = cli("sensitivity", "--model", agents / "lstm.zip", "--env", ENV, "--bits", "4", "--store", store)
+    assert code == 2 and "LSTM is not one of the acting layers" in err and not store.exists()
 
 
 def test_fidelity_over_time_stores_per_step_errors_and_hidden_state_error(cli, agents: Path, tmp_path: Path) -> None:

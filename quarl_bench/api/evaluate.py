@@ -79,6 +79,21 @@ def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
         )
 
 
+def refuse_per_layer(ref: AgentRef, command: str) -> None:
+    """Before any row is stored: per-layer precisions index the acting layers, which a recurrent policy's LSTM is
+    not one of.
+
+    :raises QuarlError: for a recurrent agent.
+    """
+    from quarl_bench.zoo.algorithms import RECURRENT
+
+    if ref.algo in RECURRENT:
+        raise QuarlError(
+            f"{command}: {ref.algo} {ref.env_id}'s LSTM is not one of the acting layers per-layer precisions index "
+            "(expected a feed-forward policy; quantize a recurrent one with run or certify --bits P)"
+        )
+
+
 def run_ptq(
     ref: AgentRef,
     specs: tuple[QuantSpec, ...],
@@ -124,6 +139,7 @@ def run_sensitivity(
     from quarl_bench.work import Work
 
     store.check()
+    refuse_per_layer(ref, "sensitivity")
     specs = tuple(sensitivity_specs(len(acting_layer_names(ref)), list(bits)))
     if on_plan:
         on_plan(len(acting_layer_names(ref)), len(specs))
@@ -245,6 +261,7 @@ def search_mixed(
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
     config = replace(certify or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])
     store.check()
+    refuse_per_layer(ref, "mixed")
     driver = driver_provenance()
     names = acting_layer_names(ref)
     search = EvalSettings(episodes, seeds=tuple(search_seeds), n_envs=n_envs)
