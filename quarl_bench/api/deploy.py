@@ -205,6 +205,8 @@ def _built(agent: Any, target: DeployTarget) -> tuple[Any, float]:
 def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) -> dict[str, Any]:
     """The parity gate's figures for ``artifact`` against the fake-quant policy ``claimed`` (see
     :mod:`quarl_bench.deploy.parity`), on the agent's fixed fp32-visited states."""
+    import torch
+
     from quarl_bench.deploy.backends import raw_observations, runner
     from quarl_bench.deploy.parity import parity
     from quarl_bench.evaluation.evaluate import greedy_actions, torch_thread_count
@@ -225,8 +227,9 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
         raw = raw_markov(module, states)
     else:
         raw = raw_observations(module, states, sample_dtype)
-    claimed_actions = greedy_actions(reference)(states)
-    fp32_actions = greedy_actions(policy)(states)
+    with torch.no_grad():  # what predict does; the fast greedy paths leave it to the caller
+        claimed_actions = greedy_actions(reference)(states)
+        fp32_actions = greedy_actions(policy)(states)
     bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
     with torch_thread_count(1):
         run = runner(artifact, threads=1)
