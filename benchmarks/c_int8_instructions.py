@@ -1,8 +1,9 @@
-"""Instructions per action of ``c-int8`` on a Cortex-M4 under QEMU (``-icount shift=0``), the plain loop against the
-DSP path (SXTB16/SADD16/SMLAD), side by side in one run: QuaRL Table 4's synthetic MLPs I-III and the zoo's MLP
-agents. Cortex-M4 cycles ~ instructions x CPI; flash wait states and bus stalls are left out.
+"""Instructions per action of ``c-int8`` (or ``c-int4``: ``--weight-bits 4``) on a Cortex-M4 under QEMU
+(``-icount shift=0``), the plain loop against the DSP path (SXTB16/SADD16/SMLAD; c-int4 first spreads its nibbles
+into int16 halves), side by side in one run: QuaRL Table 4's synthetic MLPs I-III and the zoo's MLP agents.
+Cortex-M4 cycles ~ instructions x CPI; flash wait states and bus stalls are left out.
 
-    python benchmarks/c_int8_instructions.py --zoo ../shared/zoo
+    python benchmarks/c_int8_instructions.py --zoo ../shared/zoo [--weight-bits 4]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
     parser.add_argument("--observations", type=int, default=200, help="recorded observations per zoo agent")
+    parser.add_argument("--weight-bits", type=int, choices=(8, 4), default=8, help="8: c-int8, 4: c-int4")
     args = parser.parse_args()
 
     from quarl_bench import QuarlError
@@ -53,11 +55,12 @@ def main() -> None:
     for name, hidden in TABLE4_POLICIES.items():
         module = greedy_mlp(hidden)
         sample = observations()
-        ratios[name] = counted(f"Table 4 policy {name} {hidden}", c_artifact(module, sample), sample[: CALLS[name]])
+        artifact = c_artifact(module, sample, args.weight_bits)
+        ratios[name] = counted(f"Table 4 policy {name} {hidden}", artifact, sample[: CALLS[name]])
     zoo = Path(args.zoo)
     for algo, env_id in zoo_agents(zoo):
         try:
-            agent, module, artifact = c_agent(zoo, algo, env_id)
+            agent, module, artifact = c_agent(zoo, algo, env_id, args.weight_bits)
         except QuarlError as error:
             print(f"{algo + '/' + env_id:34s} not a c-int8 policy: {error}")
             continue
@@ -67,7 +70,7 @@ def main() -> None:
     largest = max(zoo_ratios, key=lambda name: zoo_ratios[name][0]) if zoo_ratios else None
     tail = f", {zoo_ratios[largest][1]:.2f}x on the largest zoo MLP ({largest})" if largest else ""
     print(f"({time.perf_counter() - start:.0f} s)")
-    print(f"DSP path: {ratios['III'][1]:.2f}x fewer instructions on policy III{tail}")
+    print(f"c-int{args.weight_bits} DSP path: {ratios['III'][1]:.2f}x fewer instructions on policy III{tail}")
 
 
 if __name__ == "__main__":
