@@ -11,7 +11,8 @@ import numpy as np
 from quarl_bench.deploy.c_int8 import IntLayer, IntProgram, packed_rows, row_bytes
 from quarl_bench.errors import QuarlError
 
-GENERATOR_VERSION = 3  # 2: exact bias, a status for non-finite observations, extern "C", symbol prefix; 3: c-int4 DSP path
+# 2: exact bias, a status for non-finite observations, extern "C", symbol prefix; 3: c-int4's DSP path
+GENERATOR_VERSION = 3
 BUILD_FLAGS = "-std=c99 -ffp-contract=off"  # bit-exactness needs both: no FMA contraction, no GNU extensions
 
 HEADER = """\
