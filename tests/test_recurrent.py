@@ -143,6 +143,9 @@ def test_fidelity_over_time_stores_per_step_errors_and_hidden_state_error(cli, a
     assert len(identical["alive"]) == max(lengths) and identical["alive"][0] == 3
     assert not any(identical["flips"]) and not any(identical["hidden_error"])  # fp32 against itself
     assert all(sum(found[label][0]["hidden_error"]) > 0 for label in ("int4", "int4 h4 cal-minmax1000"))
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")  # a store of fidelity rows alone
+    assert code == 0, err
+    assert (tmp_path / "report" / "fidelity_over_time_ppo_lstm_CartPoleNoVel-v1.svg").exists()
 
 
 def test_distill_unrolls_the_recurrent_student(cli, agents: Path, tmp_path: Path) -> None:
