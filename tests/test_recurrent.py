@@ -31,8 +31,27 @@ def agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     kwargs = {"lstm_hidden_size": 16, "net_arch": {"pi": [16], "vf": [16]}}
     model = RecurrentPPO("MlpLstmPolicy", ENV, n_steps=32, batch_size=64, seed=0, device="cpu", policy_kwargs=kwargs)
     model.learn(512).save(folder / "lstm.zip")
+    memory_policy(kwargs).save(folder / "memory.zip")
     PPO("MlpPolicy", "CartPole-v1", n_steps=64, seed=0, device="cpu").learn(64).save(folder / "ppo.zip")
     return folder
+
+
+def memory_policy(kwargs: dict):
+    """A RecurrentPPO whose actions need its memory (the tiny trained one plays one action throughout): its cell
+    integrates the pole angle (input, forget and output gates held open) and it pushes the way the sum leans, so
+    from a zero state it acts otherwise on about a third of the steps."""
+    from sb3_contrib import RecurrentPPO
+
+    model = RecurrentPPO("MlpLstmPolicy", ENV, seed=0, device="cpu", policy_kwargs=kwargs | {"net_arch": {"pi": []}})
+    lstm, head, hidden = model.policy.lstm_actor, model.policy.action_net, 16
+    with torch.no_grad():
+        for parameter in (*lstm.parameters(), *head.parameters()):
+            parameter.zero_()
+        for gate in (0, 1, 3):  # input, forget, output
+            lstm.bias_ih_l0[gate * hidden : (gate + 1) * hidden] = 10.0
+        lstm.weight_ih_l0[2 * hidden, 2] = 20.0  # the first unit's cell input: the pole angle
+        head.weight[1, 0], head.weight[0, 0] = 1.0, -1.0
+    return model
 
 
 def loaded(agents: Path):
@@ -169,7 +188,7 @@ def test_onnx_export_takes_and_returns_the_state_and_its_client_plays_as_torch(
 
     out = tmp_path / "onnx"
     code, _, err = cli(
-        "export", "--model", agents / "lstm.zip", "--env", ENV, "--backend", "ort-fp32", "--out", out,
+        "export", "--model", agents / "memory.zip", "--env", ENV, "--backend", "ort-fp32", "--out", out,
         "--max-episodes", "20", "--allow-degraded", "--catastrophe", "50", "--tolerance-abs", "5", "--store", tmp_path / "q.sqlite",
     )  # fmt: skip
     assert code == 0, err
@@ -179,7 +198,9 @@ def test_onnx_export_takes_and_returns_the_state_and_its_client_plays_as_torch(
     done = subprocess.run([sys.executable, "-c", client_of(out)], cwd=out, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     played = float(done.stdout.split()[-1])
-    policy = loaded(agents).model.policy  # the same seeded episode, torch carrying the state
+    from sb3_contrib import RecurrentPPO
+
+    policy = RecurrentPPO.load(agents / "memory.zip", device="cpu").policy  # the same episode, torch with its state
     env = gym.make(ENV)
     obs, _ = env.reset(seed=0)
     total, finished, state, start = 0.0, False, None, np.ones(1, dtype=bool)
@@ -188,7 +209,10 @@ def test_onnx_export_takes_and_returns_the_state_and_its_client_plays_as_torch(
         obs, reward, terminated, truncated, _ = env.step(int(action[0]))
         total, finished, start = total + float(reward), terminated or truncated, np.zeros(1, dtype=bool)
     assert played == pytest.approx(total)
-    assert set(load_results(tmp_path / "q.sqlite")["algo"]) == {"ppo_lstm"}
+    rows = load_results(tmp_path / "q.sqlite")
+    assert set(rows["algo"]) == {"ppo_lstm"}
+    played = rows[(rows["method"] == "deploy") & (rows["backend"] == "ort-fp32")]
+    assert len(played) and (played["action_agreement"] == 1.0).all()  # fp32 torch carried its state beside it
 
 
 def test_a_zip_of_an_algorithm_outside_the_table_is_refused_listing_the_accepted(cli, tmp_path: Path) -> None:

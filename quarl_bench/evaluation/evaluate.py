@@ -152,7 +152,8 @@ class AgreementMeter:
         # the actor's fast path where it built one (not in sampled mode, where its forward pass yields the greedy)
         self.policy_greedy = actor.greedy or greedy_actions(self.policy)
         # a recurrent reference carries its own state along the evaluated policy's trajectory
-        self.reference_state = StatefulGreedy(reference) if is_recurrent(reference) else None
+        stateful = is_recurrent(reference) or getattr(reference, "carries_state", False)
+        self.reference_state = StatefulGreedy(reference) if stateful else None
         self.reference_greedy = greedy_actions(reference)
         self.discrete = discrete_actions(self.policy)
         self.decisions = 0

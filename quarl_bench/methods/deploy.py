@@ -62,8 +62,11 @@ class NormalizedReference:
     """The fp32 SB3 policy fed raw observations: it normalises them as its VecNormalize would."""
 
     def __init__(self, policy, normalizer) -> None:
+        from quarl_bench.recurrent import is_recurrent
+
         self.policy, self.normalizer = policy, normalizer
         self.action_space = policy.action_space
+        self.carries_state = is_recurrent(policy)  # the action agreement then carries its state
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if self.normalizer is not None:
