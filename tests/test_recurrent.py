@@ -171,10 +171,9 @@ def test_distill_unrolls_the_recurrent_student(cli, agents: Path, tmp_path: Path
     from sb3_contrib import RecurrentPPO
 
     out = tmp_path / "hard.zip"
-    code, _, err = cli(
-        "harden", "--model", agents / "lstm.zip", "--env", ENV, "--bits", "4", "--budget", "256", "--out", out,
-        "--setting", "distill.rounds=1", "distill.epochs=2", "--store", tmp_path / "q.sqlite",
-    )  # fmt: skip
+    agent = ("--model", agents / "lstm.zip", "--env", ENV, "--store", tmp_path / "q.sqlite")
+    settings = ("--setting", "distill.rounds=1", "distill.epochs=2")
+    code, _, err = cli("harden", *agent, "--bits", "4", "--budget", "256", "--out", out, *settings)
     assert code == 0, err
     parent, hardened = (RecurrentPPO.load(path, device="cpu").policy for path in (agents / "lstm.zip", out))
     assert not torch.equal(parent.lstm_actor.weight_hh_l0, hardened.lstm_actor.weight_hh_l0)  # BPTT reached it
@@ -187,10 +186,10 @@ def test_onnx_export_takes_and_returns_the_state_and_its_client_plays_as_torch(
     import gymnasium as gym
 
     out = tmp_path / "onnx"
-    code, _, err = cli(
-        "export", "--model", agents / "memory.zip", "--env", ENV, "--backend", "ort-fp32", "--out", out,
-        "--max-episodes", "20", "--allow-degraded", "--catastrophe", "50", "--tolerance-abs", "5", "--store", tmp_path / "q.sqlite",
-    )  # fmt: skip
+    agent = ("--model", agents / "memory.zip", "--env", ENV, "--store", tmp_path / "q.sqlite")
+    # a hand-built policy no better than random play: so a tolerance in reward units and a catastrophe threshold
+    gate = ("--max-episodes", "20", "--allow-degraded", "--catastrophe", "50", "--tolerance-abs", "5")
+    code, _, err = cli("export", *agent, "--backend", "ort-fp32", "--out", out, *gate)
     assert code == 0, err
     contract = json.loads((out / "policy.json").read_text())
     assert contract["state"]["inputs"] == ["h", "c"] and contract["state"]["hidden"] == 16
