@@ -76,20 +76,11 @@ def distill(
     sam = recipe.part("sam")
     torch.manual_seed(seed)
     started = time.perf_counter()
-    student = agent.model.policy
-    student.set_training_mode(False)
-    teacher = clone_policy(student)
     switch = target_switch(spec, noise.scale if noise else 0.0)
-    convert(student, switch)
-    parameters = acting_parameters(student)
-    for p in student.parameters():
-        p.requires_grad_(False)
-    for p in parameters:
-        p.requires_grad_(True)
+    student, teacher, parameters = student_and_teacher(agent, switch)
     base = torch.optim.Adam(parameters, lr=settings.learning_rate)
     optimizer = SAM(base, sam.rho) if sam else base
-    teacher_steps = int(budget * settings.teacher_share) if settings.rounds else budget
-    student_steps = (budget - teacher_steps) // settings.rounds if settings.rounds else 0
+    teacher_steps, student_steps = step_budgets(settings, budget)
     states = [rollout_states(teacher, agent.make_env, teacher_steps, seed)]
     rng = np.random.default_rng(seed)
     gradient_steps, loss_value = 0, float("nan")
@@ -115,10 +106,36 @@ def distill(
             if on_round:
                 on_round(number, len(observed), loss_value)
     finally:
-        release(student)
-        for p in student.parameters():
-            p.requires_grad_(True)
+        released(student)
     return FineTune(sum(len(s) for s in states), gradient_steps, time.perf_counter() - started, loss_value)
+
+
+def student_and_teacher(agent, switch) -> tuple[Any, Any, list[torch.nn.Parameter]]:
+    """The agent's policy as the student (its acting layers computing per ``switch``, only their parameters
+    trainable), an fp32 copy of it as the teacher, and the parameters to train; :func:`released` undoes it."""
+    student = agent.model.policy
+    student.set_training_mode(False)
+    teacher = clone_policy(student)
+    convert(student, switch)
+    parameters = acting_parameters(student)
+    for p in student.parameters():
+        p.requires_grad_(False)
+    for p in parameters:
+        p.requires_grad_(True)
+    return student, teacher, parameters
+
+
+def released(student) -> None:
+    """The student's layers plain again, every parameter trainable, as before :func:`student_and_teacher`."""
+    release(student)
+    for p in student.parameters():
+        p.requires_grad_(True)
+
+
+def step_budgets(settings: Distill, budget: int) -> tuple[int, int]:
+    """Env steps for the teacher's rollouts and for each student round out of ``budget``."""
+    teacher_steps = int(budget * settings.teacher_share) if settings.rounds else budget
+    return teacher_steps, (budget - teacher_steps) // settings.rounds if settings.rounds else 0
 
 
 @dataclass(frozen=True)

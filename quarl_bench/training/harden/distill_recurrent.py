@@ -15,19 +15,21 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from gymnasium import spaces
 
-from quarl_bench.quant.quantize import clone_policy
 from quarl_bench.recurrent import distribution_step, pack, started, zero_state
-from quarl_bench.training.harden.distill import ROLLOUT_ENVS, FineTune, Step
+from quarl_bench.training.harden.distill import (
+    ROLLOUT_ENVS,
+    FineTune,
+    Step,
+    released,
+    step_budgets,
+    student_and_teacher,
+)
 from quarl_bench.training.harden.recipes import Distill, Recipe
 from quarl_bench.training.harden.student import (
     Output,
-    _scaled,
-    acting_parameters,
     calibrate_inputs,
-    convert,
-    release,
+    distribution_output,
     target_switch,
 )
 from quarl_bench.types import QuantSpec
@@ -51,13 +53,6 @@ class Sequences:
         return len(self.observations)
 
 
-def output_of(distribution, policy) -> Output:
-    """The decision output (logits, or the deterministic action scaled to [-1, 1]) of a recurrent distribution."""
-    if isinstance(policy.action_space, spaces.Discrete):
-        return Output("logits", distribution.distribution.logits)
-    return Output("actions", _scaled(policy, distribution.mode()))
-
-
 def rollout_sequences(actor, teacher, make_env: Callable, steps: int, seed: int, length: int) -> Sequences:
     """``actor`` plays (deterministic, its own state) ``ROLLOUT_ENVS`` envs seeded ``seed + i`` for at least
     ``steps`` steps in all, in whole chunks of ``length``; the teacher labels every step from its own state."""
@@ -75,7 +70,7 @@ def rollout_sequences(actor, teacher, make_env: Callable, steps: int, seed: int,
             states.append(teaching)
             markov.append(pack(obs, teaching))
             distribution, teaching = distribution_step(teacher, obs, teaching, begin)
-            outputs.append(output_of(distribution, teacher).tensor)
+            outputs.append(distribution_output(teacher, distribution))
             with torch.no_grad():
                 actions, acting = actor.predict(obs, acting, begin, deterministic=True)
             obs, _, dones, _ = env.step(actions)
@@ -95,13 +90,12 @@ def rollout_sequences(actor, teacher, make_env: Callable, steps: int, seed: int,
     first_c = np.stack([c for _, c in firsts], axis=2)
     layers, hidden = first_h.shape[0], first_h.shape[-1]
     state = (first_h.reshape(layers, envs * chunks, hidden), first_c.reshape(layers, envs * chunks, hidden))
-    target = torch.as_tensor(chunked(torch.stack(outputs).numpy()))
-    kind = "logits" if isinstance(teacher.action_space, spaces.Discrete) else "actions"
+    target = torch.as_tensor(chunked(torch.stack([output.tensor for output in outputs]).numpy()))
     return Sequences(
         chunked(observations),
         chunked(starts),
         state,
-        Output(kind, target.reshape(-1, *target.shape[2:])),
+        Output(outputs[0].kind, target.reshape(-1, *target.shape[2:])),
         np.concatenate(markov),
     )
 
@@ -125,7 +119,7 @@ def unrolled(student, sequences: Sequences, chunks: np.ndarray) -> Callable[[], 
 
     def output() -> Output:
         distribution, _ = student.get_distribution(obs, state, starts)
-        return output_of(distribution, student)
+        return distribution_output(student, distribution)
 
     return output
 
@@ -151,20 +145,11 @@ def distill_recurrent(
         )
     torch.manual_seed(seed)
     begun = time.perf_counter()
-    student = agent.model.policy
-    student.set_training_mode(False)
-    teacher = clone_policy(student)
     length = int(getattr(agent.model, "n_steps", 0) or DEFAULT_UNROLL)
     switch = target_switch(spec)
-    convert(student, switch)
-    parameters = acting_parameters(student)
-    for p in student.parameters():
-        p.requires_grad_(False)
-    for p in parameters:
-        p.requires_grad_(True)
+    student, teacher, parameters = student_and_teacher(agent, switch)
     optimizer = torch.optim.Adam(parameters, lr=settings.learning_rate)
-    teacher_steps = int(budget * settings.teacher_share) if settings.rounds else budget
-    student_steps = (budget - teacher_steps) // settings.rounds if settings.rounds else 0
+    teacher_steps, student_steps = step_budgets(settings, budget)
     parts = [rollout_sequences(teacher, teacher, agent.make_env, teacher_steps, seed, length)]
     rng = np.random.default_rng(seed)
     gradient_steps, loss_value = 0, float("nan")
@@ -186,8 +171,6 @@ def distill_recurrent(
             if on_round:
                 on_round(number, sum(len(p) * length for p in parts), loss_value)
     finally:
-        release(student)
-        for p in student.parameters():
-            p.requires_grad_(True)
+        released(student)
     env_steps = sum(len(p) * length for p in parts)
     return FineTune(env_steps, gradient_steps, time.perf_counter() - begun, loss_value)

@@ -77,10 +77,7 @@ def decision_output(policy: BasePolicy, observations: torch.Tensor) -> Output:
     if family == "quantile":
         return Output("values", policy.quantile_net(observations).mean(dim=1))
     if family == "actor-critic":
-        distribution = policy.get_distribution(observations)
-        if discrete:
-            return Output("logits", distribution.distribution.logits)
-        return Output("actions", _scaled(policy, distribution.mode()))
+        return distribution_output(policy, policy.get_distribution(observations))
     if family == "actor":
         actor = policy.actor
         actions = actor(observations, deterministic=True) if hasattr(actor, "action_dist") else actor(observations)
@@ -90,6 +87,14 @@ def decision_output(policy: BasePolicy, observations: torch.Tensor) -> Output:
         return Output("logits" if discrete else "actions", out if discrete else _scaled(policy, out))
     out = policy.decision_values(observations)
     return Output("logits" if discrete else "actions", out if discrete else _scaled(policy, out))
+
+
+def distribution_output(policy: BasePolicy, distribution) -> Output:
+    """An actor-critic's decision output from its action distribution (a recurrent policy's too): the logits, or
+    the deterministic action scaled to [-1, 1]."""
+    if isinstance(policy.action_space, spaces.Discrete):
+        return Output("logits", distribution.distribution.logits)
+    return Output("actions", _scaled(policy, distribution.mode()))
 
 
 def _scaled(policy: BasePolicy, actions: torch.Tensor) -> torch.Tensor:
