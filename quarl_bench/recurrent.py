@@ -72,15 +72,18 @@ def pack(observations: np.ndarray, state: State) -> np.ndarray:
 
 def unpack(policy: nn.Module, markov: np.ndarray) -> tuple[np.ndarray, State]:
     """The observations and the state of Markov states from :func:`pack`."""
-    layers, hidden = state_shape(policy)
-    width = layers * hidden
-    observation_shape = policy.observation_space.shape  # type: ignore[union-attr]
-    observations = markov[:, : -2 * width].reshape(len(markov), *observation_shape)
+    observations, state = split(markov, *state_shape(policy))
+    return observations.reshape(len(markov), *policy.observation_space.shape), state  # type: ignore[union-attr]
+
+
+def split(markov: np.ndarray, layers: int, hidden: int) -> tuple[np.ndarray, State]:
+    """Markov states from :func:`pack` as flat observations and the state, given the state's shape."""
+    rows, width = len(markov), layers * hidden
 
     def part(block: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(block.reshape(len(markov), layers, hidden).transpose(1, 0, 2))
+        return np.ascontiguousarray(block.reshape(rows, layers, hidden).transpose(1, 0, 2))
 
-    return observations, (part(markov[:, -2 * width : -width]), part(markov[:, -width:]))
+    return markov[:, : -2 * width], (part(markov[:, -2 * width : -width]), part(markov[:, -width:]))
 
 
 def act_on(policy: nn.Module, markov: np.ndarray, deterministic: bool = True) -> np.ndarray:

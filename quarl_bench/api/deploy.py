@@ -208,6 +208,7 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
     import torch
 
     from quarl_bench.deploy.backends import raw_observations, runner
+    from quarl_bench.deploy.export import RecurrentDeployablePolicy
     from quarl_bench.deploy.parity import parity
     from quarl_bench.evaluation.evaluate import greedy_actions, torch_thread_count
     from quarl_bench.evaluation.fixed_states import fixed_states
@@ -221,7 +222,7 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
         raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
     reference = policy if claimed.is_identity else quantized(agent, claimed)[0]
     sample_dtype = np.uint8 if getattr(module, "image", False) else np.float32
-    if hasattr(module, "state_shape"):  # a recurrent policy's fixed states are Markov states [obs | h | c]
+    if isinstance(module, RecurrentDeployablePolicy):  # its fixed states are Markov states [obs | h | c]
         from quarl_bench.deploy.backends import raw_markov
 
         raw = raw_markov(module, states)

@@ -102,7 +102,7 @@ def build(
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
     from quarl_bench.backend_registry import onnx_capable
-    from quarl_bench.deploy.export import GraphPolicy
+    from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
 
     require_backend(name)
     entry = registered(name)
@@ -110,7 +110,7 @@ def build(
         raise QuarlError(
             f"backend {name} needs a torch policy: expected one of {', '.join(onnx_capable())} for an ONNX model"
         )
-    if not hasattr(module, "state_shape"):
+    if not isinstance(module, RecurrentDeployablePolicy):
         return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
     from quarl_bench.deploy.recurrent import refuse_stateless
 

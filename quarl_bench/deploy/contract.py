@@ -144,8 +144,6 @@ def client(kind: str, recurrent: bool = False) -> str:
     head = "import json\nimport sys\n\nimport gymnasium as gym\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
     head += 'sys.path[:0] = contract.get("env_module_folders", [])  # where the env\'s own modules were found\n'
-    if recurrent:
-        head += "import rl_zoo3.import_envs  # noqa: F401  (registers rl-zoo3's envs: CartPoleNoVel-v1, ...)\n\n"
     return head + (ACT_RECURRENT if recurrent else ACT)[kind] + "\n\n" + PLAY
 
 
@@ -202,7 +200,7 @@ def contract(
         "contract_version": CONTRACT_VERSION,
         "backend": artifact.backend,
         # gymnasium imports ``module:`` before making the env, as --env my_pkg:MyEnv-v0 did
-        "env_id": ":".join([*ref.env_packages[:1], ref.env_id]),
+        "env_id": ":".join([*(ref.env_packages[:1] or rl_zoo3_registered(ref.env_id)), ref.env_id]),
         "env_kwargs": json.loads(ref.env_kwargs) if ref.env_kwargs else {},
         "env_module_folders": module_folders(ref.env_packages),
         "files": files,
@@ -234,6 +232,19 @@ def contract(
             "reset": "zeros at every episode start; otherwise pass h_out, c_out back as the next step's h, c",
         }
     return found
+
+
+def rl_zoo3_registered(env_id: str) -> list[str]:
+    """``["rl_zoo3.import_envs"]`` for an env that rl-zoo3 registers itself (CartPoleNoVel-v1, ...: gymnasium
+    imports the module before making it), else []."""
+    import gymnasium as gym
+
+    try:
+        entry = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return []
+    module = entry.__module__ if callable(entry) else str(entry).partition(":")[0]
+    return [module] if module.startswith("rl_zoo3.") else []
 
 
 def module_folders(packages: tuple[str, ...]) -> list[str]:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.recurrent import split
 
 
 def refuse_stateless(backend: str, carries_state: bool) -> None:
@@ -51,13 +52,7 @@ class RecurrentRunner:
         flat = batch.reshape(rows, -1)
         if flat.shape[1] == self.obs_dim:
             return self.step(flat, self.zero_state(rows))[0]
-        width = self.layers * self.hidden
-
-        def part(block: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(block.reshape(rows, self.layers, self.hidden).transpose(1, 0, 2))
-
-        state = (part(flat[:, self.obs_dim : self.obs_dim + width]), part(flat[:, self.obs_dim + width :]))
-        return self.step(flat[:, : self.obs_dim], state)[0]
+        return self.step(*split(flat, self.layers, self.hidden))[0]
 
 
 def recurrent_runner(artifact: Any, threads: int) -> RecurrentRunner:

@@ -25,8 +25,8 @@ def top2_gap(values: np.ndarray) -> np.ndarray:
 
 def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray | None:
     """The per-action scores whose argmax is the greedy action: Q-values (DQN), mean quantiles (QR-DQN), action
-    logits (actor-critics with discrete actions, a user's module; a recurrent policy's on Markov states); None for continuous-action policies, which have
-    no top-2 gap, and for a module that outputs its actions."""
+    logits (actor-critics with discrete actions, a user's module; a recurrent policy's on Markov states); None for
+    continuous-action policies, which have no top-2 gap, and for a module that outputs its actions."""
     from quarl_bench.quant.layers import policy_family
     from quarl_bench.recurrent import distribution_step, is_recurrent, unpack
 

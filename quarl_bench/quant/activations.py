@@ -23,7 +23,7 @@ from torch import nn
 from quarl_bench.precision import precision as number_format
 from quarl_bench.quant.affine import activation_grid
 from quarl_bench.quant.formats import FP8_DTYPES, format_round_trip
-from quarl_bench.quant.layers import acting_layers
+from quarl_bench.quant.layers import acting_layers, acting_lstms
 from quarl_bench.types import QuantSpec
 
 PERCENTILE = 99.99  # the percentile method's upper bound (its lower bound: 100 - PERCENTILE)
@@ -125,12 +125,8 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
     ``policy`` (in place: the quantized copy). Returns what was quantized, ``layer: precision``. A recurrent
     policy's first acting layer is its LSTM (its input the observation); its state is rounded by
     :mod:`~quarl_bench.quant.recurrent_state`, installed before."""
-    from quarl_bench.recurrent import actor_lstm, is_recurrent
-
     described: list[str] = []
-    named = list(acting_layers(policy))
-    if is_recurrent(policy):
-        named.insert(0, ("lstm_actor", actor_lstm(policy)))
+    named = [*acting_lstms(policy), *acting_layers(policy)]
     layers = [module for _, module in named]
     names = [name for name, _ in named]
     plan: list[tuple[nn.Module, str, bool, str]] = []  # (layer, precision, per_feature, where)

@@ -146,6 +146,13 @@ def acting_layers(policy: nn.Module) -> Iterator[tuple[str, nn.Module]]:
     yield from _layers(policy, _acting_filter(policy))
 
 
+def acting_lstms(policy: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``(name, module)`` for each LSTM the policy acts through (a recurrent actor's), in module order: the first
+    acting layers, as their input is the observation."""
+    keep = _acting_filter(policy)
+    return [(name, module) for name, module in policy.named_modules() if isinstance(module, nn.LSTM) and keep(name)]
+
+
 def unquantized_modules(policy: nn.Module) -> list[str]:
     """Acting modules holding parameters of their own that PTQ leaves in fp32 (LayerNorm, Embedding, LSTM, ...):
     ``name (Type)``, each once. An actor's batch-norm layers are not among them: PTQ folds them into the Linear

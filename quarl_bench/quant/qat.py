@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional
 
 from quarl_bench.quant.affine import activation_grid, fake_quant
+from quarl_bench.quant.layers import acting_lstms
 from quarl_bench.quant.quantize import acting_layers, grid_noise, quantize_tensor
 from quarl_bench.types import QuantSpec
 
@@ -116,13 +117,8 @@ _PLAIN_CLASSES = {QATLinear: nn.Linear, QATConv2d: nn.Conv2d, QATLSTM: nn.LSTM}
 def prepare_qat(policy: BasePolicy, switch: QATSwitch) -> list[str]:
     """Convert the policy's acting Linear/Conv2d layers (and a recurrent actor's LSTM) in place; returns their
     names."""
-    from quarl_bench.recurrent import actor_lstm, is_recurrent
-
     converted = []
-    named = list(acting_layers(policy))
-    if is_recurrent(policy):
-        named.insert(0, ("lstm_actor", actor_lstm(policy)))
-    for name, module in named:
+    for name, module in [*acting_lstms(policy), *acting_layers(policy)]:
         qat_class = _QAT_CLASSES.get(type(module))
         if qat_class is None:
             continue

@@ -14,11 +14,11 @@ def build_torchscript(_name: str, module: Any, sample: Any, *_: Any) -> Any:
     import torch
 
     from quarl_bench.deploy.backends import Artifact
-    from quarl_bench.deploy.export import GraphPolicy
+    from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
 
     if isinstance(module, GraphPolicy):
         return Artifact("torch-fp32", "onnx", module.graph)
-    example = module.example(sample) if hasattr(module, "state_shape") else (torch.as_tensor(sample),)
+    example = module.example(sample) if isinstance(module, RecurrentDeployablePolicy) else (torch.as_tensor(sample),)
     with torch.no_grad():
         traced = torch.jit.trace(module.eval(), example)
     buffer = io.BytesIO()

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
-from quarl_bench.quant.layers import acting_layers, policy_family
+from quarl_bench.quant.layers import acting_layers, acting_lstms, policy_family
 from quarl_bench.quant.qat import QATSwitch, prepare_qat, release_qat
 from quarl_bench.types import QuantSpec
 
@@ -36,11 +36,8 @@ def target_switch(spec: QuantSpec, noise: float = 0.0) -> QATSwitch:
 def acting_parameters(policy: nn.Module) -> list[nn.Parameter]:
     """The parameters of the acting layers (what the target spec quantizes, and what distillation trains): a
     recurrent actor's LSTM's too."""
-    from quarl_bench.recurrent import actor_lstm, is_recurrent
-
-    modules = [module for _, module in acting_layers(policy)]
-    modules += [actor_lstm(policy)] if is_recurrent(policy) else []
-    return [p for module in modules for p in module.parameters(recurse=False)]
+    modules = [*acting_lstms(policy), *acting_layers(policy)]
+    return [p for _, module in modules for p in module.parameters(recurse=False)]
 
 
 def convert(policy: BasePolicy, switch: QATSwitch) -> list[str]:
