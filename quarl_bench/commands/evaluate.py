@@ -197,7 +197,7 @@ def fidelity(args: argparse.Namespace) -> int:
         frame = measure_fidelity(ref, specs, settings, args.threshold, store, args.force)
         console.print(fidelity_table(frame))
         console.print(
-            f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*.png) and the "
-            "error per step on fp32 trajectories (fidelity_over_time_*.png)"
+            f"Stored in {store.path}; `quarl-bench report` plots the divergence steps (fidelity_*) and the "
+            "error per step on fp32 trajectories (fidelity_over_time_*)"
         )
     return 0
