@@ -40,6 +40,7 @@ class Backend:
     :param calibrated: it calibrates on observations the fp32 agent visits (``--calibration-states``,
         ``--calibration-method``: part of its jobs' specs).
     :param carries_state: its artifact can take and return a recurrent policy's state (``deploy/recurrent.py``).
+    :param fp32_observation: it keeps a vector observation's first layer in fp32, so its claim does too.
     """
 
     name: str
@@ -53,6 +54,7 @@ class Backend:
     torch_only: bool = False
     calibrated: bool = False
     carries_state: bool = False
+    fp32_observation: bool = False
 
     def builder(self) -> Callable[..., Any]:
         module, _, function = self.build.partition(":")

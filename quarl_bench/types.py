@@ -51,7 +51,8 @@ class QuantSpec:
         sensitivity and mixed-precision allocations. ``precision`` is then the narrowest of them.
     :param act_bits: PTQ: each acting layer's input fake-quantized at this precision (an integer width or a format),
         ranges calibrated on ``calibration_states`` visited states with ``calibration_method``; '' = fp32.
-    :param obs_bits: the observation after normalisation (the first acting layer's input), per feature.
+    :param obs_bits: the observation after normalisation (the first acting layer's input), per feature; ``fp32``
+        beside ``act_bits`` keeps it unquantized.
     :param out_bits: the output layer's output (logits, Q-values, actions before squashing).
     :param state_bits: a recurrent policy's hidden and cell state, rounded after every step (ranges calibrated on
         the states the fp32 policy visits).
@@ -129,7 +130,10 @@ class QuantSpec:
                 value = parse_precision(value)
             except QuarlError:
                 raise QuarlError(f"bad {name.replace('_', ' ')} '{value}': expected {help_text()}") from None
-            object.__setattr__(self, name, "" if value == "fp32" else value)
+            # an fp32 observation beside quantized activations keeps the first layer's input out of act_bits (what
+            # ort-int8-static builds); elsewhere fp32 means nothing is quantized
+            kept = name == "obs_bits" and bool(self.act_bits)
+            object.__setattr__(self, name, "" if value == "fp32" and not kept else value)
         if self.group_size and self.group_size not in GROUP_SIZES:
             raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
         from quarl_bench.rounding import rounding_names  # the rounding registry: no torch at import
@@ -374,6 +378,9 @@ class Job:
             if unused:
                 del fields[name]
         fields["spec"] = spec_identity(self.spec, self.method, self.target)
+        if self.target is not None and self.target.calibration_states:
+            # calibrated on its claim's states, one artifact for every job (rows before it: one per job seed)
+            fields["deploy_calibration"] = "the claim's states"
         if self.spec.calibrated:
             from quarl_bench.rounding import rounding
 

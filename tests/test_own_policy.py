@@ -448,14 +448,46 @@ def test_a_missing_extra_is_named_in_one_line() -> None:
     assert set(EXTRAS) <= set(declared["project"]["optional-dependencies"])  # each extra named is installable
 
 
-def test_onnx_policies_take_weight_formats_but_not_activation_quantizers(cli, own: Path, tmp_path: Path) -> None:
-    agent = ("--model", own / "corridor.onnx", "--env", "corridor_env:Corridor-v0", "-n", "5")
+class Residual(torch.nn.Module):
+    """A network that is no chain: its output adds its input back (a skip connection)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = torch.nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.hidden(x)
+
+
+def test_an_onnx_mlp_takes_what_its_torch_module_takes_and_another_graph_is_told_why_not(
+    cli, own: Path, tmp_path: Path
+) -> None:
+    """corridor.onnx is one chain (Gemm, Tanh, Gemm): read back as torch, it takes activation quantization and
+    GPTQ and scores exactly as the same network given as a torch module. A graph with a skip connection stays a
+    graph: weight formats run on it, activation quantization is refused in one line naming the node."""
+    env = ("--env", "corridor_env:Corridor-v0", "-n", "5", "--bits", "8", "4", "--act-bits", "8")
+    forms = {
+        "onnx": ("--model", own / "corridor.onnx"),
+        "module": ("--policy-module", f"{own / 'corridor_policy.py'}:from_weights"),
+    }
+    found = {}
+    for name, agent in forms.items():
+        code, _, err = cli("run", *agent, *env, "--ptq", "gptq", "--store", tmp_path / f"{name}.sqlite")
+        assert code == 0, err
+        found[name] = rewards(tmp_path / f"{name}.sqlite")
+    assert found["onnx"] == found["module"] and len(found["onnx"]) == 3
+    residual = tmp_path / "residual.onnx"
+    torch.onnx.export(
+        Residual(), (torch.zeros(1, 2),), str(residual), input_names=["x"], dynamic_axes={"x": {0: "b"}}, dynamo=False
+    )
+    agent = ("--model", residual, "--env", "corridor_env:Corridor-v0", "-n", "5")
     code, _, err = cli("run", *agent, "--bits", "nvfp4", "fp8-e4m3", "--store", tmp_path / "f.sqlite")
     assert code == 0, err
     assert set(load_results(tmp_path / "f.sqlite")["precision"]) == {"fp32", "nvfp4", "fp8-e4m3"}
     store = tmp_path / "a.sqlite"
     code, _, err = cli("run", *agent, "--bits", "8", "--act-bits", "8", "--store", store)
-    assert code == 2 and "ONNX policy runs its own graph" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "played as its own graph" in err and "Add node" in err and "does not continue one chain" in err
     assert not store.exists() or load_results(store).empty
 
 

@@ -57,6 +57,7 @@ class Export:
     artifact: Any
     folder: Path
     contract: dict[str, Any]
+    claimed: str = ""  # the fake-quant spec it claims to be, in words
 
 
 def export_artifact(
@@ -93,7 +94,7 @@ def export_artifact(
             f"backend {target.backend} has no standalone artifact format: expected an ort-*, litert-*, executorch-*, "
             "c-int8 or torch-fp32 backend"
         )
-    claimed = claimed_spec(target.backend)
+    claimed = claimed_spec(target.backend, module.image)
     _check_claim_simulable(module, target, claimed)
     size = "C source; flash below" if artifact.kind == "c" else f"{artifact.nbytes} bytes"
     step(f"built {target.backend} ({size}); parity against {spec_text(claimed)} on fixed states")
@@ -131,7 +132,7 @@ def export_artifact(
         }
     )
     write_folder(out, files, force)
-    return Export(artifact, out, document)
+    return Export(artifact, out, document, spec_text(claimed))
 
 
 def check_out(out: Path, force: bool) -> None:
@@ -189,16 +190,15 @@ def _deployable(ref: AgentRef) -> tuple[Any, Any]:
 
 
 def _built(agent: Any, target: DeployTarget) -> tuple[Any, float]:
-    from quarl_bench.methods.deploy import CALIBRATION_SEED_OFFSET, built_artifact, deploy_calibration_states
+    from quarl_bench.methods.deploy import (
+        CALIBRATION_SEED_OFFSET,
+        built_artifact,
+        claim_calibration_states,
+        deploy_calibration_states,
+    )
 
-    calibration = (
-        deploy_calibration_states(agent, target.calibration_states, CALIBRATION_SEED_OFFSET)
-        if target.calibration_states
-        else None
-    )
-    sample = (
-        calibration[:1] if calibration is not None else deploy_calibration_states(agent, 1, CALIBRATION_SEED_OFFSET)
-    )
+    calibration = claim_calibration_states(agent, target.calibration_states) if target.calibration_states else None
+    sample = deploy_calibration_states(agent, 1, CALIBRATION_SEED_OFFSET)
     return built_artifact(agent, target, sample, calibration)
 
 
@@ -245,9 +245,12 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
 def _divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any]) -> str:
     """The likely cause of a failed gate and its remedy, where the figures name one: an int8 graph that quantizes
     its raw observation per tensor (one step for features whose ranges differ widely), which its claim does not
-    model (a weights-only claim) or models on normalised inputs."""
+    model (a weights-only claim) or models on normalised inputs. A graph that keeps the observation in fp32 (its
+    claim does too) has no such cause."""
     ratio = parity.get("observation_span_ratio", 1.0)
     if artifact.kind == "c" or "max_error_steps" not in parity or ratio < 4 or claimed.precision != "int8":
+        return ""
+    if claimed.obs_bits == "fp32":
         return ""
     return (
         f"likely cause: the graph quantizes the raw observation to int8 per tensor, one step for features whose "
@@ -367,8 +370,9 @@ def _parity_line(parity: dict[str, Any]) -> str:
 
 
 def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec) -> None:
-    """An ONNX policy runs its own graph: quarl-bench simulates weight quantization on it, not activations, so a
-    backend that claims quantized activations (the W8A8 fake-quant) has nothing to be gated against.
+    """An ONNX policy that is no MLP chain runs its own graph: quarl-bench simulates weight quantization on it, not
+    activations, so a backend that claims quantized activations (the W8A8 fake-quant) has nothing to be gated
+    against.
 
     :raises QuarlError: in one line, naming the backends an ONNX policy exports to.
     """
@@ -380,7 +384,8 @@ def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec
     takes = [name for name in backend_names() if _onnx_exportable(name)]
     raise QuarlError(
         f"backend {target.backend} claims {spec_text(claimed)}, whose activation quantization is simulated on torch "
-        f"layers only: an ONNX policy exports to {', '.join(takes)}"
+        f"layers only, and this ONNX policy is played as its own graph ({module.policy.not_a_chain}): such a graph "
+        f"exports to {', '.join(takes)}"
     )
 
 

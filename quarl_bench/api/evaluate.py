@@ -61,16 +61,21 @@ def evaluate_agent(
 
 
 def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
-    """Before any row is stored: calibrated PTQ of an ONNX graph, and ``--state-bits`` for a policy without state.
+    """Before any row is stored: calibrated PTQ of an ONNX graph that is no MLP chain, and ``--state-bits`` for a policy without state.
 
     :raises QuarlError: naming what does not fit.
     """
     from quarl_bench.zoo.algorithms import RECURRENT
 
     if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
-        from quarl_bench.quant.quantize import ONNX_REFUSAL
+        from pathlib import Path
 
-        raise QuarlError(ONNX_REFUSAL)
+        from quarl_bench.quant.quantize import onnx_refusal
+        from quarl_bench.zoo.foreign import chain_reading
+
+        reading = chain_reading(Path(ref.model_path).read_bytes())
+        if reading.module is None:
+            raise QuarlError(onnx_refusal(reading.reason))
     state_bits = next((spec.state_bits for spec in specs if spec.state_bits), "")
     if state_bits and ref.algo not in RECURRENT:
         raise QuarlError(

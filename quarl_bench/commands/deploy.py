@@ -84,9 +84,8 @@ def table4(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     from quarl_bench.api import export_artifact
-    from quarl_bench.api.deploy import check_out, spec_text
+    from quarl_bench.api.deploy import check_out
     from quarl_bench.deploy.backends import require_backend
-    from quarl_bench.deploy.parity import claimed_spec
     from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.parsers.arguments import guarantee_options
 
@@ -119,7 +118,7 @@ def export(args: argparse.Namespace) -> int:
         )
     document = done.contract
     certification = document["certification"]
-    for name, reference in (("against_claimed", spec_text(claimed_spec(target.backend))), ("against_fp32", "fp32")):
+    for name, reference in (("against_claimed", done.claimed), ("against_fp32", "fp32")):
         found = certification[name]
         console.print(
             f"closed loop against {reference}: {found['verdict']} after {found['episodes']} paired episodes "

@@ -108,7 +108,8 @@ def build(
     entry = registered(name)
     if entry.torch_only and isinstance(module, GraphPolicy):
         raise QuarlError(
-            f"backend {name} needs a torch policy: expected one of {', '.join(onnx_capable())} for an ONNX model"
+            f"backend {name} needs a torch policy, and this ONNX policy is played as its own graph: "
+            f"{module.policy.not_a_chain}; expected one of {', '.join(onnx_capable())} for such a graph"
         )
     if not isinstance(module, RecurrentDeployablePolicy):
         return entry.builder()(name, module, sample, calibration, calibration_method, network_states)

@@ -103,7 +103,9 @@ def as_mlp(module) -> Mlp:
         modules, head, quantiles = list(module.net), "argmax", 1  # a greedy MLP (QuaRL Table 4's synthetic policies)
         return _built(modules, head, quantiles, None)
     if not isinstance(module, DeployablePolicy):
-        raise QuarlError("c-int8 needs a torch policy: expected an SB3 agent or a torch module, not an ONNX graph")
+        raise QuarlError(
+            "c-int8 needs a torch policy: expected an SB3 agent, a torch module or an ONNX graph that is one MLP chain"
+        )
     if module.image:
         raise QuarlError("c-int8 writes MLP policies only: this policy takes images (a CNN); expected a vector policy")
     modules, head, quantiles = _acting_modules(module)

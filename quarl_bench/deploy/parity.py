@@ -35,14 +35,20 @@ W8A8 = QuantSpec(
 )
 
 
-def claimed_spec(backend: str) -> QuantSpec:
-    """The fake-quant spec ``backend``'s artifact claims to be: fp32, fp16, or W8A8 per-channel (static int8)."""
+def claimed_spec(backend: str, image: bool = False) -> QuantSpec:
+    """The fake-quant spec ``backend``'s artifact claims to be: fp32, fp16, or W8A8 per-channel (static int8), its
+    observation left in fp32 where the backend keeps a vector policy's first layer in fp32 (``image``: the policy
+    takes images, whose first layer it quantizes)."""
+    from dataclasses import replace
+
     from quarl_bench.backend_registry import backend as registered
 
     entry = registered(backend)
     if entry.claims is not None:
         return QuantSpec(**entry.claims)
-    return QuantSpec("fp32") if entry.precision == "fp32" else W8A8
+    if entry.precision == "fp32":
+        return QuantSpec("fp32")
+    return replace(W8A8, obs_bits="fp32") if entry.fp32_observation and not image else W8A8
 
 
 def parity(

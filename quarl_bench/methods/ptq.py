@@ -92,7 +92,7 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
         finally:
             env.close()
     margins = margin_change(policy, reference, episodes.states)
-    if reference is not None and agent.ref.algo != "onnx":  # the same fp32-visited states for every precision
+    if reference is not None and not hasattr(fp32_policy, "graph_bytes"):  # the same fp32-visited states for all
         states = fixed_states(agent.ref.content_hash, fp32_policy, agent.make_env)
         margins |= fixed_state_fidelity(policy, reference, states)
     return EvalResult(

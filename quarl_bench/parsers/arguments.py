@@ -209,7 +209,7 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
     """PTQ beyond round-to-nearest weights: activations, groups, calibrated rounding, pruning."""
     for flag, what in (
         ("--act-bits", "each acting layer's input"),
-        ("--obs-bits", "the observation after normalisation (per feature)"),
+        ("--obs-bits", "the observation after normalisation (per feature; 32 beside --act-bits: kept fp32)"),
         ("--out-bits", "the output layer's output"),
         ("--state-bits", "a recurrent policy's hidden and cell state after every step"),
     ):

@@ -4,7 +4,7 @@ their inputs (or the output layer's output) to a precision, with ranges calibrat
 - ``act``: every acting layer's input, one range per tensor (the first layer's input is the observation, unless
   ``obs`` takes it).
 - ``obs``: the first acting layer's input, the observation after normalisation, one range per feature (each sensor
-  its own range, as an input ADC would have; images share one range).
+  its own range, as an input ADC would have; images share one range); ``fp32`` keeps it out of ``act``.
 - ``out``: the output layer's output: logits, Q-values or the action mean before squashing.
 
 Integer widths use the asymmetric grid of :func:`quant.affine.activation_grid` over the calibrated range; fp8 is
@@ -131,6 +131,8 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
     names = [name for name, _ in named]
     plan: list[tuple[nn.Module, str, bool, str]] = []  # (layer, precision, per_feature, where)
     for i, layer in enumerate(layers):
+        if i == 0 and spec.obs_bits == "fp32":
+            continue
         if i == 0 and spec.obs_bits:
             plan.append((layer, spec.obs_bits, True, "input"))
         elif spec.act_bits:

@@ -16,11 +16,16 @@ from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.quant.prune import prune_acting
 from quarl_bench.types import LayerStats, QuantSpec
 
-# calibrated rounding and activation hooks need torch layers that really run
-ONNX_REFUSAL = (
-    "calibrated rounding and activation quantization act on torch layers: an ONNX policy runs its own graph "
-    "(expected an SB3 zip, a zoo agent or --policy-module)"
-)
+
+def onnx_refusal(reason: str) -> str:
+    """One line: calibrated rounding and activation hooks need torch layers that really run, and an ONNX graph
+    that is no MLP chain (``reason``) has none."""
+    return (
+        "calibrated rounding and activation quantization act on torch layers, and this ONNX policy is played as its "
+        f"own graph: {reason} (expected a graph that is one MLP chain, an SB3 zip, a zoo agent or --policy-module)"
+    )
+
+
 KL_BINS = 256
 PROFILE_BINS = 100
 
@@ -71,7 +76,7 @@ def quantize(
     if spec.calibrated and (states is None or not len(states)):
         raise QuarlError(f"{spec.recipe_label()} needs calibration states: none were given")
     if (spec.calibrated or spec.activations) and hasattr(policy, "graph_bytes"):
-        raise QuarlError(ONNX_REFUSAL)
+        raise QuarlError(onnx_refusal(policy.not_a_chain))
     fold_actor_batch_norms(quantized)
     tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)
     if spec.ptq != "rtn" and not any(t.kind == "weight" for t in tensors):

@@ -216,14 +216,18 @@ _ANNOUNCED: set[str] = set()  # action-output policies already announced in this
 
 def load_foreign(ref: AgentRef) -> LoadedAgent:
     """A torch-module or ONNX agent: the policy on the env's spaces, its output shape checked."""
-    from quarl_bench.zoo.foreign import ModulePolicy, OnnxPolicy, check_output, load_module_function
+    from quarl_bench.zoo.foreign import ModulePolicy, OnnxPolicy, chain_reading, check_output, load_module_function
 
     agent = LoadedAgent(ref, PolicyOnly(None), {}, None, json.loads(ref.env_kwargs or "{}"))
     observation_space, action_space = probe_spaces(agent)
     if ref.algo == "onnx":
         graph = Path(ref.model_path).read_bytes()
         announce_outputs(ref.model_path, graph)
-        policy = OnnxPolicy(observation_space, action_space, graph)
+        reading = chain_reading(graph, action_space)
+        if reading.module is not None:  # an MLP chain: its torch twin takes every method a torch module takes
+            policy = ModulePolicy(observation_space, action_space, reading.module)
+        else:
+            policy = OnnxPolicy(observation_space, action_space, graph, not_a_chain=reading.reason)
     else:
         policy = ModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
     check_output(policy, ref.model_path)

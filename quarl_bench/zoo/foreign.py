@@ -21,6 +21,7 @@ from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.zoo.onnx_chain import ChainReading, acting_nodes, read_chain
 
 ONNX_FLOAT = 1  # onnx.TensorProto.FLOAT
 
@@ -204,18 +205,6 @@ class OnnxLayers(nn.Module):
         return values
 
 
-def acting_nodes(graph) -> set[int]:
-    """Indices of the nodes the first output (the action or its logits) depends on."""
-    needed = {graph.output[0].name}
-    acting: set[int] = set()
-    for index in range(len(graph.node) - 1, -1, -1):  # ONNX nodes are topologically sorted
-        node = graph.node[index]
-        if needed.intersection(node.output):
-            acting.add(index)
-            needed.update(node.input)
-    return acting
-
-
 def _conv(weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
     kinds = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}
     if weight.ndim not in kinds:
@@ -233,8 +222,9 @@ class OnnxPolicy(ModulePolicy):
     """An fp32 ONNX graph (one float observation input; first output: logits or actions; for a ``Discrete`` space
     the action index too, as quarl-bench's exports and SB3's ``OnnxableSB3Policy`` write it) played on ONNX Runtime.
 
-    PTQ rewrites its weight initializers on the same grid as any torch layer (through :class:`OnnxLayers`); the
-    session is built from the current weights at the first action, so quantize before acting.
+    A graph that is one MLP chain is loaded as its torch twin instead (:func:`chain_reading`); this class plays the
+    others. PTQ rewrites its weight initializers on the same grid as any torch layer (through :class:`OnnxLayers`);
+    the session is built from the current weights at the first action, so quantize before acting.
     """
 
     def __init__(
@@ -243,9 +233,11 @@ class OnnxPolicy(ModulePolicy):
         action_space: spaces.Space,
         graph_bytes: bytes,
         outputs_actions: bool = False,
+        not_a_chain: str = "",
     ) -> None:
         super().__init__(observation_space, action_space, OnnxLayers(graph_bytes), outputs_actions)
         self.graph_bytes = graph_bytes
+        self.not_a_chain = not_a_chain  # why it has no torch twin (in the refusals of torch-only methods)
         self.input_name = graph_input(graph_bytes, "the ONNX graph")
         self.one_at_a_time = fixed_batch_of_one(graph_bytes, self.input_name)
         self._session = None
@@ -256,6 +248,7 @@ class OnnxPolicy(ModulePolicy):
             "action_space": self.action_space,
             "graph_bytes": self.graph_bytes,
             "outputs_actions": self.outputs_actions,
+            "not_a_chain": self.not_a_chain,
         }
 
     def current_graph(self) -> bytes:
@@ -315,3 +308,10 @@ def graph_input(graph_bytes: bytes, source: str) -> str:
         type_name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "unknown"
         raise QuarlError(f"{source} input {inputs[0].name!r} is {type_name}: expected a float (float32) input")
     return inputs[0].name
+
+
+def chain_reading(graph_bytes: bytes, action_space: spaces.Space | None = None) -> ChainReading:
+    """The graph's torch twin when its acting path is one MLP chain (:mod:`quarl_bench.zoo.onnx_chain`), else why
+    not. A final clip to exactly ``action_space``'s bounds is left out: the contract clips to them anyway."""
+    bounds = (action_space.low, action_space.high) if isinstance(action_space, spaces.Box) else None
+    return read_chain(graph_bytes, graph_input(graph_bytes, "the ONNX graph"), bounds)

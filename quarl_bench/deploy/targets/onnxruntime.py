@@ -59,4 +59,15 @@ register_backend(
         {"precision": "int8", "granularity": "per-tensor", "symmetric": True},  # activations dynamic
     )
 )
-register_backend(Backend("ort-int8-static", "int8", "onnx", "deploy", ORT, f"{__name__}:build_int8", calibrated=True))
+register_backend(
+    Backend(
+        "ort-int8-static",
+        "int8",
+        "onnx",
+        "deploy",
+        ORT,
+        f"{__name__}:build_int8",
+        calibrated=True,
+        fp32_observation=True,
+    )
+)
