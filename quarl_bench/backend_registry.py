@@ -86,8 +86,9 @@ def backend_names(**facts: Any) -> tuple[str, ...]:
 
 
 def onnx_capable() -> tuple[str, ...]:
-    """The backends an ONNX policy can be deployed to."""
-    return tuple(b.name for b in _BACKENDS.values() if not b.torch_only)
+    """The backends an ONNX policy played as its own graph can be deployed to: not a calibrated one (its claim
+    quantizes activations, which are simulated on torch layers only)."""
+    return tuple(b.name for b in _BACKENDS.values() if not b.torch_only and not b.calibrated)
 
 
 def _load_targets() -> None:

@@ -235,6 +235,11 @@ def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_pa
     )
     assert code == 0, err
     assert (artifact / "policy.c").is_file()
+    # the hardened ONNX graph is one MLP chain: read back as torch, it reaches c-int4 too, with the same C
+    from_graph = ("--model", out, "--env", "CartPole-v1", "--backend", "c-int4", "--out", tmp_path / "c4-onnx")
+    code, _, err = cli("export", *from_graph, "--max-episodes", "20", *lenient, "--store", store)
+    assert code == 0, err
+    assert (tmp_path / "c4-onnx" / "policy.c").read_bytes() == (artifact / "policy.c").read_bytes()
 
 
 @pytest.mark.slow

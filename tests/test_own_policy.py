@@ -489,6 +489,12 @@ def test_an_onnx_mlp_takes_what_its_torch_module_takes_and_another_graph_is_told
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "played as its own graph" in err and "Add node" in err and "does not continue one chain" in err
     assert not store.exists() or load_results(store).empty
+    for backend, named in (("c-int8", "needs a torch policy"), ("ort-int8-static", "claims fake-quant")):
+        out = tmp_path / backend
+        code, _, err = cli("export", *agent[:4], "--backend", backend, "--out", out, "--store", store)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert named in err and "Add node" in err and "ort-fp32, ort-fp16, ort-int8-dynamic" in err
+        assert not out.exists()
 
 
 def test_an_exported_artifact_s_client_finds_the_user_s_env_module(cli, own: Path, tmp_path: Path) -> None:

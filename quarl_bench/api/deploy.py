@@ -376,24 +376,17 @@ def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec
 
     :raises QuarlError: in one line, naming the backends an ONNX policy exports to.
     """
-    from quarl_bench.backend_registry import backend_names
+    from quarl_bench.backend_registry import onnx_capable
     from quarl_bench.deploy.export import GraphPolicy
 
     if not isinstance(module, GraphPolicy) or not claimed.activations:
         return
-    takes = [name for name in backend_names() if _onnx_exportable(name)]
+    takes = onnx_capable()
     raise QuarlError(
         f"backend {target.backend} claims {spec_text(claimed)}, whose activation quantization is simulated on torch "
         f"layers only, and this ONNX policy is played as its own graph ({module.policy.not_a_chain}): such a graph "
         f"exports to {', '.join(takes)}"
     )
-
-
-def _onnx_exportable(name: str) -> bool:
-    from quarl_bench.backend_registry import backend
-
-    entry = backend(name)
-    return not entry.torch_only and entry.kind in ("onnx",) and not claimed_spec(name).activations
 
 
 def time_table4(
