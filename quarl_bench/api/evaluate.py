@@ -61,7 +61,8 @@ def evaluate_agent(
 
 
 def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
-    """Before any row is stored: calibrated PTQ of an ONNX graph that is no MLP chain, and ``--state-bits`` for a policy without state.
+    """Before any row is stored: calibrated PTQ of an ONNX graph that is no MLP chain, and ``--state-bits`` for a
+    policy without state.
 
     :raises QuarlError: naming what does not fit.
     """
