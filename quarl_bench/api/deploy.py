@@ -245,12 +245,12 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
 def _divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any]) -> str:
     """The likely cause of a failed gate and its remedy, where the figures name one: an int8 graph that quantizes
     its raw observation per tensor (one step for features whose ranges differ widely), which its claim does not
-    model (a weights-only claim) or models on normalised inputs. A graph that keeps the observation in fp32 (its
-    claim does too) has no such cause."""
+    model (a weights-only claim: ``ort-int8-dynamic``). A claim with activations models the graph's observation
+    grid (or its fp32 observation), so that cause is not theirs."""
     ratio = parity.get("observation_span_ratio", 1.0)
     if artifact.kind == "c" or "max_error_steps" not in parity or ratio < 4 or claimed.precision != "int8":
         return ""
-    if claimed.obs_bits == "fp32":
+    if claimed.activations:  # the claim rounds the observation on the graph's grid, or keeps it in fp32 as it does
         return ""
     return (
         f"likely cause: the graph quantizes the raw observation to int8 per tensor, one step for features whose "

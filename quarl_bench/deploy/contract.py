@@ -278,8 +278,8 @@ def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> d
             "layers": artifact.info("layers"),
         }
     recipes = {
-        "tflite": "PT2E static int8: per-channel symmetric weights, per-tensor activations",
-        "pte": "XNNPACK PT2E int8: per-channel symmetric weights, per-tensor activations",
+        "tflite": "PT2E static int8: per-channel symmetric weights, per-tensor activations (min-max ranges)",
+        "pte": "XNNPACK PT2E int8: per-channel symmetric weights, per-tensor activations (min-max ranges)",
     }
     if claimed.precision == "fp32":
         return {"weights": "fp32"}

@@ -38,7 +38,9 @@ def litert(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray 
             from litert_torch.quantize.quant_config import QuantConfig
 
             quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
-                pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
+                min_max_activations(
+                    pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
+                )
             )
             prepared = _calibrated(module, example, quantizer, calibration, fold=False)
             litert_torch.convert(prepared, example, quant_config=QuantConfig(pt2e_quantizer=quantizer)).export(path)
@@ -60,10 +62,26 @@ def executorch(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndar
                 get_symmetric_quantization_config,
             )
 
-            quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+            quantizer = XNNPACKQuantizer().set_global(
+                min_max_activations(get_symmetric_quantization_config(is_per_channel=True))
+            )
             model = _calibrated(module, example, quantizer, calibration, fold=True)
         program = to_edge_transform_and_lower(torch.export.export(model, example), partitioner=[XnnpackPartitioner()])
         return program.to_executorch().buffer
+
+
+def min_max_activations(config):
+    """A PT2E quantization config with min-max activation ranges, as the W8A8 claim calibrates them. The quantizers'
+    own HistogramObserver picks the range of least squared error instead: on sac Pendulum that put litert-int8's
+    observation grid at a step of 0.0563 where its claim's is 0.0555, and its actions 13 steps from the claim."""
+    from dataclasses import replace
+
+    from torchao.quantization.pt2e.observer import MinMaxObserver
+
+    if config.input_activation is None:
+        return config
+    activation = replace(config.input_activation, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=2**-12))
+    return replace(config, input_activation=activation, output_activation=activation)
 
 
 def _calibrated(module, example: tuple, quantizer, calibration: np.ndarray, fold: bool):
