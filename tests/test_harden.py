@@ -154,7 +154,7 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, tiny: Path, tmp_path: Pat
         cli, tmp_path, *agent, *target, "--recipe", "sharp"
     )
     module = ("--policy-module", f"{tiny / 'tiny_policy.py'}:policy", "--env", "CartPole-v1")
-    assert "recipe 'sam' trains with the RL algorithm's loss, and a --policy-module policy has none" in refused(
+    assert "recipe 'sam' trains with the RL algorithm's loss, and a torch-module or ONNX policy has none" in refused(
         cli, tmp_path, *module, "--bits", "4", "--recipe", "sam", "--budget", "100", "--out", str(tmp_path / "m.onnx")
     )
     assert "bad --out" in refused(cli, tmp_path, *agent, "--bits", "4", "--out", str(tmp_path / "hard.onnx"))
@@ -240,6 +240,44 @@ def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_pa
     code, _, err = cli("export", *from_graph, "--max-episodes", "20", *lenient, "--store", store)
     assert code == 0, err
     assert (tmp_path / "c4-onnx" / "policy.c").read_bytes() == (artifact / "policy.c").read_bytes()
+    # an ONNX policy that is one chain is distilled through its torch twin, into an ONNX graph alone
+    again = tmp_path / "again.onnx"
+    code, _, err = cli(
+        "harden",
+        "--model",
+        out,
+        "--env",
+        "CartPole-v1",
+        "--bits",
+        "4",
+        "--budget",
+        "400",
+        "--out",
+        again,
+        "--store",
+        store,
+    )
+    assert code == 0, err
+    assert again.is_file() and (tmp_path / "again" / "harden.json").is_file()
+    assert not (tmp_path / "again" / "module.py").exists()
+    residual = tmp_path / "residual.onnx"
+    torch.onnx.export(
+        Residual(), (torch.zeros(1, 4),), str(residual), input_names=["x"], dynamic_axes={"x": {0: "b"}}, dynamo=False
+    )
+    graph = ("--model", str(residual), "--env", "CartPole-v1", "--bits", "4", "--out", str(tmp_path / "r.onnx"))
+    err = refused(cli, tmp_path, *graph, "--budget", "100")
+    assert "played as its own graph" in err and "does not continue one chain" in err
+
+
+class Residual(torch.nn.Module):
+    """A network that is no chain: CartPole's 4 observations plus a layer of them, and two logits of that."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x + self.hidden(x))
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ def zoo_steps(ref: AgentRef) -> int | None:
     from quarl_bench.zoo.agents import zip_path_of
     from quarl_bench.zoo.model_file import stats_dir
 
-    if ref.algo in MODULE_ALGOS or ref.algo == "onnx":
+    if ref.algo in MODULE_ALGOS:
         return None
     steps = saved_config(stats_dir(zip_path_of(ref))).get("n_timesteps")
     if steps is None:

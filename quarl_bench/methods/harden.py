@@ -6,7 +6,9 @@ An SB3 agent becomes ``OUT.zip`` with ``OUT/`` beside it, as rl-zoo3 lays out a 
 ``env_kwargs.yml`` and ``vecnormalize.pkl``, so it is evaluated exactly as its parent, and ``harden.json``, its
 provenance). A ``--policy-module`` policy becomes ``OUT.onnx`` (its module's output, logits or actions) with the
 same ``OUT/harden.json``, and also a torch module, ``OUT/module.py:make`` (the parent's function with the hardened
-``OUT/weights.pt``), so the backends that need torch (``c-int8``, ``c-int4``, LiteRT, ExecuTorch) take it.
+``OUT/weights.pt``), so the backends that need torch (``c-int8``, ``c-int4``, LiteRT, ExecuTorch) take it. An
+ONNX policy that is one MLP chain is distilled through its torch twin and becomes ``OUT.onnx`` alone (read back as
+torch in turn).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ HARDEN_VERSION = 1  # bump when a recipe's procedure changes what its settings m
 HARDEN_SEED = 3_000_000  # rollout seeds start here: apart from evaluation, calibration and fixed-state seeds
 PROVENANCE_FILE = "harden.json"
 COPIED_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
-MODULE_ALGOS = ("torch-module",)
+MODULE_ALGOS = ("torch-module", "onnx")  # no RL algorithm: distilled only, and written as ONNX
 
 
 @dataclass(frozen=True)
@@ -70,14 +72,11 @@ class HardenConfig(OfAgent):
         if self.budget < 1:
             raise QuarlError(f"bad --budget {self.budget}: expected env steps >= 1 (at most the zoo's training steps)")
         if self.ref.algo == "onnx":
-            raise QuarlError(
-                "harden fine-tunes torch weights: an ONNX policy has none to train "
-                "(expected a zoo agent, an SB3 zip or --policy-module)"
-            )
+            _refuse_graph(self.ref.model_path)
         if self.ref.algo in MODULE_ALGOS and not self.recipe.distills:
             raise QuarlError(
-                f"recipe {self.recipe.name!r} trains with the RL algorithm's loss, and a --policy-module policy has "
-                "none: expected a distill recipe (distill, distill+noise, distill+sam)"
+                f"recipe {self.recipe.name!r} trains with the RL algorithm's loss, and a torch-module or ONNX policy "
+                "has none: expected a distill recipe (distill, distill+noise, distill+sam)"
             )
 
     @property
@@ -96,6 +95,21 @@ class HardenConfig(OfAgent):
     @property
     def suffix(self) -> str:
         return ".onnx" if self.ref.algo in MODULE_ALGOS else ".zip"
+
+
+def _refuse_graph(path: str) -> None:
+    """An ONNX policy is fine-tuned through its torch twin: refused, naming why, when its graph has none.
+
+    :raises QuarlError: for a graph that is no MLP chain.
+    """
+    from quarl_bench.zoo.foreign import chain_reading
+
+    reading = chain_reading(Path(path).read_bytes())
+    if reading.module is None:
+        raise QuarlError(
+            f"harden fine-tunes torch weights, and this ONNX policy is played as its own graph: {reading.reason} "
+            "(expected a graph that is one MLP chain, a zoo agent, an SB3 zip or --policy-module)"
+        )
 
 
 @dataclass(frozen=True)
@@ -200,11 +214,12 @@ def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
         cost = rl_fine_tune(parent, config.spec, config.recipe, config.budget, config.seed, staged)
     else:
         cost = distill(parent, config.spec, config.recipe, config.budget, seed)
-        if config.ref.algo in MODULE_ALGOS:
-            _save_onnx(parent.model.policy, staged)
-            _save_module(parent.model.policy, config.ref, staged.with_suffix(""))
-        else:
+        if config.ref.algo not in MODULE_ALGOS:
             parent.model.save(staged)
+        else:
+            _save_onnx(parent.model.policy, staged)
+        if config.ref.algo == "torch-module":  # an ONNX parent's hardened graph is itself read back as torch
+            _save_module(parent.model.policy, config.ref, staged.with_suffix(""))
     if config.ref.algo not in MODULE_ALGOS and parent.stats_path:
         folder = staged.with_suffix("")
         folder.mkdir(exist_ok=True)
