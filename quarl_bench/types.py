@@ -130,9 +130,7 @@ class QuantSpec:
                 value = parse_precision(value)
             except QuarlError:
                 raise QuarlError(f"bad {name.replace('_', ' ')} '{value}': expected {help_text()}") from None
-            # an fp32 observation beside quantized activations keeps the first layer's input out of act_bits (what
-            # ort-int8-static builds); elsewhere fp32 means nothing is quantized
-            kept = name == "obs_bits" and bool(self.act_bits)
+            kept = name == "obs_bits" and bool(self.act_bits)  # fp32 observation, quantized activations
             object.__setattr__(self, name, "" if value == "fp32" and not kept else value)
         if self.group_size and self.group_size not in GROUP_SIZES:
             raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
@@ -378,8 +376,7 @@ class Job:
             if unused:
                 del fields[name]
         fields["spec"] = spec_identity(self.spec, self.method, self.target)
-        if self.target is not None and self.target.calibration_states:
-            # calibrated on its claim's states, one artifact for every job (rows before it: one per job seed)
+        if self.target is not None and self.target.calibration_states:  # rows before it: calibrated per job seed
             fields["deploy_calibration"] = "the claim's states"
         if self.spec.calibrated:
             from quarl_bench.rounding import rounding
