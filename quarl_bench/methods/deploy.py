@@ -75,13 +75,17 @@ class NormalizedReference:
 
 
 def claim_calibration_states(agent, count: int) -> np.ndarray:
-    """The ``count`` states a W8A8 fake-quant policy calibrates on (:func:`~quarl_bench.methods.ptq.calibration_states`)
-    as raw observations (VecNormalize undone: the artifact normalises inside): ``ort-int8-static`` calibrates on
-    them, so its ranges are its claim's (on other states its gate missed by 5.5 steps on sac Pendulum)."""
+    """The ``count`` states a W8A8 fake-quant policy calibrates on
+    (:func:`~quarl_bench.methods.ptq.calibration_states`) as raw observations (VecNormalize undone: the artifact
+    normalises inside; a recurrent policy's observation part): ``ort-int8-static`` calibrates on them, so its ranges
+    are its claim's (on other states its gate missed by 5.5 steps on sac Pendulum)."""
     from quarl_bench.deploy.export import split_normalizer
     from quarl_bench.methods.ptq import calibration_states
+    from quarl_bench.recurrent import is_recurrent, unpack
 
     states = calibration_states(agent, count)
+    if is_recurrent(agent.model.policy):
+        states = unpack(agent.model.policy, states)[0]
     env = agent.make_env(1, 0)
     _, normalizer = split_normalizer(env)
     env.close()
@@ -124,8 +128,8 @@ def built_artifact(
     agent, target: DeployTarget, sample: np.ndarray, calibration: np.ndarray | None
 ) -> tuple[Any, float]:
     """``target``'s artifact of the agent and the seconds its build took. No artifact depends on the job (each
-    calibrates on fixed states: ``calibration``, from :data:`CALIBRATION_SEED_OFFSET`, or the W8A8 ones), so each
-    is built once per process, agent and target."""
+    calibrates on fixed states: ``calibration``, :func:`claim_calibration_states`, or the W8A8 network states),
+    so each is built once per process, agent and target."""
     from quarl_bench.deploy.backends import build
     from quarl_bench.deploy.export import deployable, split_normalizer
 
