@@ -193,20 +193,8 @@ def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_pa
 
     store, out = tmp_path / "s.sqlite", tmp_path / "module.onnx"
     module = ("--policy-module", f"{tiny / 'tiny_policy.py'}:policy", "--env", "CartPole-v1")
-    code, _, err = cli(
-        "harden",
-        *module,
-        "--bits",
-        "4",
-        "--granularity",
-        "per-channel",
-        "--budget",
-        "400",
-        "--out",
-        out,
-        "--store",
-        store,
-    )
+    small = ("--bits", "4", "--budget", "400", "--store", store)
+    code, _, err = cli("harden", *module, *small, "--granularity", "per-channel", "--out", out)
     assert code == 0, err
     assert out.is_file() and (tmp_path / "module" / "harden.json").is_file()
     code, _, err = cli("run", "--model", out, "--env", "CartPole-v1", "--bits", "32", "-n", "5", "--store", store)
@@ -242,21 +230,7 @@ def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_pa
     assert (tmp_path / "c4-onnx" / "policy.c").read_bytes() == (artifact / "policy.c").read_bytes()
     # an ONNX policy that is one chain is distilled through its torch twin, into an ONNX graph alone
     again = tmp_path / "again.onnx"
-    code, _, err = cli(
-        "harden",
-        "--model",
-        out,
-        "--env",
-        "CartPole-v1",
-        "--bits",
-        "4",
-        "--budget",
-        "400",
-        "--out",
-        again,
-        "--store",
-        store,
-    )
+    code, _, err = cli("harden", "--model", out, "--env", "CartPole-v1", *small, "--out", again)
     assert code == 0, err
     assert again.is_file() and (tmp_path / "again" / "harden.json").is_file()
     assert not (tmp_path / "again" / "module.py").exists()

@@ -193,13 +193,12 @@ def _built(agent: Any, target: DeployTarget) -> tuple[Any, float]:
     from quarl_bench.methods.deploy import (
         CALIBRATION_SEED_OFFSET,
         built_artifact,
-        claim_calibration_states,
         deploy_calibration_states,
+        target_calibration,
     )
 
-    calibration = claim_calibration_states(agent, target.calibration_states) if target.calibration_states else None
     sample = deploy_calibration_states(agent, 1, CALIBRATION_SEED_OFFSET)
-    return built_artifact(agent, target, sample, calibration)
+    return built_artifact(agent, target, sample, target_calibration(agent, target))
 
 
 def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) -> dict[str, Any]:

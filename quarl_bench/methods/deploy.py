@@ -74,6 +74,12 @@ class NormalizedReference:
         return self.policy.predict(observation, state, episode_start, deterministic)
 
 
+def target_calibration(agent, target: DeployTarget) -> np.ndarray | None:
+    """The observations ``target``'s artifact calibrates on (a calibrated backend's: its claim's states), else None.
+    The same for every job: the artifact each batch plays is the one export ships, not one per batch seed."""
+    return claim_calibration_states(agent, target.calibration_states) if target.calibration_states else None
+
+
 def claim_calibration_states(agent, count: int) -> np.ndarray:
     """The ``count`` states a W8A8 fake-quant policy calibrates on
     (:func:`~quarl_bench.methods.ptq.calibration_states`) as raw observations (VecNormalize undone: the artifact
@@ -168,9 +174,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     assert target is not None  # a deploy job has one (Job checks)
     policy = agent.model.policy
     policy.set_training_mode(False)
-    # one calibration for every job: the artifact each batch plays is the one export ships, not one per batch seed
-    states = target.calibration_states
-    calibration = claim_calibration_states(agent, states) if states else None
+    calibration = target_calibration(agent, target)
     sample = deploy_calibration_states(agent, 64, job.seed + CALIBRATION_SEED_OFFSET)
     env = agent.make_env(job.n_envs, job.seed)
     try:
