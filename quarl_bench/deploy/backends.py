@@ -3,8 +3,7 @@
 artifact runs (:func:`runner`), and the builders several backends share (ONNX Runtime's int8 quantizers, the edge
 and C artifacts).
 
-On an x86 CPU without VNNI the int8 ONNX backends use ORT's ``reduce_range`` (7-bit weights): its u8 x s8 kernels
-saturate otherwise (see ``actorq.onnx_policy.weight_bits``).
+ONNX Runtime's int8 graphs are built in ``deploy/ort_int8.py``, in one format for every CPU.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import copy
 import dataclasses
 import hashlib
 import io
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,69 +209,6 @@ def program_artifact(program, prefix: str = "") -> Artifact:
         ("normalized", mlp.normalized),
     )
     return Artifact(backend, "c", b"".join(data for _, data in files), files=files, meta=meta)
-
-
-def ort_int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: str) -> bytes:
-    """ONNX Runtime's int8 graph of ``fp32``: ``ort-int8-dynamic`` or ``ort-int8-static`` (calibrated)."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_dynamic,
-        quantize_static,
-    )
-
-    from quarl_bench.actorq.onnx_policy import weight_bits
-
-    ort.set_default_logger_severity(3)  # the calibration sessions log graph-cleanup notices otherwise
-    reduce_range = weight_bits() == 7
-    with tempfile.TemporaryDirectory() as folder:
-        source, target = Path(folder) / "fp32.onnx", Path(folder) / "int8.onnx"
-        source.write_bytes(fp32)
-        if backend == "ort-int8-dynamic":
-            quantize_dynamic(source, target, weight_type=QuantType.QInt8, reduce_range=reduce_range)
-            return target.read_bytes()
-        if calibration is None or not len(calibration):
-            raise QuarlError("ort-int8-static needs calibration observations: expected --calibration-states >= 1")
-
-        class Observations(CalibrationDataReader):
-            def __init__(self) -> None:  # one observation per batch: ORT's histogram calibrators need equal batches
-                self.batches = iter(calibration[i : i + 1] for i in range(len(calibration)))
-
-            def get_next(self):
-                batch = next(self.batches, None)
-                return None if batch is None else {"obs": batch}
-
-        methods = {
-            "minmax": CalibrationMethod.MinMax,
-            "entropy": CalibrationMethod.Entropy,
-            "percentile": CalibrationMethod.Percentile,
-        }
-        quantize_static(
-            source,
-            target,
-            Observations(),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            reduce_range=reduce_range,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            calibrate_method=methods[method],
-            nodes_to_exclude=fp32_layers(fp32, calibration),
-        )
-        return target.read_bytes()
-
-
-def fp32_layers(model: bytes, observations: np.ndarray) -> list[str]:
-    """The nodes ``ort-int8-static`` keeps in fp32: the first MatMul/Gemm for vector (non-uint8) observations."""
-    import onnx
-
-    if observations.dtype == np.uint8:
-        return []
-    nodes = onnx.load_from_string(model).graph.node
-    return [node.name for node in nodes if node.op_type in ("MatMul", "Gemm", "Conv")][:1]
 
 
 def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.ndarray]:

@@ -37,7 +37,8 @@ def build_fp16(_name: str, module: Any, sample: Any, *_: Any) -> Any:
 
 def build_int8(name: str, module: Any, sample: Any, calibration: Any, calibration_method: str, *_: Any) -> Any:
     """``ort-int8-dynamic`` or ``ort-int8-static`` (which calibrates on ``calibration``)."""
-    from quarl_bench.deploy.backends import Artifact, ort_int8
+    from quarl_bench.deploy.backends import Artifact
+    from quarl_bench.deploy.ort_int8 import ort_int8
 
     return Artifact(name, "onnx", ort_int8(name, _onnx(module, sample), calibration, calibration_method))
 
