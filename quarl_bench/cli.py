@@ -28,6 +28,7 @@ COMMANDS = (
     harden.add_harden,
     deploy.add_deploy,
     deploy.add_export,
+    deploy.add_verify,
     deploy.add_table4,
     read.add_report,
     train.add_train,

@@ -98,7 +98,8 @@ def export_artifact(
     _check_claim_simulable(module, target, claimed)
     size = "C source; flash below" if artifact.kind == "c" else f"{artifact.nbytes} bytes"
     step(f"built {target.backend} ({size}); parity against {spec_text(claimed)} on fixed states")
-    parity = artifact_parity(agent, module, artifact, claimed)
+    detail: dict[str, Any] = {}
+    parity = artifact_parity(agent, module, artifact, claimed, detail)
     step(_parity_line(parity))
     certification = certify_artifact(ref, target, claimed, store, certify, step)
     if not parity["passed"] and not allow_divergent:
@@ -123,9 +124,11 @@ def export_artifact(
     if firmware is not None:
         document["c"] = firmware.contract
         document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in firmware.files.items()}
+    checked = travelling_gate(artifact, module, detail, document)
     files = (
         artifact.named_files()
         | (firmware.files if firmware is not None else {})
+        | checked
         | {
             "policy.json": (json.dumps(document, indent=2) + "\n").encode(),
             "README.md": readme(artifact, ref, document).encode(),
@@ -133,6 +136,24 @@ def export_artifact(
     )
     write_folder(out, files, force)
     return Export(artifact, out, document, spec_text(claimed))
+
+
+def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document: dict[str, Any]) -> dict[str, bytes]:
+    """``vectors.npz`` and ``check.py`` for an ORT, LiteRT or ExecuTorch artifact (``document`` gains ``check``:
+    the gate's measure and the machine, runtime and kernels it was measured with); nothing for other kinds and
+    recurrent artifacts, whose vectors would need their state."""
+    from quarl_bench.deploy.check import CHECKED_KINDS, check_script, gate_record, vectors
+
+    if artifact.kind not in CHECKED_KINDS or artifact.info("recurrent") is not None or "actions" not in detail:
+        return {}
+    image = bool(getattr(module, "image", False))
+    files = {
+        "vectors.npz": vectors(detail["raw_states"], detail["actions"], detail["claimed"], detail["counted"], image),
+        "check.py": check_script(artifact.kind).encode(),
+    }
+    document["check"] = gate_record(detail, artifact)
+    document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    return files
 
 
 def check_out(out: Path, force: bool) -> None:
@@ -201,9 +222,12 @@ def _built(agent: Any, target: DeployTarget) -> tuple[Any, float]:
     return built_artifact(agent, target, sample, target_calibration(agent, target))
 
 
-def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) -> dict[str, Any]:
+def artifact_parity(
+    agent: Any, module: Any, artifact: Any, claimed: QuantSpec, detail: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The parity gate's figures for ``artifact`` against the fake-quant policy ``claimed`` (see
-    :mod:`quarl_bench.deploy.parity`), on the agent's fixed fp32-visited states."""
+    :mod:`quarl_bench.deploy.parity`), on the agent's fixed fp32-visited states (``detail``: filled with the
+    gate's states, the claimed actions and what :func:`~quarl_bench.deploy.parity.parity` records)."""
     import torch
 
     from quarl_bench.deploy.backends import raw_observations, runner
@@ -233,8 +257,10 @@ def artifact_parity(agent: Any, module: Any, artifact: Any, claimed: QuantSpec) 
     bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
     with torch_thread_count(1):
         run = runner(artifact, threads=1)
+        if detail is not None:
+            detail.update(raw_states=raw, claimed=np.asarray(claimed_actions))
         found = parity(
-            run, raw, claimed_actions, fp32_actions, decision_values(policy, states), bounds, claimed.precision
+            run, raw, claimed_actions, fp32_actions, decision_values(policy, states), bounds, claimed.precision, detail
         )
     spans = np.ptp(np.asarray(raw, np.float64).reshape(len(raw), -1), axis=0)
     spans = spans[spans > 0]

@@ -133,3 +133,12 @@ def export(args: argparse.Namespace) -> int:
     names = ", ".join(document["files"])
     console.print(f"wrote {out}/ ({names}, policy.json, README.md; sha256 {done.artifact.sha256[:16]})")
     return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    from quarl_bench.deploy.check import run_check
+
+    passed, lines = run_check(Path(args.folder), args.emulate)
+    for line in lines:
+        console.print(line, highlight=False)
+    return 0 if passed else 1

@@ -283,7 +283,28 @@ def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> d
     }
     if claimed.precision == "fp32":
         return {"weights": "fp32"}
+    if artifact.backend in ("ort-int8-static", "ort-int8-dynamic"):
+        return ort_quantization(artifact.backend, claimed_text)
     return {"recipe": recipes.get(artifact.kind, artifact.backend), "claimed": claimed_text}
+
+
+def ort_quantization(backend: str, claimed_text: str) -> dict[str, Any]:
+    """What an ORT int8 graph's numbers are (``deploy/ort_int8.py``)."""
+    from quarl_bench.deploy.ort_int8 import WEIGHT_FORMAT
+
+    static = backend == "ort-int8-static"
+    return {
+        "weights": ("per output channel, " if static else "per tensor, ") + WEIGHT_FORMAT,
+        "activations": "uint8, per tensor, asymmetric min-max over the claim's calibration states"
+        if static
+        else "uint8, per tensor, asymmetric, ranges computed at every call (dynamic)",
+        "observation": "fp32 for vector observations: the first layer computes in fp32 with weights on the int8 grid"
+        if static
+        else "uint8 per tensor, like every activation",
+        "decision_values": "fp32 (the last layer's output is not rounded)",
+        "accumulators": "int32",
+        "claimed": claimed_text,
+    }
 
 
 def cortex_m4_text(m4: dict[str, Any]) -> str:
@@ -323,6 +344,17 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
                 f"{found['artifact_return']['upper']:.2f}] against {found['reference_return']['mean']:.2f} "
                 f"[{found['reference_return']['lower']:.2f}, {found['reference_return']['upper']:.2f}]."
             )
+    if "check" in document:
+        check = document["check"]
+        machine = check["machine"]
+        lines.append(
+            f"- `python check.py` (numpy and the runtime) replays the {check['vectors']} vectors of `vectors.npz` on "
+            "the machine it runs on and passes only within this gate; at export they were measured on "
+            f"{machine['cpu']} ({machine['cpu_kind']}: {' '.join(machine['int8_features']) or 'no int8 features'}) "
+            f"with {', '.join(f'{k} {v}' for k, v in check['runtime'].items())}"
+            + (f"; kernel: {check['kernel']}" if "kernel" in check else "")
+            + "."
+        )
     if "cortex_m4" in document:
         lines.append(f"- {cortex_m4_text(document['cortex_m4'])}.")
     if "c" in document:

@@ -59,12 +59,16 @@ def parity(
     fp32_values: np.ndarray | None,
     bounds: tuple[np.ndarray, np.ndarray] | None,
     precision: str,
+    detail: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The gate's figures and verdict for an artifact (``run``) on ``raw_states``.
 
     :param claimed: the claimed fake-quant policy's actions on the same states; ``fp32``: the fp32 policy's.
     :param fp32_values: the fp32 decision values (discrete), for near-ties; ``bounds``: (low, high) (continuous).
+    :param detail: filled with the artifact's ``actions``, the states the gate ``counted``, its ``measure``
+        (``flips``, ``steps`` or ``abs``), ``limit`` and ``step``: what the artifact's ``check.py`` replays.
     """
+    detail = {} if detail is None else detail
     # one observation per call, as deployed: a dynamically quantized graph (ort-int8-dynamic) takes its activation
     # ranges from the batch it is given, so a batch of 1,000 states would gate another policy than the one shipped
     actions = np.concatenate([np.asarray(run(raw_states[i : i + 1])) for i in range(len(raw_states))])
@@ -75,8 +79,10 @@ def parity(
 
         gaps = top2_gap(fp32_values) if fp32_values is not None else np.ones(n)
         flipped = actions != claimed
+        detail.update(actions=actions, measure="flips")
         if precision == "fp32":
             outside = gaps >= FP32_TOLERANCE
+            detail.update(counted=outside, limit=0.0)
             figure = float(flipped[outside].mean()) if outside.any() else 0.0
             return _verdict(
                 {"states": n, "flip_rate": float(flipped.mean()), "flip_rate_outside_exact_ties": figure},
@@ -84,6 +90,7 @@ def parity(
                 "no flip outside fp32 ties under 1e-5",
             )
         near_tie = gaps <= np.quantile(gaps, NEAR_TIE_SHARE)
+        detail.update(counted=~near_tie, limit=FLIP_LIMIT)
         figure = float(flipped[~near_tie].mean()) if (~near_tie).any() else 0.0
         figures = {
             "states": n,
@@ -95,13 +102,16 @@ def parity(
     actions = actions.reshape(n, -1).astype(np.float64)
     claimed = np.asarray(claimed, dtype=np.float64).reshape(n, -1)
     low, high = (np.asarray(b, dtype=np.float64).reshape(-1) for b in bounds)
+    detail.update(actions=actions)
     if precision == "fp32":
+        detail.update(counted=np.ones(n, dtype=bool), measure="abs", limit=FP32_TOLERANCE)
         error = float(np.abs(actions - claimed).max())
         return _verdict({"states": n, "max_abs_error": error}, error <= FP32_TOLERANCE, "max |action - torch| <= 1e-5")
     step = (high - low) / 255
     steps = (np.abs(actions - claimed) / step).max(axis=1)
     moved = np.abs(claimed - np.asarray(fp32, dtype=np.float64).reshape(n, -1)).max(axis=1)
     calm = moved <= np.quantile(moved, 1 - NEAR_TIE_SHARE)
+    detail.update(counted=calm, measure="steps", limit=STEP_LIMIT, step=step.tolist())
     figure = float(steps[calm].max()) if calm.any() else 0.0
     figures = {
         "states": n,

@@ -94,3 +94,18 @@ def add_table4(commands: Subcommands) -> None:
     table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default 1000)")
     add_store(table4)
     table4.add_argument("--force", action="store_true", help="time again what the store already has")
+
+
+def add_verify(commands: Subcommands) -> None:
+    verify = commands.add_parser(
+        "verify", help="replay an exported artifact's test vectors on this machine and check them against its gate"
+    )
+    verify.set_defaults(handler=handler("deploy:verify"))
+    verify.add_argument("folder", type=Path, help="an artifact folder written by export (policy.json, check.py)")
+    verify.add_argument(
+        "--emulate",
+        choices=("exact", "avx2"),
+        default="",
+        help="ort-* artifacts: play the graph in numpy with this x86 kernel's int8 arithmetic (avx2: ORT's "
+        "u8 x s8 kernel without VNNI, whose int16 pair sums saturate) instead of the runtime present",
+    )

@@ -1,0 +1,95 @@
+"""Which machine a number was measured on: the CPU's int8 features, its kind, and the runtimes' versions.
+
+int8 kernels differ by CPU: ONNX Runtime multiplies uint8 x int8 with ``vpdpbusd`` on VNNI CPUs and with the
+saturating ``vpmaddubsw`` on AVX2 ones; XNNPACK and LiteRT pick their own. So every timing and every parity gate
+records the features it was measured with, and a comparison across CPU kinds is split, not averaged.
+"""
+
+from __future__ import annotations
+
+import platform
+from functools import cache
+from pathlib import Path
+
+# the flags (x86) and features (ARM) that decide which int8 kernels run
+INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8", "asimd", "asimddp", "i8mm")
+VNNI = ("avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8")
+
+
+@cache
+def int8_features() -> tuple[str, ...]:
+    """This CPU's int8-relevant flags, in :data:`INT8_FLAGS` order (empty where ``/proc/cpuinfo`` is unreadable)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags |= set(value.split())
+    return tuple(flag for flag in INT8_FLAGS if flag in flags)
+
+
+def cpu_kind(features: tuple[str, ...] | list[str] | None = None) -> str:
+    """One word for the int8 kernels a CPU gets: ``x86-vnni``, ``x86-avx512``, ``x86-avx2``, ``arm-dotprod``,
+    ``arm`` or ``other`` (this CPU's without ``features``)."""
+    found = set(int8_features() if features is None else features)
+    if found & set(VNNI):
+        return "x86-vnni"
+    if "avx512bw" in found:
+        return "x86-avx512"
+    if "avx2" in found:
+        return "x86-avx2"
+    if "asimddp" in found:
+        return "arm-dotprod"
+    return "arm" if "asimd" in found else "other"
+
+
+@cache
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def ort_kernel(features: tuple[str, ...] | list[str] | None, unsigned_weights: bool) -> str:
+    """The MLAS kernel ONNX Runtime multiplies int8 matrices with on a CPU of ``features``."""
+    kind = cpu_kind(features)
+    if unsigned_weights:
+        if kind.startswith("x86"):
+            return "MLAS u8 x u8: operands widened to int16, pairs added into int32 (vpmaddwd): exact"
+        return "MLAS u8 x u8 (udot / umull): exact"
+    if kind == "x86-vnni":
+        return "MLAS u8 x s8 with VNNI (vpdpbusd): exact"
+    if kind in ("x86-avx2", "x86-avx512"):
+        return "MLAS u8 x s8 with vpmaddubsw: pairs of products saturate at int16"
+    return "MLAS u8 x s8"
+
+
+def runtime_versions(kind: str) -> dict[str, str]:
+    """The versions of the runtime that plays an artifact of ``kind`` (``onnx``, ``tflite``, ``pte``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    packages = {"onnx": ("onnxruntime",), "tflite": ("ai-edge-litert",), "pte": ("executorch",)}.get(kind, ())
+    found = {}
+    for package in packages:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def machine_record() -> dict[str, object]:
+    """What a timing or a gate records of the machine it ran on."""
+    return {
+        "cpu": cpu_model(),
+        "arch": platform.machine(),
+        "int8_features": list(int8_features()),
+        "cpu_kind": cpu_kind(),
+    }
