@@ -49,14 +49,18 @@ def observations(count: int = SAMPLES) -> np.ndarray:
 
 
 def machine() -> str:
-    """This machine in words: CPU model and core count (the paper's column is its RasPi)."""
+    """This machine in words: CPU model, core count and the kind of int8 kernels it gets (part of a timing row's
+    identity, so timings of a VNNI and an AVX2 machine are never one cell; the paper's column is its RasPi)."""
+    from quarl_bench.deploy.machine import cpu_kind, int8_features
+
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+    features = " ".join(int8_features()) or "none"
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, int8 {cpu_kind()} ({features})"
 
 
 def timing_key(policy: str, backend: str, calls: int, host: str, versions: dict[str, str]) -> str:

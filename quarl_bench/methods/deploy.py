@@ -166,6 +166,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     """Build ``job.target``'s artifact, evaluate it on ``job``'s episodes, time and weigh it."""
     from quarl_bench.deploy.backends import int8_weight_summary, runner
     from quarl_bench.deploy.export import split_normalizer
+    from quarl_bench.deploy.machine import machine_record
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluation.evaluate import evaluate, torch_thread_count
     from quarl_bench.provenance import agent_provenance
@@ -205,6 +206,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
         else None,
         "graph": int8_weight_summary(artifact) if artifact.kind == "onnx" else {},
         "threads": 1,
+        "machine": machine_record(),
     }
     return EvalResult(
         job=job,

@@ -36,7 +36,18 @@ def deployment_console_table(rows: list[dict[str, Any]], title: str) -> Table:
             size_text(row["size ratio"], row["size base"], row["backend"]),
         )
     table.caption = "speed-up: against torch-fp32; smaller: the file against the same runtime's fp32 file"
+    machines = {timed_on(row) for row in rows}
+    if machines:
+        table.caption += f"; timed on {'; '.join(sorted(machines))}"
     return table
+
+
+def timed_on(row: dict[str, Any]) -> str:
+    """The CPU a deploy row was timed on and its int8 features (rows older than the record: 'CPU not recorded')."""
+    machine = ((row.get("provenance") or {}).get("deployment") or {}).get("machine")
+    if not machine:
+        return "CPU not recorded"
+    return f"{machine['cpu']} ({machine['cpu_kind']}: {' '.join(machine['int8_features']) or 'no int8 features'})"
 
 
 def agreement_cell(row: Any) -> str:
@@ -64,6 +75,7 @@ def table4_table(comparison: Any) -> Table:
     )
     columns = (
         "policy",
+        "int8 CPU",
         "paper fp32 ms",
         "paper int8 ms",
         "paper speed-up",
@@ -81,6 +93,7 @@ def table4_table(comparison: Any) -> Table:
     for _, row in comparison.iterrows():
         table.add_row(
             f"{row['policy']} ({row['hidden']})",
+            cpu_kind_of(row["machine"]),
             format_number(row["paper fp32 ms"], "{:.3f}"),
             format_number(row["paper int8 ms"], "{:.3f}"),
             format_number(row["paper speed-up"], "{:.2f}x"),
@@ -94,3 +107,11 @@ def table4_table(comparison: Any) -> Table:
             format_number(row["int8 peak MB"], "{:.0f}"),
         )
     return table
+
+
+def cpu_kind_of(machine: str) -> str:
+    """The int8 kind in a Table 4 machine string (``... int8 x86-vnni (...)``); rows older than it: 'not recorded'."""
+    import re
+
+    found = re.search(r"int8 (\S+) \(", machine)
+    return found.group(1) if found else "not recorded"

@@ -63,7 +63,11 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
                     "batch64 obs/s": latency.get("batch64_obs_per_s"),
                     "bytes": deployment["artifact_bytes"],
                     "peak MB": deployment["peak_rss_mb"],
-                    "speed-up": base["latency"]["p50_ms"] / latency["p50_ms"],
+                    # timings of two CPU kinds (VNNI, AVX2) are not one ratio: split, never averaged
+                    "speed-up": base["latency"]["p50_ms"] / latency["p50_ms"]
+                    if int8_cpu(base) == int8_cpu(deployment)
+                    else float("nan"),
+                    "int8 CPU": int8_cpu(deployment),
                     # like with like: an ONNX file against the fp32 ONNX file, TorchScript against TorchScript
                     "size base": (size_base := fp32_file_of(row["backend"])),
                     "size ratio": file_bytes[size_base] / deployment["artifact_bytes"]
@@ -111,6 +115,14 @@ def draw_deployment(algo: str, env: str, group: pd.DataFrame) -> plt.Figure:
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def int8_cpu(deployment: dict) -> str:
+    """A deploy row's CPU kind and int8 features (``x86-vnni: avx2 avx512_vnni``), or 'not recorded'."""
+    machine = deployment.get("machine")
+    if not machine:
+        return "not recorded"
+    return f"{machine['cpu_kind']}: {' '.join(machine['int8_features'])}"
 
 
 def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
