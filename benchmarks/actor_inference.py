@@ -29,7 +29,12 @@ def main() -> None:
     parser.add_argument("--arch", default="2048,2048,2048")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=500)
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.arch, args.repeats = "64,64", 5
     torch.set_num_threads(1)
     arch = [int(w) for w in args.arch.split(",")]
     fp32 = acting_network(4, 2, arch, squash=False).eval()

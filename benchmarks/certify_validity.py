@@ -22,7 +22,12 @@ def main() -> None:
     parser.add_argument("--replications", type=int, default=2000)
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--minimums", type=int, nargs="+", default=[1, 60, ASYMPTOTIC_MIN_PAIRS, 200])
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.replications, args.minimums = 20, [60]
     alpha, reps = args.alpha, args.replications
     limit = alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps)
     print(f"{reps} replications per cell; one-sided alpha {alpha}; alpha + 3 SE = {limit:.3f}\n")

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from quarl_bench import action_mode, default_eval_envs, evaluate, evaluate_in_workers, load_agent, resolve_agent
+from quarl_bench.deploy.machine import machine_record
 
 
 def env_only_seconds(agent, n_envs: int, vector_steps: int, seed: int) -> float:
@@ -68,7 +69,12 @@ def main() -> None:
     parser.add_argument("--atari-episodes", type=int, default=16)
     parser.add_argument("--bullet-episodes", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3, help="best of N for each timing")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.repeats = 8, 1
 
     agent = load_agent(resolve_agent("ppo", "CartPole-v1", args.zoo, use_hub=False))
     n_envs = default_eval_envs("CartPole-v1")
@@ -88,8 +94,13 @@ def main() -> None:
         ("ppo", "BreakoutNoFrameskip-v4", args.atari_episodes),
         ("ppo", "HalfCheetahBulletEnv-v0", args.bullet_episodes),
     ):
-        workers_speedup(algo, env_id, args.zoo, episodes, args.repeats)
-    print(f"eval vs env-only: {min(ours) / min(reference):.2f}x")
+        if not args.quick:  # the quick run skips the worker pools
+            workers_speedup(algo, env_id, args.zoo, episodes, args.repeats)
+    machine = machine_record()
+    print(
+        f"eval vs env-only: {min(ours) / min(reference):.2f}x  "
+        f"(CPU {machine['cpu']}, {machine['cpu_kind']}: {' '.join(machine['int8_features'])})"
+    )
 
 
 if __name__ == "__main__":

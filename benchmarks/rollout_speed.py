@@ -58,7 +58,12 @@ def main() -> None:
     parser.add_argument("--n-envs", type=int, default=8)
     parser.add_argument("--n-steps", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.arch, args.n_envs, args.n_steps, args.repeats = "64,64", 2, 16, 1
     silence_library_warnings()
     torch.set_num_threads(1)
     arch = [int(w) for w in args.arch.split(",")]

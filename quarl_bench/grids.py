@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
     GRANULARITIES,

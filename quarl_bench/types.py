@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
 

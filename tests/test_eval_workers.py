@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from stable_baselines3.common.evaluation import evaluate_policy
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.episode_seeds import seed_every_episode
 from quarl_bench.evaluation.evaluate import Finished, evaluate, sampled_actions
 from quarl_bench.evaluation.workers import env_shares, evaluate_in_workers, merged_sample

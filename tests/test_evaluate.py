@@ -10,7 +10,7 @@ import pytest
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecNormalize
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.evaluate import AgreementMeter, evaluate
 from quarl_bench.grids import EvalSettings, build_jobs
 from quarl_bench.methods.ptq import evaluate_job

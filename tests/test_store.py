@@ -50,7 +50,7 @@ def test_job_key_is_stable_and_depends_on_every_field() -> None:
 def test_deterministic_keys_stay_and_drawing_jobs_name_their_draws() -> None:
     from dataclasses import replace
 
-    from quarl_bench.action_mode import ActionMode
+    from quarl_bench.action_modes import ActionMode
 
     job = make_result().job
     # pinned: changed on purpose only (quantizer v3 and per-episode reset seeds made it "aa8df09f...")

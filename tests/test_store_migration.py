@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.spec_kinds import method_of, spec_of, target_of
 from quarl_bench.store import ResultStore
 from quarl_bench.store_schema import SCHEMA_VERSION

@@ -14,7 +14,6 @@ import hashlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 

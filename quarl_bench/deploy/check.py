@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 
-
 VECTORS = 256  # the gate's first fixed states (vector observations)
 IMAGE_VECTORS = 16  # image observations: 16 stacked frames are ~450 kB
 CHECKED_KINDS = ("onnx", "tflite", "pte")
 
-CHECK = '''
+CHECK = """
 FEATURES = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8", "asimd", "asimddp", "i8mm")
 
 
@@ -89,7 +88,7 @@ else:
     cause = "; ".join(causes) or "same CPU features and runtime: the artifact or its runtime's files changed"
     print(f"outputs differ from those recorded at export on {differ} of {len(outputs)} vectors: {cause}")
 sys.exit(0 if passed else 1)
-'''
+"""
 
 
 def check_script(kind: str) -> str:
@@ -176,8 +175,8 @@ def emulated_check(folder: Path, contract: dict[str, Any], kernel: str) -> tuple
     gate = contract["check"]
     data = np.load(folder / "vectors.npz")
     observations = np.asarray(data["observations"], dtype=np.float32)
-    statistics = None if contract["observation"]["normalization_inside"] else contract["observation"].get(
-        "normalization"
+    statistics = (
+        None if contract["observation"]["normalization_inside"] else contract["observation"].get("normalization")
     )
     if statistics is not None:
         scaled = (observations - np.float32(statistics["mean"])) * np.float32(statistics["scale"])

@@ -20,7 +20,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
 from quarl_bench.evaluation.greedy import greedy_function
 from quarl_bench.evaluation.margins import StateReservoir

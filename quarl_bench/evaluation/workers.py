@@ -22,7 +22,7 @@ import torch
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.evaluate import Episodes, Finished, discrete_actions, episodes_of, play_envs
 from quarl_bench.zoo.quiet import native_output_silenced
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from quarl_bench.action_mode import ActionMode
+from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.methods.protocol import register_evaluator
 from quarl_bench.provenance import agent_provenance

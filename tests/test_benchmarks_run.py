@@ -1,0 +1,56 @@
+"""Benchmarks that run: every script in benchmarks/ imports and parses its flags (so a renamed or broken import
+fails here, not in a reader's hands), and the scripts with a quick mode run it and print their headline."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import quarl_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+# the scripts (zoo_mlp.py is the helpers they share)
+SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if '__name__ == "__main__"' in p.read_text())
+# script -> the start of its headline (its last line)
+QUICK = {
+    "actor_inference.py": "int8 (onnxruntime MatMulInteger)",
+    "certify_validity.py": "",
+    "eval_throughput.py": "eval vs env-only: ",
+    "rollout_speed.py": "",
+}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_imports_and_parses_its_flags(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+    assert done.value.code == 0
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_quick_benchmarks_run_and_print_their_headline(script: str, zoo: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "QUARL_ZOO": str(zoo), "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith(QUICK[script]), done.stdout[-2000:]
+
+
+def test_no_public_name_is_also_a_submodule() -> None:
+    """``from quarl_bench import action_mode`` returned the submodule once it had been imported, not the function."""
+    package = Path(quarl_bench.__file__).parent
+    submodules = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    assert not set(quarl_bench.__all__) & submodules
