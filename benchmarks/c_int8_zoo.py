@@ -29,9 +29,13 @@ def main() -> None:
     parser.add_argument("--store", default="results/c_int8_zoo.sqlite")
     parser.add_argument("--out", default="results/c_int8_zoo", help="folder for the JSON summary")
     parser.add_argument("--max-episodes", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.max_episodes = 20
+        args.store, args.out = (str(Path(tempfile.mkdtemp()) / name) for name in ("c.sqlite", "c_int8_zoo"))
     zoo = Path(args.zoo)
-    agents = zoo_agents(zoo, envs=(*ENVS, "BipedalWalkerHardcore-v3"))
+    agents = [("dqn", "CartPole-v1")] if args.quick else zoo_agents(zoo, envs=(*ENVS, "BipedalWalkerHardcore-v3"))
     summary = []
     Path(args.out).mkdir(parents=True, exist_ok=True)
     with ResultStore(args.store) as store, tempfile.TemporaryDirectory() as folder:

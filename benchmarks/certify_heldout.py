@@ -59,7 +59,10 @@ def main() -> None:
     parser.add_argument("--truth-episodes", type=int, default=2000)
     parser.add_argument("--max-episodes", type=int, default=1000)
     parser.add_argument("--store", default=None)
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.truth_episodes, args.max_episodes = 1, 40, 40
     torch.set_num_threads(1)
     store_path = Path(args.store or tempfile.mkdtemp(prefix="heldout-")) / "heldout.sqlite"
     original = resolve(AgentQuery("CartPole-v1", algo="dqn", folder=args.zoo, use_hub=False))

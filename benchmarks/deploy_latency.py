@@ -136,12 +136,17 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=300, help="calibration states of the zoo agents")
     parser.add_argument("--json", default=None, help="also write the figures here")
     parser.add_argument("--only", nargs="+", default=None, help="policies whose name contains one of these (e.g. III)")
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.states = 10, 50
     torch.set_num_threads(1)
     policies = {f"Table 4 {name}": (lambda name=name: synthetic(name)) for name in TABLE4_POLICIES}
     for algo, env in ZOO_AGENTS:
         policies[f"{algo} {env}"] = lambda algo=algo, env=env: zoo_policy(args.zoo, algo, env, args.states)
-    if args.only:
+    if args.quick:
+        policies = {"Table 4 III": policies["Table 4 III"]}
+    elif args.only:
         policies = {name: load for name, load in policies.items() if any(part in name for part in args.only)}
     results: dict[str, dict[str, dict]] = {}
     loaded = {}
@@ -196,8 +201,10 @@ INT8_BACKENDS = ("ort-int8-static", "ort-int8-dynamic", "litert-int8", "executor
 
 
 def headline(results: dict[str, dict[str, dict]]) -> str:
-    """The last line (docs/benchmarks.md): policy III's best int8 speed-up over torch fp32 (p50) and its size
-    ratio over the fp32 ONNX artifact."""
+    """The last line (docs/benchmarks.md): policy III's best int8 speed-up over torch fp32 (p50) and its size ratio
+    over the fp32 ONNX artifact, beside the CPU's int8 kind (the speed-up depends on it)."""
+    from quarl_bench.deploy.machine import cpu_kind
+
     timed = results.get("Table 4 III", {})
     fp32, onnx = timed.get("torch-fp32", {}), timed.get("ort-fp32", {})
     int8 = {name: timed[name] for name in INT8_BACKENDS if "p50_us" in timed.get(name, {})}
@@ -206,7 +213,8 @@ def headline(results: dict[str, dict[str, dict]]) -> str:
     best = min(int8, key=lambda name: int8[name]["p50_us"])
     speed = fp32["p50_us"] / int8[best]["p50_us"]
     return (
-        f"policy III: int8 {speed:.1f}x faster than fp32, {onnx['bytes'] / int8[best]['bytes']:.1f}x smaller ({best})"
+        f"policy III: int8 {speed:.1f}x faster than fp32, {onnx['bytes'] / int8[best]['bytes']:.1f}x smaller "
+        f"({best}; CPU {cpu_kind()})"
     )
 
 

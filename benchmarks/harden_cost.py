@@ -39,7 +39,10 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
     parser.add_argument("--repeats", type=int, default=3, help="seeds per agent and recipe (the median is printed)")
     parser.add_argument("--share", type=float, default=0.1, help="budget: this share of the zoo's training steps")
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.agents, args.recipes, args.repeats, args.share = ["dqn:CartPole-v1"], ["distill"], 1, 0.002
     target = QuantSpec("int4", "per-channel", act_bits="int8", calibration_states=1000, calibration_method="minmax")
     print(f"{'agent':34} {'recipe':14} {'budget':>8} {'env steps':>9} {'median s':>9} {'min-max s':>13} {'steps/s':>8}")
     with tempfile.TemporaryDirectory() as scratch, ResultStore(Path(scratch) / "cost.sqlite") as store:

@@ -7,21 +7,30 @@ Run: python benchmarks/report_speed.py [--store results/methods.sqlite] [--out /
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 from pathlib import Path
 
 from quarl_bench import ResultStore, config_dir, write_report
+from quarl_bench.cli import main as main_cli
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=Path("results/methods.sqlite"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/report_speed"))
+    parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"), help="--quick: its agent")
     parser.add_argument("--formats", nargs="+", default=["svg", "png"], help="figure formats, as report --formats")
+    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
     args = parser.parse_args()
+    if args.quick:  # a store of one small run
+        args.store, args.out = Path(tempfile.mkdtemp()) / "quick.sqlite", Path(tempfile.mkdtemp())
+        run = ["run", "--algo", "dqn", "--env", "CartPole-v1", "--bits", "8", "-n", "4", "--folder", args.zoo]
+        main_cli([*run, "--store", str(args.store)])
     with ResultStore(args.store) as store:
         rows = len(store.to_dataframe())
-        if rows < 1000:
+        if rows < 1000 and not args.quick:
             raise SystemExit(f"{args.store} has {rows} rows: expected a store of at least 1000 (a sweep's)")
         start = time.perf_counter()
         report = write_report(store, args.out, config_dir() / "paper", formats=tuple(args.formats), html=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +17,32 @@ import quarl_bench
 ROOT = Path(__file__).resolve().parents[1]
 # the scripts (zoo_mlp.py is the helpers they share)
 SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if '__name__ == "__main__"' in p.read_text())
-# script -> the start of its headline (its last line)
+# script -> the start of its headline (its last line) in --quick mode
 QUICK = {
     "actor_inference.py": "int8 (onnxruntime MatMulInteger)",
-    "certify_validity.py": "",
+    "actorq_speedup.py": "int8 vs fp32: actor steps/s",
+    "c_int8_instructions.py": "c-int8 DSP path: ",
+    "c_int8_recorded.py": "c-int8 on recorded states: gate passed 1 of 1",
+    "c_int8_zoo.py": "certified equivalent to their fake-quant: ",
+    "calibration_cost.py": "calibration: ",
+    "certify_heldout.py": "held-out, asymptotic: ",
+    "certify_speed.py": "ratio fixed / certify: ",
+    "certify_validity.py": "worst P(false safe), asymptotic",
+    "deploy_latency.py": "policy III: int8 ",
     "eval_throughput.py": "eval vs env-only: ",
-    "rollout_speed.py": "",
+    "harden_cost.py": "dqn:CartPole-v1",
+    "report_speed.py": "report --html: ",
+    "rollout_speed.py": "int8 rollouts: ",
+    "sweep_speed.py": "speed-up: ",
 }
+NEEDS_QEMU = ("c_int8_instructions.py", "c_int8_recorded.py")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_has_a_quick_mode() -> None:
+    assert set(QUICK) == set(SCRIPTS)
+
+
 def test_every_benchmark_imports_and_parses_its_flags(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", [script, "--help"])
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
@@ -36,6 +53,8 @@ def test_every_benchmark_imports_and_parses_its_flags(script: str, monkeypatch: 
 
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_quick_benchmarks_run_and_print_their_headline(script: str, zoo: Path) -> None:
+    if script in NEEDS_QEMU and shutil.which("qemu-system-arm") is None:
+        pytest.skip("needs qemu-system-arm and gcc-arm-none-eabi (scripts/bootstrap.sh installs them as root)")
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
         capture_output=True,

@@ -3,9 +3,9 @@ integers on every CPU ORT runs on.
 
 Why uint8 weights: ORT's x86 kernel for uint8 activations x int8 weights on a CPU without VNNI (AVX2, AVX-512 without
 VNNI) multiplies with ``vpmaddubsw``, which adds each pair of products into a *saturating* int16: with 8-bit weights
-two products near 255 x 127 overflow, and the artifact computes other actions than on the machine that exported it
-(measured on an AVX2 EPYC: dqn LunarLander flipped 73.9% of its actions). ORT's own remedy, ``reduce_range``,
-drops the weights to 7 bits. Its uint8 x uint8 kernels instead widen both operands to int16 and add pairs into
+two products near 255 x 127 overflow, and the artifact computes other actions than on the machine that exported it.
+ORT's own remedy, ``reduce_range``, drops the weights to 7 bits: the artifacts did so where the *exporting* CPU
+lacked VNNI, under an int8 claim (dqn LunarLander then flipped 73.9% of its actions against that claim). Its uint8 x uint8 kernels instead widen both operands to int16 and add pairs into
 int32 (``vpmaddwd``), which cannot saturate, on SSE, AVX2, AVX-512 and VNNI alike, and ARM's ``udot`` is exact too.
 So the weights are stored as uint8 with zero point 128, on exactly the claim's symmetric int8 grid: codes
 ``round(w / s) + 128`` with ``s = max|w| / 127`` per output channel (``ort-int8-dynamic``: per tensor). The cost,
