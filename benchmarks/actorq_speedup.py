@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("--eval-every", type=float, default=15.0, help="seconds between learner evaluations")
     parser.add_argument("--learner-device", default=None, choices=("cpu", "cuda"))
     parser.add_argument("--store", type=Path, default=Path("results/quarl.sqlite"))
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.seconds, args.arch, args.eval_every = 1, 4.0, "64,64", 2.0

@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
     parser.add_argument("--observations", type=int, default=200, help="recorded observations per zoo agent")
     parser.add_argument("--weight-bits", type=int, choices=(8, 4), default=8, help="8: c-int8, 4: c-int4")
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.observations = 5

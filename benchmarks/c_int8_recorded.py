@@ -79,7 +79,9 @@ def main() -> None:
     parser.add_argument("--algo", nargs="*", default=list(ALGOS))
     parser.add_argument("--env", nargs="*", default=list(ENVS))
     parser.add_argument("--weight-bits", type=int, choices=(8, 4), default=8, help="c-int8 (default) or c-int4")
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.states, args.algo, args.env = 50, ["dqn"], ["CartPole-v1"]

@@ -29,7 +29,9 @@ def main() -> None:
     parser.add_argument("--store", default="results/c_int8_zoo.sqlite")
     parser.add_argument("--out", default="results/c_int8_zoo", help="folder for the JSON summary")
     parser.add_argument("--max-episodes", type=int, default=100)
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.max_episodes = 20

@@ -59,7 +59,9 @@ def main() -> None:
     parser.add_argument("--truth-episodes", type=int, default=2000)
     parser.add_argument("--max-episodes", type=int, default=1000)
     parser.add_argument("--store", default=None)
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.runs, args.truth_episodes, args.max_episodes = 1, 40, 40

@@ -128,7 +128,9 @@ def main() -> None:
     parser.add_argument("--env", nargs="*", default=None, help="--parallel: the grid's envs to keep")
     parser.add_argument("--workers", type=int, default=2, help="--parallel: pool (and Ray) workers")
     parser.add_argument("--ray", default=None, metavar="ADDRESS", help="--parallel: also on Ray (an address or local)")
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.agents, args.max_episodes = ["dqn/CartPole-v1"], 40

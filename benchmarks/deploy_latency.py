@@ -136,7 +136,9 @@ def main() -> None:
     parser.add_argument("--states", type=int, default=300, help="calibration states of the zoo agents")
     parser.add_argument("--json", default=None, help="also write the figures here")
     parser.add_argument("--only", nargs="+", default=None, help="policies whose name contains one of these (e.g. III)")
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.calls, args.states = 10, 50

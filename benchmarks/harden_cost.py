@@ -39,7 +39,9 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES))
     parser.add_argument("--repeats", type=int, default=3, help="seeds per agent and recipe (the median is printed)")
     parser.add_argument("--share", type=float, default=0.1, help="budget: this share of the zoo's training steps")
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.agents, args.recipes, args.repeats, args.share = ["dqn:CartPole-v1"], ["distill"], 1, 0.002

@@ -22,7 +22,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/report_speed"))
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"), help="--quick: its agent")
     parser.add_argument("--formats", nargs="+", default=["svg", "png"], help="figure formats, as report --formats")
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     if args.quick:  # a store of one small run
         args.store, args.out = Path(tempfile.mkdtemp()) / "quick.sqlite", Path(tempfile.mkdtemp())

@@ -33,7 +33,9 @@ print(sys.argv[2], sum(rewards) / len(rewards))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
-    parser.add_argument("--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a seconds-long smoke run at tiny sizes (the suite runs it)"
+    )
     args = parser.parse_args()
     precisions = [c.precision for c in select(load_study(config_dir() / "sweetspot.yaml").cells, ["ppo"], ["CartPole"])]
     exe = Path(sys.executable).with_name("quarl-bench")
@@ -66,7 +68,9 @@ def main() -> None:
     start = time.perf_counter()
     for precision in precisions:
         subprocess.run(
-            [sys.executable, "-c", ONE_PROCESS_PER_BIT_WIDTH, args.zoo, precision, str(episodes)], check=True, capture_output=True
+            [sys.executable, "-c", ONE_PROCESS_PER_BIT_WIDTH, args.zoo, precision, str(episodes)],
+            check=True,
+            capture_output=True,
         )
     theirs = time.perf_counter() - start
 

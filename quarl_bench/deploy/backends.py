@@ -148,7 +148,8 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
         raw = raw_observations(module, network_states, sample.dtype) if int8 else None
     sample = sample if not meta else normalized(sample, dict(meta)["normalization"])
     if entry.kind == "tflite":
-        return Artifact(backend, "tflite", edge.litert(module, sample, raw), meta=meta)
+        first_fp32 = int8 and entry.fp32_observation and not getattr(module, "image", False)
+        return Artifact(backend, "tflite", edge.litert(module, sample, raw, first_fp32), meta=meta)
     return Artifact(backend, "pte", edge.executorch(module, sample, raw), meta=meta)
 
 

@@ -22,8 +22,11 @@ import torch
 from quarl_bench.errors import QuarlError
 
 
-def litert(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray | None) -> bytes:
-    """The ``.tflite`` bytes: fp32, or full-integer int8 calibrated on ``calibration`` (raw observations)."""
+def litert(
+    module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray | None, fp32_first_layer: bool = False
+) -> bytes:
+    """The ``.tflite`` bytes: fp32, or int8 calibrated on ``calibration`` (raw observations), its first layer (and so
+    the observation) in fp32 with ``fp32_first_layer``, its output layer's output in float, as the claim has them."""
     import tempfile
 
     import litert_torch
@@ -37,15 +40,78 @@ def litert(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray 
             from litert_torch.quantize import pt2e_quantizer
             from litert_torch.quantize.quant_config import QuantConfig
 
-            quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
-                min_max_activations(
-                    pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
-                )
+            config = min_max_activations(
+                pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
             )
+            quantizer = pt2e_quantizer.PT2EQuantizer().set_global(config)
+            for name in output_module_names(module):
+                quantizer.set_module_name(litert_module_key(name), float_output(config))
+            if fp32_first_layer:
+                quantizer.set_module_name(litert_module_key(first_module_name(module)), left_in_float(config))
+            module = weights_on_grid(module)
             prepared = _calibrated(module, example, quantizer, calibration, fold=False)
             litert_torch.convert(prepared, example, quant_config=QuantConfig(pt2e_quantizer=quantizer)).export(path)
         with open(path, "rb") as file:
             return file.read()
+
+
+def first_module_name(module: torch.nn.Module) -> str:
+    """The name (in ``module``) of the policy's first acting layer, which takes the observation."""
+    from quarl_bench.quant.layers import acting_layers
+
+    first = next(iter(acting_layers(module.policy)))[1]
+    return next(name for name, layer in module.named_modules() if layer is first)
+
+
+def weights_on_grid(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` whose Linear and Conv weights are rounded to the claim's symmetric int8 grid per output
+    channel (step max|w| / 127), still in float: PT2E then calibrates the network the claim calibrates, and a layer
+    left in fp32 computes with the claim's weights."""
+    import copy
+
+    twin = copy.deepcopy(module)
+    with torch.no_grad():
+        for layer in twin.modules():
+            if isinstance(layer, torch.nn.Linear | torch.nn.Conv2d):
+                weight = layer.weight
+                flat = weight.reshape(weight.shape[0], -1)
+                step = (flat.abs().amax(dim=1) / 127).clamp_min(torch.finfo(torch.float32).tiny)
+                shape = (-1,) + (1,) * (weight.dim() - 1)
+                weight.copy_(torch.clamp(torch.round(weight / step.reshape(shape)), -127, 127) * step.reshape(shape))
+    return twin
+
+
+def output_module_names(module: torch.nn.Module) -> list[str]:
+    """The names (in ``module``) of the policy's output layers: the action mean, logits or Q-values, which the W8A8
+    claim keeps in float (``quant.activations.output_layers``)."""
+    from quarl_bench.quant.activations import output_layers
+
+    policy = getattr(module, "policy", None)
+    if policy is None:
+        return []
+    outputs = {id(layer) for layer in output_layers(policy)}
+    return [name for name, layer in module.named_modules() if id(layer) in outputs]
+
+
+def litert_module_key(name: str) -> str:
+    """``name`` as litert's PT2E module filter spells it: it drops the first 10 characters of torch.export's
+    ``L__self__NAME`` stack key (9 in torch 2.13) and turns underscores into dots."""
+    return f"L__self__{name}"[len("L__self___") :].replace("_", ".")
+
+
+def float_output(config):
+    """``config`` with the layer's output left in float: litert-int8 rounded ddpg LunarLanderContinuous's pre-tanh
+    action to int8 over [-49, 23] (a step of 0.28, up to 36 action steps near zero) where the claim keeps it float."""
+    from dataclasses import replace
+
+    return replace(config, output_activation=None)
+
+
+def left_in_float(config):
+    """``config`` quantizing nothing (litert's quantizer takes no None config)."""
+    from dataclasses import replace
+
+    return replace(config, input_activation=None, output_activation=None, weight=None, bias=None)
 
 
 def executorch(module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray | None) -> bytes:

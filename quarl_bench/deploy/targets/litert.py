@@ -21,5 +21,6 @@ register_backend(
         "quarl_bench.deploy.backends:build_edge",
         w8a8_states=True,
         torch_only=True,
+        fp32_observation=True,
     )
 )
