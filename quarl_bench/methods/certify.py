@@ -39,7 +39,7 @@ from quarl_bench.statistics.certification import (
     tolerance_bounds,
     tolerance_delta,
 )
-from quarl_bench.statistics.pairing import paired_rewards
+from quarl_bench.statistics.pairing import in_identity_order, paired_rewards
 from quarl_bench.types import AgentRef, DeployTarget, Job, QuantSpec, spec_identity
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns, return_bounds
 
@@ -253,7 +253,11 @@ class Certifier:
             except ValueError as error:
                 raise QuarlError(str(error)) from None
             text = f"{config.tolerance:g}% of (R_fp32 {fp32['mean_reward']:.2f} - R_random {random['mean_reward']:.2f})"
-        returns = (np.asarray(fp32["episode_rewards"], float), np.asarray(random["episode_rewards"], float))
+        # δ's sequences read these in identity order, fixed before the episodes were played (statistics/pairing.py)
+        returns = (
+            in_identity_order(fp32["episode_rewards"], fp32["episode_ids"]),
+            in_identity_order(random["episode_rewards"], random["episode_ids"]),
+        )
         return Scale(delta, text, (fp32["key"], random["key"]), *returns, catastrophe)
 
     def certify(
@@ -291,7 +295,8 @@ class Certifier:
             if reference.is_identity:
                 fp32_returns.append(r)
             elif played.get(fp32_job.key) is not None:  # stored already: δ's bound for free
-                fp32_returns.append(np.asarray(played[fp32_job.key]["episode_rewards"], float))
+                row = played[fp32_job.key]
+                fp32_returns.append(in_identity_order(row["episode_rewards"], row["episode_ids"]))
             rows += [quantized["key"], fp32["key"]]
             d = np.concatenate(differences)
             if estimated:

@@ -1,0 +1,65 @@
+"""Verdicts do not depend on the order episodes finished in: a batch's pairs reach every sequence (the mean's
+betting capital, the catastrophe rate, δ's returns) in the episodes' identity order, fixed before it was played."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quarl_bench.methods.certify import Certifier, Scale
+from quarl_bench.methods.certify_config import CertifyConfig
+from quarl_bench.statistics.certification import SequentialTest
+from quarl_bench.statistics.pairing import in_identity_order, paired_rewards
+from quarl_bench.types import AgentRef, QuantSpec
+
+REF = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "folder", "/nowhere", "0" * 64)
+
+
+def batch_rows(order: str) -> tuple[dict, dict, np.ndarray]:
+    """One batch of 20 paired CartPole episodes (returns in [0, 500]) where fp32 crashes early in 6 (the quantized
+    policy balances those) and the quantized policy loses 170 in the other 14: mean difference -1 against δ 25. The
+    rows hold the same episodes stored in ``order``: ``finishing`` (SB3's: the crashed fp32 episodes first, and so
+    their pairs) or ``identity``."""
+    ids = [(env, 0, 1000 + env) for env in range(20)]
+    crashed = {3, 7, 11, 13, 16, 19}
+    fp32 = {i: (20.0 if i[0] in crashed else 500.0) for i in ids}
+    quantized = {i: (500.0 if i[0] in crashed else 330.0) for i in ids}
+    fp32_order = sorted(ids, key=lambda i: (fp32[i], i)) if order == "finishing" else ids
+    q_order = sorted(ids, key=lambda i: (quantized[i], i)) if order == "finishing" else ids
+
+    def row(key: str, rewards: dict, ordered: list) -> dict:
+        return {"key": key, "episode_rewards": [rewards[i] for i in ordered], "episode_ids": [list(i) for i in ordered]}
+
+    d = np.array([quantized[i] - fp32[i] for i in fp32_order])
+    return row("fp32", fp32, fp32_order), row("q", quantized, q_order), d
+
+
+def verdict(order: str) -> str:
+    config = CertifyConfig(tolerance_abs=25.0, catastrophe=250.0, max_episodes=20)
+    certifier = Certifier(REF, config)
+    fp32_row, q_row, _ = batch_rows(order)
+    walk = certifier.certify(QuantSpec("int8"), Scale(25.0, "25 reward", (), np.zeros(0), np.zeros(0), 250.0))
+    need = next(walk)
+    rows = {need.jobs[0].key: fp32_row, need.jobs[1].key: q_row}
+    try:
+        walk.send(rows)
+    except StopIteration as done:
+        return done.value.verdict
+    raise AssertionError("one batch of 20 was all it could play")
+
+
+def test_a_batch_whose_finishing_order_tracks_its_differences_gets_the_identity_orders_verdict() -> None:
+    # read in finishing order, the test itself says "safe": the +480 pairs come first and the capital's running
+    # maximum crosses 1/alpha on them, before the -170 pairs are read
+    test = SequentialTest("finite-sample", 0.04, (0.0, 500.0))
+    finishing = batch_rows("finishing")[2]
+    assert test.decide(finishing, (25.0, 25.0), (finishing < -250).astype(float), None) == "safe"
+    assert verdict("finishing") == verdict("identity") != "safe"
+
+
+def test_pairs_and_returns_come_in_identity_order_whatever_order_the_row_stored() -> None:
+    fp32_row, q_row, _ = batch_rows("finishing")
+    q, r = paired_rewards(q_row["episode_rewards"], q_row["episode_ids"], fp32_row["episode_rewards"], fp32_row["episode_ids"])
+    fp32_identity, q_identity, _ = batch_rows("identity")
+    assert list(r) == fp32_identity["episode_rewards"] and list(q) == q_identity["episode_rewards"]
+    returns = in_identity_order(fp32_row["episode_rewards"], fp32_row["episode_ids"])
+    assert list(returns) == fp32_identity["episode_rewards"]
