@@ -14,6 +14,8 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+
+from quarl_bench.deploy.machine import cpu_kind, int8_features
 from gymnasium import spaces
 
 from quarl_bench.deploy.c_build import cross_tools_missing, play_recorded
@@ -170,8 +172,16 @@ def test_every_backend_s_export_passes_the_gate_and_plays_alone(cli, zoo: Path, 
     expected = ("equivalent", "undetermined") if backend == "ort-int8-static" else ("equivalent",)
     assert contract["parity"]["passed"] and certification["against_claimed"]["verdict"] in expected
     assert certification["against_fp32"]["verdict"] != "unsafe"
-    assert contract["files"].keys() == {FILES[backend.split("-")[0]]}
+    family = backend.split("-")[0]
+    travelling = {"vectors.npz", "check.py"} if family != "torch" else set()  # the gate travels with the runtime's
+    assert contract["files"].keys() == {FILES[family]} | travelling
     assert play_client(out) >= 475
+    if travelling:  # the gate replayed by the folder's own check, with the machine it was measured on recorded
+        machine = contract["check"]["machine"]
+        assert machine["int8_features"] == list(int8_features()) and machine["cpu_kind"] == cpu_kind()
+        assert all(version != "not installed" for version in contract["check"]["runtime"].values())
+        done = subprocess.run([sys.executable, "check.py"], cwd=out, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "identical" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.skipif(not EDGE, reason="needs the 'edge' extra")
