@@ -58,8 +58,49 @@ def test_a_batch_whose_finishing_order_tracks_its_differences_gets_the_identity_
 
 def test_pairs_and_returns_come_in_identity_order_whatever_order_the_row_stored() -> None:
     fp32_row, q_row, _ = batch_rows("finishing")
-    q, r = paired_rewards(q_row["episode_rewards"], q_row["episode_ids"], fp32_row["episode_rewards"], fp32_row["episode_ids"])
+    q, r = paired_rewards(
+        q_row["episode_rewards"], q_row["episode_ids"], fp32_row["episode_rewards"], fp32_row["episode_ids"]
+    )
     fp32_identity, q_identity, _ = batch_rows("identity")
     assert list(r) == fp32_identity["episode_rewards"] and list(q) == q_identity["episode_rewards"]
     returns = in_identity_order(fp32_row["episode_rewards"], fp32_row["episode_ids"])
     assert list(returns) == fp32_identity["episode_rewards"]
+
+
+def scale_of(env_id: str, fp32_mean: float, **options) -> Scale:
+    """δ's scale set where the fp32 policy scores ``fp32_mean`` and the random policy 100 in every episode."""
+    ref = AgentRef("dqn", env_id, env_id, "folder", "/nowhere", "0" * 64)
+    certifier = Certifier(ref, CertifyConfig(tolerance_abs=10.0, **options))
+    walk = certifier.scale()
+    need = next(walk)
+
+    def row(key: str, value: float, count: int) -> dict:
+        ids = [[env, 0, env] for env in range(count)]
+        return {"key": key, "mean_reward": value, "episode_rewards": [value] * count, "episode_ids": ids}
+
+    rows = {need.jobs[0].key: row("fp32", fp32_mean, 20), need.jobs[1].key: row("random", 100.0, 100)}
+    try:
+        walk.send(rows)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the scale set is one step")
+
+
+def test_a_policy_no_better_than_random_still_gets_the_means_verdict() -> None:
+    """The catastrophe bound never blocks: with --tolerance-abs the mean's test needs no R_random. Where fp32 does not
+    beat random, the threshold is half the known return range, or (no bounds) not computed."""
+    assert scale_of("CartPole-v1", 300.0).catastrophe == 100.0  # half of R_fp32 - R_random, as before
+    bounded = scale_of("CartPole-v1", 100.0)
+    assert bounded.catastrophe == 250.0 and bounded.catastrophe_source == "half the return range [0, 500]"
+    unbounded = scale_of("LunarLander-v3", 100.0, guarantee="asymptotic")
+    assert unbounded.catastrophe is None and unbounded.catastrophe_source.startswith("not computed")
+
+
+def test_max_catastrophe_rate_without_a_threshold_is_refused_in_one_line() -> None:
+    import pytest
+
+    from quarl_bench.errors import QuarlError
+
+    with pytest.raises(QuarlError, match="--max-catastrophe-rate 0.05 has no threshold to apply to") as refused:
+        scale_of("LunarLander-v3", 100.0, guarantee="asymptotic", max_catastrophe_rate=0.05)
+    assert "\n" not in str(refused.value)

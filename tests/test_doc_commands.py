@@ -34,7 +34,7 @@ TINY = {
     "mixed": ["-n", "2", "--bits", "8", "4", "--max-episodes", "20", "--search-seeds", "0", "--verify-seeds", "1"],
     "certify": ["--batch", "5", "--max-episodes", "5", "--bits", "fp16", "8", "2"],
     "sweep": ["-n", "2", "--env", "CartPole-v1"],
-    "harden": ["--max-episodes", "20"],
+    "harden": ["--max-episodes", "20", "--budget", "2000"],  # the path, not the default 5000 states
     "export": [
         "--max-episodes",
         "20",

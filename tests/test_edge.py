@@ -14,12 +14,11 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
-
-from quarl_bench.deploy.machine import cpu_kind, int8_features
 from gymnasium import spaces
 
 from quarl_bench.deploy.c_build import cross_tools_missing, play_recorded
 from quarl_bench.deploy.c_int8 import fixed_point, tanh_thresholds
+from quarl_bench.deploy.machine import cpu_kind, int8_features
 
 EDGE = all(importlib.util.find_spec(m) for m in ("litert_torch", "ai_edge_litert", "executorch"))
 

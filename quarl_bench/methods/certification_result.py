@@ -56,7 +56,8 @@ class Verdict:
         """ "catastrophes ≤ 1.6% at 95%" (empty for a verdict stored without the bound)."""
         upper = self.evidence.get("catastrophe_rate_upper")
         if upper is None:
-            return ""
+            source = self.evidence.get("catastrophe_source", "")
+            return f"catastrophes {source}" if source.startswith("not computed") else ""
         return f"catastrophes ≤ {upper:.1%} at {1 - self.evidence['alpha_test']:.0%}"
 
 

@@ -57,7 +57,8 @@ class Scale:
     rows: tuple[str, ...]
     fp32_returns: np.ndarray
     random_returns: np.ndarray
-    catastrophe: float
+    catastrophe: float | None  # None: no threshold to count catastrophes by (the mean's verdict stands alone)
+    catastrophe_source: str = "--catastrophe"
 
 
 def batch_seed(seed: int, batch: int) -> int:
@@ -238,13 +239,7 @@ class Certifier:
         random_job = self.job(FP32, seed, self.baseline, config.random_episodes, method="random")
         rows = yield Need((fp32_job, random_job))
         fp32, random = self.checked(rows[fp32_job.key], fp32_job), self.checked(rows[random_job.key], random_job)
-        span = fp32["mean_reward"] - random["mean_reward"]
-        catastrophe = config.catastrophe if config.catastrophe is not None else span / 2
-        if not catastrophe > 0:
-            raise QuarlError(
-                f"the fp32 policy ({fp32['mean_reward']:.2f}) does not beat a random one "
-                f"({random['mean_reward']:.2f}): no default catastrophe threshold, pass --catastrophe R"
-            )
+        catastrophe, source = self.catastrophe_threshold(fp32["mean_reward"], random["mean_reward"])
         if config.tolerance_abs is not None:
             delta, text = config.tolerance_abs, f"{config.tolerance_abs:g} reward"
         else:
@@ -258,7 +253,31 @@ class Certifier:
             in_identity_order(fp32["episode_rewards"], fp32["episode_ids"]),
             in_identity_order(random["episode_rewards"], random["episode_ids"]),
         )
-        return Scale(delta, text, (fp32["key"], random["key"]), *returns, catastrophe)
+        return Scale(delta, text, (fp32["key"], random["key"]), *returns, catastrophe, source)
+
+    def catastrophe_threshold(self, fp32_reward: float, random_reward: float) -> tuple[float | None, str]:
+        """The loss that counts a pair as a catastrophe, and where it comes from: ``--catastrophe``; else half of
+        R_fp32 - R_random; where fp32 does not beat random, half the env's known return range; else None (the
+        catastrophe rate is not computed, and the mean's verdict stands without it).
+
+        :raises QuarlError: for ``--max-catastrophe-rate`` with no threshold to apply it to.
+        """
+        config = self.config
+        if config.catastrophe is not None:
+            return config.catastrophe, "--catastrophe"
+        if fp32_reward - random_reward > 0:
+            return (fp32_reward - random_reward) / 2, "half of R_fp32 - R_random"
+        if self.bounds is not None:
+            return (
+                self.bounds.high - self.bounds.low
+            ) / 2, f"half the return range [{self.bounds.low:g}, {self.bounds.high:g}]"
+        if config.max_catastrophe_rate is not None:
+            raise QuarlError(
+                f"--max-catastrophe-rate {config.max_catastrophe_rate:g} has no threshold to apply to: the fp32 policy "
+                f"({fp32_reward:.2f}) does not beat a random one ({random_reward:.2f}) and {self.ref.env_id} has no "
+                "known return bounds; pass --catastrophe R (a return loss) or --return-bounds LO HI"
+            )
+        return None, "not computed: pass --catastrophe R"
 
     def certify(
         self,
@@ -303,7 +322,7 @@ class Certifier:
                 tolerance = tolerance_bounds(
                     config.tolerance, np.concatenate(fp32_returns), scale.random_returns, self.test(alpha_delta)
                 )
-            crashes = (d < -scale.catastrophe).astype(float)
+            crashes = (d < -scale.catastrophe).astype(float) if scale.catastrophe is not None else np.zeros(len(d))
             if equivalence:
                 decided = test.equivalence(d, tolerance)
             else:
@@ -321,9 +340,10 @@ class Certifier:
             "delta_low": tolerance[0],
             "delta_high": tolerance[1],
             "catastrophe_threshold": scale.catastrophe,
-            "catastrophes": int(crashes.sum()),
+            "catastrophe_source": scale.catastrophe_source,
+            "catastrophes": int(crashes.sum()) if scale.catastrophe is not None else None,
             "nonzero_pairs": int(np.count_nonzero(d)),
-            "catastrophe_rate_upper": rate_bound(crashes, alpha_test).upper,
+            "catastrophe_rate_upper": rate_bound(crashes, alpha_test).upper if scale.catastrophe is not None else None,
             "max_catastrophe_rate": config.max_catastrophe_rate,
             "minimum_episodes": minimum_episodes(scale.delta, test.span, config.alpha) if test.finite else None,
             "min_pairs": None if test.finite else test.min_pairs,

@@ -394,9 +394,14 @@ def certification_table(result: Any) -> Table:
             f"{found.mean:+.2f}",
             f"{found.lower:.2f}",
             f"{found.upper:.2f}",
-            f"≤ {upper:.1%}" if upper is not None else "-",
+            f"≤ {upper:.1%}" if upper is not None else catastrophe_missing(found.evidence),
         )
     return table
+
+
+def catastrophe_missing(evidence: dict) -> str:
+    """The catastrophes cell of a verdict without a rate bound: not computed (no threshold), or '-' (stored before)."""
+    return "not computed" if str(evidence.get("catastrophe_source", "")).startswith("not computed") else "-"
 
 
 def guarantee_text(verdicts: list) -> str:

@@ -80,8 +80,11 @@ def _guarantee(line: pd.DataFrame) -> str:
 
 def _catastrophe_bound(row: pd.Series | None) -> str:
     """ "≤ 3.5%": the upper bound on the catastrophe rate of a verdict ("-" for one stored without it)."""
-    upper = _evidence(row).get("catastrophe_rate_upper") if row is not None else None
-    return "-" if upper is None else f"≤ {100 * upper:.1f}%"
+    evidence = _evidence(row) if row is not None else {}
+    upper = evidence.get("catastrophe_rate_upper")
+    if upper is None:
+        return "not computed" if str(evidence.get("catastrophe_source", "")).startswith("not computed") else "-"
+    return f"≤ {100 * upper:.1f}%"
 
 
 def _cell(row: pd.Series) -> str:
