@@ -196,8 +196,11 @@ def ladder_walk(
         family = walk_family(question.spec)
         stored = None if force else store.get_verdict(key)
         if stored is not None:
+            # a reused verdict keeps the label it was computed with: an exploratory "safe" stays exploratory and
+            # stops this walk as it would have stopped the one that computed it
+            exploratory = bool((stored.get("evidence") or {}).get("exploratory"))
             yield Decided(number, index, stored, True, family)
-            decided = stored["verdict"]
+            decided = "exploratory" if exploratory else stored["verdict"]
         else:
             found = yield from certifier.certify(
                 question.spec, scale, question.reference, question.equivalence, request.families, question.target

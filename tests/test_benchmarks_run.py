@@ -38,11 +38,11 @@ QUICK = {
 NEEDS_QEMU = ("c_int8_instructions.py", "c_int8_recorded.py")
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
 def test_every_script_has_a_quick_mode() -> None:
     assert set(QUICK) == set(SCRIPTS)
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_every_benchmark_imports_and_parses_its_flags(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", [script, "--help"])
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))

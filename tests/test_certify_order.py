@@ -104,3 +104,20 @@ def test_max_catastrophe_rate_without_a_threshold_is_refused_in_one_line() -> No
     with pytest.raises(QuarlError, match="--max-catastrophe-rate 0.05 has no threshold to apply to") as refused:
         scale_of("LunarLander-v3", 100.0, guarantee="asymptotic", max_catastrophe_rate=0.05)
     assert "\n" not in str(refused.value)
+
+
+def test_a_reused_exploratory_verdict_stays_exploratory_and_never_enters_the_minimum() -> None:
+    """`certify --bits 8 6 5 4 --every-width` with int6 undetermined labels int5 and int4 exploratory; a later
+    `certify --bits 5 4` reuses them: the minimum must not become "≤ int4"."""
+    from quarl_bench.methods.certification_result import Certification, Verdict
+
+    def found(precision: str, exploratory: bool) -> Verdict:
+        evidence = {"exploratory": True} if exploratory else {}
+        return Verdict(precision, precision, "safe", 100, 0.0, -5.0, 5.0, 20.0, 0.05, reused=True, evidence=evidence)
+
+    later = Certification(
+        REF, 20.0, "5%", (), [found("int5", True), found("int4", True)], {"int5": "int", "int4": "int"}
+    )
+    assert later.minimum_safe is None and later.minimum_safe_text == "> int5"
+    confirmed = Certification(REF, 20.0, "5%", (), [found("int5", False), found("int4", False)])
+    assert confirmed.minimum_safe_text == "≤ int4"

@@ -75,10 +75,13 @@ class Certification:
 
     @property
     def families(self) -> dict[str, str | None]:
-        """Each family's certified minimum: the narrowest precision safe with every wider one of it safe."""
+        """Each family's certified minimum: the narrowest precision safe with every wider one of it safe. An
+        exploratory verdict (past a walk's first stop, whenever it was computed) never enters it: its error rate is
+        not covered by the walk's α."""
         walks: dict[str, list[tuple[str, str]]] = {}
         for found in self.verdicts:
-            walks.setdefault(self.family_of.get(found.spec, ""), []).append((found.spec, found.verdict))
+            decided = "exploratory" if found.exploratory else found.verdict
+            walks.setdefault(self.family_of.get(found.spec, ""), []).append((found.spec, decided))
         return {label: minimum_safe(walk) for label, walk in walks.items()}
 
     @property

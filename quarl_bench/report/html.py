@@ -230,7 +230,9 @@ def write_html_report(
 
 
 VERDICT_NOTE = (
-    "<p class='note'>Per agent and precision: safe, unsafe or undetermined against the tolerance δ, decided by an "
-    "anytime-valid confidence sequence on paired episodes (their count in brackets); the certified minimum is the "
-    "narrowest precision safe with every wider one safe too.</p>"
+    "<p class='note'>Per agent and precision: safe, unsafe or undetermined against the tolerance δ, decided by a "
+    "confidence sequence on paired episodes (their count in brackets); the certified minimum is the narrowest "
+    "precision safe with every wider one safe too. The guarantee column says what each line carries: "
+    "<b>finite-sample</b> (a betting sequence on known or declared return bounds, valid at every look) or "
+    "<b>asymptotic</b> (a normal-approximation sequence, valid only as the pairs grow; no finite-sample claim).</p>"
 )

@@ -143,7 +143,10 @@ def method_medians(table: pd.DataFrame) -> pd.DataFrame:
                     "median safe width": np.median(values) if values else math.nan,
                 }
             )
-    return pd.DataFrame.from_records(records).sort_values("median safe width", na_position="last")
+    frame = pd.DataFrame.from_records(records)
+    if "median safe width" not in frame:  # single-width formats only (run --bits fp16): no ladder to take one from
+        frame["median safe width"] = math.nan
+    return frame.sort_values("median safe width", na_position="last")
 
 
 def paired_gain(table: pd.DataFrame, calibrated: str, baseline: str = "RTN") -> dict[str, Any]:

@@ -61,11 +61,8 @@ def model_ref(
     path = Path(model).expanduser().resolve()
     if not path.is_file():
         raise QuarlError(f"model file {str(model)!r} not found: expected an SB3 .zip or an .onnx file")
-    vec_path = Path(vecnormalize).expanduser().resolve() if vecnormalize else None
-    if vec_path is not None and not vec_path.is_file():
-        raise QuarlError(f"vecnormalize file {str(vecnormalize)!r} not found: expected a VecNormalize .pkl file")
-    kwargs = json.dumps(env_kwargs, sort_keys=True) if env_kwargs else ""
-    extra = kwargs + (f"vecnormalize:{content_hash([vec_path])}" if vec_path else "")
+    kwargs, vec_text, extra = settings_identity(env_kwargs, vecnormalize)
+    vec_path = Path(vec_text) if vec_text else None
     if path.suffix.lower() == ".onnx":
         from quarl_bench.extras import require
 
@@ -97,14 +94,45 @@ def model_ref(
     )
 
 
-def module_ref(target: str, env_id: str, env_packages: tuple[str, ...] = ()) -> AgentRef:
-    """The agent of ``--policy-module FILE.py:FUNCTION``: hashed over the file and the weights it builds."""
+def module_ref(
+    target: str,
+    env_id: str,
+    env_packages: tuple[str, ...] = (),
+    env_kwargs: dict[str, Any] | None = None,
+    vecnormalize: str | Path | None = None,
+) -> AgentRef:
+    """The agent of ``--policy-module FILE.py:FUNCTION``: hashed over the file, the weights it builds and the env
+    kwargs and VecNormalize statistics it plays with (``--env-kwargs``, ``--vecnormalize``)."""
     from quarl_bench.zoo.foreign import load_module_function
 
+    kwargs, vec_path, extra = settings_identity(env_kwargs, vecnormalize)
     module = load_module_function(target)
     path_text, _, function = target.rpartition(":")
     path = Path(path_text).resolve()
-    key = weights_hash(module.state_dict(), path.read_bytes() + target.encode())
+    key = weights_hash(module.state_dict(), path.read_bytes() + target.encode() + extra.encode())
     return AgentRef(
-        "torch-module", env_id, env_id, "module", str(path.parent), key, f"{path}:{function}", "", "", env_packages
+        "torch-module",
+        env_id,
+        env_id,
+        "module",
+        str(path.parent),
+        key,
+        f"{path}:{function}",
+        vec_path,
+        kwargs,
+        env_packages,
     )
+
+
+def settings_identity(env_kwargs: dict[str, Any] | None, vecnormalize: str | Path | None) -> tuple[str, str, str]:
+    """``--env-kwargs`` as JSON, the ``--vecnormalize`` file's absolute path, and the text an agent's identity hashes
+    them as ('' for each one not given: a policy's hash without them is unchanged).
+
+    :raises QuarlError: for a VecNormalize file that does not exist.
+    """
+    vec_path = Path(vecnormalize).expanduser().resolve() if vecnormalize else None
+    if vec_path is not None and not vec_path.is_file():
+        raise QuarlError(f"vecnormalize file {str(vecnormalize)!r} not found: expected a VecNormalize .pkl file")
+    kwargs = json.dumps(env_kwargs, sort_keys=True) if env_kwargs else ""
+    extra = kwargs + (f"vecnormalize:{content_hash([vec_path])}" if vec_path else "")
+    return kwargs, str(vec_path or ""), extra

@@ -5,7 +5,7 @@ every source names its agent by the one content hash (``zoo/identity.py``)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +55,21 @@ def resolve(query: AgentQuery) -> AgentRef:
         raise QuarlError("bad agent: expected --model or --policy-module, not both")
     env_id, packages = env_with_packages(query.env, query.env_packages)
     if query.model is not None and not isinstance(query.model, str | os.PathLike):
-        return object_ref(query.model, env_id, packages, Path(query.cache or DEFAULT_CACHE))
+        cache = Path(query.cache or DEFAULT_CACHE)
+        return object_ref(query.model, env_id, packages, cache, query.env_kwargs, query.vecnormalize)
     if query.model:
         return model_ref(query.model, env_id, query.algo, query.vecnormalize, query.env_kwargs, packages)
     if query.policy_module:
-        return module_ref(query.policy_module, env_id, packages)
+        return module_ref(query.policy_module, env_id, packages, query.env_kwargs, query.vecnormalize)
     if query.vecnormalize or query.env_kwargs:
-        raise QuarlError("bad agent: --vecnormalize and --env-kwargs apply to a --model file; zoo agents use theirs")
+        flag = "--vecnormalize" if query.vecnormalize else "--env-kwargs"
+        raise QuarlError(
+            f"bad agent: {flag} applies to a --model file, a --policy-module or a model object; a zoo agent "
+            "(--algo) plays with the env settings and statistics saved beside it"
+        )
     if not query.algo:
         raise QuarlError("no agent given: expected --algo (a zoo agent), --model FILE or --policy-module FILE.py:FUNC")
-    return resolve_agent(
+    ref = resolve_agent(
         query.algo,
         env_id,
         query.folder,
@@ -74,11 +79,20 @@ def resolve(query: AgentQuery) -> AgentRef:
         query.seed,
         query.trust_remote_code,
     )
+    # --env-package reaches a zoo agent too: every process that makes its env (workers, Ray) imports them first
+    return replace(ref, env_packages=packages) if packages else ref
 
 
-def object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) -> AgentRef:
+def object_ref(
+    model: Any,
+    env_id: str,
+    packages: tuple[str, ...],
+    cache: Path,
+    env_kwargs: dict[str, Any] | None = None,
+    vecnormalize: str | None = None,
+) -> AgentRef:
     """An in-memory SB3 model (saved once to ``cache/objects/{hash}.zip``) or torch module (kept in this process)
-    as an agent; its identity is the hash of its weights."""
+    as an agent; its identity is the hash of its weights (and of the env kwargs and statistics it plays with)."""
     import torch
     from stable_baselines3.common.base_class import BaseAlgorithm
 
@@ -97,8 +111,12 @@ def object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) 
         )
     key = weights_hash(state, type(model).__qualname__.encode())
     if isinstance(model, torch.nn.Module):
+        from quarl_bench.zoo.model_file import settings_identity
+
+        kwargs, vec_path, extra = settings_identity(env_kwargs, vecnormalize)
+        key = weights_hash(state, type(model).__qualname__.encode() + extra.encode())
         return AgentRef(
-            "torch-module", env_id, env_id, "object", "", key, register_module(key, model), "", "", packages
+            "torch-module", env_id, env_id, "object", "", key, register_module(key, model), vec_path, kwargs, packages
         )
     path = cache / "objects" / f"{key}.zip"
     if not path.is_file():
@@ -106,4 +124,4 @@ def object_ref(model: Any, env_id: str, packages: tuple[str, ...], cache: Path) 
         partial = path.with_name(f"{key}.partial.zip")
         model.save(partial)
         os.replace(partial, path)
-    return model_ref(path, env_id, algo_of_zip(saved_data(path), path), env_packages=packages)
+    return model_ref(path, env_id, algo_of_zip(saved_data(path), path), vecnormalize, env_kwargs, packages)
