@@ -31,6 +31,8 @@ class Precision:
     :param scale_bits: bits of shared scales per element (MX: one 8-bit exponent per 32 values = 0.25).
     :param round_trip_at: ``module:function(tensor, name)`` that stores a tensor in this format and reads it back.
     :param family: formats that form one ladder of widths (MX: mxfp8, mxfp6, mxfp4); '' = the name alone.
+    :param tensor_scaled: one scale per tensor (fp8): a calibrated activation range fixes it (``amax``), where
+        block-scaled formats (MX, NVFP4) take their scales from each block at run time.
     """
 
     name: str
@@ -39,6 +41,7 @@ class Precision:
     scale_bits: float = 0.0
     round_trip_at: str = ""
     family: str = ""
+    tensor_scaled: bool = False
 
     @property
     def ladder(self) -> str:
@@ -62,10 +65,14 @@ class Precision:
         """Storage per weight with its scales counted (an integer grid's per-tensor scale rounds to 0)."""
         return self.bits + self.scale_bits
 
-    def round_trip(self, tensor: Any) -> Any:
-        """``tensor`` stored at this precision and read back (integers: QuaRL's per-tensor grid)."""
+    def round_trip(self, tensor: Any, amax: Any = None) -> Any:
+        """``tensor`` stored at this precision and read back (integers: QuaRL's per-tensor grid); ``amax``: a
+        calibrated range's largest magnitude, which fixes a tensor-scaled format's scale."""
         module, _, function = self.round_trip_at.partition(":")
-        return getattr(importlib.import_module(module), function)(tensor, self.name)
+        round_trip = getattr(importlib.import_module(module), function)
+        if amax is not None and self.tensor_scaled:
+            return round_trip(tensor, self.name, amax)
+        return round_trip(tensor, self.name)
 
     def __str__(self) -> str:
         return self.name
@@ -137,6 +144,6 @@ for _name, _bits, _scale, _family in (
     ("mxfp8", 8, 8 / 32, "MX"),
     ("nvfp4", 4, 8 / 16, ""),  # an e4m3 scale per 16 values (and one fp32 per tensor)
 ):
-    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family))
+    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family, _name.startswith("fp8")))
 FLOAT_PRECISIONS = names("float")
 FORMATS = names("format")

@@ -36,9 +36,10 @@ W8A8 = QuantSpec(
 
 
 def claimed_spec(backend: str, image: bool = False) -> QuantSpec:
-    """The fake-quant spec ``backend``'s artifact claims to be: fp32, fp16, or W8A8 per-channel (static int8), its
-    observation left in fp32 where the backend keeps a vector policy's first layer in fp32 (``image``: the policy
-    takes images, whose first layer it quantizes)."""
+    """The fake-quant spec ``backend``'s artifact claims to be: its registered claim; else its own precision (fp32,
+    fp16, ...), W8A8 per-channel (static int8) for an int8 backend only, its observation left in fp32 where the
+    backend keeps a vector policy's first layer in fp32 (``image``: the policy takes images, whose first layer it
+    quantizes). A backend registered without a claim is never gated against a precision it does not run at."""
     from dataclasses import replace
 
     from quarl_bench.backend_registry import backend as registered
@@ -46,8 +47,8 @@ def claimed_spec(backend: str, image: bool = False) -> QuantSpec:
     entry = registered(backend)
     if entry.claims is not None:
         return QuantSpec(**entry.claims)
-    if entry.precision == "fp32":
-        return QuantSpec("fp32")
+    if entry.precision != "int8":
+        return QuantSpec(entry.precision)
     return replace(W8A8, obs_bits="fp32") if entry.fp32_observation and not image else W8A8
 
 

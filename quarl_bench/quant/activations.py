@@ -22,7 +22,6 @@ from torch import nn
 
 from quarl_bench.precision import precision as number_format
 from quarl_bench.quant.affine import activation_grid
-from quarl_bench.quant.formats import FP8_DTYPES, format_round_trip
 from quarl_bench.quant.layers import acting_layers, acting_lstms
 from quarl_bench.types import QuantSpec
 
@@ -88,13 +87,12 @@ def record_tensors(policy: nn.Module, states: np.ndarray, layers: list[nn.Module
 
 
 def quantize_activation(x: torch.Tensor, precision: str, bounds: Range) -> torch.Tensor:
-    """``x`` at ``precision`` with the calibrated ``bounds`` (unused by MX/NVFP4, whose scales are per block)."""
-    if precision in FP8_DTYPES:
-        return format_round_trip(x, precision, torch.maximum(bounds.low.abs(), bounds.high.abs()).max())
+    """``x`` at ``precision`` with the calibrated ``bounds``: an integer grid's range, a tensor-scaled format's
+    (fp8's) scale; unused by block-scaled formats (MX, NVFP4), whose scales come from each block at run time."""
     kind = number_format(precision)
-    if kind.is_format:
-        return kind.round_trip(x)
-    if kind.is_float:
+    if kind.tensor_scaled:
+        return kind.round_trip(x, torch.maximum(bounds.low.abs(), bounds.high.abs()).max())
+    if kind.is_format or kind.is_float:
         return kind.round_trip(x)
     return activation_grid(x, bounds.low, bounds.high, kind.bits)
 
