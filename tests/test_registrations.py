@@ -48,3 +48,27 @@ def test_fp8_takes_its_calibrated_range() -> None:
     narrow = quantize_activation(x, "fp8-e4m3", Range(torch.tensor(0.0), torch.tensor(1.0)))
     wide = quantize_activation(x, "fp8-e4m3", Range(torch.tensor(0.0), torch.tensor(3.0)))
     assert float(narrow[2]) <= 1.0 + 1e-6 and float(wide[2]) == pytest.approx(3.0, rel=0.07)
+
+
+def test_harden_for_a_backend_aims_at_its_claim() -> None:
+    from quarl_bench.api.harden import backend_target
+
+    assert backend_target("c-int4", {}) == claimed_spec("c-int4")
+    assert backend_target("c-int4", {"precision": "int4", "granularity": "per-channel"}).act_bits == "int8"
+    assert backend_target("ort-int8-static", {}).obs_bits == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragments"),
+    [
+        (("--for", "c-int4", "--bits", "8"), ("--bits int8 contradicts --for c-int4", "int4")),
+        (("--for", "c-int4", "--granularity", "per-tensor"), ("--granularity per-tensor", "per-channel")),
+        (("--for", "c-int4", "--act-bits", "4"), ("--act-bits int4", "int8")),
+        (("--for", "ort-fp32"), ("bad --for ort-fp32", "c-int4")),
+        (("--for", "tensorrt"), ("'tensorrt'", "c-int4")),
+    ],
+)
+def test_harden_for_refuses_what_contradicts_its_claim_in_one_line(cli, tmp_path, flags, fragments) -> None:
+    code, _, err = cli("harden", "--algo", "dqn", "--env", "CartPole-v1", *flags, "--store", tmp_path / "q.sqlite")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and all(f in err for f in fragments), err
+    assert not (tmp_path / "q.sqlite").exists()

@@ -112,7 +112,8 @@ def export_artifact(
         raise QuarlError(
             f"the {target.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}: mean "
             f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
-            f"over {fp32['episodes']} paired episodes; nothing written, pass --allow-degraded to write it anyway"
+            f"over {fp32['episodes']} paired episodes; {degraded_cause(target.backend, certification, claimed)}"
+            "nothing written, pass --allow-degraded to write it anyway"
         )
     firmware = c_firmware(agent, module, artifact, c_prefix) if artifact.kind == "c" else None
     if firmware is not None:
@@ -136,6 +137,19 @@ def export_artifact(
     )
     write_folder(out, files, force)
     return Export(artifact, out, document, spec_text(claimed))
+
+
+def degraded_cause(backend: str, certification: dict[str, Any], claimed: QuantSpec) -> str:
+    """Why an artifact lost to fp32, where the verdicts say: its claim itself loses (the artifact matches it), so the
+    agent needs fine-tuning for that claim (``harden --for``); or the artifact parts from its claim."""
+    against_claim = certification["against_claimed"]["verdict"]
+    if against_claim in ("equivalent", "safe", "undetermined"):
+        return (
+            f"likely cause: the policy itself does not survive {spec_text(claimed)} (the artifact plays as that "
+            f"claim, verdict {against_claim}); remedy: quarl-bench harden ... --for {backend}, then export the "
+            "hardened agent; "
+        )
+    return f"likely cause: the artifact parts from its claim (verdict {against_claim}), not the quantization; "
 
 
 def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document: dict[str, Any]) -> dict[str, bytes]:

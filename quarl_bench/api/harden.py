@@ -296,3 +296,34 @@ def run_harden_study(
             if on_line:
                 on_line(line)
     return lines
+
+
+def backend_target(backend: str, given: dict[str, object]) -> QuantSpec:
+    """The spec ``harden --for BACKEND`` aims at: the backend's claim, the fake-quant policy its artifact is gated
+    and certified against (``c-int4``: int4 per-channel symmetric weights, int8 activations).
+
+    :param given: spec flags the user gave beside ``--for`` (``precision``, ``granularity``, ``act_bits``, ...).
+    :raises QuarlError: in one line, for an unknown backend, one whose artifact has nothing to harden for (fp32,
+        fp16), or a given flag that contradicts its claim.
+    """
+    from quarl_bench.backend_registry import backend as registered
+    from quarl_bench.backend_registry import backend_names
+    from quarl_bench.deploy.parity import claimed_spec
+    from quarl_bench.precision import precision
+
+    registered(backend)  # an unknown name: one line naming the registered ones
+    claim = claimed_spec(backend)
+    if not precision(claim.precision).is_int:
+        integer = [name for name in backend_names() if precision(claimed_spec(name).precision).is_int]
+        raise QuarlError(
+            f"bad --for {backend}: its artifact runs at {claim.precision}, which has no claim to harden for; "
+            f"expected one of {', '.join(integer)}"
+        )
+    for name, value in given.items():
+        wanted = getattr(claim, name)
+        if str(value) != str(wanted):
+            raise QuarlError(
+                f"--{name.replace('_', '-').replace('precision', 'bits')} {value} contradicts --for {backend}, "
+                f"which claims {name.replace('_', ' ')} {wanted or 'none'}: drop the flag or the --for"
+            )
+    return claim

@@ -34,9 +34,27 @@ def parse_settings(items: list[str] | None) -> dict[str, dict[str, Any]]:
 def target_spec(args: argparse.Namespace):
     from quarl_bench.parsers.arguments import spec_from_args
 
+    if getattr(args, "for_backend", None):
+        from quarl_bench.api.harden import backend_target
+
+        return backend_target(args.for_backend, given_spec_flags(args))
     if args.bits is None:
-        raise QuarlError("harden needs --bits P (the target precision, e.g. 4) or --grid FILE")
+        raise QuarlError("harden needs --bits P (the target precision, e.g. 4), --for BACKEND or --grid FILE")
     return spec_from_args(args, args.bits)
+
+
+def given_spec_flags(args: argparse.Namespace) -> dict[str, object]:
+    """The spec flags given on the command line (their defaults left out): ``--for`` refuses any its claim denies."""
+    given = {
+        "precision": args.bits,
+        "granularity": None if args.granularity == "auto" else args.granularity,
+        "symmetric": True if args.symmetric else None,
+        "quantize_bias": True if args.quantize_bias else None,
+        "act_bits": args.act_bits,
+        "obs_bits": args.obs_bits,
+        "out_bits": args.out_bits,
+    }
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def certify_config(args: argparse.Namespace, base: Any = None):

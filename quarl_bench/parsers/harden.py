@@ -42,6 +42,14 @@ def add_harden(commands: Subcommands) -> None:
     harden.add_argument(
         "--bits", type=precision_arg, default=None, metavar="P", help=f"the target precision: {help_text()}"
     )
+    harden.add_argument(
+        "--for",
+        dest="for_backend",
+        default=None,
+        metavar="B",
+        help="aim at backend B's claim (its precision, granularity, symmetry and activation bits), the spec "
+        "`export --backend B` gates and certifies against, e.g. c-int4; conflicting spec flags are refused",
+    )
     add_spec(harden)
     add_recipe(harden)
     harden.add_argument(
