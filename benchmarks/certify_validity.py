@@ -14,7 +14,7 @@ import argparse
 import math
 
 from quarl_bench.statistics.certification import ASYMPTOTIC_MIN_PAIRS, SequentialTest
-from quarl_bench.statistics.validity import scenarios, simulate
+from quarl_bench.statistics.validity import batch_scenarios, scenarios, simulate, simulate_batched
 
 
 def main() -> None:
@@ -53,8 +53,79 @@ def main() -> None:
             sweep[minimum] = max(sweep.get(minimum, 0.0), simulate(scenario, test, -scenario.delta, reps).safe)
         print(f"{scenario.name:36s} {scenario.delta:6.2f} | {cells[0]:27s} | {cells[1]:27s}")
     print(f"\nworst P(false safe), finite-sample: {worst_finite:.3f} (valid: <= {alpha})")
+    batched(alpha, reps, limit, 200 if args.quick else 1000, 5 if args.quick else 20)
     for minimum, worst in sweep.items():
         print(f"worst P(false safe), asymptotic with no decision before {minimum:4d} pairs: {worst:.3f}")
+
+
+def batched(alpha: float, reps: int, limit: float, max_pairs: int, checked: int) -> None:
+    """Batch-structured scenarios through certify's own path: each batch stored as certify stores it (episodes in
+    the order they finished), paired by ``paired_rewards``, decided by the same test; the first ``checked``
+    replications of each are also driven through ``Certifier.certify`` (the driver's generator) and must agree.
+    The order certify read pairs in before issue 53 (the fp32 row's stored order) is printed beside."""
+    print(f"\nbatch-structured, finite-sample, at most {max_pairs} pairs; old order (finishing) | now (identity)")
+    print(f"{'scenario':36s} {'delta':>6s} | {'P(f.safe) P(f.unsafe)':21s} | {'P(f.safe) P(f.unsafe)':21s} | driver")
+    worst = 0.0
+    for scenario in batch_scenarios():
+        test = SequentialTest("finite-sample", alpha, scenario.bounds)
+        cells = []
+        for order in ("finishing", "identity"):
+            wrong_safe = simulate_batched(scenario, test, -scenario.delta, reps, order, max_pairs=max_pairs)
+            truly_safe = simulate_batched(scenario, test, 0.0, reps, order, max_pairs=max_pairs, seed=1)
+            cells.append(f"{wrong_safe.safe:9.3f} {truly_safe.unsafe:11.3f}")
+        worst = max(worst, wrong_safe.safe)
+        agree = driver_agreement(scenario, alpha, checked, max_pairs)
+        print(f"{scenario.name:36s} {scenario.delta:6.2f} | {cells[0]:21s} | {cells[1]:21s} | {agree}/{checked}")
+    print(f"worst P(false safe), batch-structured, identity order: {worst:.3f} (alpha + 3 SE: {limit:.3f})")
+
+
+def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int) -> int:
+    """How many of the first ``replications`` boundary runs end with the same verdict through the real
+    ``Certifier.certify`` generator (stored rows sent batch by batch) as through the vectorised path."""
+    import numpy as np
+
+    from quarl_bench.methods.certify import Certifier, Scale
+    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.statistics.validity import batched_differences, stored_batch
+    from quarl_bench.types import AgentRef, QuantSpec
+
+    ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "folder", "/nowhere", "0" * 64)
+    config = CertifyConfig(
+        tolerance_abs=scenario.delta,
+        catastrophe=scenario.bounds[1] - scenario.bounds[0],
+        max_episodes=max_pairs,
+        confidence=1 - alpha,
+        return_bounds=scenario.bounds,
+        guarantee="finite-sample",
+    )
+    test = SequentialTest("finite-sample", alpha, scenario.bounds)
+    looks = np.arange(19, max_pairs, 20)
+    d = batched_differences(scenario, replications, -scenario.delta, max_pairs, 20, 0, "identity")
+    codes = test.decide_looks(d, scenario.delta, looks)
+    rng = np.random.default_rng(0)  # the same stream batched_differences drew from
+    agree = 0
+    for rep in range(replications):
+        decided = [int(c) for c in codes[rep] if c != 0]
+        expected = {1: "safe", -1: "unsafe"}.get(decided[0] if decided else 0, "undetermined")
+        walk = Certifier(ref, config).certify(
+            QuantSpec("int8"), Scale(scenario.delta, "", (), np.zeros(0), np.zeros(0), None)
+        )
+        need, found, drawn = next(walk), None, 0
+        while found is None:
+            (f_rewards, f_ids), (q_rewards, q_ids) = stored_batch(scenario, rng, 20, -scenario.delta)
+            drawn += 20
+            rows = {
+                need.jobs[0].key: {"key": "f", "episode_rewards": f_rewards, "episode_ids": f_ids},
+                need.jobs[1].key: {"key": "q", "episode_rewards": q_rewards, "episode_ids": q_ids},
+            }
+            try:
+                need = walk.send(rows)
+            except StopIteration as done:
+                found = done.value.verdict
+        for _ in range(drawn, max_pairs, 20):  # keep the stream aligned with the vectorised draw
+            stored_batch(scenario, rng, 20, -scenario.delta)
+        agree += found == expected
+    return agree
 
 
 if __name__ == "__main__":

@@ -131,3 +131,110 @@ def simulate(
         float(np.median(pairs)) if pairs.size else None,
         replications,
     )
+
+
+# Batch-structured scenarios: whole episodes (return and length) of two independent policies, stored as certify
+# stores them (each row in the order its episodes finished), paired as certify pairs them.
+
+Episodes = Callable[[np.random.Generator, int, float], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class BatchScenario:
+    """Two policies' episodes: ``play(rng, n, shift)`` draws n (returns, lengths) for fp32 (shift 0) or for the
+    quantized policy (``shift``: the true mean difference it must have against fp32)."""
+
+    name: str
+    play: Episodes
+    delta: float
+    bounds: tuple[float, float]
+
+
+def early_failures(rate: float) -> Episodes:
+    """CartPole-like: a policy fails early (length and return U[10, 100]) in a share of episodes, else plays 500
+    steps for 500; the quantized policy's failure share is set by its mean difference (failure costs 445 on
+    average), independently of fp32's episodes."""
+
+    def play(rng: np.random.Generator, n: int, shift: float) -> tuple[np.ndarray, np.ndarray]:
+        failing = rng.random(n) < rate - shift / 445.0
+        short = rng.uniform(10, 100, n).round()
+        returns = np.where(failing, short, 500.0)
+        return returns, returns.copy()
+
+    return play
+
+
+def falling_with_length(rng: np.random.Generator, n: int, shift: float) -> tuple[np.ndarray, np.ndarray]:
+    """Acrobot-like: -1 per step until the goal, so the return falls with the length (60 + Exp(25) steps, at most
+    500); the quantized policy's episodes are longer by -shift on average."""
+    lengths = np.minimum(60 + rng.exponential(25, n) - shift, 500).round()
+    return -lengths, lengths
+
+
+def batch_scenarios() -> list[BatchScenario]:
+    cartpole, acrobot = (0.0, 500.0), (-500.0, 0.0)
+    return [
+        *[BatchScenario(f"fp32 fails early in {r:.0%}", early_failures(r), 20.0, cartpole) for r in (0.1, 0.25, 0.5)],
+        BatchScenario("returns fall with length", falling_with_length, 5.0, acrobot),
+    ]
+
+
+def stored_batch(
+    scenario: BatchScenario, rng: np.random.Generator, batch: int, shift: float
+) -> tuple[tuple[list, list], tuple[list, list]]:
+    """One paired batch as the store holds it: (rewards, identities) of fp32 and of the quantized policy, each in
+    the order its episodes finished (by length, then env: what ``evaluate`` stores)."""
+    rows = []
+    for policy_shift in (0.0, shift):
+        returns, lengths = scenario.play(rng, batch, policy_shift)
+        order = sorted(range(batch), key=lambda i: (lengths[i], i))
+        rows.append(([float(returns[i]) for i in order], [(i, 0, 1000 + i) for i in order]))
+    return rows[0], rows[1]
+
+
+def batched_differences(
+    scenario: BatchScenario, replications: int, mean: float, max_pairs: int, batch: int, seed: int, order: str
+) -> np.ndarray:
+    """Paired differences (replications, max_pairs), batch by batch, read as certify reads stored rows:
+    ``identity`` (:func:`~quarl_bench.statistics.pairing.paired_rewards`, certify's path now) or ``finishing``
+    (the fp32 row's stored order, certify's path before issue 53)."""
+    from quarl_bench.statistics.pairing import paired_rewards
+
+    rng = np.random.default_rng(seed)
+    out = np.zeros((replications, max_pairs))
+    for rep in range(replications):
+        for start in range(0, max_pairs, batch):
+            (f_rewards, f_ids), (q_rewards, q_ids) = stored_batch(scenario, rng, batch, mean)
+            if order == "identity":
+                q, r = paired_rewards(q_rewards, q_ids, f_rewards, f_ids)
+            else:
+                by_id = dict(zip(q_ids, q_rewards, strict=True))
+                q, r = np.array([by_id[i] for i in f_ids]), np.array(f_rewards)
+            out[rep, start : start + batch] = q - r
+    return out
+
+
+def simulate_batched(
+    scenario: BatchScenario,
+    test: SequentialTest,
+    mean: float,
+    replications: int,
+    order: str = "identity",
+    batch: int = 20,
+    max_pairs: int = 1000,
+    seed: int = 0,
+) -> Outcome:
+    """:func:`simulate` for a batch-structured scenario, its pairs read in ``order``."""
+    d = batched_differences(scenario, replications, mean, max_pairs, batch, seed, order)
+    looks = np.arange(batch - 1, max_pairs, batch)
+    codes = test.decide_looks(d, scenario.delta, looks)
+    decided = codes != 0
+    first = np.where(decided.any(axis=-1), decided.argmax(axis=-1), -1)
+    final = np.where(first >= 0, codes[np.arange(replications), np.maximum(first, 0)], 0)
+    pairs = (looks[first[first >= 0]] + 1).astype(float)
+    return Outcome(
+        float((final == 1).mean()),
+        float((final == -1).mean()),
+        float(np.median(pairs)) if pairs.size else None,
+        replications,
+    )
