@@ -350,7 +350,8 @@ class ResultStore:
         return self._frame(SELECT_ROWS + " WHERE " + " AND ".join(where) + " ORDER BY r.created_at, r.key", params)
 
     def variants(self, method: str = "ptq") -> list[Variant]:
-        """Every variant with at least one quantized (non-fp32) row of ``method``; the default first."""
+        """Every variant with at least one quantized (non-fp32) row of ``method`` (``deploy``: any row, since an
+        ``ort-fp32`` artifact is a deployment too); the default first."""
         if not self._readable():
             return []
         names = (
@@ -365,8 +366,8 @@ class ResultStore:
             "recipe",
         )
         rows = self._connection.execute(
-            f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND precision != 'fp32' "
-            "AND layer_bits = ''",
+            f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND (precision != 'fp32' OR "
+            "method = 'deploy') AND layer_bits = ''",
             (method,),
         ).fetchall()
         found = {

@@ -14,10 +14,11 @@ def report(args: argparse.Namespace) -> int:
     from quarl_bench.report.writer import console_lines, write_report
 
     with ResultStore(existing_store(args.store)) as store:
-        if store.to_dataframe().empty and store.timings().empty and store.fidelity().empty:
+        tables = (store.to_dataframe(), store.timings(), store.fidelity(), store.verdicts(), store.hardened())
+        if all(table.empty for table in tables):
             raise QuarlError(
-                f"the store {str(store.path)!r} holds no rows: nothing to report "
-                "(expected a store that run, sweep, deploy, fidelity, actorq or rollout wrote)"
+                f"the store {str(store.path)!r} holds no rows: nothing to report (expected a store that run, "
+                "sweep, certify, deploy, export, table4, fidelity, harden, actorq or rollout wrote)"
             )
         formats = tuple(args.formats or (("svg", "png") if args.all_files else ("svg",)))
         made = write_report(store, args.out, args.paper, args.tolerance, formats, args.html, all_files=args.all_files)
