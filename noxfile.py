@@ -13,6 +13,14 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def heavy(session: nox.Session) -> None:
+    """The whole suite, the tests marked heavy included."""
+    session.install("torch==2.13.0")
+    session.install("-e", ".[dev,all]")
+    session.run("pytest", "--heavy", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")

@@ -45,7 +45,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.seconds, args.arch, args.eval_every = 1, 4.0, "64,64", 2.0
+        args.seeds, args.seconds, args.arch, args.eval_every = 1, 2.0, "64,64", 1.0
         args.store = Path(tempfile.mkdtemp()) / "actorq.sqlite"
     arch = tuple(int(w) for w in args.arch.split(","))
     device = training_device(args.learner_device, "learner device")

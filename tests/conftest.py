@@ -14,11 +14,24 @@ REPO = Path(__file__).resolve().parents[1]
 ZOO = Path(os.environ.get("QUARL_ZOO", REPO.parent / "shared" / "zoo")).resolve()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that takes the pretrained zoo ``zoo`` (``-m "not zoo"``: the tests a fresh clone can run)."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--heavy",
+        action="store_true",
+        help="also run the tests marked heavy (the slowest end-to-end ones; a faster test takes each of their paths)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that takes the pretrained zoo ``zoo`` (``-m "not zoo"``: the tests a fresh clone can run), and
+    skip the ``heavy`` ones unless asked (``--heavy`` or ``QUARL_HEAVY_TESTS=1``): the default suite fits ~20 minutes
+    on a 2-core AVX2 machine and still takes every path."""
+    heavy = config.getoption("--heavy") or os.environ.get("QUARL_HEAVY_TESTS") == "1"
     for item in items:
         if "zoo" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.zoo)
+        if not heavy and item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.skip(reason="heavy: run with --heavy (or QUARL_HEAVY_TESTS=1)"))
 
 
 @pytest.fixture(scope="session")

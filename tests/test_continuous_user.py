@@ -80,6 +80,7 @@ def make_actor():
 '''
 
 
+@pytest.mark.heavy  # 23 s; the wheel: test_wheel
 def test_a_continuous_control_user_s_day_from_the_wheel(tmp_path: Path) -> None:
     dist, target, work = tmp_path / "dist", tmp_path / "site", tmp_path / "reach"
     work.mkdir()

@@ -79,6 +79,7 @@ def test_d4pg_learns_pendulum() -> None:
     assert d4pg_return("Pendulum-v1", 5000, -1600.0, 0.0, episodes=10, learning_rate=1e-3) >= -250  # untrained: -1322
 
 
+@pytest.mark.heavy  # 52 s; D4PG learning: test_d4pg_learns_pendulum, a Control Suite task: the ActorQ run below
 @pytest.mark.slow
 def test_d4pg_learns_cartpole_balance() -> None:
     # random actions score about 420 and zero actions about 745. Measured with SB3 2.9.2 / numpy 2.4 / mujoco 3.17:

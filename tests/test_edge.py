@@ -152,7 +152,16 @@ FILES = {"litert": "policy.tflite", "executorch": "policy.pte", "ort": "policy.o
 
 
 @pytest.mark.parametrize(
-    "backend", ["litert-int8", "executorch-int8", "litert-fp32", "executorch-fp32", "ort-int8-static", "torch-fp32"]
+    "backend",
+    [
+        "litert-int8",
+        # 24 s; its build and gate: the PT2E test below, a .pte played by its client: executorch-fp32
+        pytest.param("executorch-int8", marks=pytest.mark.heavy),
+        "litert-fp32",
+        "executorch-fp32",
+        "ort-int8-static",
+        "torch-fp32",
+    ],
 )
 def test_every_backend_s_export_passes_the_gate_and_plays_alone(cli, zoo: Path, tmp_path: Path, backend: str) -> None:
     if backend.split("-")[0] in ("litert", "executorch") and not EDGE:

@@ -254,6 +254,7 @@ class Residual(torch.nn.Module):
         return self.out(x + self.hidden(x))
 
 
+@pytest.mark.heavy  # 33 s; harden --certify runs in test_doc_commands
 @pytest.mark.slow
 def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli, zoo: Path, tmp_path: Path) -> None:
     """The zoo's dqn CartPole: certified safe at int6 per channel, not at int5 (its median decision margin, 0.14, is
