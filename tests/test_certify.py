@@ -70,11 +70,12 @@ def verdicts(store: Path) -> dict[str, dict]:
         return {row["spec"]: dict(row) for row in db.execute("SELECT * FROM verdicts")}
 
 
-def test_identical_play_is_safe_within_100_and_int2_unsafe_within_40(certified: Path) -> None:
+def test_identical_play_is_safe_within_1_5x_its_floor_and_int2_unsafe_within_40(certified: Path) -> None:
     found = verdicts(certified)
     # fp16 plays dqn CartPole's episodes exactly: 61 loss-free pairs are the floor of any valid test (returns in
-    # [0, 500], δ ≈ 24), so the finite-sample sequence decides at the first batch end at or after it
-    assert found["fp16"]["verdict"] == "safe" and 61 <= found["fp16"]["episodes"] <= 100
+    # [0, 500], δ ≈ 24); with δ estimated (R_random on 300 episodes) it decides at 80, the first batch end after
+    # the floor that δ's own bound allows (100 with R_random on 100 episodes)
+    assert found["fp16"]["verdict"] == "safe" and 61 <= found["fp16"]["episodes"] <= 80
     assert found["int2"]["verdict"] == "unsafe" and found["int2"]["episodes"] <= 40
     evidence = json.loads(found["fp16"]["evidence"])
     assert evidence["guarantee"] == "finite-sample" and evidence["bounds"] == [0, 500]
