@@ -17,6 +17,7 @@ from stable_baselines3 import PPO
 
 from quarl_bench.deploy.backends import build, int8_weight_summary, runner
 from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split_normalizer
+from quarl_bench.deploy.machine import int8_features
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
 from quarl_bench.results import load_results
@@ -95,6 +96,8 @@ def test_deploy_command_int8_static_plays_500_and_reports_next_to_ptq(cli, zoo: 
     deployment = static["provenance"]["deployment"]
     assert deployment["latency"]["calls"] >= 1000 and deployment["calibration"] == {"states": 1000, "method": "minmax"}
     assert len(deployment["artifact_sha256"]) == 64 and deployment["artifact_bytes"] > 0
+    # the timing names its CPU: a VNNI and an AVX2 machine time int8 differently
+    assert deployment["machine"]["int8_features"] == list(int8_features()) and deployment["machine"]["cpu"]
     assert cli("report", "--store", store, "--out", out)[0] == 0
     table = pd.read_csv(out / "deployment.csv").set_index("backend")
     assert sorted(table.index) == ["ort-int8-dynamic", "ort-int8-static", "torch-fp32"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from quarl_bench.deploy.machine import cpu_kind
 from quarl_bench.store import ResultStore
 
 
@@ -35,6 +36,7 @@ def test_table4_times_stores_and_reports_next_to_the_paper(cli, tmp_path: Path) 
     row = table.iloc[0]
     assert row["paper fp32 ms"] == 0.147 and row["paper int8 ms"] == 0.124 and "RasPi-3b+" in row["paper machine"]
     assert row["int8 backend"] == "ort-int8-dynamic" and "cores" in row["machine"]
+    assert f"int8 {cpu_kind()} (" in row["machine"]  # the CPU's int8 kind and features, beside the figures
     assert row["speed-up"] > 0
     assert set(row["rows"].split(", ")) == set(timings["key"])  # each figure names the stored row it comes from
     assert "QuaRL Table 4" in out and "RasPi" in out
@@ -78,3 +80,32 @@ def test_table4_compares_the_fastest_int8_file_with_its_own_runtimes_fp32_file()
     assert row["speed-up"] == 4.0 and row["vs ORT fp32"] == 2.0  # 2.0 / 0.5 and 1.0 / 0.5
     assert row["size base"] == "ort-fp32" and row["size ratio"] == 2.5  # 1000 / 400 bytes, ONNX against ONNX
     assert row["rows"] == "k-torch-fp32, k-ort-fp32, k-ort-int8-dynamic"
+
+
+def test_timings_of_two_cpu_kinds_are_two_cells_never_one() -> None:
+    """A VNNI machine's and an AVX2 machine's timings of the same policy: two rows, each its own speed-up."""
+    from quarl_bench.config import config_dir
+    from quarl_bench.report.console_deployment import cpu_kind_of
+    from quarl_bench.report.deployment import table4_comparison
+
+    def timing(machine: str, backend: str, p50: float) -> dict:
+        found = {"machine": machine, "calls": 100, "policy": "III", "backend": backend, "hidden": [4096, 512, 1024]}
+        return found | {"p50_ms": p50, "artifact_bytes": 1000, "peak_rss_mb": 50.0, "key": f"{machine}-{backend}"}
+
+    vnni, avx2 = "EPYC, 2 cores, int8 x86-vnni (avx2 avx512_vnni)", "EPYC, 2 cores, int8 x86-avx2 (avx2)"
+    timings = pd.DataFrame(
+        [timing(vnni, "torch-fp32", 10.0), timing(vnni, "ort-int8-static", 2.0)]
+        + [timing(avx2, "torch-fp32", 10.0), timing(avx2, "ort-int8-static", 4.0)]
+    )
+    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
+    table = table4_comparison(timings, paper)
+    assert sorted(table["speed-up"]) == [2.5, 5.0]
+    assert sorted(cpu_kind_of(m) for m in table["machine"]) == ["x86-avx2", "x86-vnni"]
+
+
+def test_a_deploy_speed_up_across_cpu_kinds_is_not_computed() -> None:
+    from quarl_bench.report.deployment import int8_cpu
+
+    vnni = {"machine": {"cpu_kind": "x86-vnni", "int8_features": ["avx2", "avx512_vnni"]}}
+    avx2 = {"machine": {"cpu_kind": "x86-avx2", "int8_features": ["avx2"]}}
+    assert int8_cpu(vnni) != int8_cpu(avx2) and int8_cpu({}) == "not recorded"
