@@ -31,6 +31,7 @@ QUICK = {
     "deploy_latency.py": "policy III: int8 ",
     "eval_throughput.py": "eval vs env-only: ",
     "harden_cost.py": "dqn:CartPole-v1",
+    "ort_int8_format.py": "portable uint8 weights: ",
     "report_speed.py": "report --html: ",
     "rollout_speed.py": "int8 rollouts: ",
     "sweep_speed.py": "speed-up: ",

@@ -19,6 +19,7 @@ the claim's calibration states calibrate the activations (``methods.deploy.targe
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def ort_int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: 
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
 
     ort.set_default_logger_severity(3)  # the calibration sessions log graph-cleanup notices otherwise
+    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # "consider pre-processing" notices
     weight_type = QuantType.QInt8 if signed else QuantType.QUInt8
     options = {"WeightSymmetric": True}
     with tempfile.TemporaryDirectory() as folder:
