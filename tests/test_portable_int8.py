@@ -128,3 +128,15 @@ def test_signed_weights_on_the_cpu_present_follow_its_kernel() -> None:
     found = ort_outputs(signed, observations)
     assert np.abs(found - expected).max() <= 1e-4 * np.abs(expected).max(), cpu_kind()
     assert kernels(signed).get("DynamicQuantizeMatMul", 0) + kernels(signed).get("MatMulIntegerToFloat", 0) >= 1
+
+
+def test_a_dynamic_artifact_passes_its_check_here_and_under_the_avx2_kernel(cli, zoo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dynamic"
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo, "--backend", "ort-int8-dynamic")
+    code, _, err = cli("export", *agent, "--tolerance-abs", "100", "--out", out, "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    check = json.loads((out / "policy.json").read_text())["check"]
+    assert check["weights"] == {"UINT8": 3} and "DynamicQuantizeMatMul" in check["ort_ops"]
+    for extra in ((), ("--emulate", "avx2")):
+        code, text, _ = cli("verify", out, *extra)
+        assert code == 0 and "passed" in text, text
