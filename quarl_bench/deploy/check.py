@@ -46,17 +46,6 @@ def runtime_versions():
     return found
 
 
-observation = contract["observation"]
-statistics = None if observation["normalization_inside"] else observation.get("normalization")
-
-
-def prepare(obs):  # VecNormalize's statistics, where the artifact leaves them to the client
-    if statistics is None:
-        return obs
-    x = (np.asarray(obs, dtype=np.float32) - np.float32(statistics["mean"])) * np.float32(statistics["scale"])
-    return np.clip(x, -statistics["clip"], statistics["clip"])
-
-
 gate = contract["check"]
 vectors = np.load("vectors.npz")
 outputs = np.stack([np.asarray(act(prepare(obs))).reshape(-1) for obs in vectors["observations"]])
@@ -93,11 +82,11 @@ sys.exit(0 if passed else 1)
 
 def check_script(kind: str) -> str:
     """``check.py`` for an artifact of ``kind``: the plain client's ``act`` and the replay."""
-    from quarl_bench.deploy.contract import ACT
+    from quarl_bench.deploy.contract import ACT, PREPARE
 
     head = "import json\nimport sys\n\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
-    return head + ACT[kind] + CHECK
+    return head + ACT[kind] + "\n" + PREPARE + CHECK
 
 
 def vectors(

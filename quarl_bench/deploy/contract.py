@@ -116,7 +116,7 @@ def act(obs):
 """,
 }
 
-PLAY = """\
+PREPARE = """\
 observation = contract["observation"]
 statistics = None if observation["normalization_inside"] else observation.get("normalization")
 
@@ -126,7 +126,11 @@ def prepare(obs):  # VecNormalize's statistics, where the artifact leaves them t
         return obs
     x = (np.asarray(obs, dtype=np.float32) - np.float32(statistics["mean"])) * np.float32(statistics["scale"])
     return np.clip(x, -statistics["clip"], statistics["clip"])
+"""
 
+PLAY = (
+    PREPARE
+    + """
 
 env = gym.make(contract["env_id"], **contract["env_kwargs"])
 obs, _ = env.reset(seed=0)
@@ -136,6 +140,7 @@ while not done:
     total, done = total + float(reward), terminated or truncated
 print(f"return {total:.1f}")
 """
+)
 
 
 def client(kind: str, recurrent: bool = False) -> str:

@@ -106,6 +106,18 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def decided_at_looks(d: np.ndarray, test: SequentialTest, delta: float, batch: int, max_pairs: int) -> Outcome:
+    """Each replication (a row of ``d``) looked at after every ``batch`` pairs, stopping at its first decision."""
+    looks = np.arange(batch - 1, max_pairs, batch)
+    codes = test.decide_looks(d, delta, looks)
+    decided = codes != 0
+    first = np.where(decided.any(axis=-1), decided.argmax(axis=-1), -1)
+    final = np.where(first >= 0, codes[np.arange(len(d)), np.maximum(first, 0)], 0)
+    pairs = (looks[first[first >= 0]] + 1).astype(float)
+    median = float(np.median(pairs)) if pairs.size else None
+    return Outcome(float((final == 1).mean()), float((final == -1).mean()), median, len(d))
+
+
 def simulate(
     scenario: Scenario,
     test: SequentialTest,
@@ -119,18 +131,7 @@ def simulate(
     ``batch`` pairs up to ``max_pairs``, each stopping at its first decision."""
     rng = np.random.default_rng(seed)
     d = scenario.sample(rng, (replications, max_pairs), mean)
-    looks = np.arange(batch - 1, max_pairs, batch)
-    codes = test.decide_looks(d, scenario.delta, looks)
-    decided = codes != 0
-    first = np.where(decided.any(axis=-1), decided.argmax(axis=-1), -1)
-    final = np.where(first >= 0, codes[np.arange(replications), np.maximum(first, 0)], 0)
-    pairs = (looks[first[first >= 0]] + 1).astype(float)
-    return Outcome(
-        float((final == 1).mean()),
-        float((final == -1).mean()),
-        float(np.median(pairs)) if pairs.size else None,
-        replications,
-    )
+    return decided_at_looks(d, test, scenario.delta, batch, max_pairs)
 
 
 # Batch-structured scenarios: whole episodes (return and length) of two independent policies, stored as certify
@@ -226,15 +227,4 @@ def simulate_batched(
 ) -> Outcome:
     """:func:`simulate` for a batch-structured scenario, its pairs read in ``order``."""
     d = batched_differences(scenario, replications, mean, max_pairs, batch, seed, order)
-    looks = np.arange(batch - 1, max_pairs, batch)
-    codes = test.decide_looks(d, scenario.delta, looks)
-    decided = codes != 0
-    first = np.where(decided.any(axis=-1), decided.argmax(axis=-1), -1)
-    final = np.where(first >= 0, codes[np.arange(replications), np.maximum(first, 0)], 0)
-    pairs = (looks[first[first >= 0]] + 1).astype(float)
-    return Outcome(
-        float((final == 1).mean()),
-        float((final == -1).mean()),
-        float(np.median(pairs)) if pairs.size else None,
-        replications,
-    )
+    return decided_at_looks(d, test, scenario.delta, batch, max_pairs)
