@@ -108,9 +108,10 @@ def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
 ) -> None:
     """tests/data/store_schema11.sqlite (release 9a4c612, see tests/data/README.md): PTQ, random-policy, per-layer
     and deploy rows (ort-int8-static calibrated) and certify/export verdicts. Each row's key is rebuilt from what
-    is stored, and running the same commands again plays nothing and decides nothing anew; except the
-    ort-int8-static row, changed on purpose: its artifact now calibrates once on its claim's states, where that
-    row's calibrated per batch seed on others, so it is played again under a new key."""
+    is stored, and running the same commands again plays nothing it need not; except what changed on purpose: the
+    ort-int8-static row (its artifact now calibrates once on its claim's states, where that row's calibrated per
+    batch seed on others) is played again under a new key, and δ's random policy now plays 300 episodes (was 100,
+    issue 53), so its scale row is new and the verdicts are decided anew from the stored batches."""
     store = tmp_path / "old.sqlite"
     shutil.copy(SCHEMA_11_STORE, store)
     shutil.copy(POLICY, tmp_path / "tiny_policy.py")
@@ -138,7 +139,10 @@ def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
         assert code == 0, (command, err)
     with ResultStore(store) as opened:
         after = opened.to_dataframe()
-        assert set(after["key"]) > set(frame["key"]) and len(after) == len(frame) + static.sum()
-        assert set(after.loc[~after["key"].isin(frame["key"]), "backend"]) == {"ort-int8-static"}
-        assert sorted(opened.verdicts()["key"]) == sorted(verdicts["key"])
-    assert "found stored: undetermined against fp32 torch (non-inferiority" in out
+        added = after[~after["key"].isin(frame["key"])]
+        assert set(after["key"]) > set(frame["key"]) and len(added) == static.sum() + 1
+        assert sorted(zip(added["method"], added["backend"])) == [("deploy", "ort-int8-static"), ("random", "")]
+        assert (added.loc[added["method"] == "random", "episodes"] == 300).all()
+        now = opened.verdicts()
+        assert set(now["key"]) > set(verdicts["key"]) and len(now) == 2 * len(verdicts)  # the old ones kept
+    assert "closed loop against fp32 torch" in out or "closed loop against" in out
