@@ -161,7 +161,7 @@ def main() -> None:
         module, raw, network = loaded[name]
         calls = args.calls if raw[0].size < 10_000 else max(50, args.calls // 5)
         results[name] = {}
-        for backend in BACKENDS:
+        for backend in ("torch-fp32", "ort-fp32", "ort-int8-static") if args.quick else BACKENDS:
             try:
                 results[name][backend] = time_backend(backend, module, raw, network, calls)
             except QuarlError as error:
