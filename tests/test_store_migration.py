@@ -141,7 +141,8 @@ def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
         after = opened.to_dataframe()
         added = after[~after["key"].isin(frame["key"])]
         assert set(after["key"]) > set(frame["key"]) and len(added) == static.sum() + 1
-        assert sorted(zip(added["method"], added["backend"])) == [("deploy", "ort-int8-static"), ("random", "")]
+        pairs = sorted(zip(added["method"], added["backend"], strict=True))
+        assert pairs == [("deploy", "ort-int8-static"), ("random", "")]
         assert (added.loc[added["method"] == "random", "episodes"] == 300).all()
         now = opened.verdicts()
         assert set(now["key"]) > set(verdicts["key"]) and len(now) == 2 * len(verdicts)  # the old ones kept
