@@ -194,6 +194,9 @@ def test_onnx_export_takes_and_returns_the_state_and_its_client_plays_as_torch(
     contract = json.loads((out / "policy.json").read_text())
     assert contract["state"]["inputs"] == ["h", "c"] and contract["state"]["hidden"] == 16
     assert contract["parity"]["passed"]
+    # the machine and runtime its gate was measured with, and no vectors (they would need the state)
+    assert contract["check"]["machine"]["int8_features"] is not None and "onnxruntime" in contract["check"]["runtime"]
+    assert not (out / "check.py").exists()
     done = subprocess.run([sys.executable, "-c", client_of(out)], cwd=out, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     played = float(done.stdout.split()[-1])

@@ -158,7 +158,16 @@ def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document
     recurrent artifacts, whose vectors would need their state."""
     from quarl_bench.deploy.check import CHECKED_KINDS, check_script, gate_record, vectors
 
-    if artifact.kind not in CHECKED_KINDS or artifact.info("recurrent") is not None or "actions" not in detail:
+    if artifact.kind not in CHECKED_KINDS or "actions" not in detail:
+        return {}
+    if artifact.info("recurrent") is not None:  # the machine its gate was measured on, and no vectors
+        from quarl_bench.deploy.machine import machine_record, runtime_versions
+
+        document["check"] = {
+            "run": "none: a recurrent artifact's vectors would need its state at every step",
+            "machine": machine_record(),
+            "runtime": runtime_versions(artifact.kind),
+        }
         return {}
     image = bool(getattr(module, "image", False))
     files = {

@@ -349,7 +349,7 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
                 f"{found['artifact_return']['upper']:.2f}] against {found['reference_return']['mean']:.2f} "
                 f"[{found['reference_return']['lower']:.2f}, {found['reference_return']['upper']:.2f}]."
             )
-    if "check" in document:
+    if "check" in document and "vectors" in document["check"]:
         check = document["check"]
         machine = check["machine"]
         lines.append(
