@@ -9,7 +9,7 @@ nox.options.default_venv_backend = "venv"
 def tests(session: nox.Session) -> None:
     session.install("torch==2.13.0")  # CPU wheel first; see README
     session.install("-e", ".[dev,all]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "-n", "2", *session.posargs)
 
 
 @nox.session
@@ -17,7 +17,7 @@ def heavy(session: nox.Session) -> None:
     """The whole suite, the tests marked heavy included."""
     session.install("torch==2.13.0")
     session.install("-e", ".[dev,all]")
-    session.run("pytest", "--heavy", *session.posargs)
+    session.run("pytest", "-n", "2", "--heavy", *session.posargs)
 
 
 @nox.session
