@@ -14,7 +14,7 @@ import numpy as np
 
 from quarl_bench.api.c_firmware import c_firmware
 from quarl_bench.deploy.contract import contract, readme
-from quarl_bench.deploy.parity import claimed_spec
+from quarl_bench.deploy.parity import claimed_spec, degraded_cause
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
@@ -112,7 +112,8 @@ def export_artifact(
         raise QuarlError(
             f"the {target.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}: mean "
             f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
-            f"over {fp32['episodes']} paired episodes; {degraded_cause(target.backend, certification, claimed)}"
+            f"over {fp32['episodes']} paired episodes; "
+            f"{degraded_cause(target.backend, certification, spec_text(claimed))}"
             "nothing written, pass --allow-degraded to write it anyway"
         )
     firmware = c_firmware(agent, module, artifact, c_prefix) if artifact.kind == "c" else None
@@ -125,6 +126,8 @@ def export_artifact(
     if firmware is not None:
         document["c"] = firmware.contract
         document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in firmware.files.items()}
+    from quarl_bench.deploy.check import travelling_gate
+
     checked = travelling_gate(artifact, module, detail, document)
     files = (
         artifact.named_files()
@@ -137,46 +140,6 @@ def export_artifact(
     )
     write_folder(out, files, force)
     return Export(artifact, out, document, spec_text(claimed))
-
-
-def degraded_cause(backend: str, certification: dict[str, Any], claimed: QuantSpec) -> str:
-    """Why an artifact lost to fp32, where the verdicts say: its claim itself loses (the artifact matches it), so the
-    agent needs fine-tuning for that claim (``harden --for``); or the artifact parts from its claim."""
-    against_claim = certification["against_claimed"]["verdict"]
-    if against_claim in ("equivalent", "safe", "undetermined"):
-        return (
-            f"likely cause: the policy itself does not survive {spec_text(claimed)} (the artifact plays as that "
-            f"claim, verdict {against_claim}); remedy: quarl-bench harden ... --for {backend}, then export the "
-            "hardened agent; "
-        )
-    return f"likely cause: the artifact parts from its claim (verdict {against_claim}), not the quantization; "
-
-
-def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document: dict[str, Any]) -> dict[str, bytes]:
-    """``vectors.npz`` and ``check.py`` for an ORT, LiteRT or ExecuTorch artifact (``document`` gains ``check``:
-    the gate's measure and the machine, runtime and kernels it was measured with); nothing for other kinds and
-    recurrent artifacts, whose vectors would need their state."""
-    from quarl_bench.deploy.check import CHECKED_KINDS, check_script, gate_record, vectors
-
-    if artifact.kind not in CHECKED_KINDS or "actions" not in detail:
-        return {}
-    if artifact.info("recurrent") is not None:  # the machine its gate was measured on, and no vectors
-        from quarl_bench.deploy.machine import machine_record, runtime_versions
-
-        document["check"] = {
-            "run": "none: a recurrent artifact's vectors would need its state at every step",
-            "machine": machine_record(),
-            "runtime": runtime_versions(artifact.kind),
-        }
-        return {}
-    image = bool(getattr(module, "image", False))
-    files = {
-        "vectors.npz": vectors(detail["raw_states"], detail["actions"], detail["claimed"], detail["counted"], image),
-        "check.py": check_script(artifact.kind).encode(),
-    }
-    document["check"] = gate_record(detail, artifact)
-    document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    return files
 
 
 def check_out(out: Path, force: bool) -> None:

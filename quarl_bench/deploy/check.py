@@ -7,6 +7,7 @@ runs on and passes only within the artifact's own gate, naming the machine featu
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,31 @@ def gate_record(detail: dict[str, Any], artifact: Any) -> dict[str, Any]:
         if "UINT8" in weights or "INT8" in weights:
             record["kernel"] = ort_kernel(record["machine"]["int8_features"], "INT8" not in weights)
     return record
+
+
+def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document: dict[str, Any]) -> dict[str, bytes]:
+    """``vectors.npz`` and ``check.py`` for an ORT, LiteRT or ExecuTorch artifact (``document`` gains ``check``:
+    the gate's measure and the machine, runtime and kernels it was measured with); nothing for other kinds and
+    recurrent artifacts, whose vectors would need their state."""
+    if artifact.kind not in CHECKED_KINDS or "actions" not in detail:
+        return {}
+    if artifact.info("recurrent") is not None:  # the machine its gate was measured on, and no vectors
+        from quarl_bench.deploy.machine import machine_record, runtime_versions
+
+        document["check"] = {
+            "run": "none: a recurrent artifact's vectors would need its state at every step",
+            "machine": machine_record(),
+            "runtime": runtime_versions(artifact.kind),
+        }
+        return {}
+    image = bool(getattr(module, "image", False))
+    files = {
+        "vectors.npz": vectors(detail["raw_states"], detail["actions"], detail["claimed"], detail["counted"], image),
+        "check.py": check_script(artifact.kind).encode(),
+    }
+    document["check"] = gate_record(detail, artifact)
+    document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    return files
 
 
 def run_check(folder: Path, emulate: str = "") -> tuple[bool, list[str]]:

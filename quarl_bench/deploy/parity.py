@@ -128,3 +128,16 @@ def parity(
 
 def _verdict(figures: dict[str, Any], passed: bool, limit: str) -> dict[str, Any]:
     return figures | {"passed": bool(passed), "limit": limit}
+
+
+def degraded_cause(backend: str, certification: dict[str, Any], claimed: str) -> str:
+    """Why an artifact lost to fp32, where the verdicts say: its claim itself loses (the artifact matches it), so the
+    agent needs fine-tuning for that claim (``harden --for``); or the artifact parts from its claim."""
+    against_claim = certification["against_claimed"]["verdict"]
+    if against_claim in ("equivalent", "safe", "undetermined"):
+        return (
+            f"likely cause: the policy itself does not survive {claimed} (the artifact is not shown to part "
+            f"from that claim: verdict {against_claim}); remedy: quarl-bench harden ... --for {backend}, then export the "
+            "hardened agent; "
+        )
+    return f"likely cause: the artifact parts from its claim (verdict {against_claim}), not the quantization; "
