@@ -17,11 +17,13 @@ from quarl_bench.methods.ptq import evaluate_job
 from quarl_bench.quant.quantize import quantize
 from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.policy import Policy
 
 
 def meter_for(space: spaces.Space) -> AgreementMeter:
-    actor = SimpleNamespace(policy=SimpleNamespace(action_space=space), mode=ActionMode(), greedy=None)
-    return AgreementMeter(actor, reference=None)  # type: ignore[arg-type]
+    adapter = Policy(SimpleNamespace(action_space=space))
+    actor = SimpleNamespace(policy=adapter.network, adapter=adapter, mode=ActionMode(), greedy=None)
+    return AgreementMeter(actor, reference=adapter)  # type: ignore[arg-type]
 
 
 def test_agreement_of_discrete_actions() -> None:

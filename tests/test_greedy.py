@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import quarl_bench.evaluation.evaluate as evaluation
+import quarl_bench.evaluation.greedy as greedy
 from quarl_bench.evaluation.greedy import greedy_function, near_ties
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 
@@ -42,7 +43,7 @@ def test_fast_path_plays_the_episodes_predict_plays(zoo: Path, monkeypatch, algo
             env.close()
 
     fast = play()
-    monkeypatch.setattr(evaluation, "greedy_function", lambda policy: None)  # SB3's predict on every step
+    monkeypatch.setattr(greedy, "greedy_function", lambda policy: None)  # SB3's predict on every step
     slow = play()
     assert (fast.rewards, fast.lengths) == (slow.rewards, slow.lengths)
 

@@ -15,24 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.distributions import CategoricalDistribution
 from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
-from quarl_bench.evaluation.greedy import greedy_function
 from quarl_bench.evaluation.margins import StateReservoir
-from quarl_bench.recurrent import (
-    StatefulGreedy,
-    act_on,
-    distribution_step,
-    is_recurrent,
-    pack,
-    started,
-    zero_state,
-)
+from quarl_bench.zoo.policy import Policy, as_policy
 from quarl_bench.zoo.quiet import native_output_silenced
 
 ACTION_DRAWS, NOISE_DRAWS = 0, 1  # the two streams of an env's generator
@@ -66,16 +56,15 @@ class Actor:
     came for free (greedy modes, and the argmax of the sampled probabilities).
     """
 
-    def __init__(self, policy: BasePolicy, mode: ActionMode, seed: int, envs: range) -> None:
-        self.policy, self.mode = policy, mode
-        self.action_space = policy.action_space
+    def __init__(self, policy: BasePolicy | Policy, mode: ActionMode, seed: int, envs: range) -> None:
+        self.adapter = as_policy(policy)
+        self.policy, self.mode = self.adapter.network, mode
+        self.action_space = self.adapter.action_space
         self.draws = env_generators(seed, envs, ACTION_DRAWS)
         self.last_greedy: np.ndarray | None = None
-        self.categorical = isinstance(policy, ActorCriticPolicy) and isinstance(
-            policy.action_dist, CategoricalDistribution
-        )
-        self.recurrent = is_recurrent(policy)
-        self.greedy = greedy_function(policy) if mode.kind != "sampled" else None
+        self.categorical = self.adapter.categorical
+        self.stateful = self.adapter.carries_state
+        self.greedy = self.adapter.greedy() if mode.kind != "sampled" and not self.stateful else None
         if mode.kind == "epsilon-greedy" and not isinstance(self.action_space, spaces.Discrete):
             raise ValueError(f"epsilon-greedy evaluation needs a discrete action space, not {self.action_space}")
 
@@ -84,27 +73,21 @@ class Actor:
         if self.mode.kind == "sampled":
             if self.categorical:
                 return self.sample(observation, state, episode_start)
-            if self.recurrent:  # the greedy action from the same state, for agreement
-                self.last_greedy = np.asarray(self.policy.predict(observation, state, episode_start, True)[0])
+            if self.stateful:  # the greedy action from the same state, for agreement
+                self.last_greedy = np.asarray(self.adapter.act(observation, state, episode_start, True)[0])
             # other distributions draw from torch's generator: episodes then depend on the batch
-            return self.policy.predict(observation, state, episode_start, deterministic=False)
+            return self.adapter.act(observation, state, episode_start, deterministic=False)
         if self.greedy is not None:
             actions = self.greedy(observation)
         else:
-            actions, state = self.policy.predict(observation, state, episode_start, deterministic=True)
+            actions, state = self.adapter.act(observation, state, episode_start, deterministic=True)
         self.last_greedy = np.asarray(actions)
         if self.mode.kind == "epsilon-greedy":
             actions = self.explore(self.last_greedy)
         return actions, state
 
     def sample(self, observation: np.ndarray, state=None, episode_start=None):
-        if self.recurrent:
-            state = zero_state(self.policy, len(observation)) if state is None else state
-            distribution, state = distribution_step(self.policy, observation, state, episode_start)
-        else:
-            tensor, _ = self.policy.obs_to_tensor(observation)
-            distribution = self.policy.get_distribution(tensor)
-        probs = distribution.distribution.probs.cpu().numpy()
+        probs, state = self.adapter.probabilities(observation, state, episode_start)
         self.last_greedy = probs.argmax(axis=1)  # SB3's mode: argmax of the probabilities
         return sampled_actions(probs, np.array([generator.random() for generator in self.draws])), state
 
@@ -124,13 +107,10 @@ def sampled_actions(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
     return np.minimum((cdf <= (uniforms * cdf[:, -1])[:, None]).sum(axis=1), probs.shape[1] - 1)
 
 
-def greedy_actions(policy: BasePolicy) -> Callable[[np.ndarray], np.ndarray]:
+def greedy_actions(policy: BasePolicy | Policy) -> Callable[[np.ndarray], np.ndarray]:
     """``policy``'s deterministic actions for a batch of the states it acts on (a recurrent policy's Markov states,
     :mod:`~quarl_bench.recurrent`): the greedy fast path where there is one, else its own ``predict``."""
-    if is_recurrent(policy):
-        return lambda markov: act_on(policy, markov)
-    fast = greedy_function(policy)
-    return fast if fast is not None else (lambda observation: policy.predict(observation, None, None, True)[0])
+    return as_policy(policy).greedy()
 
 
 class AgreementMeter:
@@ -150,12 +130,12 @@ class AgreementMeter:
         self.playing = playing
         self.policy = actor.policy
         # the actor's fast path where it built one (not in sampled mode, where its forward pass yields the greedy)
-        self.policy_greedy = actor.greedy or greedy_actions(self.policy)
-        # a recurrent reference carries its own state along the evaluated policy's trajectory
-        stateful = is_recurrent(reference) or getattr(reference, "carries_state", False)
-        self.reference_state = StatefulGreedy(reference) if stateful else None
-        self.reference_greedy = greedy_actions(reference)
-        self.discrete = discrete_actions(self.policy)
+        self.policy_greedy = actor.greedy or actor.adapter.greedy()
+        # a stateful reference carries its own state along the evaluated policy's trajectory
+        adapter = as_policy(reference)
+        self.reference_state = adapter.follower() if adapter.carries_state else None
+        self.reference_greedy = adapter.greedy()
+        self.discrete = actor.adapter.discrete
         self.decisions = 0
         self.equal = 0
         self.distance_sum = 0.0
@@ -251,10 +231,10 @@ class ObservationTap:
     """Between the env and the actor: adds Gaussian noise to every env's observation from that env's generator
     (:func:`with_noise`) and keeps a reservoir sample of what the policy saw."""
 
-    def __init__(self, inner, sigma: float, seed: int, envs: range, reservoir=None, playing=None, memory=None) -> None:
+    def __init__(self, inner, sigma: float, seed: int, envs: range, reservoir=None, playing=None, acting=None) -> None:
         self.inner, self.sigma, self.reservoir, self.playing = inner, sigma, reservoir, playing
         self.noise = env_generators(seed, envs, NOISE_DRAWS)
-        self.memory = memory  # a recurrent policy: its samples are Markov states (recurrent.py)
+        self.acting = acting  # the policy's adapter: what it acts on (a recurrent policy's Markov states)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if self.sigma > 0:
@@ -262,9 +242,7 @@ class ObservationTap:
                 [with_noise(row, self.sigma, generator) for row, generator in zip(observation, self.noise, strict=True)]
             )
         if self.reservoir is not None:
-            seen = observation
-            if self.memory is not None:
-                seen = pack(observation, started(state or zero_state(self.memory, len(observation)), episode_start))
+            seen = observation if self.acting is None else self.acting.acted_states(observation, state, episode_start)
             self.reservoir.add(seen if self.playing is None else seen[self.playing])
         return self.inner.predict(observation, state, episode_start, deterministic)
 
@@ -338,6 +316,7 @@ def play_envs(
     """Play the share of an ``episodes``-episode evaluation over ``n_envs`` envs that falls to ``env``, which holds
     the envs with indices ``envs`` (seeded ``seed + index``). See :func:`evaluate` for the parameters."""
     actor = Actor(policy, mode, seed, envs)
+    policy = actor.policy
     # the shared generators, for what draws outside the per-env ones (a non-categorical sampled policy: torch's)
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -346,11 +325,10 @@ def play_envs(
     predictor = AgreementMeter(actor, reference, playing) if reference is not None else actor
     reservoir = StateReservoir(record_states, seed + envs.start) if record_states else None
     if obs_noise > 0 or reservoir is not None:
-        memory = policy if is_recurrent(policy) else None
-        predictor = ObservationTap(predictor, obs_noise, seed, envs, reservoir, playing, memory)
+        predictor = ObservationTap(predictor, obs_noise, seed, envs, reservoir, playing, actor.adapter)
     for acting in (policy, reference):
-        if isinstance(acting, BasePolicy):
-            acting.set_training_mode(False)  # what predict does on every call; the greedy fast path relies on it
+        if acting is not None:
+            as_policy(acting).eval()  # what predict does on every call; the greedy fast path relies on it
     targets = episode_targets(episodes, n_envs, envs)
     playing &= targets > 0
     finished, steps = play(predictor, env, targets, envs, playing, seed)
@@ -401,8 +379,8 @@ def evaluate(
     return episodes_of([share], time.perf_counter() - start, discrete_actions(policy), share.states)
 
 
-def discrete_actions(policy: BasePolicy) -> bool:
-    return isinstance(policy.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary)
+def discrete_actions(policy: BasePolicy | Policy) -> bool:
+    return as_policy(policy).discrete
 
 
 def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: np.ndarray | None) -> Episodes:

@@ -7,8 +7,6 @@ spread (the zoo's dqn/LunarLander: a median top-2 Q gap of 0.009 on its visited 
 from __future__ import annotations
 
 import numpy as np
-import torch
-from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 
 MARGIN_STATES = 2000  # visited states kept per evaluation (reservoir sample) to measure margins on
@@ -27,31 +25,9 @@ def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray 
     """The per-action scores whose argmax is the greedy action: Q-values (DQN), mean quantiles (QR-DQN), action
     logits (actor-critics with discrete actions, a user's module; a recurrent policy's on Markov states); None for
     continuous-action policies, which have no top-2 gap, and for a module that outputs its actions."""
-    from quarl_bench.quant.layers import policy_family
-    from quarl_bench.recurrent import distribution_step, is_recurrent, unpack
+    from quarl_bench.zoo.policy import as_policy
 
-    if not isinstance(policy.action_space, spaces.Discrete):
-        return None
-    if is_recurrent(policy):  # Markov states: each from its own recurrent state
-        observations, state = unpack(policy, observations)
-        distribution, _ = distribution_step(policy, observations, state, None)
-        return distribution.distribution.logits.float().cpu().numpy()
-    family = policy_family(policy)
-    with torch.inference_mode():
-        obs, _ = policy.obs_to_tensor(observations)
-        if family == "q":
-            values = policy.q_net(obs)
-        elif family == "quantile":
-            values = policy.quantile_net(obs).mean(dim=1)
-        elif family == "actor-critic":
-            values = policy.get_distribution(obs).distribution.logits
-        elif family == "ars":
-            values = policy.action_net(policy.extract_features(obs, policy.features_extractor))
-        elif family == "module" and not policy.outputs_actions:
-            values = policy.decision_values(obs)
-        else:
-            return None
-    return values.float().cpu().numpy()
+    return as_policy(policy).decision_values(observations)
 
 
 def margin_summary(gaps: np.ndarray, prefix: str = "") -> dict[str, float]:

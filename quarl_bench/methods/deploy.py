@@ -48,6 +48,7 @@ class ArtifactPolicy:
 
     def __init__(self, run, action_space) -> None:
         self.run, self.action_space = run, action_space
+        self.carries_state = hasattr(run, "step")
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if not hasattr(self.run, "step"):
@@ -62,11 +63,11 @@ class NormalizedReference:
     """The fp32 SB3 policy fed raw observations: it normalises them as its VecNormalize would."""
 
     def __init__(self, policy, normalizer) -> None:
-        from quarl_bench.recurrent import is_recurrent
+        from quarl_bench.zoo.policy import as_policy
 
         self.policy, self.normalizer = policy, normalizer
         self.action_space = policy.action_space
-        self.carries_state = is_recurrent(policy)  # the action agreement then carries its state
+        self.carries_state = as_policy(policy).carries_state  # the action agreement then carries its state
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if self.normalizer is not None:
@@ -168,8 +169,8 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     from quarl_bench.deploy.export import split_normalizer
     from quarl_bench.deploy.machine import machine_record
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
-    from quarl_bench.evaluation.evaluate import evaluate, torch_thread_count
-    from quarl_bench.provenance import agent_provenance
+    from quarl_bench.evaluation.evaluate import torch_thread_count
+    from quarl_bench.methods.playing import job_result, play_job
 
     target = job.target
     assert target is not None  # a deploy job has one (Job checks)
@@ -177,20 +178,17 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     policy.set_training_mode(False)
     calibration = target_calibration(agent, target)
     sample = deploy_calibration_states(agent, 64, job.seed + CALIBRATION_SEED_OFFSET)
-    env = agent.make_env(job.n_envs, job.seed)
-    try:
-        raw, normalizer = split_normalizer(env)
-        artifact, build_seconds = built_artifact(agent, target, sample[:1], calibration)
-        with torch_thread_count(1):
-            run = runner(artifact, threads=1)
-            reference = None if target.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
-            episodes = evaluate(
-                ArtifactPolicy(run, policy.action_space), raw, job.episodes, job.seed, job.actions, reference=reference
-            )
-            timing = latency(run, sample[0])
-            timing["batch64_obs_per_s"] = throughput(run, sample)
-    finally:
-        env.close()
+    artifact, build_seconds = built_artifact(agent, target, sample[:1], calibration)
+    probe = agent.make_env(1, 0)
+    normalizer = split_normalizer(probe)[1]  # the agent's saved statistics: the same for every env it makes
+    probe.close()
+    with torch_thread_count(1):
+        run = runner(artifact, threads=1)
+        reference = None if target.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
+        raw_envs = lambda n_envs, seed: split_normalizer(agent.make_env(n_envs, seed))[0]  # noqa: E731
+        episodes = play_job(agent, job, ArtifactPolicy(run, policy.action_space), reference, make_env=raw_envs)
+        timing = latency(run, sample[0])
+        timing["batch64_obs_per_s"] = throughput(run, sample)
     deployment = {
         "backend": target.backend,
         "artifact_sha256": artifact.sha256,
@@ -208,12 +206,4 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
         "threads": 1,
         "machine": machine_record(),
     }
-    return EvalResult(
-        job=job,
-        episode_rewards=tuple(episodes.rewards),
-        episode_lengths=tuple(episodes.lengths),
-        episode_ids=tuple(episodes.identities),
-        wall_seconds=episodes.wall_seconds,
-        action_agreement=episodes.agreement,
-        provenance=driver | agent_provenance(agent.ref) | {"deployment": deployment},
-    )
+    return job_result(agent, job, episodes, driver, provenance={"deployment": deployment})

@@ -8,26 +8,20 @@ agent-evaluating methods share).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from gymnasium import spaces
+from typing import Any, ClassVar
 
 from quarl_bench.evaluation.calibration import states_hash, visited_states
-from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
-from quarl_bench.evaluation.workers import evaluate_in_workers
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
+from quarl_bench.methods.playing import job_result, play_job
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
-from quarl_bench.provenance import agent_provenance
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
 from quarl_bench.types import CALIBRATION_SEED, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent
-
-if TYPE_CHECKING:
-    pass
+from quarl_bench.zoo.policy import as_policy
 
 
 @dataclass(frozen=True)
@@ -61,49 +55,20 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
     fp32_policy.set_training_mode(False)
     policy, layers, calibration = quantized(agent, job.spec)
     reference = None if job.spec.is_identity else fp32_policy
-    discrete = isinstance(fp32_policy.action_space, spaces.Discrete)  # only these have decision margins
-    record_states = MARGIN_STATES if discrete else 0
-    if eval_workers > 1:
-        episodes = evaluate_in_workers(
-            policy,
-            agent.make_env,
-            job.n_envs,
-            eval_workers,
-            job.episodes,
-            job.seed,
-            job.actions,
-            reference,
-            job.obs_noise,
-            record_states,
-        )
-    else:
-        env = agent.make_env(job.n_envs, job.seed)
-        try:
-            episodes = evaluate(
-                policy,
-                env,
-                job.episodes,
-                job.seed,
-                job.actions,
-                reference=reference,
-                obs_noise=job.obs_noise,
-                record_states=record_states,
-            )
-        finally:
-            env.close()
+    record_states = MARGIN_STATES if as_policy(fp32_policy).discrete else 0  # only these have decision margins
+    episodes = play_job(agent, job, policy, reference, eval_workers, record_states)
     margins = margin_change(policy, reference, episodes.states)
     if reference is not None and not hasattr(fp32_policy, "graph_bytes"):  # the same fp32-visited states for all
         states = fixed_states(agent.ref.content_hash, fp32_policy, agent.make_env)
         margins |= fixed_state_fidelity(policy, reference, states)
-    return EvalResult(
-        job=job,
-        episode_rewards=tuple(episodes.rewards),
-        episode_lengths=tuple(episodes.lengths),
-        episode_ids=tuple(episodes.identities),
-        wall_seconds=episodes.wall_seconds,
+    return job_result(
+        agent,
+        job,
+        episodes,
+        driver,
         layers=layers,
-        action_agreement=episodes.agreement | margins,
-        provenance=driver | agent_provenance(agent.ref) | not_quantized(fp32_policy, job) | calibration,
+        action_agreement=margins,
+        provenance=not_quantized(fp32_policy, job) | calibration,
         weights=weight_profile(fp32_policy)
         | {"acting_bytes": acting_bytes(policy, job.spec), "nonzero_weights": nonzero_weights(policy)},
     )

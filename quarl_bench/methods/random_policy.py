@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
 
 from quarl_bench.action_modes import ActionMode
-from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.methods.playing import job_result, play_job
 from quarl_bench.methods.protocol import register_evaluator
-from quarl_bench.provenance import agent_provenance
 from quarl_bench.types import EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
 
@@ -29,23 +29,6 @@ class RandomActions:
 @register_evaluator("random")
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:
     """Play ``job``'s episodes with uniformly random actions on the agent's envs (same wrappers and seeds)."""
-    env = agent.make_env(job.n_envs, job.seed)
-    try:
-        episodes = evaluate(
-            RandomActions(env.action_space),
-            env,
-            job.episodes,
-            job.seed,  # type: ignore[arg-type]
-            ActionMode("deterministic"),
-            obs_noise=job.obs_noise,
-        )
-    finally:
-        env.close()
-    return EvalResult(
-        job,
-        tuple(episodes.rewards),
-        tuple(episodes.lengths),
-        episodes.wall_seconds,
-        provenance=driver | agent_provenance(agent.ref),
-        episode_ids=tuple(episodes.identities),
-    )
+    actions = RandomActions(copy.deepcopy(agent.model.policy.action_space))  # seeded by the evaluation
+    episodes = play_job(agent, job, actions, actions=ActionMode("deterministic"))
+    return job_result(agent, job, episodes, driver)

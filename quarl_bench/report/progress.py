@@ -1,0 +1,89 @@
+"""Progress of long work: a bar on a terminal, one line per finished unit when output is redirected.
+
+Both say done / total, the time elapsed and an estimate of what remains from the measured time per unit so far
+(rich's bar shows nothing until the end when its output is a file, so redirected runs get lines instead).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+Update = Callable[..., None]  # update(completed=None, last=None)
+
+
+def clock(seconds: float) -> str:
+    """``seconds`` as 42s, 3m05s or 1h02m."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def remaining(done: float, total: float, elapsed: float) -> float | None:
+    """Seconds left at the mean time per unit so far (None before the first unit)."""
+    return elapsed / done * (total - done) if done > 0 else None
+
+
+class LineProgress:
+    """One line per step of at least ``every`` units (and the last): ``[done/total] what, elapsed, ~left``."""
+
+    def __init__(self, total: float, what: str, stream: TextIO, every: float = 1) -> None:
+        self.total, self.what, self.stream, self.every = total, what, stream, every
+        self.start = time.perf_counter()
+        self.done = 0.0
+        self.printed = 0.0
+
+    def __call__(self, completed: float | None = None, last: str | None = None) -> None:
+        if completed is None:
+            return
+        self.done = completed
+        if completed <= self.printed or (completed - self.printed < self.every and completed < self.total):
+            return
+        self.printed = completed
+        elapsed = time.perf_counter() - self.start
+        left = remaining(completed, self.total, elapsed)
+        line = f"[{_count(completed)}/{_count(self.total)}] {self.what}: {clock(elapsed)} elapsed"
+        line += f", ~{clock(left)} left" if left is not None and completed < self.total else ""
+        self.stream.write(line + (f"  {last}" if last else "") + "\n")
+        self.stream.flush()
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+@contextmanager
+def progress(total: float, what: str = "jobs", stream: TextIO | None = None, every: float = 1) -> Iterator[Update]:
+    """Yields ``update(completed=None, last=None)``: a rich bar on a terminal, lines (every ``every`` units) when
+    ``stream`` (default stderr) is redirected."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        yield LineProgress(total, what, stream, every)
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(
+        *columns, TimeRemainingColumn(), TextColumn("{task.fields[last]}"), console=Console(file=stream)
+    ) as bar:
+        task = bar.add_task(what, total=total, last="")
+
+        def update(completed: float | None = None, last: str | None = None) -> None:
+            fields: dict[str, Any] = {} if last is None else {"last": last}
+            bar.update(task, **({"completed": completed} if completed is not None else {}), **fields)
+
+        yield update

@@ -1,0 +1,254 @@
+"""One interface over every kind of policy quarl-bench acts with: :func:`as_policy` wraps it in its adapter.
+
+Stages ask the adapter (spaces, whether it carries state, its greedy actions on the states it acts on, its decision
+values, its acting layers) instead of branching on what they hold. The kinds:
+
+- ``sb3``: a Stable-Baselines3 policy (every algorithm of :data:`~quarl_bench.zoo.algorithms.ALGOS`);
+- ``recurrent``: sb3-contrib's ``RecurrentActorCriticPolicy``: it acts on Markov states ``[obs | h | c]``
+  (:mod:`quarl_bench.recurrent`);
+- ``module`` / ``onnx``: a user's torch module or ONNX graph as an SB3 policy (:mod:`quarl_bench.zoo.foreign`);
+- ``predictor``: anything else with SB3's ``predict`` and an ``action_space`` (an exported artifact's runner, the
+  random policy): it acts, and has no layers or decision values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+Greedy = Callable[[np.ndarray], np.ndarray]
+Follower = Callable[[np.ndarray, np.ndarray | None], np.ndarray]  # greedy along a trajectory: (obs, starts)
+
+
+class Policy:
+    """A policy that acts on a batch of observations (one row per env).
+
+    :param network: the object that acts (an SB3 ``BasePolicy``, or anything with ``predict``).
+    """
+
+    kind = "predictor"
+    carries_state = False
+
+    def __init__(self, network: Any) -> None:
+        self.network = network
+
+    @property
+    def observation_space(self) -> spaces.Space | None:
+        return getattr(self.network, "observation_space", None)
+
+    @property
+    def action_space(self) -> spaces.Space:
+        return self.network.action_space
+
+    @property
+    def discrete(self) -> bool:
+        return isinstance(self.action_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary)
+
+    @property
+    def family(self) -> str:
+        """Which layers choose actions (``quant/layers.py``): actor-critic, q, quantile, actor, ars, module."""
+        from quarl_bench.quant.layers import policy_family
+
+        return policy_family(self.network)
+
+    def act(self, observation: np.ndarray, state: Any = None, starts: np.ndarray | None = None, deterministic=True):
+        """Actions for a batch and the state to pass next (SB3's ``predict``)."""
+        return self.network.predict(observation, state, starts, deterministic)
+
+    def greedy(self) -> Greedy:
+        """Deterministic actions for a batch of the states the policy acts on (:meth:`acted_states`)."""
+        return lambda observation: self.network.predict(observation, None, None, True)[0]
+
+    def follower(self) -> Follower:
+        """Deterministic actions along a trajectory another policy chooses: call it with every env each step."""
+        greedy = self.greedy()
+        return lambda observation, starts: np.asarray(greedy(observation))
+
+    def acted_states(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> np.ndarray:
+        """What the policy acted on this step, one row per env (what calibration and margin samples keep)."""
+        return observation
+
+    @property
+    def categorical(self) -> bool:
+        """Whether its actions are drawn from a categorical distribution it exposes (:meth:`probabilities`)."""
+        return False
+
+    def probabilities(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
+        """A categorical policy's action probabilities for a batch and its next state."""
+        raise TypeError(f"a {type(self.network).__name__} exposes no action distribution")
+
+    def decision_values(self, states: np.ndarray) -> np.ndarray | None:
+        """Per-action scores whose argmax is the greedy action (None: continuous actions, or none to read)."""
+        return None
+
+    def acting_layers(self) -> list[tuple[str, nn.Module]]:
+        """The Linear/Conv layers that choose actions (what PTQ quantizes), by name."""
+        return []
+
+    def eval(self) -> Policy:
+        """Inference mode for a torch network (what ``predict`` sets on every call; the greedy fast path needs it)."""
+        if isinstance(self.network, nn.Module) and hasattr(self.network, "set_training_mode"):
+            self.network.set_training_mode(False)
+        return self
+
+
+class SB3Policy(Policy):
+    """A Stable-Baselines3 policy without state; greedy actions take the fast path where there is one."""
+
+    kind = "sb3"
+
+    @property
+    def categorical(self) -> bool:
+        from stable_baselines3.common.distributions import CategoricalDistribution
+        from stable_baselines3.common.policies import ActorCriticPolicy
+
+        return isinstance(self.network, ActorCriticPolicy) and isinstance(
+            self.network.action_dist, CategoricalDistribution
+        )
+
+    def probabilities(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
+        tensor, _ = self.network.obs_to_tensor(observation)
+        return self.network.get_distribution(tensor).distribution.probs.cpu().numpy(), state
+
+    def greedy(self) -> Greedy:
+        from quarl_bench.evaluation.greedy import greedy_function
+
+        return greedy_function(self.network) or super().greedy()
+
+    def decision_values(self, states: np.ndarray) -> np.ndarray | None:
+        if not isinstance(self.action_space, spaces.Discrete):
+            return None
+        read = DECISION_VALUES.get(self.family)
+        if read is None:
+            return None
+        with torch.inference_mode():
+            observations, _ = self.network.obs_to_tensor(states)
+            values = read(self.network, observations)
+        return None if values is None else values.float().cpu().numpy()
+
+    def acting_layers(self) -> list[tuple[str, nn.Module]]:
+        from quarl_bench.quant.layers import acting_layers
+
+        return list(acting_layers(self.network))
+
+
+class ModulePolicy(SB3Policy):
+    """A user's torch module (:class:`~quarl_bench.zoo.foreign.ModulePolicy`): logits or actions."""
+
+    kind = "module"
+
+    @property
+    def family(self) -> str:
+        return "module"
+
+
+class OnnxGraphPolicy(ModulePolicy):
+    """An ONNX graph: its torch twin where it is one MLP chain, else ONNX Runtime (a recurrent graph carries state)."""
+
+    kind = "onnx"
+
+    @property
+    def carries_state(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.network, "carries_state", False))
+
+    def greedy(self) -> Greedy:
+        if self.carries_state:
+            return Policy.greedy(self)
+        return super().greedy()
+
+    def follower(self) -> Follower:
+        return stateful_follower(self.network) if self.carries_state else super().follower()
+
+
+class RecurrentSB3Policy(SB3Policy):
+    """sb3-contrib's recurrent PPO: acts on its LSTM state too, so its states are Markov states ``[obs | h | c]``."""
+
+    kind = "recurrent"
+    carries_state = True
+
+    def greedy(self) -> Greedy:
+        from quarl_bench.recurrent import act_on
+
+        return lambda markov: act_on(self.network, markov)
+
+    def follower(self) -> Follower:
+        return stateful_follower(self.network)
+
+    def probabilities(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
+        from quarl_bench.recurrent import distribution_step, zero_state
+
+        state = zero_state(self.network, len(observation)) if state is None else state
+        distribution, state = distribution_step(self.network, observation, state, starts)
+        return distribution.distribution.probs.cpu().numpy(), state
+
+    def acted_states(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> np.ndarray:
+        from quarl_bench.recurrent import pack, started, zero_state
+
+        return pack(observation, started(state or zero_state(self.network, len(observation)), starts))
+
+    def decision_values(self, states: np.ndarray) -> np.ndarray | None:
+        from quarl_bench.recurrent import distribution_step, unpack
+
+        if not isinstance(self.action_space, spaces.Discrete):
+            return None
+        observations, state = unpack(self.network, states)  # each row from its own recurrent state
+        distribution, _ = distribution_step(self.network, observations, state, None)
+        return distribution.distribution.logits.float().cpu().numpy()
+
+
+def stateful_follower(network: Any) -> Follower:
+    """A stateful policy's greedy actions along another's trajectory: its own state carried from call to call,
+    reset where an episode starts."""
+    from quarl_bench.recurrent import StatefulGreedy
+
+    return StatefulGreedy(network)
+
+
+def _module_values(network: Any, observations: torch.Tensor) -> torch.Tensor | None:
+    return None if network.outputs_actions else network.decision_values(observations)
+
+
+# family -> the per-action scores of a discrete policy (Q-values, mean quantiles, logits); registered per family
+DECISION_VALUES: dict[str, Callable[[Any, torch.Tensor], torch.Tensor | None]] = {
+    "q": lambda network, obs: network.q_net(obs),
+    "quantile": lambda network, obs: network.quantile_net(obs).mean(dim=1),
+    "actor-critic": lambda network, obs: network.get_distribution(obs).distribution.logits,
+    "ars": lambda network, obs: network.action_net(network.extract_features(obs, network.features_extractor)),
+    "module": _module_values,
+}
+
+
+def as_policy(network: Any) -> Policy:
+    """``network`` in its adapter (an adapter is returned as it is): the one place that asks what kind it is."""
+    if isinstance(network, Policy):
+        return network
+    from stable_baselines3.common.policies import BasePolicy
+
+    from quarl_bench.recurrent import is_recurrent
+    from quarl_bench.zoo import foreign
+
+    if isinstance(network, foreign.OnnxPolicy):
+        return OnnxGraphPolicy(network)
+    if isinstance(network, foreign.ModulePolicy):
+        return ModulePolicy(network)
+    if is_recurrent(network):
+        return RecurrentSB3Policy(network)
+    if isinstance(network, BasePolicy):
+        return SB3Policy(network)
+    if not hasattr(network, "predict"):
+        raise TypeError(f"cannot act with a {type(network).__name__}: expected an SB3 policy or an object with predict")
+    return StatefulPredictor(network) if getattr(network, "carries_state", False) else Policy(network)
+
+
+class StatefulPredictor(Policy):
+    """A predictor that carries its own state (a recurrent artifact, a recurrent reference behind a normaliser)."""
+
+    carries_state = True
+
+    def follower(self) -> Follower:
+        return stateful_follower(self.network)
