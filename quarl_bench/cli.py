@@ -83,12 +83,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from quarl_bench.zoo.quiet import quiet_libraries
 
     provenance.set_command(argv)
+    backend_set = "MPLBACKEND" not in os.environ
+    if backend_set:  # files only: no window, whatever display the shell has (this process and its workers)
+        os.environ["MPLBACKEND"] = "Agg"
     try:
         with quiet_libraries():
             return args.handler(args)
     except QuarlError as error:
         print(f"quarl-bench: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        if backend_set:  # main() also runs inside other programs (a notebook, the tests)
+            os.environ.pop("MPLBACKEND", None)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quarl_bench.actorq.config import load_actorq_grid, select_runs
+from quarl_bench.actorq.config import ActorQConfig, load_actorq_grid, select_runs
 from quarl_bench.actorq.exploration import explore, sigmas
 from quarl_bench.config import config_dir
 from quarl_bench.errors import QuarlError
@@ -150,3 +150,51 @@ def test_speedup_ci_over_seeds_marks_speedups_the_seeds_do_not_support() -> None
     ratio, low, high = paired_ratio_ci([10.0, 20.0, 15.0], [20.0, 10.0, 15.0])
     assert ratio == pytest.approx(1.0) and low < 1.0 < high
     assert np.isnan(paired_ratio_ci([10.0], [5.0])[1])
+
+
+def test_a_run_that_trained_nothing_is_refused_and_never_becomes_a_speed_up(monkeypatch, tmp_path: Path) -> None:
+    """ActorQ runs of 0 actor steps or 0 learner updates (too short a --max-seconds) once went into the store and
+    the report derived "time to 95%" and a 0.45x speed-up from them: they are refused in one line, and rows stored
+    before that are left out of the runs the tables read."""
+    import pandas as pd
+
+    import quarl_bench.methods.actorq as handler_module
+    from quarl_bench.actorq.driver import RunOutcome, actorq_result, degenerate
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.report.actorq import actorq_runs
+    from quarl_bench.work import Work
+
+    config = ActorQConfig(algo="dqn", env_id="CartPole-v1", n_actors=1, max_seconds=1.0)
+    idle = RunOutcome(wall_seconds=61.0, learner={"per_actor": {"0": 0}, "updates": 0}, final_rewards=[9.0])
+    untrained = RunOutcome(wall_seconds=61.0, learner={"per_actor": {"0": 500}, "updates": 0}, final_rewards=[9.0])
+    trained = RunOutcome(wall_seconds=61.0, learner={"per_actor": {"0": 500}, "updates": 40}, final_rewards=[9.0])
+    assert degenerate(idle) == "0 actor steps and 0 learner updates in 61 s"
+    assert degenerate(untrained) == "500 actor steps and 0 learner updates in 61 s"
+    assert degenerate(trained) is None
+
+    monkeypatch.setattr(handler_module, "run_actorq", lambda *args: idle)
+    with pytest.raises(
+        QuarlError, match=r"trained nothing \(0 actor steps and 0 learner updates in 61 s\): not stored"
+    ):
+        list(handler_module.ActorQHandler().produce(Work(config), None, []))
+
+    rows = [actorq_result(config, outcome).__dict__ for outcome in (idle, trained)]
+    frame = pd.DataFrame(
+        [
+            {
+                "method": "actorq",
+                "created_at": index,
+                "key": f"k{index}",
+                "env_id": "CartPole-v1",
+                "algo": "dqn",
+                "precision": "int8",
+                "seed": index,
+                "mean_reward": 9.0,
+                "setting": "s",
+                "agent_hash": "",
+                "provenance": row["provenance"],
+            }
+            for index, row in enumerate(rows)
+        ]
+    )
+    assert list(actorq_runs(frame)["seed"]) == [1]  # the idle run is not a run the tables compare

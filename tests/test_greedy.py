@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import quarl_bench.evaluation.evaluate as evaluation
-import quarl_bench.evaluation.greedy as greedy
-from quarl_bench.evaluation.greedy import greedy_function, near_ties
+import quarl_bench.zoo.greedy as greedy
 from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.greedy import greedy_function, near_ties
 
 pytestmark = pytest.mark.slow
 

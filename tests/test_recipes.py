@@ -105,7 +105,7 @@ def test_pruning_zeroes_the_asked_share_and_keeps_every_action() -> None:
 
 
 def test_activation_quantizers_change_what_the_policy_computes() -> None:
-    from quarl_bench.evaluation.greedy import greedy_function
+    from quarl_bench.zoo.greedy import greedy_function
 
     policy = module_policy()
     spec = QuantSpec("fp32", act_bits="2", calibration_states=256)

@@ -74,6 +74,10 @@ def test_notebook_runs_on_a_small_store(cli, zoo: Path, tmp_path: Path, monkeypa
     assert not [o for o in outputs if o.output_type == "error"]
     texts = " ".join(o.get("text", "") for o in outputs)
     assert "12 jobs, 3 agents" in texts and "showing: episodes 3" in texts  # 3 agents x 4 precisions, one variant
+    # the figure cells draw (the report once switched the kernel off its inline backend at import: no images)
+    figure_cells = [cell for cell in notebook.cells if cell.cell_type == "code" and "plt.subplots" in cell.source]
+    assert len(figure_cells) == 3
+    assert all(any("image/png" in o.get("data", {}) for o in cell.outputs) for cell in figure_cells)
 
 
 def test_qat_vs_ptq_matches_on_precision_not_bits() -> None:

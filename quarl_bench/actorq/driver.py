@@ -177,11 +177,23 @@ def already_stored(config: ActorQConfig, store: ResultStore) -> bool:
     return row is not None and not row["provenance"].get("error")
 
 
+def actor_steps(outcome: RunOutcome) -> int:
+    """Environment steps the learner received, over actors' restarts (a crashed run: what the actors reported)."""
+    delivered = outcome.learner.get("per_actor")
+    return int(sum(delivered.values()) if delivered else sum(actor["steps"] for actor in outcome.actors))
+
+
+def degenerate(outcome: RunOutcome) -> str | None:
+    """Why a finished run measures no speed-up (no actor steps, or a learner that never trained), else None."""
+    steps, updates = actor_steps(outcome), int(outcome.learner.get("updates", 0))
+    if steps and updates:
+        return None
+    return f"{steps} actor steps and {updates} learner updates in {outcome.wall_seconds:.0f} s"
+
+
 def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
     """One ``actorq`` row: final reward of the learner's policy; curve, breakdown, bytes and speed in provenance."""
-    delivered = outcome.learner.get("per_actor")
-    # what the learner received, over actors' restarts; a crashed run has no learner counters: the actors' reports
-    steps = sum(delivered.values()) if delivered else sum(actor["steps"] for actor in outcome.actors)
+    steps = actor_steps(outcome)
     final = outcome.final_rewards or outcome.curve[-1]["episodes"]  # a crashed run: its last evaluation's episodes
     return EvalResult(
         job=job_for(config),

@@ -23,7 +23,7 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
     replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity). A recurrent policy carries its
     state through the episodes, and its states are Markov states, ``[obs | h | c]``
     (:mod:`~quarl_bench.recurrent`)."""
-    from quarl_bench.recurrent import is_recurrent, pack, started, zero_state
+    from quarl_bench.zoo.policy import as_policy
 
     n_envs = min(CALIBRATION_ENVS, count)
     env = make_env(n_envs, seed)
@@ -32,12 +32,12 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
         if isinstance(observations, dict):
             raise QuarlError("calibration states: dict observations are not supported; expected a Box observation")
         states, ended = [], np.zeros(n_envs, dtype=bool)
-        recurrent = is_recurrent(policy)
-        memory, starts = (zero_state(policy, n_envs) if recurrent else None), np.ones(n_envs, dtype=bool)
+        acting = as_policy(policy)
+        memory, starts = acting.initial_state(n_envs), np.ones(n_envs, dtype=bool)
         while (not ended.all() or len(states) * n_envs < count) and len(states) * n_envs < MAX_STEPS_PER_STATE * count:
             observed = np.asarray(observations).copy()
-            states.append(pack(observed, started(memory, starts)) if recurrent else observed)
-            actions, memory = policy.predict(observations, state=memory, episode_start=starts, deterministic=True)
+            states.append(acting.acted_states(observed, memory, starts))
+            actions, memory = acting.act(observations, memory, starts, deterministic=True)
             observations, _, dones, _ = env.step(actions)
             starts = np.asarray(dones, dtype=bool)
             ended |= starts

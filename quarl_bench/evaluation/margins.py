@@ -9,16 +9,9 @@ from __future__ import annotations
 import numpy as np
 from stable_baselines3.common.policies import BasePolicy
 
+from quarl_bench.zoo.greedy import top2_gap  # noqa: F401  (margins' own measure, re-exported)
+
 MARGIN_STATES = 2000  # visited states kept per evaluation (reservoir sample) to measure margins on
-
-
-def top2_gap(values: np.ndarray) -> np.ndarray:
-    """Per row: the best value minus the second best (0 where they tie); rows are states, columns actions."""
-    values = np.asarray(values, dtype=float)
-    if values.shape[1] < 2:
-        return np.zeros(len(values))
-    top2 = -np.partition(-values, 1, axis=1)[:, :2]
-    return top2[:, 0] - top2[:, 1]
 
 
 def decision_values(policy: BasePolicy, observations: np.ndarray) -> np.ndarray | None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from quarl_bench.actorq.config import ActorQConfig
-from quarl_bench.actorq.driver import actorq_result, job_for, run_actorq
+from quarl_bench.actorq.driver import actorq_result, degenerate, job_for, run_actorq
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import register
 from quarl_bench.types import AgentRef, EvalResult, Job
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 @register(ActorQConfig)
 class ActorQHandler:
     """One ActorQ run (:func:`run_actorq`) and its row. A run the learner's failure ended keeps the evaluations it
-    made: that row is produced, then the failure raised."""
+    made: that row is produced, then the failure raised. A run that trained nothing (no actor steps or no learner
+    update: too short a ``max_seconds``) is not stored: it would measure no speed-up."""
 
     remote = False  # a run starts its own Ray cluster
 
@@ -35,4 +36,11 @@ class ActorQHandler:
             yield actorq_result(work.config, outcome)
         if outcome.error:
             raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
+        empty = degenerate(outcome)
+        if empty:
+            config = work.config
+            raise QuarlError(
+                f"ActorQ run {config.algo}/{config.env_id} {config.actor_precision} seed {config.seed} trained nothing "
+                f"({empty}): not stored, no speed-up measured; give it a longer --max-seconds"
+            )
         yield actorq_result(work.config, outcome)

@@ -88,11 +88,9 @@ def claim_calibration_states(agent, count: int) -> np.ndarray:
     are its claim's (on other states its gate missed by 5.5 steps on sac Pendulum)."""
     from quarl_bench.deploy.export import split_normalizer
     from quarl_bench.methods.ptq import calibration_states
-    from quarl_bench.recurrent import is_recurrent, unpack
+    from quarl_bench.zoo.policy import as_policy
 
-    states = calibration_states(agent, count)
-    if is_recurrent(agent.model.policy):
-        states = unpack(agent.model.policy, states)[0]
+    states = as_policy(agent.model.policy).observations_of(calibration_states(agent, count))
     env = agent.make_env(1, 0)
     _, normalizer = split_normalizer(env)
     env.close()

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward  # noqa: E402
-from quarl_bench.report.objects import Figure, Table  # noqa: E402
-from quarl_bench.report.plots import file_label  # noqa: E402
+from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward
+from quarl_bench.report.objects import Figure, Table
+from quarl_bench.report.plots import file_label
 
 
 def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
@@ -22,6 +19,8 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
     records = []
     for _, row in runs.iterrows():
         prov = row["provenance"]
+        if not prov["actor_steps"] or not prov.get("learner", {}).get("updates", 1):
+            continue  # a run that trained nothing (stored before such runs were refused): no speed to compare
         phases = breakdown(prov["actors"])
         steps = max(prov["actor_steps"], 1)
         mismatch = prov.get("mismatch") or []

@@ -188,18 +188,12 @@ def breakdown_table(phases: dict[str, float]) -> Table:
 
 
 @contextmanager
-def progress_bar(total: int) -> Iterator[Any]:
-    """A sweep's progress bar; yields ``update(completed=None, last=None)``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+def progress_bar(total: int, what: str = "jobs") -> Iterator[Any]:
+    """A long command's progress on the console: a bar on a terminal, a line per finished unit when redirected;
+    yields ``update(completed=None, last=None)``."""
+    from quarl_bench.progress import progress
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, TextColumn("{task.fields[last]}"), console=console) as progress:
-        bar = progress.add_task("jobs", total=total, last="")
-
-        def update(completed: int | None = None, last: str | None = None) -> None:
-            fields: dict[str, Any] = {} if last is None else {"last": last}
-            progress.update(bar, **({"completed": completed} if completed is not None else {}), **fields)
-
+    with progress(total, what, stream=console.file) as update:
         yield update
 
 

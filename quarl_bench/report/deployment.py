@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from quarl_bench.backend_registry import INT8_BACKENDS  # noqa: E402
-from quarl_bench.report.objects import Figure, Table  # noqa: E402
-from quarl_bench.report.plots import file_label  # noqa: E402
+from quarl_bench.backend_registry import INT8_BACKENDS
+from quarl_bench.report.objects import Figure, Table
+from quarl_bench.report.plots import file_label
 
 
 def fp32_file_of(backend: str) -> str:

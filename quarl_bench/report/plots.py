@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 from quarl_bench.agent_names import name_of
 from quarl_bench.precision import is_int
 from quarl_bench.report.objects import Figure, keys_in, panel_margins, plain_log_axis
 from quarl_bench.statistics.wording import safe_width_text
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 
 WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
 CURVE_COLUMNS = ["bits", "mean_reward", "std_reward"]

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from quarl_bench.report.estimators import bootstrap_ci, iqm, stratified_bootstrap_ci  # noqa: E402
-from quarl_bench.report.objects import Figure, Table  # noqa: E402
-from quarl_bench.report.plots import file_label  # noqa: E402
-from quarl_bench.types import ROLLOUT_REFERENCE  # noqa: E402
+from quarl_bench.report.estimators import bootstrap_ci, iqm, stratified_bootstrap_ci
+from quarl_bench.report.objects import Figure, Table
+from quarl_bench.report.plots import file_label
+from quarl_bench.types import ROLLOUT_REFERENCE
 
 # per-update diagnostics (training/mismatch.py) -> the table's column: their mean over all updates of all seeds
 MISMATCH = {

@@ -73,6 +73,18 @@ class Policy:
         """What the policy acted on this step, one row per env (what calibration and margin samples keep)."""
         return observation
 
+    def initial_state(self, envs: int) -> Any:
+        """The state before the first step of ``envs`` envs (None: it carries none)."""
+        return None
+
+    def observations_of(self, states: np.ndarray) -> np.ndarray:
+        """The observation part of states it acted on (:meth:`acted_states`)."""
+        return states
+
+    def replay(self, states: np.ndarray) -> np.ndarray:
+        """Its deterministic actions on states it acted on, through its own ``predict`` (what hooks see)."""
+        return self.network.predict(states, deterministic=True)[0]
+
     @property
     def categorical(self) -> bool:
         """Whether its actions are drawn from a categorical distribution it exposes (:meth:`probabilities`)."""
@@ -116,7 +128,7 @@ class SB3Policy(Policy):
         return self.network.get_distribution(tensor).distribution.probs.cpu().numpy(), state
 
     def greedy(self) -> Greedy:
-        from quarl_bench.evaluation.greedy import greedy_function
+        from quarl_bench.zoo.greedy import greedy_function
 
         return greedy_function(self.network) or super().greedy()
 
@@ -185,6 +197,19 @@ class RecurrentSB3Policy(SB3Policy):
         state = zero_state(self.network, len(observation)) if state is None else state
         distribution, state = distribution_step(self.network, observation, state, starts)
         return distribution.distribution.probs.cpu().numpy(), state
+
+    def initial_state(self, envs: int) -> Any:
+        from quarl_bench.recurrent import zero_state
+
+        return zero_state(self.network, envs)
+
+    def observations_of(self, states: np.ndarray) -> np.ndarray:
+        from quarl_bench.recurrent import unpack
+
+        return unpack(self.network, states)[0]
+
+    def replay(self, states: np.ndarray) -> np.ndarray:
+        return self.greedy()(states)
 
     def acted_states(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> np.ndarray:
         from quarl_bench.recurrent import pack, started, zero_state

@@ -77,7 +77,7 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
 
 def run_with_progress(command: list[str], n_timesteps: int | None, what: str) -> tuple[int, str]:
     """Run a trainer, reading SB3's log tables for its step count; returns its exit code and last output line."""
-    from quarl_bench.report.progress import progress
+    from quarl_bench.progress import progress
 
     env = {**os.environ, "OMP_NUM_THREADS": str(TRAINING_THREADS), "PYTHONUNBUFFERED": "1"}
     last: collections.deque[str] = collections.deque(maxlen=1)

@@ -28,8 +28,6 @@ from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 from torch import nn
 
-from quarl_bench.evaluation.margins import top2_gap
-
 Greedy = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]] = {
     nn.Tanh: np.tanh,
@@ -38,6 +36,15 @@ ACTIVATIONS: dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]] = {
 TIE_TOLERANCE = 1e-4  # relative gap between the best two outputs under which torch decides (float32 error ~1e-6)
 
 Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
+
+
+def top2_gap(values: np.ndarray) -> np.ndarray:
+    """Per row: the best value minus the second best (0 where they tie); rows are states, columns actions."""
+    values = np.asarray(values, dtype=float)
+    if values.shape[1] < 2:
+        return np.zeros(len(values))
+    top2 = -np.partition(-values, 1, axis=1)[:, :2]
+    return top2[:, 0] - top2[:, 1]
 
 
 def numpy_layers(modules: list[nn.Module]) -> list[Layer] | None:
