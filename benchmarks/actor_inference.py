@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from quarl_bench import acting_network, actor_policy, build_policy
+from quarl_bench.actorq.policy import acting_network, actor_policy, build_policy
 
 
 def ms_per_call(call: Callable[[], object], repeats: int) -> float:

@@ -18,16 +18,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from quarl_bench import (
-    ActorQConfig,
-    ResultStore,
-    actorq_result,
-    actorq_runs,
-    run_actorq,
-    speedup_table,
-    training_device,
-)
-from quarl_bench import actor_breakdown as breakdown
+from quarl_bench import ActorQConfig, ResultStore, run_actorq
+from quarl_bench.actorq.driver import actorq_result
+from quarl_bench.actorq.metrics import breakdown
+from quarl_bench.devices import training_device
+from quarl_bench.report.actorq import actorq_runs, speedup_table
 
 
 def main() -> None:

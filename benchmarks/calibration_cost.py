@@ -16,7 +16,10 @@ from pathlib import Path
 
 import torch
 
-from quarl_bench import QuantSpec, load_agent, quantize, resolve_agent, visited_states
+from quarl_bench import QuantSpec
+from quarl_bench.evaluation.calibration import visited_states
+from quarl_bench.quant.quantize import quantize
+from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 MLP_AGENTS = [
     ("dqn", "CartPole-v1"),

@@ -20,22 +20,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from quarl_bench import (
-    TABLE4_POLICIES,
-    AgentQuery,
-    QuarlError,
-    artifact_runner,
-    build_artifact,
-    deploy_calibration_states,
-    greedy_mlp,
-    latency,
-    load_agent,
-    resolve,
-    split_normalizer,
-    synthetic_observations,
-    visited_states,
-)
-from quarl_bench import DeployablePolicy as Deployable
+from quarl_bench import AgentQuery, QuarlError, resolve
+from quarl_bench.deploy.backends import build as build_artifact
+from quarl_bench.deploy.backends import runner as artifact_runner
+from quarl_bench.deploy.export import DeployablePolicy as Deployable
+from quarl_bench.deploy.export import split_normalizer
+from quarl_bench.deploy.synthetic import TABLE4_POLICIES, greedy_mlp
+from quarl_bench.deploy.synthetic import observations as synthetic_observations
+from quarl_bench.deploy.timing import latency
+from quarl_bench.evaluation.calibration import visited_states
+from quarl_bench.methods.deploy import deploy_calibration_states
+from quarl_bench.zoo.agents import load_agent
 
 BACKENDS = (
     "torch-fp32",

@@ -19,8 +19,12 @@ import time
 
 import numpy as np
 
-from quarl_bench import action_mode, default_eval_envs, evaluate, evaluate_in_workers, load_agent, resolve_agent
 from quarl_bench.deploy.machine import machine_record
+from quarl_bench.evaluation.evaluate import evaluate
+from quarl_bench.evaluation.workers import evaluate_in_workers
+from quarl_bench.grids import action_mode
+from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.envs import default_eval_envs
 
 
 def env_only_seconds(agent, n_envs: int, vector_steps: int, seed: int) -> float:

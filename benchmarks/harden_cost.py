@@ -17,7 +17,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from quarl_bench import AgentQuery, QuantSpec, ResultStore, harden_agent, resolve, zoo_steps  # noqa: E402
+from quarl_bench import AgentQuery, QuantSpec, ResultStore, harden_agent, resolve
+from quarl_bench.api.harden import zoo_steps
 
 AGENTS = (
     "dqn:CartPole-v1",

@@ -12,8 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from quarl_bench import ResultStore, config_dir, write_report
+from quarl_bench import ResultStore, write_report
 from quarl_bench.cli import main as main_cli
+from quarl_bench.config import config_dir
 
 
 def main() -> None:

@@ -19,7 +19,8 @@ import time
 import torch
 from stable_baselines3 import PPO
 
-from quarl_bench import RolloutPPO, silence_library_warnings
+from quarl_bench.training.quantized_rollouts import RolloutPPO
+from quarl_bench.zoo.quiet import silence_library_warnings
 
 
 def build(algo_class: type, arch: list[int], n_envs: int, n_steps: int) -> PPO:

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from quarl_bench import config_dir, load_study
-from quarl_bench import select_cells as select
+from quarl_bench.config import config_dir
+from quarl_bench.grids import load_study, select
 
 ONE_PROCESS_PER_BIT_WIDTH = """
 import sys

@@ -5,6 +5,7 @@ are instant."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -75,6 +76,31 @@ def import_from_current_folder() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
 
 
+class StderrNotes(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a note is written (tests and callers swap it), not at creation."""
+
+    quarl_cli = True
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def show_notes() -> None:
+    """The library's notes (``errors.notes``) as ``quarl-bench: ...`` lines on stderr, once per process."""
+    from quarl_bench.errors import notes
+
+    if not any(getattr(handler, "quarl_cli", False) for handler in notes.handlers):
+        handler = StderrNotes()
+        handler.setFormatter(logging.Formatter("quarl-bench: %(message)s"))
+        notes.addHandler(handler)
+        notes.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -83,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from quarl_bench.zoo.quiet import quiet_libraries
 
     provenance.set_command(argv)
+    show_notes()
     backend_set = "MPLBACKEND" not in os.environ
     if backend_set:  # files only: no window, whatever display the shell has (this process and its workers)
         os.environ["MPLBACKEND"] = "Agg"

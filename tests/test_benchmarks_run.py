@@ -74,3 +74,14 @@ def test_no_public_name_is_also_a_submodule() -> None:
     package = Path(quarl_bench.__file__).parent
     submodules = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
     assert not set(quarl_bench.__all__) & submodules
+
+
+def test_the_public_api_is_what_users_call_and_every_name_resolves() -> None:
+    """The package exports the calls of the commands, what they take and what they leave (about SB3's and
+    lm-eval's size); building blocks are imported from their modules, as the benchmarks do."""
+    assert 15 <= len(quarl_bench.__all__) <= 20
+    assert {"resolve", "as_policy", "evaluate_agent", "certify_agent", "ResultStore", "QuarlError"} <= set(
+        quarl_bench.__all__
+    )
+    for name in quarl_bench.__all__:
+        assert getattr(quarl_bench, name).__name__ == name

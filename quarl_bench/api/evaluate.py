@@ -362,9 +362,8 @@ def certify_requests(
     """Certify many agents side by side (``certify_driver.certify_all``) on ``executor`` (default: this process);
     one :class:`~quarl_bench.methods.certification_result.Certification` per request, in order.
     ``on_verdict(agent, verdict)`` as each verdict is decided or found stored."""
-    import sys
-
     from quarl_bench.certify_driver import certify_all
+    from quarl_bench.errors import notes
     from quarl_bench.executors import make_executor
     from quarl_bench.methods.certification_result import Certification, Verdict
 
@@ -374,10 +373,9 @@ def certify_requests(
 
     for request in requests:
         if old := store.unpaired_rows(request.ref.content_hash):
-            print(
-                f"quarl-bench: note: {old} stored rows of this agent carry no episode identity (stored before it was "
-                "recorded); they are never paired with new ones, so certify evaluates afresh",
-                file=sys.stderr,
+            notes.info(
+                f"note: {old} stored rows of this agent carry no episode identity (stored before it was recorded); "
+                "they are never paired with new ones, so certify evaluates afresh"
             )
 
     executor = executor or make_executor("local", store, 1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.errors import QuarlError
+from quarl_bench.errors import QuarlError, notes
 from quarl_bench.types import AgentRef, QuantSpec
 
 BUDGET_SHARE = 0.1  # the default budget: this share of the zoo's training steps for the agent
@@ -245,7 +245,6 @@ def run_harden_study(
     """Every agent x recipe of the study (filtered): hardened (or found in the cache and store) with a budget of
     ``budget_share`` of the agent's zoo steps, then certified before and after. Resumes: stored hardenings,
     batches and verdicts are reused."""
-    import sys
 
     from quarl_bench.training.harden.recipes import parse_recipe
     from quarl_bench.zoo.envs import resolve_env_id
@@ -279,7 +278,7 @@ def run_harden_study(
                 )
             )
         except QuarlError as error:
-            print(f"quarl-bench: skipped {algo}/{env_id}: {error}", file=sys.stderr)
+            notes.info(f"skipped {algo}/{env_id}: {error}")
             continue
         steps = zoo_steps(parent)
         budget = max(1, int((steps or 0) * study.budget_share)) if steps else None
