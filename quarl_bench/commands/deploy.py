@@ -87,21 +87,14 @@ def export(args: argparse.Namespace) -> int:
     from quarl_bench.api.deploy import check_out
     from quarl_bench.deploy.backends import require_backend
     from quarl_bench.methods.certify_config import CertifyConfig
-    from quarl_bench.parsers.arguments import guarantee_options
+    from quarl_bench.parsers.config_flags import config_from_args
 
     target = deploy_targets(args, [args.backend])[0]
     out = Path(args.out)
     check_out(out, args.force)  # before loading anything: a bad --out or a missing runtime fails at once
     require_backend(target.backend)
     check_c_prefix(args.c_prefix, target.backend)
-    config = CertifyConfig(
-        args.tolerance,
-        args.tolerance_abs,
-        args.confidence,
-        max_episodes=args.max_episodes,
-        seed=args.seed,
-        **guarantee_options(args),
-    )
+    config = config_from_args(CertifyConfig, args)  # its fields: tolerance, guarantee, max episodes, seed
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
         done = export_artifact(

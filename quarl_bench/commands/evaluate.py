@@ -51,22 +51,12 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.executors import make_executor
     from quarl_bench.grids import grid_return_bounds
     from quarl_bench.methods.certify_config import CertifyConfig
-    from quarl_bench.parsers.arguments import check_executor, guarantee_options, spec_from_args
+    from quarl_bench.parsers.arguments import check_executor, spec_from_args
+    from quarl_bench.parsers.config_flags import config_from_args
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.report.console import certification_table, verdict_line
 
-    config = CertifyConfig(
-        args.tolerance,
-        args.tolerance_abs,
-        args.confidence,
-        args.batch,
-        args.max_episodes,
-        args.planned_episodes,
-        args.seed,
-        args.n_envs,
-        args.every_width,
-        **guarantee_options(args),
-    )  # validated before any agent is found or row stored
+    config = config_from_args(CertifyConfig, args)  # validated before any agent is found or row stored
     if not args.grid and not args.env:
         raise QuarlError("certify needs --env (one agent) or --grid FILE (every agent of a grid)")
     specs = tuple(spec_from_args(args, p) for p in args.bits)

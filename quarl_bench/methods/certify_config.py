@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.statistics.certification import GUARANTEES
+from quarl_bench.statistics import GUARANTEES, TOLERANCE_PCT
 from quarl_bench.zoo.return_bounds import ReturnBounds
 
 CERTIFY_VERSION = 2  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
@@ -28,16 +28,17 @@ class CertifyConfig:
     :param seed: the seed base every batch seed comes from; two bases give independent certifications.
     :param n_envs: envs per batch (default per env kind, at most ``batch``).
     :param every_width: go on below the first precision that is not safe (those verdicts are exploratory).
-    :param guarantee: ``finite-sample`` or ``asymptotic``; None: finite-sample where return bounds are known.
-    :param return_bounds: (LO, HI) every episode's return lies in (default: the env's line of
-        :data:`~quarl_bench.zoo.return_bounds.RETURN_BOUNDS`).
+    :param guarantee: finite-sample (valid at every sample size, on return bounds) or asymptotic (no bounds, valid
+        as episodes grow); default: finite-sample where the env's return bounds are known.
+    :param return_bounds: (LO, HI) every episode's return lies in (default: the env's bounds in
+        :data:`~quarl_bench.zoo.return_bounds.RETURN_BOUNDS`, docs/statistics.md).
     :param catastrophe: a pair is a catastrophe when the quantized return falls below fp32's by more than this
         (default: half of R_fp32 - R_random).
     :param max_catastrophe_rate: "safe" also needs the catastrophe rate certified below this share, in (0, 1).
     :param random_episodes: the random policy's episodes in the scale set (its mean's bound sets δ_low).
     """
 
-    tolerance: float = 5.0
+    tolerance: float = TOLERANCE_PCT
     tolerance_abs: float | None = None
     confidence: float = 0.95
     batch: int = 20

@@ -85,15 +85,6 @@ def ratio_cap(value: str) -> float:
     return number
 
 
-def tolerance(value: str) -> float:
-    number = non_negative_float(value)
-    if number >= 100:
-        raise argparse.ArgumentTypeError(
-            f"bad tolerance {value!r}: expected a percentage of the fp32 reward in [0, 100)"
-        )
-    return number
-
-
 def widths(value: str) -> tuple[int, ...]:
     """Hidden layer widths from ``2048,2048``."""
     parts = value.split(",")
@@ -353,81 +344,22 @@ def add_timesteps(parser: argparse.ArgumentParser, default: int | None, help_tex
     )
 
 
-def catastrophe_rate(value: str) -> float:
-    share = _number(value)
-    if not 0 < share < 1:
-        raise argparse.ArgumentTypeError(f"bad max catastrophe rate {value!r}: expected a share in (0, 1), e.g. 0.05")
-    return share
-
-
-def catastrophe_loss(value: str) -> float:
-    loss = _number(value)
-    if not 0 < loss < float("inf"):
-        raise argparse.ArgumentTypeError(f"bad catastrophe {value!r}: expected a return loss R > 0")
-    return loss
-
-
-def return_bound(value: str) -> float:
-    bound = _number(value)
-    if not abs(bound) < float("inf"):
-        raise argparse.ArgumentTypeError(f"bad return bound {value!r}: expected a finite number (LO HI)")
-    return bound
+CERTIFICATION_FLAGS = ("tolerance", "tolerance_abs", "confidence", "guarantee", "return_bounds")
+CERTIFICATION_FLAGS += ("catastrophe", "max_catastrophe_rate")
 
 
 def add_certification(parser: argparse.ArgumentParser) -> None:
-    """The flags that say what a certification's verdict is judged against and guarantees (certify, export)."""
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=5.0,
-        metavar="PCT",
-        help="δ: the mean loss allowed, PCT%% of (R_fp32 - R_random), the random policy measured once (default 5)",
-    )
-    parser.add_argument(
-        "--tolerance-abs", type=float, default=None, metavar="R", help="the tolerance in reward units instead"
-    )
-    parser.add_argument(
-        "--confidence",
-        type=float,
-        default=0.95,
-        help="1 - the chance that a verdict is wrong, in (0.5, 1); certify splits it over the families it walks",
-    )
-    parser.add_argument(
-        "--guarantee",
-        choices=("finite-sample", "asymptotic"),
-        default=None,
-        help="finite-sample: valid at every sample size, on return bounds; asymptotic: no bounds needed, valid as "
-        "episodes grow (default: finite-sample where the env's return bounds are known)",
-    )
-    parser.add_argument(
-        "--return-bounds",
-        nargs=2,
-        type=return_bound,
-        default=None,
-        metavar=("LO", "HI"),
-        help="every episode's return lies in [LO, HI] (default: the env's bounds, docs/statistics.md)",
-    )
-    parser.add_argument(
-        "--catastrophe",
-        type=catastrophe_loss,
-        default=None,
-        metavar="R",
-        help="a pair losing more than R is a catastrophe (default: half of R_fp32 - R_random)",
-    )
-    parser.add_argument(
-        "--max-catastrophe-rate",
-        type=catastrophe_rate,
-        default=None,
-        metavar="EPS",
-        help="safe also needs the catastrophe rate certified below EPS, in (0, 1)",
-    )
+    """The flags that say what a certification's verdict is judged against and guarantees (certify, export), from
+    ``CertifyConfig``'s fields: their defaults and help are said there once."""
+    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.parsers.config_flags import config_flag
+    from quarl_bench.statistics import GUARANTEES
 
-
-def guarantee_options(args: argparse.Namespace) -> dict:
-    """:func:`add_certification`'s guarantee flags as ``CertifyConfig`` fields (LO >= HI is refused there, in one line)."""
-    return {
-        "guarantee": args.guarantee,
-        "return_bounds": tuple(args.return_bounds) if args.return_bounds else None,
-        "catastrophe": args.catastrophe,
-        "max_catastrophe_rate": args.max_catastrophe_rate,
-    }
+    metavars = {"tolerance": "PCT", "tolerance_abs": "R", "catastrophe": "R", "max_catastrophe_rate": "EPS"}
+    for name in CERTIFICATION_FLAGS:
+        extra: dict = {"metavar": metavars[name]} if name in metavars else {}
+        if name == "guarantee":
+            extra = {"choices": GUARANTEES}
+        if name == "return_bounds":
+            extra = {"metavar": ("LO", "HI")}
+        config_flag(parser, CertifyConfig, name, **extra)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.methods.certify_config import CertifyConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -17,8 +18,8 @@ from quarl_bench.parsers.arguments import (
     non_negative_float,
     positive_int,
     precision_arg,
-    tolerance,
 )
+from quarl_bench.parsers.config_flags import config_flag, config_flags
 from quarl_bench.precision import help_text
 
 
@@ -68,28 +69,8 @@ def add_certify(commands: Subcommands) -> None:
     add_spec(certify)
     add_recipe(certify)
     add_executor(certify, "processes certifying agents, families and scale sets side by side", "1, this process")
-    certify.add_argument("--batch", type=positive_int, default=20, help="paired episodes per look (default 20)")
-    certify.add_argument(
-        "--max-episodes",
-        type=positive_int,
-        default=1000,
-        help="paired episodes after which a width still undecided is 'undetermined' (default 1000)",
-    )
-    certify.add_argument(
-        "--planned-episodes",
-        type=positive_int,
-        default=100,
-        help="the episode count the asymptotic sequence is tightest at (default 100)",
-    )
-    certify.add_argument("--seed", type=int, default=0, help="seed base of every batch (two bases: independent runs)")
-    certify.add_argument(
-        "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"
-    )
-    certify.add_argument(
-        "--every-width",
-        action="store_true",
-        help="go on below the first width that is not safe (those verdicts are labelled exploratory)",
-    )
+    names = ("batch", "max_episodes", "planned_episodes", "seed", "n_envs", "every_width")
+    config_flags(certify, CertifyConfig, names, linked=("batch", "max_episodes"))
     add_certification(certify)
     certify.add_argument(
         "--against-parent",
@@ -130,18 +111,18 @@ def add_mixed(commands: Subcommands) -> None:
         metavar="P",
         help="candidate precisions per layer (default fp16 8 6 4 2)",
     )
-    mixed.add_argument(
-        "--tolerance",
-        type=tolerance,
-        default=5.0,
-        help="a step is kept when certified safe within this %% of (R_fp32 - R_random) (default 5)",
+    config_flag(
+        mixed,
+        CertifyConfig,
+        "tolerance",
+        help="a step is kept when certified safe within this % of (R_fp32 - R_random)",
     )
-    mixed.add_argument(
-        "--confidence", type=float, default=0.95, help="confidence of each step's certification, in (0.5, 1)"
-    )
-    mixed.add_argument(
-        "--max-episodes",
-        type=positive_int,
+    config_flag(mixed, CertifyConfig, "confidence", help="confidence of each step's certification, in (0.5, 1)")
+    config_flag(
+        mixed,
+        CertifyConfig,
+        "max_episodes",
+        alone=False,
         default=200,
         help="paired episodes after which a step still undecided is rejected (default 200)",
     )

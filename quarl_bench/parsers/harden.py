@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.methods.certify_config import CertifyConfig
 from quarl_bench.parsers import Subcommands, handler
-from quarl_bench.parsers.arguments import add_agent, add_recipe, add_spec, add_store, positive_int, precision_arg
+from quarl_bench.parsers.arguments import add_agent, add_recipe, add_spec, add_store, precision_arg
+from quarl_bench.parsers.config_flags import config_flag
 from quarl_bench.precision import help_text
 
 RECIPE_NAMES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")
@@ -69,11 +71,14 @@ def add_harden(commands: Subcommands) -> None:
     harden.add_argument(
         "--certify", action="store_true", help="certify the parent and the hardened agent against the parent's fp32"
     )
-    harden.add_argument(
-        "--tolerance", type=float, default=5.0, metavar="PCT", help="certify's δ, %% of R_fp32 - R_random"
-    )
-    harden.add_argument("--confidence", type=float, default=0.95, help="certify's confidence, in (0.5, 1)")
-    harden.add_argument(
-        "--max-episodes", type=positive_int, default=None, help="certify's cap on paired episodes (default 1000)"
+    config_flag(harden, CertifyConfig, "tolerance", help="certify's δ, % of R_fp32 - R_random", metavar="PCT")
+    config_flag(harden, CertifyConfig, "confidence", help="certify's confidence, in (0.5, 1)")
+    config_flag(
+        harden,
+        CertifyConfig,
+        "max_episodes",
+        alone=False,
+        default=None,
+        help="certify's cap on paired episodes (default 1000)",
     )
     add_store(harden)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from quarl_bench.config import config_dir
+from quarl_bench.methods.certify_config import CertifyConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_store,
-    tolerance,
 )
+from quarl_bench.parsers.config_flags import config_flag
 
 
 def add_report(commands: Subcommands) -> None:
@@ -23,11 +24,11 @@ def add_report(commands: Subcommands) -> None:
         default=config_dir() / "paper",
         help="folder of the papers' published numbers (default zoo_configs/paper)",
     )
-    report.add_argument(
-        "--tolerance",
-        type=tolerance,
-        default=5.0,
-        help="minimum safe bit width: %% of the fp32 reward the CI lower bound may lose (default 5)",
+    config_flag(
+        report,
+        CertifyConfig,
+        "tolerance",
+        help="minimum safe bit width: % of the fp32 reward the CI lower bound may lose",
     )
     report.add_argument(
         "--html", action="store_true", help="also write report.html: one self-contained page, figures embedded"

@@ -9,6 +9,7 @@ import pandas as pd
 
 from quarl_bench.precision import is_int
 from quarl_bench.report.estimators import minimum_safe_bits
+from quarl_bench.statistics import TOLERANCE_PCT
 from quarl_bench.statistics.wording import safe_width_text
 
 
@@ -30,7 +31,7 @@ def fixed_sample_lower(env_id: str, differences: np.ndarray, alpha: float = 0.05
     return test.interval(differences).lower, "asymptotic"
 
 
-def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
+def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = TOLERANCE_PCT) -> pd.DataFrame:
     """Per agent cell and spec: the minimum safe bit width over the integer widths measured on fixed episodes, with
     the evidence: each width's paired difference lower bound against -δ, δ = ``tolerance_pct``% of
     (R_fp32 - R_random) where a random-policy row exists (else of |R_fp32|, said in the ``δ of`` column). The same

@@ -24,6 +24,7 @@ from quarl_bench.report.estimators import (
 from quarl_bench.report.objects import Figure, Table, keys_in
 from quarl_bench.report.safe_bits import fixed_sample_lower, safe_bits_table
 from quarl_bench.spec_kinds import input_quantization, legend_family, spec_of, variant_label, weight_method
+from quarl_bench.statistics import TOLERANCE_PCT
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.types import QuantSpec
 
@@ -106,7 +107,7 @@ def _by_seed(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(row["seed"]): row for row in rows}  # one row per seed: the key holds the seed
 
 
-def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = 5.0) -> pd.DataFrame:
+def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = TOLERANCE_PCT) -> pd.DataFrame:
     """One row per agent cell x spec variant x precision (PTQ, uniform precisions) with its paired fp32 rows.
 
     Columns: seeds, IQM [95% CI] (stratified over seeds), mean difference to fp32 with its paired CI, P(q >= fp32)
@@ -317,7 +318,7 @@ def profile_curves(scores: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def statistics_report(
-    frame: pd.DataFrame, tolerance_pct: float = 5.0, statistics: pd.DataFrame | None = None
+    frame: pd.DataFrame, tolerance_pct: float = TOLERANCE_PCT, statistics: pd.DataFrame | None = None
 ) -> list[Table | Figure]:
     """``reward_statistics``, ``minimum_safe_bits``, ``normalised_aggregates`` and the performance profile;
     nothing for a store without PTQ rows.

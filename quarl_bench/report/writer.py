@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from quarl_bench.report.objects import FileWriter, Item, Table
+from quarl_bench.statistics import TOLERANCE_PCT
 from quarl_bench.store import ResultStore, Variant
 
 
@@ -29,7 +30,7 @@ def write_report(
     store: ResultStore,
     out_dir: Path,
     paper_dir: Path,
-    tolerance_pct: float = 5.0,
+    tolerance_pct: float = TOLERANCE_PCT,
     formats: tuple[str, ...] = ("svg", "png"),
     html: bool = False,
     figure_workers: int = 2,

@@ -1,0 +1,120 @@
+"""Flags generated from a method's config dataclass (CleanRL's habit): each option is said once, in the config.
+
+A field gives its flag ``--field-name``, its default and its help (the field's ``:param:`` text in the class
+docstring, with the default appended). The flag only converts the text; the config validates when the command
+builds it from :func:`config_from_args`, so a bad value is the config's own one-line message (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from typing import Any
+
+_PARAM = re.compile(r":param (\w+):(.*?)(?=\n\s*:param |\n\s*:raises |\Z)", re.S)
+
+
+_ROLE = re.compile(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`")  # :data:`~a.b.NAME` -> NAME
+
+
+def field_help(config: type) -> dict[str, str]:
+    """Each field's ``:param:`` text from ``config``'s docstring, on one line, as plain text."""
+    found = {}
+    for name, text in _PARAM.findall(config.__doc__ or ""):
+        text = _ROLE.sub(r"\1", " ".join(text.split())).replace("``", "")
+        found[name] = text.rstrip(".")
+    return found
+
+
+def _field(config: type, name: str) -> dataclasses.Field:
+    fields = {field.name: field for field in dataclasses.fields(config)}
+    if name not in fields:
+        raise KeyError(f"{config.__name__} has no field {name!r}")
+    return fields[name]
+
+
+def default_of(config: type, name: str) -> Any:
+    """The default ``config`` declares for field ``name``."""
+    field = _field(config, name)
+    return None if field.default is dataclasses.MISSING else field.default
+
+
+def _converter(annotation: str) -> Any:
+    """The text-to-value function for a field's annotation (fields are annotated as strings: PEP 563)."""
+    if annotation.startswith("int"):
+        return int
+    if annotation.startswith(("float", "tuple[float")):
+        return float
+    return str
+
+
+def _parser(convert: Any, flag: str, config: type, name: str, alone: bool):
+    """Text to value; with ``alone``, the value is also checked by building ``config`` with it (its message)."""
+    from quarl_bench.errors import QuarlError
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            kind = "an integer" if convert is int else "a number"
+            raise argparse.ArgumentTypeError(f"bad {flag} {text!r}: expected {kind}") from None
+        if alone:
+            try:
+                config(**{name: value})
+            except QuarlError as error:
+                raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+
+    return parse
+
+
+def config_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    config: type,
+    name: str,
+    help: str | None = None,
+    alone: bool = True,
+    **overrides: Any,
+) -> None:
+    """Add ``--name`` for ``config``'s field ``name``: its default, type and ``:param:`` help. ``help`` replaces
+    the docstring's text (a command that uses the field in its own way); ``overrides`` go to ``add_argument``
+    (a ``default`` of the command's own, ``metavar``, ``choices``). ``alone``: the value can be checked without the
+    other fields (False where the config checks it against another field: it does so when built)."""
+    field = _field(config, name)
+    flag = "--" + name.replace("_", "-")
+    annotation = str(field.type)
+    default = overrides.pop("default", default_of(config, name))
+    text = (help or field_help(config).get(name, "")).replace("%", "%%")
+    if default is not None and not isinstance(default, bool) and "default" not in text:
+        text += f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
+    if annotation.startswith("bool"):
+        parser.add_argument(flag, action="store_true", default=default, help=text, **overrides)
+        return
+    kwargs: dict[str, Any] = {"default": default, "help": text}
+    if annotation.startswith("tuple["):
+        kwargs["nargs"] = 2
+    if "choices" not in overrides:
+        convert = _converter(annotation)
+        alone = alone and "nargs" not in kwargs
+        kwargs["type"] = _parser(convert, flag, config, name, alone) if convert is not str else str
+    parser.add_argument(flag, **(kwargs | overrides))
+
+
+def config_flags(
+    parser: argparse.ArgumentParser, config: type, names: tuple[str, ...], linked: tuple[str, ...] = ()
+) -> None:
+    """:func:`config_flag` for each of ``names``; those in ``linked`` are checked against each other when the
+    config is built."""
+    for name in names:
+        config_flag(parser, config, name, alone=name not in linked)
+
+
+def config_from_args(config: type, args: argparse.Namespace, **given: Any) -> Any:
+    """``config`` built from the parsed flags of its fields that the command has (and ``given``): it validates."""
+    names = {field.name for field in dataclasses.fields(config) if field.init}
+    values = {name: getattr(args, name) for name in names if hasattr(args, name)}
+    for name, value in values.items():
+        if isinstance(value, list):
+            values[name] = tuple(value)
+    return config(**(values | given))
