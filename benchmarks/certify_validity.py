@@ -84,8 +84,8 @@ def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int) 
     ``Certifier.certify`` generator (stored rows sent batch by batch) as through the vectorised path."""
     import numpy as np
 
-    from quarl_bench.methods.certify import Certifier, Scale
-    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.certify.plan import Certifier, Scale
     from quarl_bench.statistics.validity import batched_differences, stored_batch
     from quarl_bench.types import AgentRef, QuantSpec
 

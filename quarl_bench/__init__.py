@@ -25,13 +25,13 @@ _API = {
     # what they take
     "QuantSpec": "quarl_bench.types",
     "DeployTarget": "quarl_bench.types",
-    "CertifyConfig": "quarl_bench.methods.certify_config",
+    "CertifyConfig": "quarl_bench.certify.config",
     "RolloutConfig": "quarl_bench.methods.rollout",
     "ActorQConfig": "quarl_bench.actorq.config",
     # what they leave: the store, its frames and the report
     "ResultStore": "quarl_bench.store",
     "Variant": "quarl_bench.store",
-    "load_results": "quarl_bench.results",
+    "load_results": "quarl_bench.store.results",
     "write_report": "quarl_bench.report.writer",
     "QuarlError": "quarl_bench.errors",
 }

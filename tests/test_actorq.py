@@ -16,8 +16,8 @@ from quarl_bench.actorq.driver import actorq_result, run_actorq
 from quarl_bench.actorq.exploration import epsilons
 from quarl_bench.actorq.metrics import breakdown
 from quarl_bench.errors import QuarlError
-from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
+from quarl_bench.store.results import load_results
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 

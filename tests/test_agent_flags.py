@@ -104,7 +104,7 @@ def test_policy_module_env_kwargs_from_the_cli_change_the_numbers(cli, policies:
         code, out, err = cli(*args, "--env-kwargs", f"reward_per_step:{value}", "-n", "2", "--store", store)
         assert code == 0, err
         assert f"reward_per_step:{value}" in out.replace(" ", "").replace('"', "") or "reward_per_step" in out
-    from quarl_bench.results import load_results
+    from quarl_bench.store.results import load_results
 
     rows = load_results(store)
     means = sorted(rows[rows["precision"] == "fp32"]["mean_reward"])

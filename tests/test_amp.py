@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from conftest import ATARI_ENV as ENV_ID
 from conftest import tiny_atari_agent
 from stable_baselines3 import PPO
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from quarl_bench.results import load_results
 from quarl_bench.statistics.certification import minimum_safe, tolerance_delta, verdict
 from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, mixture_rho_squared
 from quarl_bench.store import ResultStore
+from quarl_bench.store.results import load_results
 
 
 def test_asymptotic_cs_matches_the_closed_form_worked_by_hand() -> None:
@@ -160,7 +160,7 @@ def test_certify_agent_from_python_takes_a_policy_file(zoo: Path, tmp_path: Path
 
 
 def test_each_family_is_walked_and_answered_apart() -> None:
-    from quarl_bench.methods.certify import widest_first
+    from quarl_bench.certify.plan import widest_first
     from quarl_bench.statistics.certification import family
     from quarl_bench.types import QuantSpec
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quarl_bench.methods.certify import Certifier, Scale
-from quarl_bench.methods.certify_config import CertifyConfig
+from quarl_bench.certify.config import CertifyConfig
+from quarl_bench.certify.plan import Certifier, Scale
 from quarl_bench.statistics.certification import SequentialTest
 from quarl_bench.statistics.pairing import in_identity_order, paired_rewards
 from quarl_bench.types import AgentRef, QuantSpec
@@ -109,7 +109,7 @@ def test_max_catastrophe_rate_without_a_threshold_is_refused_in_one_line() -> No
 def test_a_reused_exploratory_verdict_stays_exploratory_and_never_enters_the_minimum() -> None:
     """`certify --bits 8 6 5 4 --every-width` with int6 undetermined labels int5 and int4 exploratory; a later
     `certify --bits 5 4` reuses them: the minimum must not become "≤ int4"."""
-    from quarl_bench.methods.certification_result import Certification, Verdict
+    from quarl_bench.certify.result import Certification, Verdict
 
     def found(precision: str, exploratory: bool) -> Verdict:
         evidence = {"exploratory": True} if exploratory else {}

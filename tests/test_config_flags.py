@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import quarl_bench
+from quarl_bench.certify.config import CertifyConfig
 from quarl_bench.cli import build_parser
-from quarl_bench.methods.certify_config import CertifyConfig
 from quarl_bench.statistics import TOLERANCE_PCT
 
 

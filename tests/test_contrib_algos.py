@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from quarl_bench.algos.d4pg import D4PG, categorical_projection
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 SUPPORT = torch.tensor([-10.0, -5.0, 0.0, 5.0, 10.0])
 AT_ZERO = torch.tensor([[0.0, 0.0, 1.0, 0.0, 0.0]])

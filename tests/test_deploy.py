@@ -20,8 +20,8 @@ from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split
 from quarl_bench.deploy.machine import int8_features
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
-from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
+from quarl_bench.store.results import load_results
 from quarl_bench.types import DeployTarget, QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 

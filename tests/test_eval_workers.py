@@ -88,7 +88,7 @@ def test_workers_play_one_process_sampled_atari_episodes(zoo: Path) -> None:
 
 @pytest.mark.slow
 def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tmp_path: Path) -> None:
-    from quarl_bench.results import load_results
+    from quarl_bench.store.results import load_results
 
     rows = {}
     for workers in ("1", "2"):

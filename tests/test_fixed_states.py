@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 
 def test_flip_rates_are_measured_on_the_same_fp32_states_for_every_width(cli, zoo: Path, tmp_path: Path) -> None:

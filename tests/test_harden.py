@@ -189,7 +189,7 @@ def test_a_users_zip_fine_tuned_with_sam_is_an_agent_like_any_other(cli, tiny: P
 
 
 def test_a_torch_module_is_distilled_into_an_onnx_policy(cli, tiny: Path, tmp_path: Path) -> None:
-    from quarl_bench.results import load_results
+    from quarl_bench.store.results import load_results
 
     store, out = tmp_path / "s.sqlite", tmp_path / "module.onnx"
     module = ("--policy-module", f"{tiny / 'tiny_policy.py'}:policy", "--env", "CartPole-v1")
@@ -348,7 +348,7 @@ def test_zoo_dqn_cartpole_hardened_for_int4_is_certified_against_its_parent(cli,
 
 
 def test_against_a_parent_the_minimum_is_the_quantized_ladder_s_not_fp32_s() -> None:
-    from quarl_bench.methods.certification_result import Certification, Verdict
+    from quarl_bench.certify.result import Certification, Verdict
     from quarl_bench.types import AgentRef
 
     ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "model", "/hard.zip", "0" * 16)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hub_server import HubServer
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 pytestmark = pytest.mark.slow
 

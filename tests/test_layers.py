@@ -14,8 +14,8 @@ from quarl_bench.evaluation.fidelity import actions_differ
 from quarl_bench.evaluation.margins import StateReservoir, top2_gap
 from quarl_bench.methods.mixed import greedy_allocation, one_layer_spec, rank_layers
 from quarl_bench.quant.quantize import acting_bytes, acting_layer_names, quantize
-from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
+from quarl_bench.store.results import load_results
 from quarl_bench.types import QuantSpec
 
 

@@ -9,7 +9,7 @@ import pytest
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.methods import frontier_table, heatmap_table, paired_gain, safe_width_table
 from quarl_bench.report.statistics import spec_kind_columns
-from quarl_bench.spec_kinds import variant_label, weight_method
+from quarl_bench.store.spec_kinds import variant_label, weight_method
 from quarl_bench.types import QuantSpec
 
 

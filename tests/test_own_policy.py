@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 CORRIDOR = '''
 import gymnasium as gym

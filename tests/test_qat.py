@@ -11,7 +11,7 @@ from stable_baselines3 import DQN, PPO
 
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
 from quarl_bench.quant.quantize import quantize
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 from quarl_bench.types import QuantSpec
 
 

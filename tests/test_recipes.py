@@ -16,8 +16,8 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import activation_grid, fake_quant
 from quarl_bench.quant.calibrated import grid_of
 from quarl_bench.quant.quantize import acting_bytes, quantize
-from quarl_bench.results import load_results
 from quarl_bench.rounding import rounding
+from quarl_bench.store.results import load_results
 from quarl_bench.types import Job, QuantSpec
 from quarl_bench.zoo.foreign import ModulePolicy
 

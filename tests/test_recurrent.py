@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 from tests.test_edge import client_of
 
 ENV = "CartPoleNoVel-v1"

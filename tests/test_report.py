@@ -10,7 +10,7 @@ import pytest
 from quarl_bench.config import config_dir
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.plots import sweet_spot
-from quarl_bench.results import load_results
+from quarl_bench.store.results import load_results
 
 
 def test_bootstrap_ci() -> None:

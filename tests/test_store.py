@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from quarl_bench.results import load_results
 from quarl_bench.store import ResultStore
+from quarl_bench.store.results import load_results
 from quarl_bench.types import EvalResult, Job, QuantSpec
 
 

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from quarl_bench.action_modes import ActionMode
-from quarl_bench.spec_kinds import method_of, spec_of, target_of
 from quarl_bench.store import ResultStore
-from quarl_bench.store_schema import SCHEMA_VERSION
+from quarl_bench.store.schema import SCHEMA_VERSION
+from quarl_bench.store.spec_kinds import method_of, spec_of, target_of
 from quarl_bench.types import Job
 
 OLD_STORE = Path(__file__).parent / "data" / "store_schema8.sqlite"

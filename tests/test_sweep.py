@@ -12,9 +12,9 @@ import pytest
 
 from quarl_bench.config import config_dir
 from quarl_bench.grids import load_study, select
-from quarl_bench.results import load_results
-from quarl_bench.runner import AgentSources, plan
+from quarl_bench.run.runner import AgentSources, plan
 from quarl_bench.store import ResultStore
+from quarl_bench.store.results import load_results
 
 SWEETSPOT_PRECISIONS = 17  # fp32, fp16 and 30, 28, ..., 2 bits
 

@@ -32,7 +32,7 @@ def run_deploy(
     backend that cannot run here is reported through ``on_error(backend, reason)`` and the others still run."""
     from quarl_bench.methods.deploy import DeployConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
 
     store.check()
@@ -76,7 +76,7 @@ def export_artifact(
     certify its closed-loop reward against that policy and against fp32 (the verdicts go to ``store``), and write
     the folder ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
 
-    :param certify: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 20-episode batches, at most 200).
+    :param certify: a :class:`~quarl_bench.certify.plan.CertifyConfig` (default: 20-episode batches, at most 200).
     :param c_prefix: a C artifact's symbol prefix (``NAME_act``, ``NAME_*`` macros); '' keeps ``quarl_policy_act``.
     :raises QuarlError: for an unwritable or non-empty ``out`` (without ``force``), a missing runtime, a policy the
         backend cannot express, a parity gate failed without ``allow_divergent``, or an artifact certified worse
@@ -278,11 +278,11 @@ def certify_artifact(
     policy still work?), then equivalent to the fake-quant policy ``claimed`` (within ±δ; fp32's batches, stored
     by then, also tighten δ's bounds). Both verdicts are stored (reused when stored); each carries both policies'
     mean returns with their confidence bounds."""
-    from quarl_bench.certify_driver import certify_all
-    from quarl_bench.executors import make_executor
-    from quarl_bench.methods.certify import FP32, CertifyRequest, Ladder, Question
-    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.certify.driver import certify_all
+    from quarl_bench.certify.plan import FP32, CertifyRequest, Ladder, Question
     from quarl_bench.provenance import driver_provenance
+    from quarl_bench.run.executors import make_executor
 
     config = config or CertifyConfig(max_episodes=200)
     store.check()
@@ -359,7 +359,7 @@ def _arm_returns(store: Any, keys: list[str], test: Any) -> tuple[dict[str, floa
 
 
 def spec_text(spec: QuantSpec) -> str:
-    from quarl_bench.methods.certify import spec_name
+    from quarl_bench.certify.plan import spec_name
 
     return "fp32 torch" if spec.is_identity else f"fake-quant {spec_name(spec)}"
 

@@ -36,7 +36,7 @@ def evaluate_agent(
     :param env: an env id or alias (``module:EnvId-v0`` too), or a function returning a gymnasium env.
     :param precisions: ``fp32``, ``fp16``, ``bf16`` or integer bit widths 2-32.
     :param store: a results store to keep (and reuse) the rows in; None: a temporary one.
-    :return: one row per precision (``E %`` against the fp32 row), as :func:`quarl_bench.results.load_results`
+    :return: one row per precision (``E %`` against the fp32 row), as :func:`quarl_bench.store.results.load_results`
         gives them.
     """
     import tempfile
@@ -44,8 +44,8 @@ def evaluate_agent(
     import pandas as pd
 
     from quarl_bench.grids import EvalSettings
-    from quarl_bench.results import results_frame
     from quarl_bench.store import ResultStore
+    from quarl_bench.store.results import results_frame
 
     env_name = factory_env_id(env) if callable(env) and not isinstance(env, str) else str(env)
     path = str(model) if isinstance(model, str | os.PathLike) else model
@@ -112,7 +112,7 @@ def run_ptq(
     """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
 
     store.check()
@@ -141,7 +141,7 @@ def run_sensitivity(
     from quarl_bench.methods.mixed import sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
 
     store.check()
@@ -164,17 +164,17 @@ def certify_agent(
     on_verdict: Callable[[Any], None] | None = None,
     baseline: AgentRef | None = None,
 ) -> Any:
-    """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.methods.certify`).
+    """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.certify.plan`).
 
     :param model: a resolved :class:`AgentRef`, or a path to an SB3 zip / ONNX file (then ``env`` is needed).
     :param specs: QuantSpecs or precision names, in any order (walked from the widest down).
-    :param config: a :class:`~quarl_bench.methods.certify.CertifyConfig` (default: 5% of R_fp32 - R_random, 95%).
+    :param config: a :class:`~quarl_bench.certify.plan.CertifyConfig` (default: 5% of R_fp32 - R_random, 95%).
     :param store: a :class:`~quarl_bench.store.ResultStore` or a path; None: ``results/quarl.sqlite``.
     :param baseline: the agent whose fp32 the differences and δ come from (a hardened agent's parent: see
         :func:`quarl_bench.methods.harden.parent_of`); fp32 is then certified too. None: the agent's own fp32.
-    :return: a :class:`~quarl_bench.methods.certification_result.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
+    :return: a :class:`~quarl_bench.certify.result.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
     """
-    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.store import DEFAULT_STORE, ResultStore
 
     config = config or CertifyConfig()
@@ -248,20 +248,20 @@ def search_mixed(
     (an undetermined step is rejected); the allocation found is verified on fresh seeds next to uniform PTQ. Every
     evaluation and verdict is stored (method ``mixed`` for the verified allocation), so a search resumes.
 
-    :param certify: a :class:`~quarl_bench.methods.certify.CertifyConfig` for the steps (its tolerance and seed
+    :param certify: a :class:`~quarl_bench.certify.plan.CertifyConfig` for the steps (its tolerance and seed
         are set from ``tolerance_pct`` and the first search seed); default 95% confidence, at most 200 episodes.
     :raises QuarlError: for an empty ladder, verify seeds that overlap the search seeds, or a bad tolerance.
     """
     import numpy as np
     import pandas as pd
 
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.grids import EvalSettings
-    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.report.layers import sensitivity_frame
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
 
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
@@ -310,7 +310,7 @@ def measure_fidelity(
     ``threshold`` (``methods/fidelity.py``); returns the stored fidelity rows of these jobs."""
     from quarl_bench.methods.fidelity import FidelityConfig
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
 
     store.check()
@@ -332,7 +332,7 @@ def certify_specs(
     baseline: AgentRef | None = None,
     executor: Any = None,
 ) -> Any:
-    """Certify ``specs`` widest first (see :mod:`quarl_bench.methods.certify`), against ``baseline``'s fp32 where
+    """Certify ``specs`` widest first (see :mod:`quarl_bench.certify.plan`), against ``baseline``'s fp32 where
     given; every batch row and verdict stored. ``executor``: where the batches run (default: this process)."""
     request = certify_request(ref, specs, config, baseline)
     callback = (lambda _agent, found: on_verdict(found)) if on_verdict else None
@@ -342,7 +342,7 @@ def certify_specs(
 def certify_request(ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None) -> Any:
     """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
     first, alone); α split over the families."""
-    from quarl_bench.methods.certify import CertifyRequest, ladders
+    from quarl_bench.certify.plan import CertifyRequest, ladders
 
     refuse_unfit_specs(ref, specs)
     if baseline is not None and not any(spec.is_identity for spec in specs):
@@ -360,12 +360,12 @@ def certify_requests(
     executor: Any = None,
 ) -> list[Any]:
     """Certify many agents side by side (``certify_driver.certify_all``) on ``executor`` (default: this process);
-    one :class:`~quarl_bench.methods.certification_result.Certification` per request, in order.
+    one :class:`~quarl_bench.certify.result.Certification` per request, in order.
     ``on_verdict(agent, verdict)`` as each verdict is decided or found stored."""
-    from quarl_bench.certify_driver import certify_all
+    from quarl_bench.certify.driver import certify_all
+    from quarl_bench.certify.result import Certification, Verdict
     from quarl_bench.errors import notes
-    from quarl_bench.executors import make_executor
-    from quarl_bench.methods.certification_result import Certification, Verdict
+    from quarl_bench.run.executors import make_executor
 
     def decided(number: int, found: Any) -> None:
         if on_verdict:

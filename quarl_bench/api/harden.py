@@ -88,7 +88,7 @@ def harden_agent(
     """
     from quarl_bench.methods.harden import HardenConfig, default_out
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.training.harden.recipes import Recipe, parse_recipe
     from quarl_bench.work import Work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
@@ -187,8 +187,8 @@ def load_harden_study(path: str | Path) -> HardenStudy:
     """
     import yaml
 
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.config import grid_file, missing_grid
-    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.training.harden.recipes import parse_recipe
     from quarl_bench.zoo.envs import resolve_env_id
 

@@ -45,7 +45,7 @@ def agent_sources(
     trust_remote_code: bool = False,
 ) -> Any:
     """Where a grid's agents come from: ``folder`` (else ``$QUARL_ZOO``), the cache, the hub, training."""
-    from quarl_bench.runner import AgentSources
+    from quarl_bench.run.runner import AgentSources
     from quarl_bench.zoo.agents import DEFAULT_CACHE, ZOO_ENV
 
     folder = folder or (Path(os.environ[ZOO_ENV]) if os.environ.get(ZOO_ENV) else None)
@@ -70,11 +70,11 @@ def plan_sweep(
 
     :raises QuarlError: when no cell matches the filters, or a training grid asks for Ray.
     """
-    from quarl_bench.executors import default_workers
     from quarl_bench.grids import load_study, select
     from quarl_bench.methods.protocol import handler
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import cell_config, plan
+    from quarl_bench.run.executors import default_workers
+    from quarl_bench.run.runner import cell_config, plan
 
     study = load_study(grid)
     cells = with_eval_seeds(select(study.cells, algos, envs, bits, episodes), eval_seeds)
@@ -101,7 +101,7 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run a planned sweep's works (each row stored as it is made: an interrupted sweep resumes); the outcome holds
     the failures (the other works went on) and the stored rows of every cell of the grid."""
-    from quarl_bench.executors import make_executor, run_all
+    from quarl_bench.run.executors import make_executor, run_all
 
     outcome = SweepOutcome(planned)
 
@@ -133,7 +133,7 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
     """
     from quarl_bench.grids import EvalSettings, build_jobs
     from quarl_bench.methods.protocol import handler
-    from quarl_bench.runner import cell_agent, cell_config
+    from quarl_bench.run.runner import cell_agent, cell_config
     from quarl_bench.work import Work
 
     agents: dict[tuple[str, str, str], Any] = {}
@@ -169,7 +169,7 @@ def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: An
     """A grid's PTQ agents (filtered by ``algo``/``env``) with the specs each is evaluated at; agents the sources
     lack are listed on stderr and skipped, as ``sweep`` does."""
     from quarl_bench.grids import load_study, select
-    from quarl_bench.runner import resolve_cells
+    from quarl_bench.run.runner import resolve_cells
 
     cells = select(load_study(grid).cells, [algo] if algo else None, [env] if env else None)
     cells = [cell for cell in cells if cell.method == "ptq"]

@@ -13,7 +13,7 @@ def run_qat(config: Any, settings: Any, store: Any, cache: Path | None = None) -
     """Train (or find in the cache) the QAT agent of ``config`` (``methods.qat.QATConfig``) and evaluate it next to
     its fp32 reference job; the stored rows, the QAT row last."""
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
@@ -31,7 +31,7 @@ def run_amp(
     """Train each mixed-precision config (``methods.amp.AmpConfig``; the cache's when it has it), timed per
     update, and evaluate its agent; one stored row per config, in order."""
     from quarl_bench.provenance import driver_provenance
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.work import Work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
@@ -62,7 +62,7 @@ def run_actorq_runs(
     from quarl_bench.devices import training_device
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.ray_cluster import ray_log_path
-    from quarl_bench.runner import run_work
+    from quarl_bench.run.runner import run_work
     from quarl_bench.store import ResultStore
     from quarl_bench.work import Work
 

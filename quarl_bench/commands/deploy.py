@@ -85,8 +85,8 @@ def table4(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     from quarl_bench.api import export_artifact
     from quarl_bench.api.deploy import check_out
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.deploy.backends import require_backend
-    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.parsers.config_flags import config_from_args
 
     target = deploy_targets(args, [args.backend])[0]

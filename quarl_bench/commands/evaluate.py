@@ -48,13 +48,13 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.api import resolve
     from quarl_bench.api.evaluate import certify_request, certify_requests
     from quarl_bench.api.harden import parent_agent
-    from quarl_bench.executors import make_executor
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.grids import grid_return_bounds
-    from quarl_bench.methods.certify_config import CertifyConfig
     from quarl_bench.parsers.arguments import check_executor, spec_from_args
     from quarl_bench.parsers.config_flags import config_from_args
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.report.console import certification_table, verdict_line
+    from quarl_bench.run.executors import make_executor
 
     config = config_from_args(CertifyConfig, args)  # validated before any agent is found or row stored
     if not args.grid and not args.env:
@@ -132,7 +132,7 @@ def sensitivity(args: argparse.Namespace) -> int:
 def mixed(args: argparse.Namespace) -> int:
     """Greedy per-layer bit allocation within ``--tolerance`` of fp32, verified on fresh seeds, stored as ``mixed``."""
     from quarl_bench.api import mixed_ladder, search_mixed
-    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.report.console import mixed_table, verdict_line
 
     mixed_ladder(args.bits, args.search_seeds, args.verify_seeds)  # bad flags: one line, before the store exists

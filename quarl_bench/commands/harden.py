@@ -60,7 +60,7 @@ def given_spec_flags(args: argparse.Namespace) -> dict[str, object]:
 def certify_config(args: argparse.Namespace, base: Any = None):
     from dataclasses import replace
 
-    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.certify.config import CertifyConfig
 
     config = base or CertifyConfig(args.tolerance, confidence=args.confidence)
     return replace(config, max_episodes=args.max_episodes) if args.max_episodes else config

@@ -29,7 +29,7 @@ def report(args: argparse.Namespace) -> int:
 
 def results(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import rows_table
-    from quarl_bench.results import results_frame
+    from quarl_bench.store.results import results_frame
 
     path = existing_store(args.store)
     with ResultStore(path) as store:

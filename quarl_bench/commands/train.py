@@ -134,9 +134,9 @@ def actorq(args: argparse.Namespace) -> int:
 
 def rollout(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_rollouts
-    from quarl_bench.executors import default_workers
     from quarl_bench.methods.rollout import job_for, requested_rollouts
     from quarl_bench.report.console import rollout_line, rollout_summary
+    from quarl_bench.run.executors import default_workers
 
     overrides = {
         name: value

@@ -2,7 +2,7 @@
 
 ``ptq`` and ``deploy`` evaluate an existing agent; ``qat`` and ``amp`` train one first (or find it trained in the
 cache); ``rollout`` and ``actorq`` runs make their own agent; ``fidelity`` stores side rows; certification is a
-driver over ordinary PTQ jobs (``certify_driver.py``). Evaluating an agent is shared
+driver over ordinary PTQ jobs (``certify/driver.py``). Evaluating an agent is shared
 (``agent_evaluation.AgentEvaluation``). A new method is one module: its config, its handler,
 ``@register(ItsConfig)``, and its line in ``method_names.METHOD_MODULES``.
 """

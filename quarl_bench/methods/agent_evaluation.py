@@ -99,7 +99,7 @@ class PlannedJobsHandler(AgentEvaluation):
         return list(work.config.jobs)
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
-        from quarl_bench.methods.certify import spec_name
+        from quarl_bench.statistics.wording import spec_name
 
         for result in super().produce(work, agent, jobs):
             check_returns(work.config.bounds, result.episode_rewards, result.episode_ids, spec_name(result.job.spec))

@@ -351,7 +351,7 @@ CERTIFICATION_FLAGS += ("catastrophe", "max_catastrophe_rate")
 def add_certification(parser: argparse.ArgumentParser) -> None:
     """The flags that say what a certification's verdict is judged against and guarantees (certify, export), from
     ``CertifyConfig``'s fields: their defaults and help are said there once."""
-    from quarl_bench.methods.certify_config import CertifyConfig
+    from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.parsers.config_flags import config_flag
     from quarl_bench.statistics import GUARANTEES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.methods.certify_config import CertifyConfig
+from quarl_bench.certify.config import CertifyConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import add_agent, add_recipe, add_spec, add_store, precision_arg
 from quarl_bench.parsers.config_flags import config_flag

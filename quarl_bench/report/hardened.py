@@ -17,8 +17,8 @@ import pandas as pd
 
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.verdicts import is_equivalence, verdict_grid
-from quarl_bench.spec_kinds import spec_of
 from quarl_bench.statistics.certification import family
+from quarl_bench.store.spec_kinds import spec_of
 
 SECTION = "Hardened agents"
 

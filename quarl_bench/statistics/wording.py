@@ -4,6 +4,10 @@ tried is safe (narrower was not tried), ``> 8`` when not even the widest tried i
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from quarl_bench.types import QuantSpec
 
 
 def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=None) -> int | str:
@@ -21,3 +25,15 @@ def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=
     if width(safe) <= min(width(t) for t in tried):
         return f"≤ {safe}"
     return safe
+
+
+def spec_name(spec: QuantSpec) -> str:
+    """How a verdict names its precision: the precision, with its grid and recipe where they differ from plain RTN."""
+    parts = ["/".join(spec.layer_precisions) if spec.layer_precisions else spec.precision]
+    if spec.number_format.is_int and spec.granularity != "auto":
+        parts.append(spec.granularity)
+    if spec.symmetric:
+        parts.append("symmetric")
+    if spec.recipe_label():
+        parts.append(spec.recipe_label())
+    return " ".join(parts)

@@ -1,6 +1,6 @@
 """Certification as a driver over ordinary work: every paired batch is a stored PTQ (or deploy) job that an
 executor runs (this process, a local pool or Ray), and the pure decision (``statistics/certification.py``, through
-``methods/certify.py``'s :class:`~quarl_bench.methods.certify.Certifier`) is taken here after each batch.
+``certify/plan.py``'s :class:`~quarl_bench.certify.plan.Certifier`) is taken here after each batch.
 
 Many agents, and each agent's families, are walked side by side: each walk is a generator that yields the jobs it
 needs; a job already stored is read, one in flight is waited for once, any other is submitted. Within one family
@@ -16,11 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from quarl_bench.errors import QuarlError
-from quarl_bench.executors import Executor
-from quarl_bench.methods.agent_evaluation import PlannedJobs
-from quarl_bench.methods.certification_result import VERDICT_FIELDS
-from quarl_bench.methods.certify import (
+from quarl_bench.certify.plan import (
     Certifier,
     CertifyRequest,
     Ladder,
@@ -30,6 +26,10 @@ from quarl_bench.methods.certify import (
     verdict_key,
     walk_family,
 )
+from quarl_bench.certify.result import VERDICT_FIELDS
+from quarl_bench.errors import QuarlError
+from quarl_bench.methods.agent_evaluation import PlannedJobs
+from quarl_bench.run.executors import Executor
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, Job, spec_identity
 from quarl_bench.work import Work

@@ -13,7 +13,7 @@ One run, top to bottom:
    finds its stored batches and continues from there.
 
 This module plans and decides, and stores nothing: :class:`Certifier`'s steps yield the jobs they need, and the
-driver (``quarl_bench/certify_driver.py``) has them run on any executor, stores rows and verdicts, and walks many
+driver (``quarl_bench/certify/driver.py``) has them run on any executor, stores rows and verdicts, and walks many
 agents and families side by side.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from quarl_bench.certify.config import CertifyConfig
+from quarl_bench.certify.result import Verdict
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.certification_result import Verdict
-from quarl_bench.methods.certify_config import CertifyConfig
 from quarl_bench.statistics.certification import (
     SequentialTest,
     family,
@@ -40,6 +40,7 @@ from quarl_bench.statistics.certification import (
     tolerance_delta,
 )
 from quarl_bench.statistics.pairing import in_identity_order, paired_rewards
+from quarl_bench.statistics.wording import spec_name
 from quarl_bench.types import AgentRef, DeployTarget, Job, QuantSpec, spec_identity
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns, return_bounds
 
@@ -67,18 +68,6 @@ def batch_seed(seed: int, batch: int) -> int:
     if batch == 0:
         return seed
     return int(np.random.SeedSequence([seed, batch]).generate_state(1)[0] >> 1)
-
-
-def spec_name(spec: QuantSpec) -> str:
-    """How a verdict names its precision: the precision, with its grid and recipe where they differ from plain RTN."""
-    parts = ["/".join(spec.layer_precisions) if spec.layer_precisions else spec.precision]
-    if spec.number_format.is_int and spec.granularity != "auto":
-        parts.append(spec.granularity)
-    if spec.symmetric:
-        parts.append("symmetric")
-    if spec.recipe_label():
-        parts.append(spec.recipe_label())
-    return " ".join(parts)
 
 
 def widest_first(specs: tuple[QuantSpec, ...], keep_fp32: bool = False) -> list[QuantSpec]:
@@ -155,7 +144,7 @@ def ladders(specs: tuple[QuantSpec, ...], keep_fp32: bool = False) -> tuple[Ladd
 
 class Certifier:
     """Plans and decides one agent's certification, and touches no store: its steps are generators that yield the
-    jobs they need (:class:`Need`) and are sent those jobs' stored rows back by a driver (``certify_driver.py``),
+    jobs they need (:class:`Need`) and are sent those jobs' stored rows back by a driver (``certify/driver.py``),
     which has them evaluated on any executor and stores them.
 
     :param baseline: the agent whose fp32 episodes the differences are taken against, and whose rewards set δ (a

@@ -12,7 +12,7 @@ import re
 import sqlite3
 from typing import Any
 
-from quarl_bench.spec_kinds import spec_json
+from quarl_bench.store.spec_kinds import spec_json
 from quarl_bench.types import DEFAULT_CALIBRATION_STATES, DeployTarget, QuantSpec
 
 INPUT_TOKEN = re.compile(r"^(a|obs|out|h)(.+)$")

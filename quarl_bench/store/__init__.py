@@ -21,8 +21,8 @@ import pandas as pd
 from quarl_bench.agent_names import row_agent_name
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import FLOAT_PRECISIONS
-from quarl_bench.store_migration import fill_spec_json
-from quarl_bench.store_schema import (
+from quarl_bench.store.migration import fill_spec_json
+from quarl_bench.store.schema import (
     COLUMNS,
     FIDELITY_JSON_COLUMNS,
     FIDELITY_SCHEMA,
@@ -271,7 +271,7 @@ class ResultStore:
         return found | {column: json.loads(found[column]) for column in SIDE_JSON_COLUMNS[table]}
 
     def put_verdict(self, row: dict[str, Any], replace: bool = False) -> bool:
-        """Write one certified verdict (see :mod:`quarl_bench.methods.certify`) atomically; False if it exists."""
+        """Write one certified verdict (see :mod:`quarl_bench.certify.plan`) atomically; False if it exists."""
         return self._put_side_row("verdicts", VERDICT_JSON_COLUMNS, row, replace)
 
     def get_verdict(self, key: str) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from quarl_bench.spec_kinds import spec_json
+from quarl_bench.store.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
 SCHEMA_VERSION = 12  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;

@@ -2,7 +2,7 @@
 one row at a time (``methods/protocol.py``); and a sweep's plan of works.
 
 A :class:`~quarl_bench.work.Work` is one unit of a command or sweep (some jobs of one agent, one training run);
-executors (``executors.py``) run many of them, all through the same two functions below.
+executors (``run/executors.py``) run many of them, all through the same two functions below.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from quarl_bench.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import handler
-from quarl_bench.runner import evaluations, run_work
+from quarl_bench.run.runner import evaluations, run_work
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
 from quarl_bench.work import Work
@@ -168,7 +168,7 @@ def make_executor(
     kind: str, store: ResultStore, workers: int, force: bool = False, address: str | None = None
 ) -> Executor:
     """The one place an executor is chosen: ``ray`` (a cluster at ``address``, or a local one), else this process
-    for one worker, else a process pool of ``workers``. Every executor runs :class:`~quarl_bench.runner.Work`
+    for one worker, else a process pool of ``workers``. Every executor runs :class:`~quarl_bench.run.runner.Work`
     through its method's handler (``methods/protocol.py``)."""
     if kind == "ray":
         return RayExecutor(store, address, force)

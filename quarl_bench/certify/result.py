@@ -1,5 +1,5 @@
 """What a certify run answers: one :class:`Verdict` per spec, and the :class:`Certification` of an agent (its
-families' certified minimums, as a frame or JSON). ``methods/certify.py`` decides them."""
+families' certified minimums, as a frame or JSON). ``certify/plan.py`` decides them."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ VERDICT_FIELDS = ("precision", "spec", "verdict", "episodes", "mean", "lower", "
 @dataclass(frozen=True)
 class Verdict:
     """One precision's answer, with the episodes it took, the stored rows behind it and its evidence (guarantee,
-    bounds, α shares, δ's bounds, the catastrophe rate's bound: :meth:`~quarl_bench.methods.certify.Certifier.certify`)."""
+    bounds, α shares, δ's bounds, the catastrophe rate's bound: :meth:`~quarl_bench.certify.plan.Certifier.certify`)."""
 
     precision: str
     spec: str
