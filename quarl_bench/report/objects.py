@@ -20,6 +20,7 @@ import pandas as pd
 # The page's sections, in order (report.html); a section with no object is left out.
 SECTIONS = (
     "Certified verdicts",
+    "The papers, cell by cell",
     "Hardened agents",
     "Reward and E% per variant",
     "Minimum safe bits",

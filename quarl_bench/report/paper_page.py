@@ -1,0 +1,176 @@
+"""The paper page: every published reward cell of QuaRL Table 2 and the ActorQ appendix Table 4, with what this
+store measured for it and a status.
+
+The papers' claim is the error between precisions, E % = (R_fp32 - R_q) / |R_fp32| x 100, so a quantized cell is
+judged on E %: *reproduced* when the paper's E % lies inside the measured E %'s paired 95% bootstrap CI (episodes
+matched by identity, both members of a pair resampled together), *outside* when not (*undetermined* for rows stored without episode identities, which cannot be paired). An fp32 cell is the
+*reference* its row's E % is taken against: its absolute reward is shown beside the paper's, with the agent named,
+since the zoo's agents are not the papers'. A cell the store has no agent for says so, with the hub id that would
+provide it; one whose agent is here but not at that precision is *not measured*.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.agent_names import row_agent_name
+from quarl_bench.report.estimators import bootstrap_ci
+from quarl_bench.report.objects import Table
+from quarl_bench.statistics.pairing import paired_rewards
+
+PAPER_TABLES = {"quarl_table2.csv": "QuaRL Table 2", "actorq_appendix_table4.csv": "ActorQ appendix Table 4"}
+PRECISIONS = ("fp32", "fp16", "int8")
+RESAMPLES = 2000
+STATUSES = ("reproduced", "outside", "undetermined", "reference", "not measured", "no agent")
+
+
+def published_cells(paper_dir: Path) -> pd.DataFrame:
+    """One row per published reward: table, algo, env (as the paper writes it), precision, reward and E % (the
+    paper's own where it prints one, else from its rewards)."""
+    rows = []
+    for name, table in PAPER_TABLES.items():
+        path = paper_dir / name
+        if not path.is_file():
+            continue
+        for _, published in pd.read_csv(path).iterrows():
+            fp32 = float(published["fp32_reward"])
+            for precision in PRECISIONS:
+                reward = published.get(f"{precision}_reward")
+                if reward is None or pd.isna(reward):
+                    continue
+                given = published.get(f"e_{precision}_pct")
+                error = 0.0 if precision == "fp32" else (fp32 - float(reward)) / abs(fp32) * 100 if fp32 else np.nan
+                rows.append(
+                    {
+                        "table": table,
+                        "algo": str(published["algo"]).lower(),
+                        "paper env": str(published["env"]),
+                        "precision": precision,
+                        "paper reward": float(reward),
+                        "paper E %": float(given) if given is not None and not pd.isna(given) else error,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def paired_error_ci(quantized: np.ndarray, reference: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """E % of the paired episodes and its 95% CI: pairs resampled together (percentile bootstrap)."""
+    scale = abs(reference.mean())
+    if not len(reference) or scale == 0:
+        return (np.nan, np.nan, np.nan)
+    point = (reference.mean() - quantized.mean()) / scale * 100
+    picks = np.random.default_rng(seed).integers(len(reference), size=(RESAMPLES, len(reference)))
+    fp32, low = reference[picks].mean(axis=1), quantized[picks].mean(axis=1)
+    draws = (fp32 - low) / np.abs(fp32).clip(min=1e-12) * 100
+    return float(point), float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
+
+
+def paper_page(selected: pd.DataFrame, paper_dir: Path) -> pd.DataFrame:
+    """Every published cell (:func:`published_cells`) with the measured value from ``selected`` (one PTQ variant's
+    rows, as ``ResultStore.select`` gives them) and its status (:data:`STATUSES`)."""
+    from quarl_bench.config import alias_env_id
+
+    cells = published_cells(paper_dir)
+    rows = []
+    for _, cell in cells.iterrows():
+        env_id = alias_env_id(cell["paper env"])
+        measured = (
+            selected[(selected["algo"] == cell["algo"]) & (selected["env_id"] == env_id)] if len(selected) else []
+        )
+        found = _measured(measured, cell["precision"]) if len(measured) else None
+        base = cell.to_dict() | {"env": env_id}
+        if found is None and len(measured):
+            why = f"the store's {cell['algo']} {env_id} agent has no {cell['precision']} row in this variant"
+            rows.append(base | {"status": "not measured", "why": why})
+            continue
+        if found is None:
+            why = f"no {cell['algo']} {env_id} agent in this store (hub: sb3/{cell['algo']}-{env_id})"
+            rows.append(base | {"status": "no agent", "why": why})
+            continue
+        rows.append(base | found | {"status": _status(cell, found)})
+    columns = ["table", "algo", "env", "precision", "status", "paper E %", "measured E %", "E % CI low", "E % CI high"]
+    columns += ["paper reward", "measured reward", "reward CI low", "reward CI high", "agent", "episodes", "row key"]
+    columns += ["why"]
+    frame = pd.DataFrame(rows)
+    return frame.reindex(columns=columns) if len(frame) else frame
+
+
+def _measured(measured: pd.DataFrame, precision: str) -> dict | None:
+    """The measured cell of the first agent (reference key) that has ``precision``: rewards, paired E %, agent."""
+    for _reference_key, group in measured.groupby("reference_key", sort=False):
+        by_precision = group.set_index("precision")
+        if precision not in by_precision.index or "fp32" not in by_precision.index:
+            continue
+        row, fp32 = by_precision.loc[precision], by_precision.loc["fp32"]
+        low, high = bootstrap_ci(row["episode_rewards"])
+        found = {
+            "measured reward": float(row["mean_reward"]),
+            "reward CI low": low,
+            "reward CI high": high,
+            "agent": row.get("agent") or row_agent_name(row),
+            "episodes": int(row["episodes"]),
+            "row key": row["key"],
+        }
+        if precision != "fp32":
+            try:
+                quantized, reference = paired_rewards(
+                    row["episode_rewards"], row["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
+                )
+            except ValueError:  # rows stored before episode identities: the E % without a paired CI
+                quantized, reference = np.array([]), np.array([])
+            error, error_low, error_high = paired_error_ci(quantized, reference)
+            if np.isnan(error):
+                error = float(row["error_pct"])
+            found |= {"measured E %": error, "E % CI low": error_low, "E % CI high": error_high}
+        return found
+    return None
+
+
+def _status(cell: pd.Series, found: dict) -> str:
+    if cell["precision"] == "fp32":
+        return "reference"
+    low, high = found.get("E % CI low"), found.get("E % CI high")
+    if low is None or np.isnan(low):
+        return "undetermined"  # rows stored before episode identities: no paired CI to judge by
+    # the papers print E % to two decimals: a CI within half a unit of that still holds the printed value
+    return "reproduced" if low - 0.005 <= cell["paper E %"] <= high + 0.005 else "outside"
+
+
+def paper_summary(page: pd.DataFrame) -> pd.DataFrame:
+    """Per published table: cells reproduced, outside, reference (fp32) and without an agent."""
+    if page.empty:
+        return pd.DataFrame()
+    counts = page.groupby(["table", "status"]).size().unstack(fill_value=0)
+    counts = counts.reindex(columns=list(STATUSES), fill_value=0)
+    counts["published cells"] = counts.sum(axis=1)
+    return counts.reset_index()
+
+
+SECTION = "The papers, cell by cell"
+
+
+def paper_page_report(selected: pd.DataFrame, paper_dir: Path, notes: list[str]) -> list[Table]:
+    """The page's tables (a per-table summary, then every cell) and a console note; nothing without the papers'
+    files."""
+    page = paper_page(selected, paper_dir)
+    if page.empty:
+        return []
+    summary = paper_summary(page)
+    for _, line in summary.iterrows():
+        notes.append(
+            f"{line['table']}: of {line['published cells']} published cells, {line['reproduced']} reproduced and "
+            f"{line['outside']} outside (E % against the measured paired 95% CI), {line['reference']} fp32 "
+            f"references, {line['no agent']} without an agent here (paper_cells.md)"
+        )
+    caption = (
+        "Every published reward cell. A quantized cell is judged on E % (the papers' claim): reproduced when the "
+        "paper's E % lies in the measured paired 95% CI. fp32 cells are the references; absolute rewards of "
+        "different agents are shown beside, never judged."
+    )
+    return [
+        Table("paper_summary", SECTION, summary, "Published cells per table, by status", console=True),
+        Table("paper_cells", SECTION, page, caption),
+    ]

@@ -1,0 +1,71 @@
+"""The paper page: every published cell of QuaRL Table 2 and the ActorQ appendix Table 4, judged on E % with a
+paired CI, regenerated from a small store and compared with a golden file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from quarl_bench.config import config_dir
+from quarl_bench.report.paper_page import paired_error_ci, paper_page, paper_summary, published_cells
+from quarl_bench.store import ResultStore, Variant
+from quarl_bench.types import EvalResult, Job, QuantSpec
+
+GOLDEN = Path(__file__).parent / "data" / "paper_cells_golden.csv"
+EPISODES = 10
+
+
+def row(algo: str, env_id: str, precision: str, rewards: list[float], agent: str) -> EvalResult:
+    job = Job(algo, env_id, QuantSpec(precision), agent, episodes=EPISODES, seed=0, n_envs=2)
+    identities = tuple((index % 2, index // 2, 1000 + index) for index in range(EPISODES))
+    lengths = tuple(100 for _ in rewards)
+    return EvalResult(job, tuple(rewards), lengths, 0.5, episode_ids=identities, provenance={"agent_source": "folder"})
+
+
+def small_store(path: Path) -> ResultStore:
+    """dqn CartPole: equal at every precision (the paper's E % 0); a2c BipedalWalker, int8 1.5% below fp32 on
+    every episode (the paper: 1.7%); ddpg MountainCarContinuous with a noisy int8 (wide CI)."""
+    store = ResultStore(path)
+    walker = [250.0 + 5 * i for i in range(EPISODES)]
+    noisy = [90.0 + (-1) ** i * 20 for i in range(EPISODES)]
+    for result in (
+        row("dqn", "CartPole-v1", "fp32", [500.0] * EPISODES, "a" * 16),
+        row("dqn", "CartPole-v1", "fp16", [500.0] * EPISODES, "a" * 16),
+        row("dqn", "CartPole-v1", "int8", [500.0] * EPISODES, "a" * 16),
+        row("a2c", "BipedalWalker-v3", "fp32", walker, "b" * 16),
+        row("a2c", "BipedalWalker-v3", "int8", [r * 0.985 for r in walker], "b" * 16),
+        row("ddpg", "MountainCarContinuous-v0", "fp32", [93.0] * EPISODES, "c" * 16),
+        row("ddpg", "MountainCarContinuous-v0", "int8", noisy, "c" * 16),
+    ):
+        store.put(result)
+    return store
+
+
+def test_every_published_cell_appears_once() -> None:
+    cells = published_cells(config_dir() / "paper")
+    counts = cells.groupby("table").size().to_dict()
+    assert counts == {"QuaRL Table 2": 84, "ActorQ appendix Table 4": 24}  # 28 and 8 rows x fp32, fp16, int8
+    walker = cells[(cells["algo"] == "a2c") & (cells["paper env"] == "Walker2D") & (cells["precision"] == "int8")]
+    assert walker["paper E %"].round(2).tolist() == [-10.78]  # from the appendix's rewards: (399 - 442) / 399
+
+
+def test_a_paired_ci_on_e_percent_is_narrow_where_the_pairs_move_together() -> None:
+    fp32 = np.array([100.0, 200.0, 300.0, 400.0])
+    error, low, high = paired_error_ci(fp32 * 0.98, fp32)
+    assert round(error, 6) == 2.0 and round(low, 6) == 2.0 and round(high, 6) == 2.0
+
+
+def test_the_page_of_a_small_store_matches_its_golden_file(tmp_path: Path) -> None:
+    with small_store(tmp_path / "q.sqlite") as store:
+        page = paper_page(store.select(Variant(episodes=EPISODES)), config_dir() / "paper")
+    measured = page[page["status"] != "no agent"].drop(columns=["row key"]).round(3)
+    assert page.set_index(["algo", "env", "precision"]).loc[("ddpg", "MountainCarContinuous-v0", "fp16"), "status"] == (
+        "not measured"
+    )
+    golden = pd.read_csv(GOLDEN)
+    pd.testing.assert_frame_equal(measured.reset_index(drop=True), golden, check_dtype=False)
+    summary = paper_summary(page).set_index("table")
+    assert summary.loc["QuaRL Table 2", "published cells"] == 84
+    assert summary.loc["QuaRL Table 2", "no agent"] == 84 - len(measured[measured["table"] == "QuaRL Table 2"])
