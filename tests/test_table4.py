@@ -109,3 +109,30 @@ def test_a_deploy_speed_up_across_cpu_kinds_is_not_computed() -> None:
     vnni = {"machine": {"cpu_kind": "x86-vnni", "int8_features": ["avx2", "avx512_vnni"]}}
     avx2 = {"machine": {"cpu_kind": "x86-avx2", "int8_features": ["avx2"]}}
     assert int8_cpu(vnni) != int8_cpu(avx2) and int8_cpu({}) == "not recorded"
+
+
+def test_a_timing_taken_under_load_is_flagged_in_the_table_and_on_the_console() -> None:
+    """Table 4 once gave 6.39x where the docs said 3.06x: it was timed at load 6-9 on 2 cores and said nothing."""
+    from quarl_bench.config import config_dir
+    from quarl_bench.deploy.machine import load_record, load_text
+    from quarl_bench.report.console_deployment import table4_table
+    from quarl_bench.report.deployment import table4_comparison
+
+    here = load_record()
+    assert here["cores"] >= 1 and here["busy"] == (here["load_1m"] is not None and here["load_1m"] > here["cores"])
+    busy = {"load_1m": 6.39, "cores": 2, "busy": True}
+    assert load_text(busy) == "load 6.39 on 2 cores (busy)" and load_text(None) == ""
+
+    def timing(backend: str, p50: float, load: dict) -> dict:
+        found = {"machine": "EPYC", "calls": 100, "policy": "I", "backend": backend, "hidden": [64, 64]}
+        found |= {"p50_ms": p50, "artifact_bytes": 1000, "peak_rss_mb": 50.0, "key": backend}
+        return found | {"provenance": {"load": load}}
+
+    quiet = {"load_1m": 0.8, "cores": 2, "busy": False}
+    paper = pd.read_csv(config_dir() / "paper" / "quarl_table4_deployment.csv")
+    table = table4_comparison(
+        pd.DataFrame([timing("torch-fp32", 1.0, busy), timing("ort-int8-static", 0.3, quiet)]), paper
+    )
+    assert table["busy"].tolist() == [True]
+    assert table["load"].tolist() == ["load 0.80 on 2 cores; load 6.39 on 2 cores (busy)"]
+    assert "busy" in str(table4_table(table).caption)

@@ -12,6 +12,7 @@ import numpy as np
 from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
+from quarl_bench.deploy.machine import load_record
 from quarl_bench.provenance import driver_provenance
 from quarl_bench.ray_cluster import connect
 from quarl_bench.store import ResultStore
@@ -217,5 +218,6 @@ def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
             "mismatch": outcome.mismatch,
             "learner_device": outcome.learner_device,
             "setting": config.run_key(),
+            "load": load_record(),
         },
     )

@@ -85,11 +85,32 @@ def runtime_versions(kind: str) -> dict[str, str]:
     return found
 
 
+def load_record() -> dict[str, object]:
+    """The machine's load as a timing is taken: the 1-minute load average against the cores; ``busy`` when the
+    load exceeds them (other work then shares the cores, and a timing says more about it than about the code)."""
+    import os
+
+    cores = os.cpu_count() or 1
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:  # no load average on this platform
+        return {"load_1m": None, "cores": cores, "busy": False}
+    return {"load_1m": load, "cores": cores, "busy": load > cores}
+
+
+def load_text(load: dict | None) -> str:
+    """``load 6.12 on 2 cores (busy)`` for a stored load record ('' where none was recorded)."""
+    if not load or load.get("load_1m") is None:
+        return ""
+    return f"load {load['load_1m']:.2f} on {load['cores']} cores" + (" (busy)" if load.get("busy") else "")
+
+
 def machine_record() -> dict[str, object]:
-    """What a timing or a gate records of the machine it ran on."""
+    """What a timing or a gate records of the machine it ran on, with its load at that moment."""
     return {
         "cpu": cpu_model(),
         "arch": platform.machine(),
         "int8_features": list(int8_features()),
         "cpu_kind": cpu_kind(),
+        "load": load_record(),
     }

@@ -87,6 +87,7 @@ def time_policy(policy: str, backend: str, calls: int, key: str, provenance: dic
     :raises QuarlError: when the backend cannot be built here.
     """
     from quarl_bench.deploy.backends import build, runner
+    from quarl_bench.deploy.machine import load_record
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluation.evaluate import torch_thread_count
 
@@ -96,6 +97,7 @@ def time_policy(policy: str, backend: str, calls: int, key: str, provenance: dic
         run = runner(artifact, threads=1)
         timing = latency(run, sample[0], calls=calls)
         timing["batch64_obs_per_s"] = throughput(run, sample)
+    provenance = provenance | {"load": load_record()}
     return {
         "key": key,
         "policy": policy,

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward
+from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.plots import file_label
 
@@ -45,6 +46,7 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
                 "broadcast_bytes": prov["broadcast_bytes"],
                 "restarts": prov["restarts"],
                 "row": row["key"],
+                "load": load_text(prov.get("load")) or "not recorded",
                 **phases,
             }
         )
@@ -105,6 +107,7 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "mean agreement vs fp32 learner": np.mean(agreement) if agreement else None,
                     "final reward": runs_at["final_reward"].mean(),
                     "broadcast bytes": first["broadcast_bytes"],
+                    "load": "; ".join(sorted(set(runs_at["load"]))) if "load" in runs_at else "not recorded",
                     "rows": ", ".join(runs_at["row"]),
                 }
             )

@@ -71,7 +71,12 @@ def table4_table(comparison: Any) -> Table:
     table = Table(
         title=f"QuaRL Table 4: paper (RasPi-3b+, its 4x ARM A53) vs here ({'; '.join(machines) or 'nothing timed'}); "
         "fp32 = torch fp32, int8 = fastest int8 backend, p50 ms",
-        caption="size ratio and fp32 peak MB: against the fastest int8 file's own runtime's fp32 file",
+        caption="size ratio and fp32 peak MB: against the fastest int8 file's own runtime's fp32 file"
+        + (
+            "; * timed while the load exceeded the cores (busy): rerun on a quiet machine before quoting it"
+            if "busy" in comparison.columns and comparison["busy"].any()
+            else ""
+        ),
     )
     columns = (
         "policy",
@@ -97,7 +102,7 @@ def table4_table(comparison: Any) -> Table:
             format_number(row["paper fp32 ms"], "{:.3f}"),
             format_number(row["paper int8 ms"], "{:.3f}"),
             format_number(row["paper speed-up"], "{:.2f}x"),
-            f"{row['fp32 ms']:.3f}",
+            f"{row['fp32 ms']:.3f}" + ("*" if row.get("busy") else ""),
             format_number(row["int8 ms"], "{:.3f}"),
             row["int8 backend"],
             format_number(row["speed-up"], "{:.2f}x"),

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from quarl_bench.backend_registry import INT8_BACKENDS
+from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.plots import file_label
 
@@ -144,6 +145,8 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
         base_name = fp32_file_of(str(best.name)) if best.name in by_backend.index else "ort-fp32"
         size_base = by_backend.loc[base_name] if base_name in by_backend.index else nothing
         pub = published.reindex([f"Policy {policy}"]).iloc[0]  # all NaN when the paper has no such policy
+        provenances = cell.get("provenance", [])  # frames without provenance: no load to show
+        loads = [load_text(p.get("load")) for p in provenances if isinstance(p, dict)]
         records.append(
             {
                 "policy": f"Policy {policy}",
@@ -162,6 +165,8 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
                 "fp32 peak MB": size_base["peak_rss_mb"],
                 "int8 peak MB": best["peak_rss_mb"],
                 "machine": f"{machine} (1 thread, batch 1, {calls} calls)",
+                "load": "; ".join(sorted({text for text in loads if text})) or "not recorded",
+                "busy": any("(busy)" in text for text in loads),
                 "size base": size_base.name,
                 "rows": ", ".join(
                     k for k in dict.fromkeys((fp32["key"], size_base["key"], best["key"])) if isinstance(k, str)
@@ -187,6 +192,10 @@ def table4_report(comparison: pd.DataFrame, timings: pd.DataFrame) -> list[Table
         "calls",
         "key",
     ]
+    timings = timings.assign(
+        load=[load_text(p.get("load")) if isinstance(p, dict) else "" for p in timings["provenance"]]
+    )
+    columns.insert(-2, "load")
     return [
         Table("table4", SECTION_TABLE4, comparison, TABLE4_CAPTION, decimals=3, console=True),
         Table("table4_backends", SECTION_TABLE4, timings[columns], decimals=3, on_page=False),

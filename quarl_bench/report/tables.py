@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from quarl_bench.agent_names import ZOO_SOURCES, name_of
+from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
 
@@ -298,9 +299,13 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
         b["ms_per_update"] / row["ms_per_update"] if b is not None else float("nan")
         for b, (_, row) in zip(baselines, frame.iterrows(), strict=True)
     ]
-    frame = frame[[*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "row", "fp32 row"]].sort_values(
-        keys + ["dtype"]
-    )
+    frame["load"] = [
+        load_text(load if isinstance(load, dict) else None) or "not recorded"
+        for load in frame.get("load", [None] * len(frame))
+    ]
+    frame = frame[
+        [*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "load", "row", "fp32 row"]
+    ].sort_values(keys + ["dtype"])
     if paper is not None and not paper.empty:
         published = paper.set_index("policy")
         policy = frame["arch"].map(PAPER_POLICIES)
