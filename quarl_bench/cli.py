@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.parsers import deploy, evaluate, harden, read, train
+from quarl_bench.parsers import deploy, evaluate, harden, read, reproduce, train
 
 # the order ``quarl-bench --help`` lists them in
 COMMANDS = (
@@ -32,6 +32,7 @@ COMMANDS = (
     deploy.add_verify,
     deploy.add_table4,
     read.add_report,
+    reproduce.add_reproduce,
     train.add_train,
     read.add_results,
 )

@@ -1,0 +1,315 @@
+"""The papers regenerated in one command: every artifact the available agents allow, planned before it runs.
+
+Each artifact is the documented command that makes it (docs/papers.md), so ``reproduce`` plays the very path a
+reader would type, resumes where the store stops, and ends with ``report``. The plan says, per artifact, the
+published cells, which have an agent here (and where from), which do not and why (with the hub id that would
+provide it), what the store already holds, and the time it should take on this machine.
+
+Estimates come from a cost model: seconds per evaluation episode per env kind and seconds per training step per
+algorithm, measured on this repository's reference machine (2-core AMD EPYC, one torch thread; the figures are in
+:data:`EPISODE_SECONDS` and :data:`TRAIN_STEP_SECONDS`), scaled by what the store has already measured on this
+machine where it holds rows of the same env.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from quarl_bench.errors import QuarlError
+
+# seconds per evaluated episode in one process (batched envs, zoo-sized policies, one torch thread), by env kind;
+# measured with `quarl-bench run -n N` on the reference machine (see docs/papers.md, "How long each artifact takes")
+EPISODE_SECONDS = {  # dqn CartPole 0.007, ppo LunarLander 0.03, a2c BipedalWalker 0.1, ppo HalfCheetahBullet 0.32,
+    "classic": 0.008,  # sac HalfCheetah (MuJoCo) 0.1, ppo Breakout 1.2-2.2 s per (short) game: full games run longer
+    "box2d": 0.1,
+    "pybullet": 0.35,
+    "mujoco": 0.1,
+    "atari": 5.0,
+    "dmc": 0.3,
+    "other": 0.5,
+}
+# seconds per environment step of rl-zoo3 training (one thread), by algorithm
+TRAIN_STEP_SECONDS = {"ppo": 0.00017, "a2c": 0.0003, "dqn": 0.0006, "qrdqn": 0.0008, "ddpg": 0.004, "td3": 0.004}
+AGENT_OVERHEAD_SECONDS = 3.0  # loading an agent, its fixed fp32-visited states and margins, per agent
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One published table or figure and the command that regenerates it.
+
+    :param name: its short name (``--only``).
+    :param paper: the paper's name for it.
+    :param command: the documented command (without the store and agent-source flags ``reproduce`` adds).
+    :param quick: a smoke run of the same path (``--quick``): tiny sizes, seconds to minutes.
+    :param grid: the grid whose cells it plays (sweeps), for the plan.
+    :param published: the papers' file of its cells (``zoo_configs/paper``), for the plan's counts.
+    :param files: the report files it lands in.
+    :param fixed_seconds: the estimate of a command the cost model does not cover (full run, quick run): the quick
+        ones measured here (2026-11-27: 2.2 s, 25.5 s, 2.1 s, 10.9 s for qat, table4, table5, actorq), the full
+        ones from docs/papers.md (Table 5's large bf16 run alone took over 37 minutes).
+    """
+
+    name: str
+    paper: str
+    command: tuple[str, ...]
+    quick: tuple[str, ...]
+    grid: str | None = None
+    published: str | None = None
+    files: str = ""
+    fixed_seconds: tuple[float, float] = (0.0, 0.0)
+    sources: bool = True  # its sweep takes -f/--cache/--hub (the quick QAT run trains its own agent)
+
+
+ARTIFACTS = (
+    Artifact(
+        "table2",
+        "QuaRL Table 2, Figures 2-3, ActorQ appendix Table 4",
+        ("sweep", "ptq_table"),
+        ("sweep", "ptq_table", "--env", "CartPole-v1", "-n", "5"),
+        "ptq_table",
+        "quarl_table2.csv",
+        "paper_cells.md, reward_error_table.md, weights_*.svg",
+    ),
+    Artifact(
+        "figure7",
+        "QuaRL Figure 7 (sweet spot)",
+        ("sweep", "sweetspot"),
+        ("sweep", "sweetspot", "--env", "CartPole-v1", "-n", "5"),
+        "sweetspot",
+        None,
+        "sweetspot_*.svg, minimum_safe_bits.md",
+    ),
+    Artifact(
+        "qat",
+        "QuaRL QAT vs PTQ",
+        ("sweep", "qat"),
+        ("qat", "--algo", "ppo", "--env", "CartPole-v1", "--bits", "8", "-n", "4096", "--episodes", "5"),
+        "qat",
+        None,
+        "qat_vs_ptq.md, qat_vs_ptq_*.svg",
+        (0.0, 10.0),
+    ),
+    Artifact(
+        "table4",
+        "QuaRL Table 4 (int8 deployment latency)",
+        ("table4",),
+        ("table4", "--calls", "20"),
+        None,
+        "quarl_table4_deployment.csv",
+        "table4.md",
+        (300.0, 30.0),
+        sources=False,
+    ),
+    Artifact(
+        "table5",
+        "QuaRL Table 5 (mixed-precision training)",
+        ("amp", "--algo", "dqn", "--env", "CartPole", "--seeds", "0", "1", "2"),
+        ("amp", "--algo", "dqn", "--env", "CartPole", "--seeds", "0", "--policy-arch", "small", "-n", "2000"),
+        None,
+        "quarl_table5_mixed_precision.csv",
+        "amp_timing.md",
+        (3 * 3600.0, 10.0),
+        sources=False,
+    ),
+    Artifact(
+        "actorq",
+        "ActorQ Table 2 (speed-ups of fp16/int8 actors)",
+        ("actorq", "--grid", "actorq"),
+        ("actorq", "--algo", "dqn", "--env", "CartPole-v1", "--n-actors", "1", "--actor-precision", "int8")
+        + ("--policy-arch", "64,64", "--max-seconds", "30", "--learning-starts", "200"),
+        None,
+        "actorq_table2.csv",
+        "actorq_speedup.md, actorq_*.svg",
+        (7 * 3 * 900.0, 20.0),
+        sources=False,
+    ),
+)
+ARTIFACT_NAMES = tuple(artifact.name for artifact in ARTIFACTS)
+
+
+@dataclass
+class PlanLine:
+    """What ``reproduce`` will do for one artifact, before it does it."""
+
+    artifact: Artifact
+    command: list[str]
+    published_cells: int = 0
+    agents: list[str] = field(default_factory=list)  # "algo/env (source)"
+    missing: list[str] = field(default_factory=list)  # "algo/env" the sources lack (hub id sb3/algo-env)
+    jobs_to_run: int = 0
+    already_stored: int = 0
+    seconds: float = 0.0
+    estimate_from: str = "cost model"  # or "cost model + store" (scaled by this machine's rows), "measured run"
+
+
+def artifact_command(artifact: Artifact, quick: bool, store: Path, sources: Any) -> list[str]:
+    """The CLI arguments of one artifact's command, with the store and (where it takes them) the agent sources."""
+    arguments = artifact.quick if quick else artifact.command
+    command = [*arguments, "--store", str(store)]
+    if arguments[0] in ("sweep", "qat", "amp"):  # where trained agents are kept
+        command += ["--cache", str(sources.cache)]
+    if artifact.sources and arguments[0] == "sweep":
+        if sources.folder:
+            command += ["-f", str(sources.folder)]
+        if sources.use_hub:
+            command += ["--hub"]
+    return command
+
+
+def plan_reproduction(
+    sources: Any, store: Any, quick: bool = False, only: tuple[str, ...] = (), paper_dir: Path | None = None
+) -> list[PlanLine]:
+    """One :class:`PlanLine` per artifact (``only``: those named), in the order they run.
+
+    :raises QuarlError: for a name in ``only`` that is no artifact.
+    """
+    from quarl_bench.config import config_dir
+
+    unknown = [name for name in only if name not in ARTIFACT_NAMES]
+    if unknown:
+        raise QuarlError(f"bad artifact {unknown[0]!r}: expected one of {', '.join(ARTIFACT_NAMES)}")
+    paper_dir = paper_dir or config_dir() / "paper"
+    measured = measured_episode_seconds(store)
+    lines = []
+    for artifact in ARTIFACTS:
+        if only and artifact.name not in only:
+            continue
+        line = PlanLine(artifact, artifact_command(artifact, quick, Path(store.path), sources))
+        if artifact.published and (paper_dir / artifact.published).is_file():
+            line.published_cells = published_cell_count(paper_dir / artifact.published)
+        if artifact.grid and (artifact.command[0] == "sweep" and (not quick or artifact.quick[0] == "sweep")):
+            _plan_sweep(line, artifact, quick, sources, store, measured)
+        else:
+            line.seconds = artifact.fixed_seconds[1 if quick else 0]
+            line.estimate_from = "measured run" if quick else "rough: docs/papers.md"
+            if artifact.name == "qat" and not quick:
+                line.seconds = _qat_seconds(sources, store)
+                line.estimate_from = "cost model"
+        lines.append(line)
+    return lines
+
+
+def published_cell_count(path: Path) -> int:
+    """The published numbers of a paper file: reward cells for reward tables, rows otherwise."""
+    frame = pd.read_csv(path)
+    rewards = [c for c in frame.columns if c.endswith("_reward")]
+    return int(frame[rewards].notna().sum().sum()) if rewards else len(frame)
+
+
+def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, store: Any, measured: dict) -> None:
+    from quarl_bench.api.sweep import plan_sweep
+    from quarl_bench.methods.protocol import handler
+
+    arguments = artifact.quick if quick else artifact.command
+    envs = [arguments[arguments.index("--env") + 1]] if "--env" in arguments else None
+    episodes = int(arguments[arguments.index("-n") + 1]) if "-n" in arguments else None
+    planned = plan_sweep(artifact.grid, sources, store, envs=envs, episodes=episodes, workers=1)
+    line.already_stored = planned.already_stored
+    line.missing = [f"{skip.algo}/{skip.env_id}" for skip in planned.skipped]
+    seen: set[str] = set()
+    for work in planned.works:
+        label = f"{work.algo}/{work.env_id}"
+        config = work.config
+        ref = getattr(config, "ref", None)
+        if ref is not None and label not in seen:
+            seen.add(label)
+            line.agents.append(f"{label} ({ref.source})")
+        per_episode = measured.get(work.env_id, EPISODE_SECONDS[cost_kind(work.env_id)])
+        if ref is None:  # a training work (QAT): its steps, then its evaluation
+            if label not in seen:
+                seen.add(label)
+                line.agents.append(f"{label} (trained here)")
+            line.seconds += _training_seconds(work.algo, work.env_id, getattr(config, "n_timesteps", None))
+            line.seconds += work.settings.episodes * per_episode
+            line.jobs_to_run += 1
+            continue
+        jobs = [job for job in handler(config).jobs(work, ref) if not store.has(job.key)]
+        line.jobs_to_run += len(jobs)
+        line.seconds += AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
+    if any(env in measured for env in {work.env_id for work in planned.works}):
+        line.estimate_from = "cost model + store"
+
+
+BOX2D = ("LunarLander", "BipedalWalker", "CarRacing")
+MUJOCO = ("HalfCheetah-", "Hopper-", "Walker2d-", "Ant-", "Humanoid", "Swimmer-", "Reacher-", "InvertedPendulum-")
+
+
+def cost_kind(env_id: str) -> str:
+    """The row of :data:`EPISODE_SECONDS` an env's episodes cost."""
+    from quarl_bench.zoo.envs import env_kind
+    from quarl_bench.zoo.ids import DMC_PREFIX
+
+    if env_id.startswith(DMC_PREFIX):
+        return "dmc"
+    try:
+        kind = env_kind(env_id)
+    except Exception:  # noqa: BLE001 - an env whose package is missing: priced as "other"
+        return "other"
+    if kind in ("atari", "bullet"):
+        return "atari" if kind == "atari" else "pybullet"
+    if env_id.startswith(BOX2D):
+        return "box2d"
+    return "mujoco" if env_id.startswith(MUJOCO) else "classic"
+
+
+def _training_seconds(algo: str, env_id: str, n_timesteps: int | None) -> float:
+    from quarl_bench.config import zoo_hyperparameters
+
+    steps = n_timesteps
+    if steps is None:
+        try:
+            steps = int(float(zoo_hyperparameters(algo, env_id).get("n_timesteps", 1e5)))
+        except QuarlError:
+            steps = 100_000
+    return steps * TRAIN_STEP_SECONDS.get(algo, 0.001)
+
+
+def _qat_seconds(sources: Any, store: Any) -> float:
+    line = PlanLine(ARTIFACTS[2], [])
+    _plan_sweep(line, ARTIFACTS[2], False, sources, store, measured_episode_seconds(store))
+    return line.seconds
+
+
+def measured_episode_seconds(store: Any) -> dict[str, float]:
+    """Seconds per episode this store's PTQ rows took, per env (the median over rows): this machine's figure."""
+    frame = store.to_dataframe()
+    if frame.empty:
+        return {}
+    rows = frame[(frame["method"] == "ptq") & (frame["episodes"] > 0)]
+    if rows.empty:
+        return {}
+    per_episode = rows["wall_seconds"] / rows["episodes"]
+    return {env: float(value) for env, value in per_episode.groupby(rows["env_id"]).median().items()}
+
+
+def within_budget(lines: list[PlanLine], budget_seconds: float | None) -> tuple[list[PlanLine], list[PlanLine]]:
+    """The artifacts that fit ``budget_seconds`` in order (an artifact that does not fit is left out, the next
+    smaller ones still tried), and those left out."""
+    if budget_seconds is None:
+        return lines, []
+    chosen, left, spent = [], [], 0.0
+    for line in lines:
+        if spent + line.seconds <= budget_seconds:
+            chosen.append(line)
+            spent += line.seconds
+        else:
+            left.append(line)
+    return chosen, left
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``30m``, ``2h`` or ``1h30m`` as seconds.
+
+    :raises QuarlError: for anything else.
+    """
+    import re
+
+    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", text.strip())
+    if not text.strip() or match is None or not any(match.groups()):
+        raise QuarlError(f"bad budget {text!r}: expected a duration such as 90s, 30m, 2h or 1h30m")
+    hours, minutes, seconds = (float(group or 0) for group in match.groups())
+    return hours * 3600 + minutes * 60 + seconds

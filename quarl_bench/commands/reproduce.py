@@ -1,0 +1,85 @@
+"""``quarl-bench reproduce``: the plan on the console, then each artifact's documented command in turn (each
+resumes from the store), then the report with the reproduction's provenance beside it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from quarl_bench.report.console import console
+from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+
+def reproduce(args: argparse.Namespace) -> int:
+    from quarl_bench.api.reproduce import parse_duration, plan_reproduction, within_budget
+    from quarl_bench.api.sweep import agent_sources
+    from quarl_bench.report.console_reproduce import plan_table
+
+    budget = parse_duration(args.budget) if args.budget else None
+    sources = agent_sources(args.folder, args.cache, args.hub, args.train_if_missing, args.trust_remote_code)
+    store_path = Path(args.store or DEFAULT_STORE)
+    with ResultStore(store_path) as store:
+        lines = plan_reproduction(sources, store, args.quick, tuple(args.only))
+    chosen, left_out = within_budget(lines, budget)
+    console.print(plan_table(lines, chosen, args.quick))
+    for line in lines:
+        if line.agents:
+            console.print(f"{line.artifact.name}: agents here: {', '.join(line.agents)}", highlight=False)
+        if line.missing:
+            console.print(
+                f"{line.artifact.name}: no agent in the sources for {len(line.missing)}: {', '.join(line.missing)}; "
+                "each would come from the hub as sb3/ALGO-ENV (add --hub)",
+                highlight=False,
+            )
+    for line in left_out:
+        console.print(f"left out by --budget {args.budget}: {line.artifact.name} (~{line.seconds / 60:.0f} min)")
+    if args.plan:
+        return 0
+    return run_artifacts(chosen, store_path, Path(args.out), args.quick)
+
+
+def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int:
+    """Each artifact's command in this process, one after another (a failed one is reported, the next goes on),
+    then ``report --html`` and ``reproduction.json``: commit, versions, machine, load, wall time per artifact."""
+    from quarl_bench.cli import main
+    from quarl_bench.deploy.machine import load_record, machine_record
+    from quarl_bench.progress import clock
+    from quarl_bench.provenance import driver_provenance
+
+    start, estimate = time.perf_counter(), sum(line.seconds for line in chosen)
+    record = {"quick": quick, "artifacts": [], "machine": machine_record()} | driver_provenance()
+    failures = 0
+    for number, line in enumerate(chosen, 1):
+        elapsed = time.perf_counter() - start
+        console.print(
+            f"[bold][{number}/{len(chosen)}] {line.artifact.paper}[/]: quarl-bench {' '.join(line.command)}  "
+            f"({clock(elapsed)} elapsed, estimate {clock(line.seconds)} for this one, {clock(estimate)} in all)"
+        )
+        began, load = time.perf_counter(), load_record()
+        try:
+            code = main(list(line.command))
+        except SystemExit as stop:  # argparse's exit for a command the plan built wrong: reported, the next goes on
+            code = stop.code if isinstance(stop.code, int) else 2
+        failures += code != 0
+        record["artifacts"].append(
+            {
+                "name": line.artifact.name,
+                "paper": line.artifact.paper,
+                "command": "quarl-bench " + " ".join(line.command),
+                "exit_code": code,
+                "wall_seconds": round(time.perf_counter() - began, 1),
+                "estimated_seconds": round(line.seconds, 1),
+                "load_at_start": load,
+                "load_at_end": load_record(),
+            }
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    report = ["report", "--store", str(store_path), "--out", str(out), "--html"]
+    console.print(f"[bold]report[/]: quarl-bench {' '.join(report)}")
+    failures += main(report) != 0
+    record["wall_seconds"] = round(time.perf_counter() - start, 1)
+    (out / "reproduction.json").write_text(json.dumps(record, indent=2, default=str))
+    console.print(f"Reproduction: {clock(record['wall_seconds'])} in all; provenance in {out / 'reproduction.json'}")
+    return 1 if failures else 0

@@ -1,0 +1,51 @@
+"""``quarl-bench reproduce``: the plan names every artifact, its agents and gaps and what it costs; a budget
+leaves out what does not fit; bad input is one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quarl_bench.api.reproduce import ARTIFACT_NAMES, PlanLine, parse_duration, within_budget
+from quarl_bench.errors import QuarlError
+from quarl_bench.parsers.reproduce import ARTIFACTS
+
+
+def test_durations_and_the_artifact_list_the_parser_offers() -> None:
+    assert [parse_duration(text) for text in ("90s", "30m", "2h", "1h30m")] == [90, 1800, 7200, 5400]
+    for bad in ("", "soon", "30", "m"):
+        with pytest.raises(QuarlError, match="bad budget"):
+            parse_duration(bad)
+    assert ARTIFACTS == ARTIFACT_NAMES  # the parser's choices (no import of the api at --help) stay the api's
+
+
+def test_a_budget_keeps_what_fits_in_order_and_says_what_it_left_out() -> None:
+    from quarl_bench.api.reproduce import ARTIFACTS as artifacts
+
+    lines = [
+        PlanLine(artifact, [], seconds=seconds) for artifact, seconds in zip(artifacts, (600, 3600, 300), strict=False)
+    ]
+    chosen, left = within_budget(lines, 1000)
+    assert [line.seconds for line in chosen] == [600, 300] and [line.seconds for line in left] == [3600]
+    assert within_budget(lines, None) == (lines, [])
+
+
+def test_the_plan_lists_every_artifact_with_its_agents_and_gaps(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "q.sqlite"
+    code, out, err = cli("reproduce", "--plan", "-f", zoo, "--store", store, "--budget", "20m")
+    assert code == 0, err
+    text = " ".join(out.split())
+    for name in ARTIFACT_NAMES:
+        assert f"{name}:" in text
+    assert "ppo/BreakoutNoFrameskip-v4 (folder)" in text  # the zoo's one Atari PPO agent, and where it is from
+    assert "dqn/PongNoFrameskip-v4" in text and "sb3/ALGO-ENV" in text  # a gap, with the hub id that fills it
+    assert "left out by --budget 20m: table5" in text
+    assert not store.exists() or store.stat().st_size < 100_000  # a plan runs nothing
+
+
+def test_bad_reproduce_input_is_one_line(cli, tmp_path: Path) -> None:
+    code, _, err = cli("reproduce", "--plan", "--budget", "soon", "--store", tmp_path / "q.sqlite")
+    assert code == 2 and err.strip().splitlines() == [
+        "quarl-bench: error: bad budget 'soon': expected a duration such as 90s, 30m, 2h or 1h30m"
+    ]
