@@ -69,3 +69,24 @@ def test_the_page_of_a_small_store_matches_its_golden_file(tmp_path: Path) -> No
     summary = paper_summary(page).set_index("table")
     assert summary.loc["QuaRL Table 2", "published cells"] == 84
     assert summary.loc["QuaRL Table 2", "no agent"] == 84 - len(measured[measured["table"] == "QuaRL Table 2"])
+
+
+def test_the_paper_shaped_tables_keep_the_papers_rows_and_the_tidy_one_its_numbers(tmp_path: Path) -> None:
+    from quarl_bench.report.paper_page import paper_page_report
+    from quarl_bench.report.tidy import reward_error_compact, reward_error_tidy
+
+    with small_store(tmp_path / "q.sqlite") as store:
+        selected = store.select(Variant(episodes=EPISODES))
+    tables = {table.name: table for table in paper_page_report(selected, config_dir() / "paper", [])}
+    table2 = tables["paper_table2"].frame
+    assert len(table2) == 28 and table2.index[0] == "a2c BreakoutNoFrameskip-v4"  # the paper's rows, its order
+    assert table2.loc["dqn CartPole-v1", "E int8 % ours"] == "0.00 [0.00, 0.00]"
+    assert table2.loc["a2c BreakoutNoFrameskip-v4", "E int8 % ours"] == "-"
+    assert tables["paper_table2"].latex and len(tables["paper_actorq_appendix"].frame) == 8
+
+    tidy = reward_error_tidy(selected)
+    assert len(tidy) == 7 and {"reward CI low", "reward CI high", "E %", "row key"} <= set(tidy.columns)
+    assert tidy["reward CI low"].dtype.kind == "f"  # numbers, not "[a, b]" strings
+    compact = reward_error_compact(tidy)
+    assert list(compact.columns) == ["env", "algo", "fp32 reward", "E% fp16", "E% int8"]
+    assert max(len(line) for line in compact.to_string().splitlines()) <= 120

@@ -170,7 +170,55 @@ def paper_page_report(selected: pd.DataFrame, paper_dir: Path, notes: list[str])
         "paper's E % lies in the measured paired 95% CI. fp32 cells are the references; absolute rewards of "
         "different agents are shown beside, never judged."
     )
-    return [
+    shaped = paper_shaped(page)
+    tables = [
         Table("paper_summary", SECTION, summary, "Published cells per table, by status", console=True),
         Table("paper_cells", SECTION, page, caption),
     ]
+    for name, table in SHAPED_FILES.items():
+        frame = shaped[shaped["table"] == table].drop(columns="table")
+        if len(frame):
+            frame = frame.set_index(frame["algo"] + " " + frame["env"]).drop(columns=["algo", "env"])
+            caption = f"{table}: {PAPER_SHAPED_CAPTION}"
+            tables.append(Table(name, SECTION, frame, caption, latex=True, index=True, on_page=False, decimals=None))
+    return tables
+
+
+SHAPED_FILES = {"paper_table2": "QuaRL Table 2", "paper_actorq_appendix": "ActorQ appendix Table 4"}
+
+
+PAPER_SHAPED_CAPTION = (
+    "the paper's rows and columns, the paper's value then ours; E % with its paired 95% CI; '-' where this store has "
+    "no agent"
+)
+
+
+def paper_shaped(page: pd.DataFrame) -> pd.DataFrame:
+    """The published tables' own shape: one line per published (algo, env), in the paper's order; per precision
+    the paper's figure and ours side by side (fp32 rewards; E % for fp16 and int8, ours with its CI)."""
+    records = []
+    for (table, algo, env), cells in page.groupby(["table", "algo", "env"], sort=False):
+        by_precision = cells.set_index("precision")
+        record = {"table": table, "algo": algo, "env": env}
+        for precision in PRECISIONS:
+            if precision not in by_precision.index:
+                continue
+            cell = by_precision.loc[precision]
+            if precision == "fp32":
+                record["fp32 paper"] = f"{cell['paper reward']:.0f}"
+                record["fp32 ours"] = "-" if pd.isna(cell["measured reward"]) else f"{cell['measured reward']:.1f}"
+                continue
+            record[f"E {precision} % paper"] = f"{cell['paper E %']:.2f}"
+            record[f"E {precision} % ours"] = _error_text(cell)
+        record["agent"] = next((a for a in cells["agent"] if isinstance(a, str) and a), "-")
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def _error_text(cell: pd.Series) -> str:
+    if pd.isna(cell.get("measured E %")):
+        return "-"
+    text = f"{cell['measured E %']:.2f}"
+    if not pd.isna(cell.get("E % CI low")):
+        text += f" [{cell['E % CI low']:.2f}, {cell['E % CI high']:.2f}]"
+    return text

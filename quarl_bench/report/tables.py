@@ -102,7 +102,6 @@ def reward_error_report(table: pd.DataFrame, suffix: str = "", label: str = "") 
         latex=True,
         index=True,
         on_page=False,
-        console=True,
     )
 
 

@@ -102,6 +102,7 @@ def _collect(
         reward_error_table,
         weight_spread_report,
     )
+    from quarl_bench.report.tidy import reward_error_shapes
     from quarl_bench.report.verdicts import is_own_fp32, verdict_report
 
     notes: list[str] = []
@@ -131,6 +132,7 @@ def _collect(
         table = reward_error_table(frame)
         if not table.empty and (all_files or not batches or variant == primary):
             files.add([reward_error_report(table, variant.slug(), variant.label())])
+            files.add(reward_error_shapes(frame, variant.slug(), variant.label()))
     notes.append(f"Figures and comparisons use the variant: {primary.label()}")
     files.add(weight_spread_report(default))
     qat_variants = store.variants("qat")
