@@ -155,10 +155,12 @@ def train_with_callbacks(
     """
     from unittest import mock
 
+    import torch
     from rl_zoo3 import exp_manager
     from rl_zoo3.exp_manager import ExperimentManager
 
     from quarl_bench.config import hyperparams_file
+    from quarl_bench.progress import progress
 
     args = argparse.Namespace(
         algo=algo, env=env_id, env_kwargs=None, seed=seed, n_timesteps=n_timesteps or -1, **(extra_args or {})
@@ -187,6 +189,30 @@ def train_with_callbacks(
         assert setup is not None
         model, _ = setup
         manager.callbacks.extend(prepare(model, int(manager.n_timesteps)))
-        manager.learn(model)
+        steps, what = manager.n_timesteps, f"training {algo} {env_id} (steps)"
+        threads = torch.get_num_threads()
+        torch.set_num_threads(TRAINING_THREADS)  # small policies: one thread is fastest (see TRAINING_THREADS)
+        try:
+            with progress(steps, what, every=steps / 10) as update:
+                manager.callbacks.append(StepProgress(update))
+                manager.learn(model)
+        finally:
+            torch.set_num_threads(threads)
         manager.save_trained_model(model)
     return Path(manager.save_path)
+
+
+class StepProgress(BaseCallback):
+    """Reports the training's step count to a progress ``update`` (in-process training: QAT, AMP, hardening)."""
+
+    def __init__(self, update: Callable[..., None], every: int = 1000) -> None:
+        super().__init__()
+        self.update, self.every = update, every
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps % self.every == 0:
+            self.update(self.num_timesteps)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.update(self.num_timesteps)
