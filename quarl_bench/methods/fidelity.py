@@ -50,7 +50,6 @@ class FidelityJob:
 
 @register(FidelityConfig)
 class FidelityHandler:
-    remote = False  # its rows go to a side table the driver of a Ray sweep does not write
     table = "fidelity"
 
     def agent(self, work: Work) -> AgentRef:

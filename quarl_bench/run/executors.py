@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from quarl_bench.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import handler
-from quarl_bench.run.runner import evaluations, run_work
+from quarl_bench.methods.protocol import SideRow, handler
+from quarl_bench.run.runner import evaluations, run_work, store_record
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
 from quarl_bench.work import Work
@@ -119,8 +119,9 @@ class PoolExecutor:
         self.pool.shutdown(cancel_futures=True)
 
 
-def evaluate_remotely(work: Work) -> list[EvalResult]:
-    """Ray entry point: produce a work's jobs (those not in ``work.skip``) and return the results."""
+def evaluate_remotely(work: Work) -> list[EvalResult | SideRow]:
+    """Ray entry point: produce a work's jobs (those not in ``work.skip``) and return its records (results and side
+    rows alike: the driver stores both through :func:`~quarl_bench.run.runner.store_record`)."""
     one_torch_thread()
     return list(evaluations(work, lambda _key: False))
 
@@ -156,9 +157,9 @@ class RayExecutor:
             except Exception as error:  # reported per work, the sweep goes on
                 yield work, None, error
                 continue
-            for result in results:
-                self.store.put(result, replace=self.force)
-            yield work, [self.store.get(result.job.key) for result in results], None
+            table = getattr(handler(work.config), "table", "results")
+            keys = [store_record(self.store, record, self.force) for record in results]
+            yield work, [self.store.get_in(table, key) for key in keys], None
 
     def close(self) -> None:
         self.ray.shutdown()

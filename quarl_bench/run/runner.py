@@ -60,13 +60,19 @@ def run_work(
             on_result(stored(key), True)
     pending = [job for job in jobs if job.key not in reused and job.key not in work.skip]
     for record in method.produce(work, agent, pending) if pending else ():
-        if isinstance(record, SideRow):
-            store.put_side_row(record.table, record.row, replace=force)
-        else:
-            store.put(record, replace=force)
+        key = store_record(store, record, force)
         if on_result:
-            on_result(stored(record.key if isinstance(record, SideRow) else record.job.key), False)
+            on_result(stored(key), False)
     return [stored(key) for key in keys]
+
+
+def store_record(store: ResultStore, record: EvalResult | SideRow, force: bool = False) -> str:
+    """The one store step of every executor: a result into ``results``, a side row into its table; its key."""
+    if isinstance(record, SideRow):
+        store.put_side_row(record.table, record.row, replace=force)
+        return record.key
+    store.put(record, replace=force)
+    return record.job.key
 
 
 @dataclass(frozen=True)
