@@ -252,11 +252,11 @@ def acting_graph(
 
 def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None):
     """What a backend builds its artifact from: a :class:`DeployablePolicy`, or an ONNX policy's :class:`GraphPolicy`."""
-    from quarl_bench.recurrent import is_recurrent
-    from quarl_bench.zoo.foreign import OnnxPolicy
+    from quarl_bench.zoo.policy import as_policy
 
-    if isinstance(policy, OnnxPolicy):
-        return GraphPolicy(policy, observation_space, normalizer)
-    if is_recurrent(policy):
-        return RecurrentDeployablePolicy(policy, observation_space, normalizer).eval()
-    return DeployablePolicy(policy, observation_space, normalizer).eval()
+    # per kind of policy (zoo/policy.py): an ONNX graph is exported as it is, a recurrent policy with its state
+    wrapper = {"onnx": GraphPolicy, "recurrent": RecurrentDeployablePolicy}.get(
+        as_policy(policy).kind, DeployablePolicy
+    )
+    deployable = wrapper(policy, observation_space, normalizer)
+    return deployable if wrapper is GraphPolicy else deployable.eval()

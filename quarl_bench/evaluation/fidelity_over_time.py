@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from quarl_bench.evaluation.evaluate import action_span
 from quarl_bench.evaluation.fidelity import actions_differ
-from quarl_bench.recurrent import is_recurrent
+from quarl_bench.zoo.policy import as_policy
 
 
 @dataclass
@@ -44,7 +44,7 @@ def over_time(
     n = env.num_envs
     space = env.action_space
     span = action_span(space) if isinstance(space, spaces.Box) else None
-    recurrent = is_recurrent(reference) and is_recurrent(policy)
+    recurrent = as_policy(reference).carries_state and as_policy(policy).carries_state
     found = OverTime(label=label)
     observations = env.reset()
     reference_state = policy_state = None

@@ -202,12 +202,12 @@ def _made(folder: Path) -> Path:
 
 
 def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
-    from quarl_bench.recurrent import is_recurrent
     from quarl_bench.training.harden.distill import distill
     from quarl_bench.training.harden.distill_recurrent import distill_recurrent
     from quarl_bench.training.harden.rl_loss import rl_fine_tune
+    from quarl_bench.zoo.policy import as_policy
 
-    if is_recurrent(parent.model.policy):  # its states are sequences: truncated BPTT
+    if as_policy(parent.model.policy).carries_state:  # its states are sequences: truncated BPTT
         distill = distill_recurrent
     seed = HARDEN_SEED + config.seed
     if not config.recipe.distills:
