@@ -113,7 +113,7 @@ def test_qat_vs_ptq_matches_on_precision_not_bits() -> None:
 
 def test_a_small_store_gets_the_files_a_reader_opens(cli, tmp_path: Path) -> None:
     """One agent's store (tests/data/store_schema11.sqlite: PTQ, deploy, sensitivity, certify and export rows):
-    by default the page, a CSV per table with rows and the page's figures as SVG, at most 20 files, and no reward
+    by default the page, a CSV per table with rows and the page's figures as SVG, at most 26 files, and no reward
     table per certification batch; ``--all-files`` keeps every format and table."""
     import shutil
 
@@ -122,7 +122,8 @@ def test_a_small_store_gets_the_files_a_reader_opens(cli, tmp_path: Path) -> Non
     code, _, err = cli("report", "--store", store, "--out", tmp_path / "lean", "--html")
     assert code == 0, err
     lean = sorted(p.name for p in (tmp_path / "lean").iterdir())
-    assert len(lean) <= 20 and {Path(name).suffix for name in lean} == {".csv", ".svg", ".html"}
+    # 20 before the paper page (summary, cells, the two paper-shaped tables) and the tidy and compact reward tables
+    assert len(lean) <= 26 and {Path(name).suffix for name in lean} == {".csv", ".svg", ".html"}
     assert not any(name.startswith("reward_error_table__seed-") for name in lean)  # certify's batch seeds
     code, _, err = cli("report", "--all-files", "--store", store, "--out", tmp_path / "all", "--html")
     assert code == 0, err

@@ -54,7 +54,7 @@ STORES = {
     "amp": (("amp", *AGENT, "--policy-arch", "small", "-n", "2000", "--episodes", "2"), ("bf16",)),
     "actorq": (
         ("actorq", "--algo", "dqn", "--env", "CartPole", "--n-actors", "1", "--actor-precision", "int8")
-        + ("--max-actor-steps", "600", "--learning-starts", "100", "--max-seconds", "30", "--eval-episodes", "2"),
+        + ("--max-actor-steps", "600", "--learning-starts", "100", "--max-seconds", "120", "--eval-episodes", "2"),
         ("int8",),
     ),
 }
