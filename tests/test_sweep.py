@@ -168,3 +168,22 @@ def test_sweep_with_eval_seeds_and_the_random_baseline(cli, zoo: Path, tmp_path:
     ).all()  # random rarely swings Acrobot up in 500 steps; the zoo's a2c ~ -80
     fp32 = frame[(frame["method"] == "ptq") & (frame["precision"] == "fp32")]
     assert (fp32["mean_reward"] > -150).all()
+
+
+def test_agents_a_sweep_skips_are_one_line_per_reason() -> None:
+    """ptq_table once printed 32 multi-line "skipped" messages before its plan: the agents are listed once per
+    reason, and where the sources looked is said once."""
+    from quarl_bench.commands.sweep import skipped_lines
+    from quarl_bench.run.runner import Skipped
+
+    def missing(algo: str, env: str) -> Skipped:
+        looked = (
+            f"looked in /zoo/{algo}/{env}_*/{env}.zip; cache results/agents; pass --folder DIR or --train-if-missing"
+        )
+        return Skipped(algo, env, f"no {algo} agent for {env}: {looked}")
+
+    lines = skipped_lines([missing("a2c", "PongNoFrameskip-v4"), missing("dqn", "PongNoFrameskip-v4")])
+    assert lines == [
+        "[yellow]skipped 2[/] (looked in the folder; cache results/agents; pass --folder DIR or --train-if-missing): "
+        "a2c/PongNoFrameskip-v4, dqn/PongNoFrameskip-v4"
+    ]

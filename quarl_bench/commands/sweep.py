@@ -29,8 +29,8 @@ def sweep(args: argparse.Namespace) -> int:
             args.force,
             args.random_baseline,
         )
-        for skip in planned.skipped:
-            console.print(f"[yellow]skipped[/] {skip.algo}/{skip.env_id}: {skip.reason}")
+        for line in skipped_lines(planned.skipped):
+            console.print(line, highlight=False)
         console.print(
             f"Study {planned.study}: {len(planned.cells)} grid cells, {len(planned.works) - planned.training_runs} "
             f"evaluation batches and {planned.training_runs} training runs to do, {planned.already_stored} already "
@@ -55,3 +55,16 @@ def sweep(args: argparse.Namespace) -> int:
     if outcome.rows:
         console.print(summary_table(outcome.rows, f"{planned.study}: results in {store_path}"))
     return 1 if outcome.failures else 0
+
+
+def skipped_lines(skipped: list) -> list[str]:
+    """The agents a sweep skips, one line per reason: the resolver's "no ALGO agent for ENV: looked in ..." reads the
+    same for each agent but its paths, so the agents are listed once and where the sources looked is said once."""
+    by_reason: dict[str, list[str]] = {}
+    for skip in skipped:
+        reason = skip.reason
+        if " agent for " in reason and "looked in " in reason:
+            parts = reason.split("looked in ", 1)[1].split("; ")
+            reason = "looked in " + "; ".join("the folder" if "*" in part else part for part in parts)
+        by_reason.setdefault(reason, []).append(f"{skip.algo}/{skip.env_id}")
+    return [f"[yellow]skipped {len(agents)}[/] ({reason}): {', '.join(agents)}" for reason, agents in by_reason.items()]
