@@ -21,14 +21,16 @@ import pandas as pd
 
 from quarl_bench.errors import QuarlError
 
-# seconds per evaluated episode in one process (batched envs, zoo-sized policies, one torch thread), by env kind;
-# measured with `quarl-bench run -n N` on the reference machine (see docs/papers.md, "How long each artifact takes")
-EPISODE_SECONDS = {  # dqn CartPole 0.007, ppo LunarLander 0.03, a2c BipedalWalker 0.1, ppo HalfCheetahBullet 0.32,
-    "classic": 0.008,  # sac HalfCheetah (MuJoCo) 0.1, ppo Breakout 1.2-2.2 s per (short) game: full games run longer
-    "box2d": 0.1,
-    "pybullet": 0.35,
+# seconds per evaluated episode in one worker (batched envs, zoo-sized policies, one torch thread), by env kind: the
+# medians of the results of record's rows (2026-11-27, two workers on 2 cores): CartPole 0.0075, Acrobot 0.0044,
+# MountainCar 0.002, LunarLander 0.042, BipedalWalker 0.116, HalfCheetahBullet 0.32, Walker2DBullet 0.35, Breakout
+# 2.5, Pong 3.4; MuJoCo from `quarl-bench run -n 3` of sac HalfCheetah (0.1)
+EPISODE_SECONDS = {
+    "classic": 0.006,
+    "box2d": 0.08,
+    "pybullet": 0.34,
     "mujoco": 0.1,
-    "atari": 5.0,
+    "atari": 3.0,
     "dmc": 0.3,
     "other": 0.5,
 }
@@ -203,6 +205,7 @@ def published_cell_count(path: Path) -> int:
 def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, store: Any, measured: dict) -> None:
     from quarl_bench.api.sweep import plan_sweep
     from quarl_bench.methods.protocol import handler
+    from quarl_bench.run.executors import default_workers
 
     arguments = artifact.quick if quick else artifact.command
     envs = [arguments[arguments.index("--env") + 1]] if "--env" in arguments else None
@@ -230,6 +233,8 @@ def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, s
         jobs = [job for job in handler(config).jobs(work, ref) if not store.has(job.key)]
         line.jobs_to_run += len(jobs)
         line.seconds += AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
+    # the sweep deals its works over the cores: the wall time is about the serial time over the workers it uses
+    line.seconds /= max(1, min(default_workers(), len(planned.works)))
     if any(env in measured for env in {work.env_id for work in planned.works}):
         line.estimate_from = "cost model + store"
 
