@@ -29,6 +29,23 @@ def precision_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def add_precisions(
+    parser: argparse.ArgumentParser, purpose: str, default: list[str] | None = None, many: bool = True, **kwargs
+) -> None:
+    """``--bits``, one way for every command: its precisions' names (:func:`~quarl_bench.precision.help_text`) and
+    its default written once, in ``default`` (the help shows it as ``fp16 8 6 4 2``)."""
+    shown = f" (default {' '.join(p.removeprefix('int') for p in default)})" if default else ""
+    parser.add_argument(
+        "--bits",
+        nargs="+" if many else None,
+        type=precision_arg,
+        default=default,
+        metavar="P",
+        help=f"{purpose}: {help_text()}{shown}",
+        **kwargs,
+    )
+
+
 def named_precision(name: str):
     """A flag type for an activation-like precision: the bad value and the flag's name in one line."""
 

@@ -11,30 +11,22 @@ from quarl_bench.parsers.arguments import (
     add_certification,
     add_evaluation,
     add_executor,
+    add_precisions,
     add_recipe,
     add_sources,
     add_spec,
     add_store,
     non_negative_float,
     positive_int,
-    precision_arg,
 )
 from quarl_bench.parsers.config_flags import config_flag, config_flags
-from quarl_bench.precision import help_text
 
 
 def add_run(commands: Subcommands) -> None:
     run = commands.add_parser("run", help="post-training quantize an agent and evaluate it against fp32")
     run.set_defaults(handler=handler("evaluate:run"))
     add_agent(run)
-    run.add_argument(
-        "--bits",
-        nargs="+",
-        type=precision_arg,
-        default=["int8"],
-        metavar="P",
-        help=f"precision(s): {help_text()}; 32 is the unquantized policy (default 8)",
-    )
+    add_precisions(run, "precision(s), 32 the unquantized policy", ["int8"])
     add_spec(run)
     add_recipe(run)
     run.add_argument(
@@ -58,13 +50,10 @@ def add_certify(commands: Subcommands) -> None:
         metavar="FILE",
         help="certify every agent and spec of a YAML grid (zoo_configs/*.yaml); --algo/--env then filter it",
     )
-    certify.add_argument(
-        "--bits",
-        nargs="+",
-        type=precision_arg,
-        default=["fp16", "int8", "int6", "int5", "int4", "int3", "int2"],
-        metavar="P",
-        help=f"precisions to certify, walked from the widest down: {help_text()} (default fp16 8 6 5 4 3 2)",
+    add_precisions(
+        certify,
+        "precisions to certify, walked from the widest down",
+        ["fp16", "int8", "int6", "int5", "int4", "int3", "int2"],
     )
     add_spec(certify)
     add_recipe(certify)
@@ -88,14 +77,7 @@ def add_sensitivity(commands: Subcommands) -> None:
     )
     sensitivity.set_defaults(handler=handler("evaluate:sensitivity"))
     add_agent(sensitivity)
-    sensitivity.add_argument(
-        "--bits",
-        nargs="+",
-        type=precision_arg,
-        default=["int8", "int6", "int4", "int2"],
-        metavar="P",
-        help="precisions each layer is tried at (default 8 6 4 2)",
-    )
+    add_precisions(sensitivity, "precisions each layer is tried at", ["int8", "int6", "int4", "int2"])
     add_evaluation(sensitivity, "layer and precision", statistics=True)
 
 
@@ -103,14 +85,7 @@ def add_mixed(commands: Subcommands) -> None:
     mixed = commands.add_parser("mixed", help="search a per-layer bit allocation within a reward tolerance")
     mixed.set_defaults(handler=handler("evaluate:mixed"))
     add_agent(mixed)
-    mixed.add_argument(
-        "--bits",
-        nargs="+",
-        type=precision_arg,
-        default=["fp16", "int8", "int6", "int4", "int2"],
-        metavar="P",
-        help="candidate precisions per layer (default fp16 8 6 4 2)",
-    )
+    add_precisions(mixed, "candidate precisions per layer", ["fp16", "int8", "int6", "int4", "int2"])
     config_flag(
         mixed,
         CertifyConfig,
@@ -146,13 +121,8 @@ def add_fidelity(commands: Subcommands) -> None:
     fidelity = commands.add_parser("fidelity", help="fp32 and quantized policies side by side: where trajectories part")
     fidelity.set_defaults(handler=handler("evaluate:fidelity"))
     add_agent(fidelity)
-    fidelity.add_argument(
-        "--bits",
-        nargs="+",
-        type=precision_arg,
-        default=["fp16", "int8", "int4", "int2"],
-        metavar="P",
-        help="precisions compared with fp32 (32: fp32 against itself)",
+    add_precisions(
+        fidelity, "precisions compared with fp32 (32: fp32 against itself)", ["fp16", "int8", "int4", "int2"]
     )
     add_spec(fidelity)
     add_recipe(fidelity)
@@ -181,7 +151,7 @@ def add_sweep(commands: Subcommands) -> None:
     sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
     sweep.add_argument("--algo", nargs="+", type=str.lower, default=None, help="only these algos")
     sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")
-    sweep.add_argument("--bits", nargs="+", type=precision_arg, default=None, metavar="P", help="only these precisions")
+    add_precisions(sweep, "only these precisions of the grid")
     sweep.add_argument("-n", "--episodes", type=positive_int, default=None, help="override the grid's episodes")
     sweep.add_argument(
         "--eval-seeds",

@@ -6,9 +6,8 @@ from pathlib import Path
 
 from quarl_bench.certify.config import CertifyConfig
 from quarl_bench.parsers import Subcommands, handler
-from quarl_bench.parsers.arguments import add_agent, add_recipe, add_spec, add_store, precision_arg
+from quarl_bench.parsers.arguments import add_agent, add_precisions, add_recipe, add_spec, add_store
 from quarl_bench.parsers.config_flags import config_flag
-from quarl_bench.precision import help_text
 
 RECIPE_NAMES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")
 
@@ -41,9 +40,7 @@ def add_harden(commands: Subcommands) -> None:
         metavar="PART.NAME=VALUE",
         help="a recipe setting, e.g. distill.margin=0.2 sam.rho=0.1 (see docs/hardening.md)",
     )
-    harden.add_argument(
-        "--bits", type=precision_arg, default=None, metavar="P", help=f"the target precision: {help_text()}"
-    )
+    add_precisions(harden, "the target precision", many=False)
     harden.add_argument(
         "--for",
         dest="for_backend",

@@ -25,7 +25,8 @@ def add_qat(commands: Subcommands) -> None:
     qat.set_defaults(handler=handler("train:qat"))
     add_algo(qat, required=True)
     qat.add_argument("--env", required=True, help="env id or alias")
-    qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="2-8 or 16 (or fp16, bf16)")
+    # QAT's own set (QATConfig checks it), not every registered precision
+    qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="int2-int8, int16, fp16 or bf16")
     qat.add_argument("--quant-delay", type=positive_int, default=None, help="steps before quantization (default: half)")
     add_timesteps(
         qat, None, "training timesteps, as in rl-zoo3 (default: rl-zoo3's); evaluation episodes are --episodes"
