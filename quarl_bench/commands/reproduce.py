@@ -49,7 +49,7 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
     from quarl_bench.provenance import driver_provenance
 
     start, estimate = time.perf_counter(), sum(line.seconds for line in chosen)
-    record = {"quick": quick, "artifacts": [], "machine": machine_record()} | driver_provenance()
+    record = driver_provenance() | {"quick": quick, "artifacts": [], "machine": machine_record()}
     failures = 0
     for number, line in enumerate(chosen, 1):
         elapsed = time.perf_counter() - start
