@@ -21,7 +21,9 @@ from quarl_bench.grids import load_study, select
 ONE_PROCESS_PER_BIT_WIDTH = """
 import sys
 from stable_baselines3.common.evaluation import evaluate_policy
-from quarl_bench import QuantSpec, load_agent, quantize, resolve_agent
+from quarl_bench import QuantSpec
+from quarl_bench.quant.quantize import quantize
+from quarl_bench.zoo.agents import load_agent, resolve_agent
 agent = load_agent(resolve_agent("ppo", "CartPole-v1", sys.argv[1], use_hub=False))
 policy, _ = quantize(agent.model.policy, QuantSpec(sys.argv[2]))
 episodes = int(sys.argv[3])

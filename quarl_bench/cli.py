@@ -93,13 +93,13 @@ class StderrNotes(logging.StreamHandler):
 
 def show_notes() -> None:
     """The library's notes (``errors.notes``) as ``quarl-bench: ...`` lines on stderr, once per process."""
-    from quarl_bench.errors import notes
+    from quarl_bench.errors import NOTE, notes
 
     if not any(getattr(handler, "quarl_cli", False) for handler in notes.handlers):
         handler = StderrNotes()
         handler.setFormatter(logging.Formatter("quarl-bench: %(message)s"))
         notes.addHandler(handler)
-        notes.setLevel(logging.INFO)
+        notes.setLevel(NOTE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

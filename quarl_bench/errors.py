@@ -6,6 +6,15 @@ from __future__ import annotations
 import logging
 
 notes = logging.getLogger("quarl_bench")  # what a command says beside its answer (an agent skipped, old rows)
+notes.addHandler(logging.NullHandler())  # a program sees notes only where it configures logging (library habit)
+# above WARNING: the CLI silences library records up to WARNING for a whole command (zoo/quiet.py), not these
+NOTE = logging.WARNING + 5
+logging.addLevelName(NOTE, "NOTE")
+
+
+def note(message: str) -> None:
+    """Say ``message`` beside a command's answer: the CLI prints it on stderr as ``quarl-bench: message``."""
+    notes.log(NOTE, message)
 
 
 class QuarlError(Exception):

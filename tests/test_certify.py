@@ -124,13 +124,13 @@ def test_an_interrupted_certification_continues_from_its_stored_batches(cli, zoo
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--tolerance", "0"), "bad tolerance 0"),
-        (("--tolerance", "-5"), "bad tolerance -5"),
-        (("--confidence", "1.2"), "bad confidence 1.2"),
-        (("--confidence", "0.5"), "bad confidence 0.5"),
+        (("--tolerance", "0"), "bad tolerance '0'"),
+        (("--tolerance", "-5"), "bad tolerance '-5'"),
+        (("--confidence", "1.2"), "bad confidence '1.2'"),
+        (("--confidence", "0.5"), "bad confidence '0.5'"),
         (("--max-episodes", "10"), "bad max episodes 10: expected at least one batch (20 episodes)"),
         (("--bits", "int1"), "bad precision 'int1'"),
-        (("--tolerance-abs", "0"), "bad absolute tolerance 0"),
+        (("--tolerance-abs", "0"), "bad absolute tolerance '0'"),
         (("--return-bounds", "500", "0"), "bad return bounds 500 0: expected two finite numbers LO < HI"),
         (("--return-bounds", "0", "0"), "bad return bounds 0 0"),
         (("--return-bounds", "low", "500"), "bad return bound 'low': expected a finite number"),

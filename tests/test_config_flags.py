@@ -53,4 +53,4 @@ def test_help_is_the_field_s_docstring_and_a_bad_value_the_config_s_message(caps
     with pytest.raises(SystemExit) as exit_:
         parsed("certify", "--env", "x", "--confidence", "1.5")
     assert exit_.value.code == 2
-    assert "bad confidence 1.5: expected a level in (0.5, 1)" in capsys.readouterr().err
+    assert "bad confidence '1.5': expected a level in (0.5, 1)" in capsys.readouterr().err

@@ -58,7 +58,7 @@ def test_mistakes_end_in_one_line(tmp_path: Path) -> None:
     err = one_line(console("harden", *target, "--recipe", "nosuch", cwd=tmp_path))
     assert "nosuch" in err and "missing.py" not in err
     err = one_line(console("harden", *target, "--confidence", "1.5", cwd=tmp_path))
-    assert "bad confidence 1.5" in err
+    assert "bad confidence '1.5'" in err
 
 
 def test_an_artifact_folder_follows_the_umask(tmp_path: Path) -> None:

@@ -416,14 +416,14 @@ def time_table4(
     from quarl_bench.config import config_dir
     from quarl_bench.deploy.machine import load_record, load_text
     from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
-    from quarl_bench.errors import notes
+    from quarl_bench.errors import note
     from quarl_bench.provenance import driver_provenance
     from quarl_bench.report.deployment import table4_comparison
 
     store.check()
     host, driver = machine(), driver_provenance()
     if (load := load_record())["busy"]:
-        notes.info(f"note: {load_text(load)}: the timings taken now are flagged busy; rerun on a quiet machine")
+        note(f"note: {load_text(load)}: the timings taken now are flagged busy; rerun on a quiet machine")
     keys = []
     for policy in policies:
         for backend in dict.fromkeys(["torch-fp32", *backends]):

@@ -364,7 +364,7 @@ def certify_requests(
     ``on_verdict(agent, verdict)`` as each verdict is decided or found stored."""
     from quarl_bench.certify.driver import certify_all
     from quarl_bench.certify.result import Certification, Verdict
-    from quarl_bench.errors import notes
+    from quarl_bench.errors import note
     from quarl_bench.run.executors import make_executor
 
     def decided(number: int, found: Any) -> None:
@@ -373,7 +373,7 @@ def certify_requests(
 
     for request in requests:
         if old := store.unpaired_rows(request.ref.content_hash):
-            notes.info(
+            note(
                 f"note: {old} stored rows of this agent carry no episode identity (stored before it was recorded); "
                 "they are never paired with new ones, so certify evaluates afresh"
             )

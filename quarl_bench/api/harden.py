@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.errors import QuarlError, notes
+from quarl_bench.errors import QuarlError, note
 from quarl_bench.types import AgentRef, QuantSpec
 
 BUDGET_SHARE = 0.1  # the default budget: this share of the zoo's training steps for the agent
@@ -278,7 +278,7 @@ def run_harden_study(
                 )
             )
         except QuarlError as error:
-            notes.info(f"skipped {algo}/{env_id}: {error}")
+            note(f"skipped {algo}/{env_id}: {error}")
             continue
         steps = zoo_steps(parent)
         budget = max(1, int((steps or 0) * study.budget_share)) if steps else None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.errors import QuarlError, notes
+from quarl_bench.errors import QuarlError, note
 from quarl_bench.extras import require
 from quarl_bench.method_names import PTQ_METHODS
 
@@ -177,5 +177,5 @@ def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: An
         raise QuarlError(f"no PTQ cell in {grid} matches the filters: check --algo/--env")
     agents, skipped = resolve_cells(cells, sources)
     for missing in skipped:
-        notes.info(f"skipped {missing.algo}/{missing.env_id}: {missing.reason}")
+        note(f"skipped {missing.algo}/{missing.env_id}: {missing.reason}")
     return [(ref, tuple(dict.fromkeys(cell.spec for cell in group))) for ref, group in agents]

@@ -49,7 +49,7 @@ def _converter(annotation: str) -> Any:
     return str
 
 
-def _parser(convert: Any, flag: str, config: type, name: str, alone: bool):
+def _parser(convert: Any, label: str, config: type, name: str, alone: bool):
     """Text to value; with ``alone``, the value is also checked by building ``config`` with it (its message)."""
     from quarl_bench.errors import QuarlError
 
@@ -57,13 +57,16 @@ def _parser(convert: Any, flag: str, config: type, name: str, alone: bool):
         try:
             value = convert(text)
         except ValueError:
-            kind = "an integer" if convert is int else "a number"
-            raise argparse.ArgumentTypeError(f"bad {flag} {text!r}: expected {kind}") from None
+            kind = "an integer" if convert is int else "a finite number"
+            raise argparse.ArgumentTypeError(f"bad {label} {text!r}: expected {kind}") from None
         if alone:
             try:
                 config(**{name: value})
-            except QuarlError as error:
-                raise argparse.ArgumentTypeError(str(error)) from None
+            except QuarlError as error:  # the config's line, naming the value as it was typed
+                message = str(error)
+                for shown in (f"{value:g}" if isinstance(value, float) else str(value), str(value)):
+                    message = message.replace(f" {shown}:", f" {text!r}:", 1)
+                raise argparse.ArgumentTypeError(message) from None
         return value
 
     return parse
@@ -97,7 +100,10 @@ def config_flag(
     if "choices" not in overrides:
         convert = _converter(annotation)
         alone = alone and "nargs" not in kwargs
-        kwargs["type"] = _parser(convert, flag, config, name, alone) if convert is not str else str
+        label = (
+            name.replace("_", " ").removesuffix("s") if "nargs" in kwargs else name.replace("_", " ")
+        )  # one of a pair
+        kwargs["type"] = _parser(convert, label, config, name, alone) if convert is not str else str
     parser.add_argument(flag, **(kwargs | overrides))
 
 
