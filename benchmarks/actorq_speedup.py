@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from quarl_bench import ActorQConfig, ResultStore, run_actorq
-from quarl_bench.actorq.driver import actorq_result
+from quarl_bench.actorq.driver import actorq_result, degenerate
 from quarl_bench.actorq.metrics import breakdown
 from quarl_bench.devices import training_device
 from quarl_bench.report.actorq import actorq_runs, speedup_table
@@ -40,7 +40,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.seconds, args.arch, args.eval_every = 1, 2.0, "64,64", 1.0
+        args.seeds, args.seconds, args.arch, args.eval_every = 1, 4.0, "64,64", 1.0
         args.store = Path(tempfile.mkdtemp()) / "actorq.sqlite"
     arch = tuple(int(w) for w in args.arch.split(","))
     device = training_device(args.learner_device, "learner device")
@@ -62,8 +62,12 @@ def main() -> None:
                 eval_every_s=args.eval_every,
                 seed=seed,
                 learner_device=device,
+                learning_starts=100 if args.quick else None,  # a 4 s run must train, or it is no run to compare
             )
             outcome = run_actorq(config)
+            if empty := degenerate(outcome):  # as the CLI: a run that trained nothing measures no speed-up
+                print(f"seed {seed} {precision}: trained nothing ({empty}), left out")
+                continue
             with ResultStore(args.store) as store:
                 result = actorq_result(config, outcome)
                 store.put(result, replace=True)
