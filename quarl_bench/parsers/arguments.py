@@ -380,3 +380,20 @@ def add_certification(parser: argparse.ArgumentParser) -> None:
         if name == "return_bounds":
             extra = {"metavar": ("LO", "HI")}
         config_flag(parser, CertifyConfig, name, **extra)
+
+
+def add_certify_settings(parser: argparse.ArgumentParser, whose: str, max_episodes: int | None = None) -> None:
+    """The three certification settings of a command that certifies along the way (mixed's steps, harden's
+    before/after): tolerance, confidence and the cap on paired episodes, from ``CertifyConfig``'s fields.
+
+    :param whose: whose settings they are in the help (``certify's``, ``each step's``).
+    :param max_episodes: the command's own cap (None: ``CertifyConfig``'s).
+    """
+    from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.parsers.config_flags import config_flag, default_of
+
+    config_flag(parser, CertifyConfig, "tolerance", help=f"{whose} δ, % of (R_fp32 - R_random)", metavar="PCT")
+    config_flag(parser, CertifyConfig, "confidence", help=f"{whose} confidence, in (0.5, 1)")
+    cap = max_episodes or default_of(CertifyConfig, "max_episodes")
+    help_text = f"{whose} cap on paired episodes (default {cap})"
+    config_flag(parser, CertifyConfig, "max_episodes", alone=False, default=max_episodes, help=help_text)

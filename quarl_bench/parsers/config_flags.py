@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import types
+import typing
 from typing import Any
 
 _PARAM = re.compile(r":param (\w+):(.*?)(?=\n\s*:param |\n\s*:raises |\Z)", re.S)
@@ -40,13 +42,16 @@ def default_of(config: type, name: str) -> Any:
     return None if field.default is dataclasses.MISSING else field.default
 
 
-def _converter(annotation: str) -> Any:
-    """The text-to-value function for a field's annotation (fields are annotated as strings: PEP 563)."""
-    if annotation.startswith("int"):
-        return int
-    if annotation.startswith(("float", "tuple[float")):
-        return float
-    return str
+def _value_type(config: type, name: str) -> tuple[type, int | None]:
+    """The type one value of field ``name`` converts to, and how many values the flag takes (None: one; a pair of
+    floats: 2), read from the field's type hint (``int | None`` is an int, ``tuple[float, float] | None`` a pair)."""
+    hint = typing.get_type_hints(config)[name]
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if typing.get_origin(hint) is tuple:
+        members = typing.get_args(hint)
+        return members[0], len(members)
+    return hint, None
 
 
 def _parser(convert: Any, label: str, config: type, name: str, alone: bool):
@@ -84,26 +89,23 @@ def config_flag(
     the docstring's text (a command that uses the field in its own way); ``overrides`` go to ``add_argument``
     (a ``default`` of the command's own, ``metavar``, ``choices``). ``alone``: the value can be checked without the
     other fields (False where the config checks it against another field: it does so when built)."""
-    field = _field(config, name)
     flag = "--" + name.replace("_", "-")
-    annotation = str(field.type)
+    value_type, nargs = _value_type(config, name)
     default = overrides.pop("default", default_of(config, name))
     text = (help or field_help(config).get(name, "")).replace("%", "%%")
     if default is not None and not isinstance(default, bool) and "default" not in text:
         text += f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
-    if annotation.startswith("bool"):
+    if value_type is bool:
         parser.add_argument(flag, action="store_true", default=default, help=text, **overrides)
         return
     kwargs: dict[str, Any] = {"default": default, "help": text}
-    if annotation.startswith("tuple["):
-        kwargs["nargs"] = 2
+    if nargs:
+        kwargs["nargs"] = nargs
     if "choices" not in overrides:
-        convert = _converter(annotation)
-        alone = alone and "nargs" not in kwargs
-        label = (
-            name.replace("_", " ").removesuffix("s") if "nargs" in kwargs else name.replace("_", " ")
-        )  # one of a pair
-        kwargs["type"] = _parser(convert, label, config, name, alone) if convert is not str else str
+        label = name.replace("_", " ")
+        label = label.removesuffix("s") if nargs else label  # one of a pair: "bad return bound 'x'"
+        numeric = value_type in (int, float)
+        kwargs["type"] = _parser(value_type, label, config, name, alone and not nargs) if numeric else str
     parser.add_argument(flag, **(kwargs | overrides))
 
 

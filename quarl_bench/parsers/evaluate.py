@@ -9,6 +9,7 @@ from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
     add_certification,
+    add_certify_settings,
     add_evaluation,
     add_executor,
     add_precisions,
@@ -19,7 +20,7 @@ from quarl_bench.parsers.arguments import (
     non_negative_float,
     positive_int,
 )
-from quarl_bench.parsers.config_flags import config_flag, config_flags
+from quarl_bench.parsers.config_flags import config_flags
 
 
 def add_run(commands: Subcommands) -> None:
@@ -86,21 +87,7 @@ def add_mixed(commands: Subcommands) -> None:
     mixed.set_defaults(handler=handler("evaluate:mixed"))
     add_agent(mixed)
     add_precisions(mixed, "candidate precisions per layer", ["fp16", "int8", "int6", "int4", "int2"])
-    config_flag(
-        mixed,
-        CertifyConfig,
-        "tolerance",
-        help="a step is kept when certified safe within this % of (R_fp32 - R_random)",
-    )
-    config_flag(mixed, CertifyConfig, "confidence", help="confidence of each step's certification, in (0.5, 1)")
-    config_flag(
-        mixed,
-        CertifyConfig,
-        "max_episodes",
-        alone=False,
-        default=200,
-        help="paired episodes after which a step still undecided is rejected (default 200)",
-    )
+    add_certify_settings(mixed, "each step's certification:", max_episodes=200)  # a step undecided then: rejected
     mixed.add_argument("-n", "--episodes", type=positive_int, default=100, help="episodes per evaluation and seed")
     mixed.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.certify.config import CertifyConfig
 from quarl_bench.parsers import Subcommands, handler
-from quarl_bench.parsers.arguments import add_agent, add_precisions, add_recipe, add_spec, add_store
-from quarl_bench.parsers.config_flags import config_flag
+from quarl_bench.parsers.arguments import (
+    add_agent,
+    add_certify_settings,
+    add_precisions,
+    add_recipe,
+    add_spec,
+    add_store,
+)
 
 RECIPE_NAMES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")
 
@@ -68,14 +73,5 @@ def add_harden(commands: Subcommands) -> None:
     harden.add_argument(
         "--certify", action="store_true", help="certify the parent and the hardened agent against the parent's fp32"
     )
-    config_flag(harden, CertifyConfig, "tolerance", help="certify's δ, % of R_fp32 - R_random", metavar="PCT")
-    config_flag(harden, CertifyConfig, "confidence", help="certify's confidence, in (0.5, 1)")
-    config_flag(
-        harden,
-        CertifyConfig,
-        "max_episodes",
-        alone=False,
-        default=None,
-        help="certify's cap on paired episodes (default 1000)",
-    )
+    add_certify_settings(harden, "certify's")
     add_store(harden)
