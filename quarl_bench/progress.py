@@ -36,13 +36,11 @@ class LineProgress:
     def __init__(self, total: float, what: str, stream: TextIO, every: float = 1) -> None:
         self.total, self.what, self.stream, self.every = total, what, stream, every
         self.start = time.perf_counter()
-        self.done = 0.0
         self.printed = 0.0
 
     def __call__(self, completed: float | None = None, last: str | None = None) -> None:
         if completed is None:
             return
-        self.done = completed
         if completed <= self.printed or (completed - self.printed < self.every and completed < self.total):
             return
         self.printed = completed

@@ -188,14 +188,11 @@ def plan_reproduction(
         line = PlanLine(artifact, artifact_command(artifact, quick, Path(store.path), sources))
         if artifact.published and (paper_dir / artifact.published).is_file():
             line.published_cells = published_cell_count(paper_dir / artifact.published)
-        if artifact.grid and (artifact.command[0] == "sweep" and (not quick or artifact.quick[0] == "sweep")):
+        if artifact.grid and (artifact.quick if quick else artifact.command)[0] == "sweep":
             _plan_sweep(line, artifact, quick, sources, store, measured)
-        else:
+        else:  # a command the cost model does not cover (and quick QAT: one short training run)
             line.seconds = artifact.fixed_seconds[1 if quick else 0]
             line.estimate_from = "measured run" if quick else artifact.fixed_from
-            if artifact.name == "qat" and not quick:
-                line.seconds = _qat_seconds(sources, store)
-                line.estimate_from = "cost model"
         lines.append(line)
     return lines
 
@@ -276,12 +273,6 @@ def _training_seconds(algo: str, env_id: str, n_timesteps: int | None) -> float:
         except QuarlError:
             steps = 100_000
     return steps * TRAIN_STEP_SECONDS.get(algo, 0.001)
-
-
-def _qat_seconds(sources: Any, store: Any) -> float:
-    line = PlanLine(ARTIFACTS[2], [])
-    _plan_sweep(line, ARTIFACTS[2], False, sources, store, measured_episode_seconds(store))
-    return line.seconds
 
 
 def measured_episode_seconds(store: Any) -> dict[str, float]:

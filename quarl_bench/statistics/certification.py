@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quarl_bench.statistics import GUARANTEES
 from quarl_bench.statistics.betting import rejected
 from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, asymptotic_radius, bounded_cs
 from quarl_bench.types import QuantSpec
 
 VERDICTS = ("safe", "unsafe", "undetermined")
 EQUIVALENCE_VERDICTS = ("equivalent", "different", "undetermined")
-from quarl_bench.statistics import GUARANTEES  # noqa: E402,F401  (re-exported where it was)
 
 ASYMPTOTIC_MIN_PAIRS = 100  # no asymptotic decision before this many pairs (docs/statistics.md: the benchmark)
 DELTA_ALPHA_SHARE = 0.2  # the share of α spent on δ's own uncertainty when δ is a share of measured returns

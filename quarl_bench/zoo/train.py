@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import io
 import os
@@ -80,7 +79,7 @@ def run_with_progress(command: list[str], n_timesteps: int | None, what: str) ->
     from quarl_bench.progress import progress
 
     env = {**os.environ, "OMP_NUM_THREADS": str(TRAINING_THREADS), "PYTHONUNBUFFERED": "1"}
-    last: collections.deque[str] = collections.deque(maxlen=1)
+    last = ""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert process.stdout is not None
     planned = float(n_timesteps or 0)
@@ -89,7 +88,7 @@ def run_with_progress(command: list[str], n_timesteps: int | None, what: str) ->
         try:
             for line in process.stdout:
                 if line.strip():
-                    last.append(line.strip())
+                    last = line.strip()
                 if not planned and (found := _PLANNED.search(line)):
                     planned = float(found.group(1))
                 if planned and update is None:
@@ -103,7 +102,7 @@ def run_with_progress(command: list[str], n_timesteps: int | None, what: str) ->
             raise
         if code == 0 and update is not None:
             update(planned)
-    return code, (last[0] if last else "")
+    return code, last
 
 
 def run_folders(cache_dir: Path, algo: str, env_id: str) -> list[Path]:
