@@ -235,6 +235,12 @@ def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, s
         jobs = [job for job in handler(config).jobs(work, ref) if not store.has(job.key)]
         line.jobs_to_run += len(jobs)
         line.seconds += AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
+    missing = {(skip.algo, skip.env_id) for skip in planned.skipped}
+    for cell in planned.cells:  # agents whose every job is stored have no work left, but they are here
+        label = f"{cell.algo}/{cell.env_id}"
+        if (cell.algo, cell.env_id) not in missing and label not in seen:
+            seen.add(label)
+            line.agents.append(f"{label} (stored)")
     # the sweep deals its works over the cores: the wall time is about the serial time over the workers it uses
     line.seconds /= max(1, min(default_workers(), len(planned.works)))
     if any(env in measured for env in {work.env_id for work in planned.works}):
