@@ -7,8 +7,8 @@ provide it), what the store already holds, and the time it should take on this m
 
 Estimates come from a cost model: seconds per evaluation episode per env kind and seconds per training step per
 algorithm, measured on this repository's reference machine (2-core AMD EPYC, one torch thread; the figures are in
-:data:`EPISODE_SECONDS` and :data:`TRAIN_STEP_SECONDS`), scaled by what the store has already measured on this
-machine where it holds rows of the same env.
+:data:`EPISODE_SECONDS` and :data:`TRAIN_STEP_SECONDS`); where the store holds PTQ rows of an env, their median
+seconds per episode replace the model's figure for it; a sweep's total is divided over its workers.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class PlanLine:
     jobs_to_run: int = 0
     already_stored: int = 0
     seconds: float = 0.0
-    estimate_from: str = "cost model"  # or "cost model + store" (scaled by this machine's rows), "measured run"
+    estimate_from: str = "cost model"  # or "cost model + store" (this machine's rows), "measured run"
 
 
 def artifact_command(artifact: Artifact, quick: bool, store: Path, sources: Any) -> list[str]:
