@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from quarl_bench import AgentQuery, CertifyConfig, QuantSpec, ResultStore, certify_agent, resolve, run_ptq
-from quarl_bench.grids import EvalSettings
+from quarl_bench.jobs.grids import EvalSettings
 
 AGENTS = (
     ("ppo", "LunarLander-v3"),

@@ -22,7 +22,7 @@ import numpy as np
 from quarl_bench.deploy.machine import machine_record
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.workers import evaluate_in_workers
-from quarl_bench.grids import action_mode
+from quarl_bench.jobs.grids import action_mode
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 from quarl_bench.zoo.envs import default_eval_envs
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from quarl_bench.config import config_dir
-from quarl_bench.grids import load_study, select
+from quarl_bench.jobs.grids import load_study, select
 
 ONE_PROCESS_PER_BIT_WIDTH = """
 import sys

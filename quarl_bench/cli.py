@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     import_from_current_folder()
-    from quarl_bench import provenance
+    from quarl_bench.store import provenance
     from quarl_bench.zoo.quiet import quiet_libraries
 
     provenance.set_command(argv)

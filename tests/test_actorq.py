@@ -119,7 +119,7 @@ def test_learner_ingests_while_it_evaluates() -> None:
     import numpy as np
 
     from quarl_bench.actorq.learner import Learner
-    from quarl_bench.ray_cluster import connect
+    from quarl_bench.jobs.ray_cluster import connect
 
     connect(None)
     try:

@@ -261,7 +261,7 @@ def test_without_bounds_the_asymptotic_guarantee_is_labelled(cli, zoo: Path, tmp
 
 def test_a_grid_declares_return_bounds_per_env(tmp_path: Path) -> None:
     from quarl_bench.errors import QuarlError
-    from quarl_bench.grids import grid_return_bounds
+    from quarl_bench.jobs.grids import grid_return_bounds
 
     grid = tmp_path / "grid.yaml"
     grid.write_text("name: g\nreturn_bounds: {PointReach-v0: [-200, 0], CartPole: [0, 500]}\ngrid: []\n")

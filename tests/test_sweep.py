@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from quarl_bench.config import config_dir
-from quarl_bench.grids import load_study, select
+from quarl_bench.jobs.grids import load_study, select
 from quarl_bench.run.runner import AgentSources, plan
 from quarl_bench.store import ResultStore
 from quarl_bench.store.results import load_results

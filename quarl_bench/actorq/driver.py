@@ -13,8 +13,8 @@ from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
 from quarl_bench.deploy.machine import load_record
-from quarl_bench.provenance import driver_provenance
-from quarl_bench.ray_cluster import connect
+from quarl_bench.store.provenance import driver_provenance
+from quarl_bench.jobs.ray_cluster import connect
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult, Job, QuantSpec
 
@@ -54,7 +54,7 @@ def run_actorq(
     from quarl_bench.actorq.actor import Actor
     from quarl_bench.actorq.learner import Learner
     from quarl_bench.actorq.param_quantizer import ParameterQuantizer
-    from quarl_bench.devices import training_device
+    from quarl_bench.zoo.devices import training_device
 
     observation_space, action_space = config.env_spaces()
     device = training_device(config.learner_device, "learner device")

@@ -31,9 +31,9 @@ def run_deploy(
     """Build, play, time and weigh each deployment backend's artifact (torch-fp32, the reference, always); a
     backend that cannot run here is reported through ``on_error(backend, reason)`` and the others still run."""
     from quarl_bench.methods.deploy import DeployConfig
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.runner import run_work
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
     store.check()
     driver = driver_provenance()
@@ -281,7 +281,7 @@ def certify_artifact(
     from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.certify.driver import certify_all
     from quarl_bench.certify.plan import FP32, CertifyRequest, Ladder, Question
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.executors import make_executor
 
     config = config or CertifyConfig(max_episodes=200)
@@ -417,7 +417,7 @@ def time_table4(
     from quarl_bench.deploy.machine import load_record, load_text
     from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
     from quarl_bench.errors import note
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.report.deployment import table4_comparison
 
     store.check()

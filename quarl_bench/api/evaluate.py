@@ -43,7 +43,7 @@ def evaluate_agent(
 
     import pandas as pd
 
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.store import ResultStore
     from quarl_bench.store.results import results_frame
 
@@ -111,9 +111,9 @@ def run_ptq(
 ) -> list[dict[str, Any]]:
     """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.runner import run_work
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
     store.check()
     refuse_unfit_specs(ref, specs)
@@ -140,9 +140,9 @@ def run_sensitivity(
     stored rows. ``on_plan(layers, evaluations)`` before the first evaluation."""
     from quarl_bench.methods.mixed import sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.runner import run_work
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
     store.check()
     refuse_per_layer(ref, "sensitivity")
@@ -192,7 +192,7 @@ def certify_agent(
 def _certify_in(
     ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict, baseline: AgentRef | None = None
 ) -> Any:
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
 
     store.check()
     return certify_specs(ref, specs, config, store, driver_provenance(), on_verdict, force, baseline)
@@ -256,13 +256,13 @@ def search_mixed(
     import pandas as pd
 
     from quarl_bench.certify.config import CertifyConfig
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.report.layers import sensitivity_frame
     from quarl_bench.run.runner import run_work
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
     config = replace(certify or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])
@@ -309,9 +309,9 @@ def measure_fidelity(
     per episode, the first step whose greedy actions differ and the first whose observations part by more than
     ``threshold`` (``methods/fidelity.py``); returns the stored fidelity rows of these jobs."""
     from quarl_bench.methods.fidelity import FidelityConfig
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.runner import run_work
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
     store.check()
     refuse_unfit_specs(ref, specs)

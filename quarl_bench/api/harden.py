@@ -87,10 +87,10 @@ def harden_agent(
     :raises QuarlError: for a bad spec, budget, recipe or output path, before anything is written.
     """
     from quarl_bench.methods.harden import HardenConfig, default_out
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.runner import run_work
     from quarl_bench.training.harden.recipes import Recipe, parse_recipe
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()

@@ -70,9 +70,9 @@ def plan_sweep(
 
     :raises QuarlError: when no cell matches the filters, or a training grid asks for Ray.
     """
-    from quarl_bench.grids import load_study, select
+    from quarl_bench.jobs.grids import load_study, select
     from quarl_bench.methods.protocol import handler
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.executors import default_workers
     from quarl_bench.run.runner import cell_config, plan
 
@@ -131,10 +131,10 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
 
     Each PTQ agent is resolved (its files hashed) once, not once per cell.
     """
-    from quarl_bench.grids import EvalSettings, build_jobs
+    from quarl_bench.jobs.grids import EvalSettings, build_jobs
     from quarl_bench.methods.protocol import handler
     from quarl_bench.run.runner import cell_agent, cell_config
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
     agents: dict[tuple[str, str, str], Any] = {}
 
@@ -168,7 +168,7 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
 def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: Any) -> list[tuple[Any, tuple]]:
     """A grid's PTQ agents (filtered by ``algo``/``env``) with the specs each is evaluated at; agents the sources
     lack are listed on stderr and skipped, as ``sweep`` does."""
-    from quarl_bench.grids import load_study, select
+    from quarl_bench.jobs.grids import load_study, select
     from quarl_bench.run.runner import resolve_cells
 
     cells = select(load_study(grid).cells, [algo] if algo else None, [env] if env else None)

@@ -32,7 +32,7 @@ from quarl_bench.methods.agent_evaluation import PlannedJobs
 from quarl_bench.run.executors import Executor
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, Job, spec_identity
-from quarl_bench.work import Work
+from quarl_bench.jobs.work import Work
 
 
 @dataclass(frozen=True)

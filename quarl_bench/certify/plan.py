@@ -153,7 +153,7 @@ class Certifier:
     """
 
     def __init__(self, ref: AgentRef, config: CertifyConfig, baseline: AgentRef | None = None) -> None:
-        from quarl_bench.grids import action_mode
+        from quarl_bench.jobs.grids import action_mode
         from quarl_bench.zoo.envs import default_eval_envs
 
         self.ref, self.config = ref, config

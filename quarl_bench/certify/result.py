@@ -128,7 +128,7 @@ class Certification:
         """The verdicts as a flat frame, one row per precision, named as ``load_results`` names its columns."""
         import pandas as pd
 
-        from quarl_bench.agent_names import agent_name
+        from quarl_bench.store.agent_names import agent_name
 
         ref = self.agent
         name = agent_name(ref.algo, ref.env_id, ref.source, ref.model_path, ref.content_hash, ref.env_kwargs)

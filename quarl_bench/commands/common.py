@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from quarl_bench.agent_names import ref_title
+from quarl_bench.store.agent_names import ref_title
 from quarl_bench.errors import QuarlError
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quarl_bench.agent_names import ref_title
+from quarl_bench.store.agent_names import ref_title
 from quarl_bench.commands.common import _agent_for, once_per_row
 from quarl_bench.extras import require
 from quarl_bench.report.console import console
@@ -38,7 +38,7 @@ def check_c_prefix(prefix: str, backend: str) -> None:
 def deploy(args: argparse.Namespace) -> int:
     require("deploy", "deploy", ("onnx", "onnxruntime"))
     from quarl_bench.api import run_deploy
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.report.console import result_line
     from quarl_bench.report.console_deployment import deployment_console_table
 

@@ -6,7 +6,7 @@ import argparse
 
 from rich.markup import escape
 
-from quarl_bench.agent_names import ref_title
+from quarl_bench.store.agent_names import ref_title
 from quarl_bench.commands.common import _agent_for, agent_query, print_not_quantized
 from quarl_bench.errors import QuarlError
 from quarl_bench.report.console import console
@@ -15,7 +15,7 @@ from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 def run(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_ptq
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import result_line, result_table
 
@@ -49,10 +49,10 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.api.evaluate import certify_request, certify_requests
     from quarl_bench.api.harden import parent_agent
     from quarl_bench.certify.config import CertifyConfig
-    from quarl_bench.grids import grid_return_bounds
+    from quarl_bench.jobs.grids import grid_return_bounds
     from quarl_bench.parsers.arguments import check_executor, spec_from_args
     from quarl_bench.parsers.config_flags import config_from_args
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.run.executors import make_executor
 
@@ -111,7 +111,7 @@ def sensitivity(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from quarl_bench.api import run_sensitivity
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.report.console import sensitivity_table
     from quarl_bench.report.layers import sensitivity_frame
 
@@ -176,7 +176,7 @@ def mixed(args: argparse.Namespace) -> int:
 def fidelity(args: argparse.Namespace) -> int:
     """fp32 and quantized policies side by side from the same seeds: where actions and trajectories part."""
     from quarl_bench.api import measure_fidelity
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import fidelity_table
 

@@ -46,7 +46,7 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
     from quarl_bench.cli import main
     from quarl_bench.deploy.machine import load_record, machine_record
     from quarl_bench.progress import clock
-    from quarl_bench.provenance import driver_provenance
+    from quarl_bench.store.provenance import driver_provenance
 
     start, estimate = time.perf_counter(), sum(line.seconds for line in chosen)
     record = driver_provenance() | {"quick": quick, "artifacts": [], "machine": machine_record()}

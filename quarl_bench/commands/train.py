@@ -11,7 +11,7 @@ from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 def qat(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_qat
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.methods.qat import resolve_config
     from quarl_bench.report.console import result_table
 
@@ -39,8 +39,8 @@ def qat(args: argparse.Namespace) -> int:
 
 def amp(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_amp
-    from quarl_bench.devices import training_device
-    from quarl_bench.grids import EvalSettings
+    from quarl_bench.zoo.devices import training_device
+    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.methods.amp import AmpConfig, default_dtype
     from quarl_bench.report.console import amp_console_table
     from quarl_bench.zoo.envs import resolve_env_id

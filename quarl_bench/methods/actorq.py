@@ -13,7 +13,7 @@ from quarl_bench.methods.protocol import register
 from quarl_bench.types import AgentRef, EvalResult, Job
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
 
 @register(ActorQConfig)

@@ -14,7 +14,7 @@ from quarl_bench.zoo.agents import LoadedAgent
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
 
 class AgentEvaluation:
@@ -35,7 +35,7 @@ class AgentEvaluation:
         return {}
 
     def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
-        from quarl_bench.grids import build_jobs
+        from quarl_bench.jobs.grids import build_jobs
 
         assert agent is not None
         config = work.config

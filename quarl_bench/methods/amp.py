@@ -17,7 +17,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from quarl_bench.deploy.machine import load_record
 from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
 from quarl_bench.methods.protocol import register
-from quarl_bench.provenance import TRAINING_RECORD
+from quarl_bench.store.provenance import TRAINING_RECORD
 from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import check_algo, find_in_folder

@@ -17,7 +17,7 @@ from quarl_bench.methods.protocol import OfAgent, SideRow, register
 from quarl_bench.types import AgentRef, Job, QuantSpec
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class FidelityHandler:
         return work.config.ref
 
     def jobs(self, work: Work, agent: AgentRef | None) -> list[FidelityJob]:
-        from quarl_bench.grids import build_jobs
+        from quarl_bench.jobs.grids import build_jobs
 
         assert agent is not None
         config = work.config
@@ -66,7 +66,7 @@ class FidelityHandler:
         from quarl_bench.evaluation.fidelity import side_by_side
         from quarl_bench.evaluation.fidelity_over_time import over_time
         from quarl_bench.methods.ptq import quantized
-        from quarl_bench.provenance import agent_provenance
+        from quarl_bench.store.provenance import agent_provenance
         from quarl_bench.zoo.agents import load_agent
 
         assert agent is not None

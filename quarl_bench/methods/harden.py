@@ -30,7 +30,7 @@ from quarl_bench.training.harden.recipes import Recipe
 from quarl_bench.types import AgentRef, QuantSpec, spec_identity
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
 HARDEN_VERSION = 1  # bump when a recipe's procedure changes what its settings mean
 HARDEN_SEED = 3_000_000  # rollout seeds start here: apart from evaluation, calibration and fixed-state seeds

@@ -10,7 +10,7 @@ from typing import Any
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.evaluate import Episodes, evaluate
 from quarl_bench.evaluation.workers import evaluate_in_workers
-from quarl_bench.provenance import agent_provenance
+from quarl_bench.store.provenance import agent_provenance
 from quarl_bench.types import EvalResult, Job
 from quarl_bench.zoo.agents import LoadedAgent
 

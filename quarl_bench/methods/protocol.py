@@ -19,7 +19,7 @@ from quarl_bench.method_names import METHOD_MODULES, REGISTERED, method_names
 
 if TYPE_CHECKING:
     from quarl_bench.types import AgentRef, EvalResult, Job
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
 
 @dataclass(frozen=True)

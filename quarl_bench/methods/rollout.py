@@ -23,7 +23,7 @@ from quarl_bench.types import ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, Quan
 from quarl_bench.zoo.algorithms import ALGOS, ROLLOUT_ALGOS
 
 if TYPE_CHECKING:
-    from quarl_bench.work import Work
+    from quarl_bench.jobs.work import Work
 
 # Reward a run must reach for "time to threshold": gymnasium's reward_threshold where the env has one, else these.
 THRESHOLDS = {"Pendulum-v1": -200.0, "HalfCheetahBulletEnv-v0": 2500.0}
@@ -135,7 +135,7 @@ def reward_threshold(env_id: str) -> float | None:
 def train_rollout(config: RolloutConfig, cache_dir: Path, force: bool = False):
     """Train (unless the cache holds this run, or ``force``) and return the agent; its ``quarl_training.json`` holds
     the config, the per-update curve and diagnostics, and the time split."""
-    from quarl_bench.provenance import TRAINING_RECORD
+    from quarl_bench.store.provenance import TRAINING_RECORD
     from quarl_bench.zoo.agents import find_in_folder
     from quarl_bench.zoo.algorithms import algorithm
     from quarl_bench.zoo.train import train_with_callbacks

@@ -50,7 +50,7 @@ def output_layers(policy: nn.Module) -> list[nn.Module]:
 def run_policy(policy: nn.Module, states: np.ndarray) -> None:
     """Play the acting path on ``states`` (in chunks) for the hooks to see: ``predict`` runs exactly the layers the
     evaluation runs; a recurrent policy's are Markov states, each replayed from its own state."""
-    from quarl_bench.recurrent import act_on, is_recurrent
+    from quarl_bench.quant.recurrent import act_on, is_recurrent
 
     recurrent = is_recurrent(policy)
     for start in range(0, len(states), CHUNK):

@@ -178,7 +178,7 @@ def clone_policy(policy: BasePolicy) -> BasePolicy:
     """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
     policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
     is deep-copied (sb3-contrib's recurrent policy omits its LSTM's size: read from the LSTM)."""
-    from quarl_bench.recurrent import constructor_parameters
+    from quarl_bench.quant.recurrent import constructor_parameters
 
     try:
         clone = type(policy)(**policy._get_constructor_parameters(), **constructor_parameters(policy))

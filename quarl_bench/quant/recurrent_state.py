@@ -4,7 +4,7 @@ state after every step, as a device holding the state in P-bit registers between
 sb3-contrib runs a whole sequence in one LSTM call where no episode starts in it (training, distillation); the
 quantized LSTM steps through such a sequence one step at a time so every intermediate state is rounded too. The
 hidden and cell state get one calibrated range each (per tensor, as ``--act-bits``), from the Markov states the
-fp32 policy visits (:mod:`quarl_bench.recurrent`).
+fp32 policy visits (:mod:`quarl_bench.quant.recurrent`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def install_state_quantizer(policy: nn.Module, spec_state_bits: str, method: str
 
     :raises QuarlError: for a policy without recurrent state.
     """
-    from quarl_bench.recurrent import actor_lstm, is_recurrent, unpack
+    from quarl_bench.quant.recurrent import actor_lstm, is_recurrent, unpack
 
     if not is_recurrent(policy):
         raise QuarlError(

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from quarl_bench.agent_names import ref_title
+from quarl_bench.store.agent_names import ref_title
 from quarl_bench.precision import precision_bits
 from quarl_bench.store.spec_kinds import spec_extras, spec_of
 

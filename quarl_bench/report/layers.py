@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl_bench.agent_names import name_of
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import stratified_bootstrap_ci
 from quarl_bench.report.objects import Figure, Table, keys_in

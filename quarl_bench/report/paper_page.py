@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quarl_bench.agent_names import row_agent_name
+from quarl_bench.store.agent_names import row_agent_name
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
 from quarl_bench.statistics.pairing import paired_rewards

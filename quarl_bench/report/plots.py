@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from quarl_bench.agent_names import name_of
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import is_int
 from quarl_bench.report.objects import Figure, keys_in, panel_margins, plain_log_axis
 from quarl_bench.statistics.wording import safe_width_text

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl_bench.agent_names import name_of
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.report.estimators import (
     iqm,
     normalized_scores,

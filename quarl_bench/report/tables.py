@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from quarl_bench.agent_names import ZOO_SOURCES, name_of
+from quarl_bench.store.agent_names import ZOO_SOURCES, name_of
 from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from quarl_bench.agent_names import name_of
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.objects import Table
 from quarl_bench.statistics.certification import family, minimum_safe

@@ -14,13 +14,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any, Protocol
 
-from quarl_bench.devices import one_torch_thread
+from quarl_bench.zoo.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.run.runner import evaluations, run_work, store_record
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
-from quarl_bench.work import Work
+from quarl_bench.jobs.work import Work
 
 Finished = tuple[Work, list[dict[str, Any]] | None, BaseException | None]  # rows, or the error that ended it
 
@@ -132,7 +132,7 @@ class RayExecutor:
     def __init__(self, store: ResultStore, address: str | None, force: bool = False) -> None:
         import ray
 
-        from quarl_bench.ray_cluster import connect, ray_log_path
+        from quarl_bench.jobs.ray_cluster import connect, ray_log_path
 
         self.store, self.force, self.ray = store, force, ray
         connect(address, ray_log_path(store.path))

@@ -1,7 +1,7 @@
 """Run work: a method config's jobs, the stored ones skipped, the rest produced by the method's handler and stored
 one row at a time (``methods/protocol.py``); and a sweep's plan of works.
 
-A :class:`~quarl_bench.work.Work` is one unit of a command or sweep (some jobs of one agent, one training run);
+A :class:`~quarl_bench.jobs.work.Work` is one unit of a command or sweep (some jobs of one agent, one training run);
 executors (``run/executors.py``) run many of them, all through the same two functions below.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.grids import EvalSettings, GridCell
+from quarl_bench.jobs.grids import EvalSettings, GridCell
 from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, QuantSpec
-from quarl_bench.work import Work
+from quarl_bench.jobs.work import Work
 
 
 def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
@@ -107,7 +107,7 @@ def plan(
 
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
-    from quarl_bench.grids import build_jobs
+    from quarl_bench.jobs.grids import build_jobs
     from quarl_bench.methods.ptq import PTQConfig
 
     works: list[Work] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from quarl_bench.agent_names import row_agent_name
+from quarl_bench.store.agent_names import row_agent_name
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import FLOAT_PRECISIONS
 from quarl_bench.store.migration import fill_spec_json
@@ -291,7 +291,7 @@ class ResultStore:
         return self._side_table("hardened", HARDENED_JSON_COLUMNS)
 
     def agent_names(self) -> dict[str, str]:
-        """agent hash -> the agent as a person knows it (:func:`~quarl_bench.agent_names.row_agent_name`)."""
+        """agent hash -> the agent as a person knows it (:func:`~quarl_bench.store.agent_names.row_agent_name`)."""
         count = self._connection.execute("SELECT COUNT(*) FROM results").fetchone()[0]  # other processes write too
         if self._names is not None and self._names[0] == count:
             return self._names[1]

@@ -29,7 +29,7 @@ class Algorithm:
     :param actorq_learner: ``module:Class`` of its fp32 ActorQ learner; empty: none.
     :param rollout_trainer: ``module:Class`` of its trainer on quantized rollouts; empty: none.
     :param recurrent: its policy carries a state from step to step (an LSTM): evaluation passes it on, PTQ reaches
-        it (``--state-bits``), and only ONNX exports it (:mod:`quarl_bench.recurrent`).
+        it (``--state-bits``), and only ONNX exports it (:mod:`quarl_bench.quant.recurrent`).
     """
 
     name: str

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from quarl_bench.recurrent import distribution_step, pack, started, zero_state
+from quarl_bench.quant.recurrent import distribution_step, pack, started, zero_state
 from quarl_bench.training.harden.distill import (
     ROLLOUT_ENVS,
     FineTune,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.grids import EvalSettings
+from quarl_bench.jobs.grids import EvalSettings
 
 
 @dataclass(frozen=True)
