@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.registry import Registry
 
 MIN_BITS, MAX_BITS = 2, 32
 KINDS = ("float", "int", "format")  # an IEEE cast (fp32/fp16/bf16); an integer grid; a scaled minifloat format
@@ -78,20 +79,19 @@ class Precision:
         return self.name
 
 
-_REGISTRY: dict[str, Precision] = {}
+PRECISIONS: Registry[Precision] = Registry("precision")  # integer widths are made on demand, not listed
 
 
 def register(entry: Precision) -> Precision:
     """Make ``entry`` a precision every command and grid accepts by its name."""
     if entry.kind not in KINDS:
         raise ValueError(f"bad kind {entry.kind!r} for {entry.name}: expected one of {', '.join(KINDS)}")
-    _REGISTRY[entry.name] = entry
-    return entry
+    return PRECISIONS.add(entry.name, entry)
 
 
 def names(kind: str | None = None) -> tuple[str, ...]:
     """The registered names (of one kind), in registration order; integer widths are not listed one by one."""
-    return tuple(name for name, entry in _REGISTRY.items() if kind is None or entry.kind == kind)
+    return PRECISIONS.names(kind=kind) if kind else PRECISIONS.names()
 
 
 def help_text() -> str:
@@ -106,13 +106,13 @@ def precision(value: str | int | Precision) -> Precision:
     if isinstance(value, Precision):
         return value
     text = str(value).strip().lower()
-    if text in _REGISTRY:
-        return _REGISTRY[text]
+    if text in PRECISIONS.entries:
+        return PRECISIONS.entries[text]
     digits = text[3:] if text.startswith("int") else text  # the one place a name's prefix is read
     if digits.isdigit() and MIN_BITS <= int(digits) <= MAX_BITS:
         width = int(digits)
         if width == 32:
-            return _REGISTRY["fp32"]
+            return PRECISIONS.entries["fp32"]
         return Precision(f"int{width}", "int", width, 0.0, "quarl_bench.quant.affine:grid_round_trip")
     raise QuarlError(f"bad precision '{value}': expected {help_text()}")
 

@@ -10,6 +10,7 @@ from typing import Any
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
+from quarl_bench.registry import BACKENDS, METHODS, NEAREST, ROUNDINGS
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
@@ -134,10 +135,7 @@ class QuantSpec:
             object.__setattr__(self, name, "" if value == "fp32" and not kept else value)
         if self.group_size and self.group_size not in GROUP_SIZES:
             raise QuarlError(f"bad group size {self.group_size}: expected one of {', '.join(map(str, GROUP_SIZES))}")
-        from quarl_bench.rounding import rounding_names  # the rounding registry: no torch at import
-
-        if self.ptq not in rounding_names():
-            raise QuarlError(f"bad ptq method {self.ptq!r}: expected one of {', '.join(rounding_names())}")
+        ROUNDINGS.get(self.ptq)  # refuses an unknown name, naming the registered ones
         if not 0 <= self.prune < 1:
             raise QuarlError(f"bad prune share {self.prune}: expected a share of the weights in (0, 1)")
         if self.prune_structure not in PRUNE_STRUCTURES:
@@ -275,7 +273,7 @@ def file_name(env_id: str) -> str:
 
 @dataclass(frozen=True)
 class DeployTarget:
-    """The artifact a ``deploy`` job builds: a registered backend (``quarl_bench/backend_registry.py``), which sets
+    """The artifact a ``deploy`` job builds: a registered backend (``registry.BACKENDS``), which sets
     the precision, and the calibration of a backend that calibrates (``ort-int8-static``).
 
     :param calibration_states: visited observations its activation ranges come from.
@@ -287,11 +285,7 @@ class DeployTarget:
     calibration_method: str = ""
 
     def __post_init__(self) -> None:
-        from quarl_bench.backend_registry import backend, backend_names  # the registry: no torch at import
-
-        if self.backend not in backend_names():
-            raise QuarlError(f"bad backend {self.backend!r}: expected one of {', '.join(backend_names())}")
-        if not backend(self.backend).calibrated:
+        if not BACKENDS.get(self.backend).calibrated:
             object.__setattr__(self, "calibration_states", 0)
             object.__setattr__(self, "calibration_method", "")
             return
@@ -305,9 +299,7 @@ class DeployTarget:
     @property
     def spec(self) -> QuantSpec:
         """What the artifact's numbers are: the backend's precision, nothing else set."""
-        from quarl_bench.backend_registry import backend
-
-        return QuantSpec(backend(self.backend).precision)
+        return QuantSpec(BACKENDS.get(self.backend).precision)
 
 
 def spec_identity(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> dict[str, Any]:
@@ -343,10 +335,8 @@ class Job:
     target: DeployTarget | None = None
 
     def __post_init__(self) -> None:
-        from quarl_bench.method_names import method_names  # the method registry's names (imports nothing)
-
-        if self.method not in method_names():
-            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(method_names())}")
+        if self.method not in METHODS:  # its name only: no method module is imported
+            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(METHODS.names())}")
         if (self.method == "deploy") != (self.target is not None):
             raise QuarlError(
                 f"bad deploy target {self.target} for method {self.method!r}: deploy jobs, and only they, build one"
@@ -379,11 +369,9 @@ class Job:
         if self.target is not None and self.target.calibration_states:  # rows before it: calibrated per job seed
             fields["deploy_calibration"] = "the claim's states"
         if self.spec.calibrated:
-            from quarl_bench.rounding import rounding
-
             fields["calibration"] = {"seed": CALIBRATION_SEED, "sampling": CALIBRATION_SAMPLING}
-            if self.spec.ptq != "rtn":
-                fields["calibration"]["rounding"] = rounding(self.spec.ptq).settings
+            if self.spec.ptq != NEAREST:
+                fields["calibration"]["rounding"] = ROUNDINGS.get(self.spec.ptq).settings
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         fields["episode_starts"] = EPISODE_SEEDS

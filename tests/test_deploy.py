@@ -242,10 +242,10 @@ def toy_build(name, module, sample, calibration, calibration_method, network_sta
 def test_a_backend_is_one_registration(monkeypatch) -> None:
     """What a target module does (``deploy/targets/``): one Backend, and specs, parity claims, the requirement check
     and the build dispatch take it by name."""
-    from quarl_bench import backend_registry as registry
+    from quarl_bench import registry
     from quarl_bench.deploy.parity import claimed_spec
 
-    monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
+    monkeypatch.setattr(registry.BACKENDS, "entries", dict(registry.BACKENDS.entries))
     toy = registry.Backend("toy-fp16", "fp16", "onnx", "deploy", (), f"{__name__}:toy_build", {"precision": "fp16"})
     registry.register_backend(toy)
     target = DeployTarget("toy-fp16")

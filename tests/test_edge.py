@@ -253,7 +253,7 @@ def test_a_failed_gate_writes_nothing_unless_allowed(cli, zoo: Path, tmp_path: P
 def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
     from dataclasses import replace
 
-    from quarl_bench import backend_registry as registry
+    from quarl_bench.registry import BACKENDS
 
     store = ("--store", tmp_path / "q.sqlite")
     cnn = ("--algo", "ppo", "--env", "BreakoutNoFrameskip-v4", "--folder", zoo)
@@ -263,8 +263,8 @@ def test_bad_export_input_is_one_line_and_writes_no_folder(cli, zoo: Path, tmp_p
     cartpole = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo)
     code, _, err = cli("export", *cartpole, "--backend", "tensorrt-int8", "--out", tmp_path / "trt", *store)
     assert code == 2 and "tensorrt-int8" in err and "c-int8" in err
-    missing = replace(registry.backend("litert-int8"), modules=("no_such_litert_module",))
-    monkeypatch.setitem(registry._BACKENDS, "litert-int8", missing)
+    missing = replace(BACKENDS.get("litert-int8"), modules=("no_such_litert_module",))
+    monkeypatch.setitem(BACKENDS.entries, "litert-int8", missing)
     code, _, err = cli("export", *cartpole, "--backend", "litert-int8", "--out", tmp_path / "lite", *store)
     assert code == 2 and "'edge' extra" in err and len(err.strip().splitlines()) == 1
     (tmp_path / "full").mkdir()

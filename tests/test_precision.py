@@ -46,7 +46,7 @@ def sign_round_trip(tensor: torch.Tensor, name: str) -> torch.Tensor:
 def toy_format():
     entry = registry.register(Precision("sign2", "format", 2, 0.0, f"{__name__}:sign_round_trip"))
     yield entry
-    del registry._REGISTRY["sign2"]
+    del registry.PRECISIONS.entries["sign2"]
 
 
 def test_a_registered_format_is_a_precision_like_any_other(toy_format: Precision) -> None:

@@ -16,7 +16,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import activation_grid, fake_quant
 from quarl_bench.quant.calibrated import grid_of
 from quarl_bench.quant.quantize import acting_bytes, quantize
-from quarl_bench.rounding import rounding
+from quarl_bench.registry import ROUNDINGS
 from quarl_bench.store.results import load_results
 from quarl_bench.types import Job, QuantSpec
 from quarl_bench.zoo.foreign import ModulePolicy
@@ -64,8 +64,8 @@ def test_calibrated_rounding_stays_on_the_rtn_grid_and_lowers_the_layer_error() 
     grid = grid_of(weight, spec, per_channel=False)
     rtn = fake_quant(weight, 3)
     rounded = {
-        "gptq": rounding("gptq").round(weight, inputs, grid),
-        "learned": rounding("learned-round").round(weight, inputs, grid, 0),
+        "gptq": ROUNDINGS.get("gptq").round(weight, inputs, grid),
+        "learned": ROUNDINGS.get("learned-round").round(weight, inputs, grid, 0),
     }
     for name, quantized in rounded.items():
         codes = quantized / grid[0]
@@ -274,7 +274,7 @@ def test_gptq_rescues_int4_dqn_cartpole_where_rtn_fails(cli, zoo: Path, tmp_path
 
 
 def test_a_rounding_is_one_registration_and_an_unknown_name_is_refused() -> None:
-    from quarl_bench import rounding as registry
+    from quarl_bench import registry
     from quarl_bench.types import Job
 
     with pytest.raises(QuarlError, match="bad ptq method 'adaround': expected one of rtn, gptq, learned-round$"):
@@ -292,7 +292,7 @@ def test_a_rounding_is_one_registration_and_an_unknown_name_is_refused() -> None
         weight = torch.tensor([[0.26, -0.74, 0.5, 1.0]])
         grid = grid_of(weight, spec, per_channel=True)
         assert torch.equal(
-            registry.rounding("floor-test").round(weight, None, grid), torch.floor(weight / grid[0]) * grid[0]
+            registry.ROUNDINGS.get("floor-test").round(weight, None, grid), torch.floor(weight / grid[0]) * grid[0]
         )
     finally:
-        registry._ROUNDINGS.pop("floor-test")
+        registry.ROUNDINGS.entries.pop("floor-test")

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from quarl_bench import backend_registry
 from quarl_bench import precision as registry
-from quarl_bench.backend_registry import Backend
+from quarl_bench.registry import BACKENDS, Backend
 from quarl_bench.deploy.parity import claimed_spec
 from quarl_bench.quant.activations import Range, quantize_activation
 
@@ -23,7 +22,7 @@ def recording_round_trip(x: torch.Tensor, name: str, amax: torch.Tensor | None =
 @pytest.mark.parametrize(("precision", "claimed"), [("fp16", "fp16"), ("bf16", "bf16"), ("int4", "int4")])
 def test_a_backend_without_a_claim_is_gated_against_its_own_precision(monkeypatch, precision: str, claimed: str):
     monkeypatch.setitem(
-        backend_registry._BACKENDS, "scratch", Backend("scratch", precision, "onnx", "deploy", (), "x:y")
+        BACKENDS.entries, "scratch", Backend("scratch", precision, "onnx", "deploy", (), "x:y")
     )
     spec = claimed_spec("scratch")
     assert spec.precision == claimed and not spec.act_bits  # not W8A8
@@ -37,7 +36,7 @@ def test_int8_backends_still_claim_w8a8() -> None:
 @pytest.mark.parametrize("tensor_scaled", [True, False])
 def test_a_new_format_takes_calibrated_ranges_when_it_is_scaled_per_tensor(monkeypatch, tensor_scaled: bool) -> None:
     entry = registry.Precision("fp8-new", "format", 8, 0.0, f"{__name__}:recording_round_trip", "", tensor_scaled)
-    monkeypatch.setitem(registry._REGISTRY, "fp8-new", entry)
+    monkeypatch.setitem(registry.PRECISIONS.entries, "fp8-new", entry)
     SEEN.clear()
     quantize_activation(torch.ones(3), "fp8-new", Range(torch.tensor(-2.0), torch.tensor(5.0)))
     assert ([torch.tensor(5.0)] if tensor_scaled else [None]) == SEEN

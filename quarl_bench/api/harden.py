@@ -305,15 +305,14 @@ def backend_target(backend: str, given: dict[str, object]) -> QuantSpec:
     :raises QuarlError: in one line, for an unknown backend, one whose artifact has nothing to harden for (fp32,
         fp16), or a given flag that contradicts its claim.
     """
-    from quarl_bench.backend_registry import backend as registered
-    from quarl_bench.backend_registry import backend_names
+    from quarl_bench.registry import BACKENDS
     from quarl_bench.deploy.parity import claimed_spec
     from quarl_bench.precision import precision
 
-    registered(backend)  # an unknown name: one line naming the registered ones
+    BACKENDS.get(backend)  # an unknown name: one line naming the registered ones
     claim = claimed_spec(backend)
     if not precision(claim.precision).is_int:
-        integer = [name for name in backend_names() if precision(claimed_spec(name).precision).is_int]
+        integer = [name for name in BACKENDS.names() if precision(claimed_spec(name).precision).is_int]
         raise QuarlError(
             f"bad --for {backend}: its artifact runs at {claim.precision}, which has no claim to harden for; "
             f"expected one of {', '.join(integer)}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from quarl_bench.errors import QuarlError, note
 from quarl_bench.extras import require
-from quarl_bench.method_names import PTQ_METHODS
+from quarl_bench.registry import PTQ_METHODS
 
 
 @dataclass

@@ -26,11 +26,11 @@ def check_c_prefix(prefix: str, backend: str) -> None:
 
     :raises QuarlError: in one line, naming the bad value and what is accepted.
     """
-    from quarl_bench.backend_registry import backend as registered
+    from quarl_bench.registry import BACKENDS
     from quarl_bench.deploy.c_source import CNames
     from quarl_bench.errors import QuarlError
 
-    if prefix and registered(backend).kind != "c":
+    if prefix and BACKENDS.get(backend).kind != "c":
         raise QuarlError(f"bad --c-prefix for backend {backend}: it names C symbols, expected a c-* backend")
     CNames(prefix)
 

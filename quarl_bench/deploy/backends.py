@@ -1,5 +1,5 @@
 """Deployment artifacts: what a backend builds (:class:`Artifact`), how a backend is built by name
-(:func:`build`, through the backend registry ``backend_registry.py`` and its modules ``deploy/targets/``), how an
+(:func:`build`, through the backend registry ``registry.BACKENDS`` and its modules ``deploy/targets/``), how an
 artifact runs (:func:`runner`), and the builders several backends share (ONNX Runtime's int8 quantizers, the edge
 and C artifacts).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quarl_bench.backend_registry import backend as registered
+from quarl_bench.registry import BACKENDS
 from quarl_bench.errors import QuarlError
 
 FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy.ts.pt", "tflite": "policy.tflite", "pte": "policy.pte"}
@@ -68,7 +68,7 @@ def require_backend(name: str) -> None:
     """
     import importlib.util
 
-    entry = registered(name)
+    entry = BACKENDS.get(name)
     for module in entry.modules:
         if importlib.util.find_spec(module) is None:
             raise QuarlError(
@@ -98,11 +98,11 @@ def build(
         normalisation): backends with ``w8a8_states`` (``litert-int8``, ``executorch-int8``, ``c-int8``) take them.
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
-    from quarl_bench.backend_registry import onnx_capable
+    from quarl_bench.registry import onnx_capable
     from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
 
     require_backend(name)
-    entry = registered(name)
+    entry = BACKENDS.get(name)
     if entry.torch_only and isinstance(module, GraphPolicy):
         raise QuarlError(
             f"backend {name} needs a torch policy, and this ONNX policy is played as its own graph: "
@@ -129,7 +129,7 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
     from quarl_bench.deploy import edge
     from quarl_bench.deploy.mlp import normalized
 
-    entry = registered(backend)
+    entry = BACKENDS.get(backend)
     int8 = entry.precision == "int8"
     if entry.precision != "fp32" and (network_states is None or not len(network_states)):
         raise QuarlError(f"{backend} needs calibration states: none were given")

@@ -42,9 +42,9 @@ def claimed_spec(backend: str, image: bool = False) -> QuantSpec:
     quantizes). A backend registered without a claim is never gated against a precision it does not run at."""
     from dataclasses import replace
 
-    from quarl_bench.backend_registry import backend as registered
+    from quarl_bench.registry import BACKENDS
 
-    entry = registered(backend)
+    entry = BACKENDS.get(backend)
     if entry.claims is not None:
         return QuantSpec(**entry.claims)
     if entry.precision != "int8":

@@ -21,10 +21,10 @@ from quarl_bench.quant.recurrent import split
 
 def refuse_stateless(backend: str, carries_state: bool) -> None:
     """:raises QuarlError: when ``backend`` cannot carry a recurrent policy's state."""
-    from quarl_bench.backend_registry import backend_names
+    from quarl_bench.registry import BACKENDS
 
     if not carries_state:
-        able = ", ".join(backend_names(carries_state=True))
+        able = ", ".join(BACKENDS.names(carries_state=True))
         raise QuarlError(
             f"backend {backend} cannot carry a recurrent policy's LSTM state: expected one of {able} "
             "(state inputs and outputs)"

@@ -181,7 +181,7 @@ def load_study(path: str | Path) -> Study:
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
     from quarl_bench.config import grid_file, missing_grid
-    from quarl_bench.method_names import method_names
+    from quarl_bench.registry import METHODS
     from quarl_bench.zoo.envs import env_with_packages
 
     path = grid_file(path)
@@ -192,9 +192,9 @@ def load_study(path: str | Path) -> Study:
     episodes = int(data.get("episodes", 100))
     seeds = [int(s) for s in data.get("seeds", [0])]
     method = str(data.get("method", "ptq"))
-    if method not in method_names():
+    if method not in METHODS.names():
         raise QuarlError(
-            f"bad method {method!r} in {path}: expected a registered method, one of {', '.join(method_names())}"
+            f"bad method {method!r} in {path}: expected a registered method, one of {', '.join(METHODS.names())}"
         )
     cells: list[GridCell] = []
     for block in data.get("grid", []):

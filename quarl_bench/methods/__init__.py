@@ -4,5 +4,5 @@
 cache); ``rollout`` and ``actorq`` runs make their own agent; ``fidelity`` stores side rows; certification is a
 driver over ordinary PTQ jobs (``certify/driver.py``). Evaluating an agent is shared
 (``agent_evaluation.AgentEvaluation``). A new method is one module: its config, its handler,
-``@register(ItsConfig)``, and its line in ``method_names.METHOD_MODULES``.
+``@register(ItsConfig)``, and its line in ``registry.METHODS``.
 """

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from quarl_bench.backend_registry import W8A8_BACKENDS
+from quarl_bench.registry import BACKENDS
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, DeployTarget, EvalResult, Job, QuantSpec
@@ -146,7 +146,7 @@ def built_artifact(
     env.close()
     module = deployable(agent.model.policy, raw.observation_space, normalizer)
     network_states = None
-    if target.backend in W8A8_BACKENDS:
+    if target.backend in BACKENDS.names(w8a8_states=True):
         from quarl_bench.evaluation.calibration import visited_states
 
         network_states = visited_states(agent.model.policy, agent.make_env, DEFAULT_CALIBRATION_STATES)
@@ -198,7 +198,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
         "calibration": {"states": target.calibration_states, "method": target.calibration_method}
         if calibration is not None
         else W8A8_CALIBRATION
-        if target.backend in W8A8_BACKENDS
+        if target.backend in BACKENDS.names(w8a8_states=True)
         else None,
         "graph": int8_weight_summary(artifact) if artifact.kind == "onnx" else {},
         "threads": 1,

@@ -9,13 +9,12 @@ only, so a new method is one module: its config, its handler, and ``@register(It
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.method_names import METHOD_MODULES, REGISTERED, method_names
+from quarl_bench.registry import METHODS
 
 if TYPE_CHECKING:
     from quarl_bench.types import AgentRef, EvalResult, Job
@@ -87,8 +86,8 @@ def register(config_type: type, named: bool = True) -> Callable[[type], type]:
     def decorate(handler_class: type) -> type:
         _HANDLERS[config_type] = handler_class()
         method = getattr(config_type, "method", None)
-        if named and method and method not in REGISTERED:
-            REGISTERED[method] = config_type
+        if named and method and method not in METHODS.entries:
+            METHODS.add(method, config_type)
         return handler_class
 
     return decorate
@@ -105,17 +104,13 @@ def register_evaluator(method: str) -> Callable[[Callable[..., EvalResult]], Cal
     return decorate
 
 
-def _import_method(method: str) -> None:
-    if method in METHOD_MODULES and method not in REGISTERED and method not in _EVALUATORS:
-        importlib.import_module(METHOD_MODULES[method])
-
-
 def evaluator(method: str) -> Callable[..., EvalResult]:
     """How one job of spec method ``method`` is evaluated on a loaded agent (its registered evaluator, else PTQ's)."""
-    _import_method(method)
+    if method not in _EVALUATORS:
+        METHODS.load(method)
     if method in _EVALUATORS:
         return _EVALUATORS[method]
-    importlib.import_module(METHOD_MODULES["ptq"])
+    METHODS.load("ptq")
     return _EVALUATORS["ptq"]
 
 
@@ -124,10 +119,7 @@ def config_type(method: str) -> type:
 
     :raises QuarlError: naming the method and the registered ones.
     """
-    _import_method(method)
-    if method not in REGISTERED:
-        raise QuarlError(f"no method named {method!r} is registered: expected one of {', '.join(method_names())}")
-    return REGISTERED[method]
+    return METHODS.get(method)
 
 
 def handler(config: Any) -> Handler:
@@ -137,10 +129,10 @@ def handler(config: Any) -> Handler:
     """
     kind = type(config)
     if kind not in _HANDLERS:
-        _import_method(getattr(kind, "method", ""))
+        METHODS.load(getattr(kind, "method", ""))
     if kind not in _HANDLERS:
         raise QuarlError(
             f"no method handles a {kind.__name__}: expected the config of a registered method, one of "
-            f"{', '.join(method_names())}"
+            f"{', '.join(METHODS.names())}"
         )
     return _HANDLERS[kind]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import help_text, parse_precision
-from quarl_bench.rounding import rounding_names
+from quarl_bench.registry import ROUNDINGS
 from quarl_bench.types import (
     ACT_CALIBRATION_METHODS,
     CALIBRATION_METHODS,
@@ -230,7 +230,7 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
         )
     parser.add_argument("--group-size", type=group_size, default=0, help="integer weights: one grid per G inputs")
     parser.add_argument(
-        "--ptq", choices=rounding_names(), default="rtn", help="weight rounding: nearest, GPTQ or learned (AdaRound)"
+        "--ptq", choices=ROUNDINGS.names(), default="rtn", help="weight rounding: nearest, GPTQ or learned (AdaRound)"
     )
     parser.add_argument(
         "--prune", type=prune_share, default=0.0, metavar="SHARE", help="zero this share of acting weights first"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.backend_registry import BACKENDS
+from quarl_bench.registry import BACKENDS
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -23,10 +23,10 @@ def add_deploy(commands: Subcommands) -> None:
     deploy.add_argument(
         "--backend",
         nargs="+",
-        choices=BACKENDS,
+        choices=BACKENDS.names(),
         metavar="B",
         default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static"],
-        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)",
+        help=f"one or more of {', '.join(BACKENDS.names())} (torch-fp32, the reference, always runs)",
     )
     add_calibration(deploy)
     add_evaluation(deploy, "backend")
@@ -39,7 +39,7 @@ def add_export(commands: Subcommands) -> None:
     )
     export.set_defaults(handler=handler("deploy:export"))
     add_agent(export, hub=False)
-    export.add_argument("--backend", required=True, choices=BACKENDS, metavar="B", help=f"one of {', '.join(BACKENDS)}")
+    export.add_argument("--backend", required=True, choices=BACKENDS.names(), metavar="B", help=f"one of {', '.join(BACKENDS.names())}")
     add_calibration(export)
     export.add_argument(
         "--out", type=Path, required=True, help="artifact folder to write (new or empty), e.g. policy-c-int8/"
@@ -86,10 +86,10 @@ def add_table4(commands: Subcommands) -> None:
     table4.add_argument(
         "--backend",
         nargs="+",
-        choices=BACKENDS,
+        choices=BACKENDS.names(),
         metavar="B",
         default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static", "torchao-int8"],
-        help=f"one or more of {', '.join(BACKENDS)} (torch-fp32, the reference, always runs)",
+        help=f"one or more of {', '.join(BACKENDS.names())} (torch-fp32, the reference, always runs)",
     )
     table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default 1000)")
     add_store(table4)

@@ -21,7 +21,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.activations import record_tensors
 from quarl_bench.quant.affine import as_groups, from_groups, group_grid, quant_step
 from quarl_bench.quant.layers import acting_layers
-from quarl_bench.rounding import rounding
+from quarl_bench.registry import ROUNDINGS
 from quarl_bench.types import QuantSpec
 
 MAX_ROWS = 32_768  # input rows per layer (a convolution has one per output position): a seeded sample beyond this
@@ -65,7 +65,7 @@ def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray, p
 
     :param per_channel_of: ``is_conv -> bool``, the spec's granularity for a layer.
     """
-    algorithm = rounding(spec.ptq)
+    algorithm = ROUNDINGS.get(spec.ptq)
     names = []
     for index, (name, layer) in enumerate(acting_layers(policy)):
         if not isinstance(layer, nn.Linear) and not (isinstance(layer, nn.Conv2d) and layer.groups == 1):

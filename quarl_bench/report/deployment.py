@@ -8,7 +8,7 @@ import math
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from quarl_bench.backend_registry import INT8_BACKENDS
+from quarl_bench.registry import BACKENDS
 from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.plots import file_label
@@ -139,7 +139,7 @@ def table4_comparison(timings: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFram
         if "torch-fp32" not in by_backend.index:
             continue
         fp32 = by_backend.loc["torch-fp32"]
-        int8 = by_backend[by_backend.index.isin(INT8_BACKENDS)]
+        int8 = by_backend[by_backend.index.isin(BACKENDS.names(precision="int8"))]
         best = int8.loc[int8["p50_ms"].idxmin()] if len(int8) else nothing
         # like with like: the fastest int8 file against its own runtime's fp32 file
         base_name = fp32_file_of(str(best.name)) if best.name in by_backend.index else "ort-fp32"

@@ -142,7 +142,7 @@ def cell_config(cell: GridCell) -> Any:
     :raises QuarlError: for a method that is not registered, or one a grid cannot plan.
     """
     from quarl_bench.errors import QuarlError
-    from quarl_bench.method_names import PTQ_METHODS
+    from quarl_bench.registry import PTQ_METHODS
     from quarl_bench.methods.protocol import config_type
 
     if cell.method in PTQ_METHODS:

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from quarl_bench.precision import precision
-from quarl_bench.rounding import NEAREST, rounding_label
+from quarl_bench.registry import NEAREST, ROUNDINGS
 from quarl_bench.types import DeployTarget, QuantSpec, spec_identity
 
 MX_METHOD = "MX (mxfp8/6/4)"
@@ -73,7 +73,7 @@ def weight_method(spec: QuantSpec) -> str | None:
         if not plain:
             return None
         return MX_METHOD if number.ladder == "MX" else spec.precision
-    rounding = rounding_label(spec.ptq)
+    rounding = ROUNDINGS.get(spec.ptq).label
     grid = f"group {spec.group_size}" if spec.group_size else "per-channel" if spec.granularity == "per-channel" else ""
     rest = [spec.granularity] if spec.granularity not in ("auto", "per-channel") else []
     rest += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
@@ -114,7 +114,7 @@ def legend_family(spec: QuantSpec) -> str:
     if spec.prune:
         return "pruned"
     if spec.ptq != NEAREST:
-        return rounding_label(spec.ptq)
+        return ROUNDINGS.get(spec.ptq).label
     if spec.activations:
         return "activations"
     if spec.group_size:

@@ -9,6 +9,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from quarl_bench.registry import Registry
+
 BOTH = ("discrete", "continuous")
 
 
@@ -57,7 +59,8 @@ def _load(path: str) -> Any:
 _ROLLOUTS = "quarl_bench.training.quantized_rollouts"
 _SB3, _CONTRIB = "stable_baselines3", "sb3_contrib"
 # fmt: off
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
+ALGORITHMS: Registry[Algorithm] = Registry("algorithm")
+for _entry in (
     Algorithm("a2c", True, BOTH, "sampling", f"{_SB3}.common.policies", rollout_trainer=f"{_ROLLOUTS}:RolloutA2C"),
     Algorithm("ppo", True, BOTH, "sampling", f"{_SB3}.common.policies", rollout_trainer=f"{_ROLLOUTS}:RolloutPPO"),
     Algorithm("dqn", False, ("discrete",), "epsilon-greedy", f"{_SB3}.dqn.policies", actorq_learner=f"{_SB3}:DQN"),
@@ -72,22 +75,20 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ppo_lstm", True, BOTH, "sampling", f"{_CONTRIB}.common.recurrent.policies", recurrent=True),
     # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
     Algorithm("d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"),
-)}
+):
+    ALGORITHMS.add(_entry.name, _entry)
 # fmt: on
 
 
 def algorithm(name: str) -> Algorithm:
-    return ALGORITHMS[name]
+    """The algorithm ``name``; an unknown name is refused, naming the registered ones."""
+    return ALGORITHMS.get(name)
 
 
-def names(**facts: Any) -> tuple[str, ...]:
-    """The algorithms whose facts match ``facts`` (``zoo=True``, ``on_policy=False``, ...), in table order."""
-    return tuple(a.name for a in ALGORITHMS.values() if all(getattr(a, k) == v for k, v in facts.items()))
-
-
+names = ALGORITHMS.names  # the algorithms whose facts match (``zoo=True``, ``on_policy=False``, ...), in table order
 ALGOS = names(zoo=True)  # what --algo, grids and zoo folders accept
 OFF_POLICY = names(on_policy=False)
 EPSILON_GREEDY = names(exploration="epsilon-greedy")
 RECURRENT = names(recurrent=True)
-ACTORQ_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.actorq_learner)
-ROLLOUT_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.rollout_trainer)
+ACTORQ_ALGOS = tuple(a.name for a in ALGORITHMS.entries.values() if a.actorq_learner)
+ROLLOUT_ALGOS = tuple(a.name for a in ALGORITHMS.entries.values() if a.rollout_trainer)

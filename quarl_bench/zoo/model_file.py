@@ -23,7 +23,7 @@ def algo_of_zip(data: dict[str, Any], path: Path) -> str:
     """
     policy_class = data.get("policy_class")
     module = policy_class.get("__module__", "") if isinstance(policy_class, dict) else ""
-    savers = [a for a in ALGORITHMS.values() if a.zoo and a.policy_module == module]
+    savers = [a for a in ALGORITHMS.entries.values() if a.zoo and a.policy_module == module]
     if not savers:
         raise QuarlError(
             f"cannot tell which algorithm saved {str(path)!r} (policy class module {module or 'missing'!r}): "

@@ -6,7 +6,7 @@ kernels: the deploy path of agents hardened for int4."""
 
 from __future__ import annotations
 
-from quarl_bench.backend_registry import Backend, register_backend
+from quarl_bench.registry import Backend, register_backend
 from quarl_bench.types import DEFAULT_CALIBRATION_STATES
 
 BUILD = "quarl_bench.deploy.backends:build_edge"

@@ -3,7 +3,7 @@ is calibrated on the W8A8 fake-quant policy's calibration states."""
 
 from __future__ import annotations
 
-from quarl_bench.backend_registry import Backend, register_backend
+from quarl_bench.registry import Backend, register_backend
 
 EXECUTORCH = ("executorch",)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.backend_registry import Backend, register_backend
+from quarl_bench.registry import Backend, register_backend
 
 ORT = ("onnx", "onnxruntime")
 

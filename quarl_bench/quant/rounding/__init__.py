@@ -1,1 +1,1 @@
-"""PTQ rounding algorithms, one module each, registered with :func:`quarl_bench.rounding.register_rounding`."""
+"""PTQ rounding algorithms, one module each, registered with :func:`quarl_bench.registry.register_rounding`."""
