@@ -21,8 +21,8 @@ from pathlib import Path
 from quarl_bench import ActorQConfig, ResultStore, run_actorq
 from quarl_bench.actorq.driver import actorq_result, degenerate
 from quarl_bench.actorq.metrics import breakdown
-from quarl_bench.zoo.devices import training_device
 from quarl_bench.report.actorq import actorq_runs, speedup_table
+from quarl_bench.zoo.devices import training_device
 
 
 def main() -> None:

@@ -161,8 +161,8 @@ def test_a_run_that_trained_nothing_is_refused_and_never_becomes_a_speed_up(monk
     import quarl_bench.methods.actorq as handler_module
     from quarl_bench.actorq.driver import RunOutcome, actorq_result, degenerate
     from quarl_bench.errors import QuarlError
-    from quarl_bench.report.actorq import actorq_runs
     from quarl_bench.jobs.work import Work
+    from quarl_bench.report.actorq import actorq_runs
 
     config = ActorQConfig(algo="dqn", env_id="CartPole-v1", n_actors=1, max_seconds=1.0)
     idle = RunOutcome(wall_seconds=61.0, learner={"per_actor": {"0": 0}, "updates": 0}, final_rewards=[9.0])

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from quarl_bench.store.agent_names import agent_name
 from quarl_bench.api import AgentQuery, resolve
 from quarl_bench.errors import QuarlError
+from quarl_bench.store.agent_names import agent_name
 from quarl_bench.store.provenance import agent_provenance
 from quarl_bench.zoo.agents import load_agent
 

@@ -113,9 +113,11 @@ def test_an_interrupted_certification_continues_from_its_stored_batches(cli, zoo
     common = ("certify", *AGENT, "--folder", zoo, "--bits", "int6", "--store", store, "--tolerance-abs", "1000")
     code, _, err = cli(*common, "--max-episodes", "20", "--batch", "10")
     assert code == 0, err
+    assert "[1/1] questions: " in err and " elapsed" in err  # progress, one line per answer when redirected
     first = load_results(store).set_index("key")["created_at"]
     code, out, err = cli(*common, "--max-episodes", "40", "--batch", "10", "--json")
     assert code == 0, err
+    assert "questions:" not in err  # --json prints the answer only
     again = load_results(store).set_index("key")["created_at"]
     assert (again.loc[first.index] == first).all()  # the batches already stored were not played again
     assert json.loads(out)["verdicts"][0]["verdict"] == "safe"  # |difference| <= 500 < 1000

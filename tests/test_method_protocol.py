@@ -12,12 +12,12 @@ import pytest
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.jobs.grids import EvalSettings
+from quarl_bench.jobs.work import Work
 from quarl_bench.methods.protocol import handler, register
 from quarl_bench.run.executors import make_executor, run_all
 from quarl_bench.run.runner import run_work
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult, Job, QuantSpec
-from quarl_bench.jobs.work import Work
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from quarl_bench import precision as registry
-from quarl_bench.registry import BACKENDS, Backend
 from quarl_bench.deploy.parity import claimed_spec
 from quarl_bench.quant.activations import Range, quantize_activation
+from quarl_bench.registry import BACKENDS, Backend
 
 SEEN: list[object] = []
 
@@ -21,9 +21,7 @@ def recording_round_trip(x: torch.Tensor, name: str, amax: torch.Tensor | None =
 
 @pytest.mark.parametrize(("precision", "claimed"), [("fp16", "fp16"), ("bf16", "bf16"), ("int4", "int4")])
 def test_a_backend_without_a_claim_is_gated_against_its_own_precision(monkeypatch, precision: str, claimed: str):
-    monkeypatch.setitem(
-        BACKENDS.entries, "scratch", Backend("scratch", precision, "onnx", "deploy", (), "x:y")
-    )
+    monkeypatch.setitem(BACKENDS.entries, "scratch", Backend("scratch", precision, "onnx", "deploy", (), "x:y"))
     spec = claimed_spec("scratch")
     assert spec.precision == claimed and not spec.act_bits  # not W8A8
 

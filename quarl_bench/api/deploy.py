@@ -30,10 +30,10 @@ def run_deploy(
 ) -> list[dict[str, Any]]:
     """Build, play, time and weigh each deployment backend's artifact (torch-fp32, the reference, always); a
     backend that cannot run here is reported through ``on_error(backend, reason)`` and the others still run."""
-    from quarl_bench.methods.deploy import DeployConfig
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.runner import run_work
     from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.deploy import DeployConfig
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
 
     store.check()
     driver = driver_provenance()
@@ -281,8 +281,8 @@ def certify_artifact(
     from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.certify.driver import certify_all
     from quarl_bench.certify.plan import FP32, CertifyRequest, Ladder, Question
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.executors import make_executor
+    from quarl_bench.store.provenance import driver_provenance
 
     config = config or CertifyConfig(max_episodes=200)
     store.check()
@@ -387,8 +387,8 @@ def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec
 
     :raises QuarlError: in one line, naming the backends an ONNX policy exports to.
     """
-    from quarl_bench.registry import onnx_capable
     from quarl_bench.deploy.export import GraphPolicy
+    from quarl_bench.registry import onnx_capable
 
     if not isinstance(module, GraphPolicy) or not claimed.activations:
         return
@@ -417,8 +417,8 @@ def time_table4(
     from quarl_bench.deploy.machine import load_record, load_text
     from quarl_bench.deploy.synthetic import machine, time_policy, timing_key
     from quarl_bench.errors import note
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.report.deployment import table4_comparison
+    from quarl_bench.store.provenance import driver_provenance
 
     store.check()
     host, driver = machine(), driver_provenance()

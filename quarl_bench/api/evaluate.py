@@ -110,10 +110,10 @@ def run_ptq(
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate the agent at fp32 and each spec (stored jobs reused unless ``force``); the stored rows."""
-    from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.runner import run_work
     from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.ptq import PTQConfig
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
 
     store.check()
     refuse_unfit_specs(ref, specs)
@@ -138,11 +138,11 @@ def run_sensitivity(
 ) -> list[dict[str, Any]]:
     """Each acting layer quantized alone at each of ``bits`` (the others fp32), next to the fp32 reference; the
     stored rows. ``on_plan(layers, evaluations)`` before the first evaluation."""
+    from quarl_bench.jobs.work import Work
     from quarl_bench.methods.mixed import sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.runner import run_work
-    from quarl_bench.jobs.work import Work
+    from quarl_bench.store.provenance import driver_provenance
 
     store.check()
     refuse_per_layer(ref, "sensitivity")
@@ -257,12 +257,12 @@ def search_mixed(
 
     from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.jobs.grids import EvalSettings
+    from quarl_bench.jobs.work import Work
     from quarl_bench.methods.mixed import greedy_allocation, rank_layers, sensitivity_specs
     from quarl_bench.methods.ptq import PTQConfig
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.report.layers import sensitivity_frame
     from quarl_bench.run.runner import run_work
-    from quarl_bench.jobs.work import Work
+    from quarl_bench.store.provenance import driver_provenance
 
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
     config = replace(certify or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])
@@ -308,10 +308,10 @@ def measure_fidelity(
     """Play the fp32 and each quantized policy side by side from the same seeds (one episode per env) and store,
     per episode, the first step whose greedy actions differ and the first whose observations part by more than
     ``threshold`` (``methods/fidelity.py``); returns the stored fidelity rows of these jobs."""
-    from quarl_bench.methods.fidelity import FidelityConfig
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.runner import run_work
     from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.fidelity import FidelityConfig
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
 
     store.check()
     refuse_unfit_specs(ref, specs)
@@ -358,10 +358,12 @@ def certify_requests(
     on_verdict: Callable[[AgentRef, Any], None] | None = None,
     force: bool = False,
     executor: Any = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Any]:
     """Certify many agents side by side (``certify_driver.certify_all``) on ``executor`` (default: this process);
     one :class:`~quarl_bench.certify.result.Certification` per request, in order.
-    ``on_verdict(agent, verdict)`` as each verdict is decided or found stored."""
+    ``on_verdict(agent, verdict)`` as each verdict is decided or found stored; ``on_progress(done, total)`` as each
+    question is answered or left unasked."""
     from quarl_bench.certify.driver import certify_all
     from quarl_bench.certify.result import Certification, Verdict
     from quarl_bench.errors import note
@@ -379,7 +381,7 @@ def certify_requests(
             )
 
     executor = executor or make_executor("local", store, 1)
-    outcomes = certify_all(list(requests), store, executor, driver, force=force, on_verdict=decided)
+    outcomes = certify_all(list(requests), store, executor, driver, force, decided, on_progress)
     results = []
     for outcome in outcomes:
         scale = outcome.scale

@@ -86,11 +86,11 @@ def harden_agent(
     :param out: ``.zip`` (``.onnx`` for a torch module); None: the cache, where a run already made is reused.
     :raises QuarlError: for a bad spec, budget, recipe or output path, before anything is written.
     """
-    from quarl_bench.methods.harden import HardenConfig, default_out
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.runner import run_work
-    from quarl_bench.training.harden.recipes import Recipe, parse_recipe
     from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.harden import HardenConfig, default_out
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
+    from quarl_bench.training.harden.recipes import Recipe, parse_recipe
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()
@@ -305,9 +305,9 @@ def backend_target(backend: str, given: dict[str, object]) -> QuantSpec:
     :raises QuarlError: in one line, for an unknown backend, one whose artifact has nothing to harden for (fp32,
         fp16), or a given flag that contradicts its claim.
     """
-    from quarl_bench.registry import BACKENDS
     from quarl_bench.deploy.parity import claimed_spec
     from quarl_bench.precision import precision
+    from quarl_bench.registry import BACKENDS
 
     BACKENDS.get(backend)  # an unknown name: one line naming the registered ones
     claim = claimed_spec(backend)

@@ -20,10 +20,10 @@ def run_rollouts(
     """Train and store every quantized-rollout run (``methods.rollout.RolloutConfig``) the store lacks (all with
     ``force``), on local processes or a Ray cluster; the stored rows of all of them, in order."""
     from quarl_bench.jobs.grids import EvalSettings
-    from quarl_bench.methods.rollout import job_for
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.executors import make_executor, run_all
     from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.rollout import job_for
+    from quarl_bench.run.executors import make_executor, run_all
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()

@@ -72,9 +72,9 @@ def plan_sweep(
     """
     from quarl_bench.jobs.grids import load_study, select
     from quarl_bench.methods.protocol import handler
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.run.executors import default_workers
     from quarl_bench.run.runner import cell_config, plan
+    from quarl_bench.store.provenance import driver_provenance
 
     study = load_study(grid)
     cells = with_eval_seeds(select(study.cells, algos, envs, bits, episodes), eval_seeds)
@@ -132,9 +132,9 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
     Each PTQ agent is resolved (its files hashed) once, not once per cell.
     """
     from quarl_bench.jobs.grids import EvalSettings, build_jobs
+    from quarl_bench.jobs.work import Work
     from quarl_bench.methods.protocol import handler
     from quarl_bench.run.runner import cell_agent, cell_config
-    from quarl_bench.jobs.work import Work
 
     agents: dict[tuple[str, str, str], Any] = {}
 

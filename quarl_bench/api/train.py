@@ -12,9 +12,9 @@ from quarl_bench.types import AgentRef
 def run_qat(config: Any, settings: Any, store: Any, cache: Path | None = None) -> list[dict[str, Any]]:
     """Train (or find in the cache) the QAT agent of ``config`` (``methods.qat.QATConfig``) and evaluate it next to
     its fp32 reference job; the stored rows, the QAT row last."""
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.runner import run_work
     from quarl_bench.jobs.work import Work
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()
@@ -30,9 +30,9 @@ def run_amp(
 ) -> list[dict[str, Any]]:
     """Train each mixed-precision config (``methods.amp.AmpConfig``; the cache's when it has it), timed per
     update, and evaluate its agent; one stored row per config, in order."""
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.run.runner import run_work
     from quarl_bench.jobs.work import Work
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()
@@ -59,12 +59,12 @@ def run_actorq_runs(
     :raises QuarlError: when a run's learner fails (the evaluations it made are stored first).
     """
     from quarl_bench.actorq.driver import already_stored, job_for
-    from quarl_bench.zoo.devices import training_device
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.jobs.ray_cluster import ray_log_path
+    from quarl_bench.jobs.work import Work
     from quarl_bench.run.runner import run_work
     from quarl_bench.store import ResultStore
-    from quarl_bench.jobs.work import Work
+    from quarl_bench.store.provenance import driver_provenance
+    from quarl_bench.zoo.devices import training_device
 
     for config in configs:  # a bad algo/env pair or learner device fails before any run starts
         config.env_spaces()

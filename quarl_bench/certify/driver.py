@@ -28,11 +28,11 @@ from quarl_bench.certify.plan import (
 )
 from quarl_bench.certify.result import VERDICT_FIELDS
 from quarl_bench.errors import QuarlError
+from quarl_bench.jobs.work import Work
 from quarl_bench.methods.agent_evaluation import PlannedJobs
 from quarl_bench.run.executors import Executor
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, Job, spec_identity
-from quarl_bench.jobs.work import Work
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,13 @@ class Decided:
     row: dict[str, Any]
     reused: bool
     family: str
+
+
+@dataclass(frozen=True)
+class Unasked:
+    """The questions a walk leaves unasked when it stops (they count as done for progress)."""
+
+    count: int
 
 
 @dataclass
@@ -70,6 +77,12 @@ class _Walk:
 
 
 VerdictCallback = Callable[[int, Decided], None]
+ProgressCallback = Callable[[int, int], None]  # (questions done or left unasked, questions in all)
+
+
+def question_count(requests: list[CertifyRequest]) -> int:
+    """The questions of every request's ladders: what a certification's progress counts."""
+    return sum(len(ladder.questions) for request in requests for ladder in request.ladders)
 
 
 def certify_all(
@@ -79,18 +92,27 @@ def certify_all(
     driver: dict[str, Any],
     force: bool = False,
     on_verdict: VerdictCallback | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> list[Outcome]:
     """Certify every request's ladders, evaluating the batches the store lacks on ``executor`` (closed at the end)
     and storing each verdict as it is decided; with ``force`` stored verdicts are decided again (stored rows are
     always reused: they are the same seeded episodes).
 
     :param on_verdict: called with the request's index and each verdict as it is decided or found.
+    :param on_progress: called with the questions answered or left unasked so far, and the total.
     :raises QuarlError: for bad settings (before anything runs), or a batch that failed (a return outside the
         bounds): the first such error ends the run, with the verdicts decided so far stored.
     """
     certifiers = [Certifier(r.ref, r.settings, r.baseline) for r in requests]  # bad settings: before any work
     outcomes = [Outcome(request, certifier) for request, certifier in zip(requests, certifiers, strict=True)]
     waiting: dict[str, list[_Walk]] = {}
+    total, done = question_count(requests), 0
+
+    def count(questions: int) -> None:
+        nonlocal done
+        done += questions
+        if on_progress:
+            on_progress(done, total)
 
     def rows_of(need: Need) -> dict[str, Any]:
         found = {job.key: store.get(job.key) for job in need.jobs}
@@ -114,6 +136,11 @@ def certify_all(
                 outcomes[walk.request].decided.append(message)
                 if on_verdict:
                     on_verdict(walk.request, message)
+                count(1)
+                sent = None
+                continue
+            if isinstance(message, Unasked):
+                count(message.count)
                 sent = None
                 continue
             missing = [job for job in dict.fromkeys(message.jobs) if not store.has(job.key)]
@@ -173,7 +200,7 @@ def ladder_walk(
     store: ResultStore,
     driver: dict[str, Any],
     force: bool,
-) -> Generator[Need | Decided, Any, None]:
+) -> Generator[Need | Decided | Unasked, Any, None]:
     """One ladder's questions in order: a stored verdict is reused (and decides the walk as it did then), another
     is decided on batches; a walk that ``stops`` ends at its first answer that is not safe, or with
     ``every_width`` goes on with its later answers marked exploratory (the fixed-sequence argument that bounds a
@@ -182,6 +209,7 @@ def ladder_walk(
     stopped = False
     for index, question in enumerate(ladder.questions):
         if stopped and not settings.every_width:
+            yield Unasked(len(ladder.questions) - index)
             return
         key = verdict_key(
             request.ref,

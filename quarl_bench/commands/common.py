@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
-from quarl_bench.store.agent_names import ref_title
 from quarl_bench.errors import QuarlError
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
+from quarl_bench.store.agent_names import ref_title
 
 
 def agent_query(args: argparse.Namespace):
@@ -76,3 +77,17 @@ def existing_store(path: Path | None) -> Path:
     if not Path(path).is_file():
         raise QuarlError(f"no results store at {str(path)!r}: run `quarl-bench run` or `sweep` first, or pass --store")
     return Path(path)
+
+
+@contextmanager
+def certify_progress(requests: list, quiet: bool = False) -> Iterator[Callable[[int, int], None] | None]:
+    """Certification's progress over its questions (a bar on a terminal, a line per answer when redirected); None
+    when ``quiet`` (``--json``)."""
+    from quarl_bench.certify.driver import question_count
+    from quarl_bench.progress import progress
+
+    if quiet:
+        yield None
+        return
+    with progress(question_count(requests), "questions") as update:
+        yield lambda done, _total: update(completed=done)

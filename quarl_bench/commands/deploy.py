@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quarl_bench.store.agent_names import ref_title
 from quarl_bench.commands.common import _agent_for, once_per_row
 from quarl_bench.extras import require
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
+from quarl_bench.store.agent_names import ref_title
 
 
 def deploy_targets(args: argparse.Namespace, backends: list[str]) -> tuple:
@@ -26,9 +26,9 @@ def check_c_prefix(prefix: str, backend: str) -> None:
 
     :raises QuarlError: in one line, naming the bad value and what is accepted.
     """
-    from quarl_bench.registry import BACKENDS
     from quarl_bench.deploy.c_source import CNames
     from quarl_bench.errors import QuarlError
+    from quarl_bench.registry import BACKENDS
 
     if prefix and BACKENDS.get(backend).kind != "c":
         raise QuarlError(f"bad --c-prefix for backend {backend}: it names C symbols, expected a c-* backend")

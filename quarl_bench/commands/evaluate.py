@@ -6,11 +6,11 @@ import argparse
 
 from rich.markup import escape
 
-from quarl_bench.store.agent_names import ref_title
-from quarl_bench.commands.common import _agent_for, agent_query, print_not_quantized
+from quarl_bench.commands.common import _agent_for, agent_query, certify_progress, print_not_quantized
 from quarl_bench.errors import QuarlError
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
+from quarl_bench.store.agent_names import ref_title
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,9 +52,9 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.jobs.grids import grid_return_bounds
     from quarl_bench.parsers.arguments import check_executor, spec_from_args
     from quarl_bench.parsers.config_flags import config_from_args
-    from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.report.console import certification_table, verdict_line
     from quarl_bench.run.executors import make_executor
+    from quarl_bench.store.provenance import driver_provenance
 
     config = config_from_args(CertifyConfig, args)  # validated before any agent is found or row stored
     if not args.grid and not args.env:
@@ -85,7 +85,10 @@ def certify(args: argparse.Namespace) -> int:
         if not args.json and (workers > 1 or args.executor == "ray"):
             console.print(f"Certifying {len(requests)} agent(s) on executor {args.executor}, {workers} worker(s)")
         executor = make_executor(args.executor, store, workers, address=args.address)
-        results = certify_requests(requests, store, driver_provenance(), on_verdict, args.force, executor)
+        with certify_progress(requests, quiet=args.json) as on_progress:
+            results = certify_requests(
+                requests, store, driver_provenance(), on_verdict, args.force, executor, on_progress
+            )
         for result in results:
             if args.json:
                 print(json.dumps(result.as_json()))

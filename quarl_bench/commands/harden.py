@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.markup import escape
 
-from quarl_bench.store.agent_names import ref_title
 from quarl_bench.commands.common import _agent_for
 from quarl_bench.errors import QuarlError
 from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
+from quarl_bench.store.agent_names import ref_title
 
 
 def parse_settings(items: list[str] | None) -> dict[str, dict[str, Any]]:

@@ -39,10 +39,10 @@ def qat(args: argparse.Namespace) -> int:
 
 def amp(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_amp
-    from quarl_bench.zoo.devices import training_device
     from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.methods.amp import AmpConfig, default_dtype
     from quarl_bench.report.console import amp_console_table
+    from quarl_bench.zoo.devices import training_device
     from quarl_bench.zoo.envs import resolve_env_id
 
     env_id, dtype = resolve_env_id(args.env), args.dtype or default_dtype()

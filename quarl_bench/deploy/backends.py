@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quarl_bench.registry import BACKENDS
 from quarl_bench.errors import QuarlError
+from quarl_bench.registry import BACKENDS
 
 FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy.ts.pt", "tflite": "policy.tflite", "pte": "policy.pte"}
 
@@ -98,8 +98,8 @@ def build(
         normalisation): backends with ``w8a8_states`` (``litert-int8``, ``executorch-int8``, ``c-int8``) take them.
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
-    from quarl_bench.registry import onnx_capable
     from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
+    from quarl_bench.registry import onnx_capable
 
     require_backend(name)
     entry = BACKENDS.get(name)

@@ -17,8 +17,8 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.registry import METHODS
 
 if TYPE_CHECKING:
-    from quarl_bench.types import AgentRef, EvalResult, Job
     from quarl_bench.jobs.work import Work
+    from quarl_bench.types import AgentRef, EvalResult, Job
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
 from quarl_bench.methods.protocol import register
-from quarl_bench.store.provenance import TRAINING_RECORD
 from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
+from quarl_bench.store.provenance import TRAINING_RECORD
 from quarl_bench.types import AgentRef, QuantSpec
 from quarl_bench.zoo.agents import check_algo, find_in_folder
 from quarl_bench.zoo.envs import resolve_env_id

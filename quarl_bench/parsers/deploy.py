@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quarl_bench.registry import BACKENDS
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -14,6 +13,7 @@ from quarl_bench.parsers.arguments import (
     add_store,
     positive_int,
 )
+from quarl_bench.registry import BACKENDS
 
 
 def add_deploy(commands: Subcommands) -> None:
@@ -39,7 +39,9 @@ def add_export(commands: Subcommands) -> None:
     )
     export.set_defaults(handler=handler("deploy:export"))
     add_agent(export, hub=False)
-    export.add_argument("--backend", required=True, choices=BACKENDS.names(), metavar="B", help=f"one of {', '.join(BACKENDS.names())}")
+    export.add_argument(
+        "--backend", required=True, choices=BACKENDS.names(), metavar="B", help=f"one of {', '.join(BACKENDS.names())}"
+    )
     add_calibration(export)
     export.add_argument(
         "--out", type=Path, required=True, help="artifact folder to write (new or empty), e.g. policy-c-int8/"

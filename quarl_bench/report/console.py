@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from quarl_bench.store.agent_names import ref_title
 from quarl_bench.precision import precision_bits
+from quarl_bench.store.agent_names import ref_title
 from quarl_bench.store.spec_kinds import spec_extras, spec_of
 
 # Pipes and CI logs get 80 columns by default, which wraps every row of the result table (140 fits it).

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.objects import Figure, Table
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.types import file_name
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import CELL_ROWS_SUFFIX, ROW_COLUMNS, SECTIONS, Figure, Item, Table, keys_in
 from quarl_bench.store import ResultStore, Variant
+from quarl_bench.store.agent_names import name_of
 
 SCRIPT = """
 const select = document.getElementById('variant');

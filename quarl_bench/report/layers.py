@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import stratified_bootstrap_ci
 from quarl_bench.report.objects import Figure, Table, keys_in
 from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.types import file_name
 
 

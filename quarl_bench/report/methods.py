@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins, plain_log_axis
 from quarl_bench.statistics.wording import safe_width_text
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.store.spec_kinds import spec_of, weight_method
 
 AGENT = ["algo", "env", "agent"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from quarl_bench.store.agent_names import row_agent_name
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
 from quarl_bench.statistics.pairing import paired_rewards
+from quarl_bench.store.agent_names import row_agent_name
 
 PAPER_TABLES = {"quarl_table2.csv": "QuaRL Table 2", "actorq_appendix_table4.csv": "ActorQ appendix Table 4"}
 PRECISIONS = ("fp32", "fp16", "int8")

@@ -8,10 +8,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import is_int
 from quarl_bench.report.objects import Figure, keys_in, panel_margins, plain_log_axis
 from quarl_bench.statistics.wording import safe_width_text
+from quarl_bench.store.agent_names import name_of
 
 WITHIN_FP32 = 0.05  # "lowest bit width within 5% of fp32"
 CURVE_COLUMNS = ["bits", "mean_reward", "std_reward"]

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.report.estimators import (
     iqm,
     normalized_scores,
@@ -25,6 +24,7 @@ from quarl_bench.report.objects import Figure, Table, keys_in
 from quarl_bench.report.safe_bits import fixed_sample_lower, safe_bits_table
 from quarl_bench.statistics import TOLERANCE_PCT
 from quarl_bench.statistics.pairing import paired_rewards
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.store.spec_kinds import input_quantization, legend_family, spec_of, variant_label, weight_method
 from quarl_bench.types import QuantSpec
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from quarl_bench.store.agent_names import name_of
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.objects import Table
 from quarl_bench.statistics.certification import family, minimum_safe
 from quarl_bench.statistics.wording import safe_width_text
+from quarl_bench.store.agent_names import name_of
 from quarl_bench.store.spec_kinds import spec_of
 from quarl_bench.types import QuantSpec
 

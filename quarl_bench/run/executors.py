@@ -14,13 +14,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any, Protocol
 
-from quarl_bench.zoo.devices import one_torch_thread
 from quarl_bench.errors import QuarlError
+from quarl_bench.jobs.work import Work
 from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.run.runner import evaluations, run_work, store_record
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
-from quarl_bench.jobs.work import Work
+from quarl_bench.zoo.devices import one_torch_thread
 
 Finished = tuple[Work, list[dict[str, Any]] | None, BaseException | None]  # rows, or the error that ended it
 

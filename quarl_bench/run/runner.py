@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from quarl_bench.jobs.grids import EvalSettings, GridCell
+from quarl_bench.jobs.work import Work
 from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, QuantSpec
-from quarl_bench.jobs.work import Work
 
 
 def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
@@ -142,8 +142,8 @@ def cell_config(cell: GridCell) -> Any:
     :raises QuarlError: for a method that is not registered, or one a grid cannot plan.
     """
     from quarl_bench.errors import QuarlError
-    from quarl_bench.registry import PTQ_METHODS
     from quarl_bench.methods.protocol import config_type
+    from quarl_bench.registry import PTQ_METHODS
 
     if cell.method in PTQ_METHODS:
         return None

@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from quarl_bench.store.agent_names import row_agent_name
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import FLOAT_PRECISIONS
+from quarl_bench.store.agent_names import row_agent_name
 from quarl_bench.store.migration import fill_spec_json
 from quarl_bench.store.schema import (
     COLUMNS,
