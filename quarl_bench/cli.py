@@ -9,10 +9,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.parsers import deploy, evaluate, harden, read, reproduce, train
+from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, reproduce, train
 
 # the order ``quarl-bench --help`` lists them in
 COMMANDS = (
@@ -26,6 +25,7 @@ COMMANDS = (
     train.add_amp,
     train.add_actorq,
     train.add_rollout,
+    method.add_method,
     harden.add_harden,
     deploy.add_deploy,
     deploy.add_export,
@@ -36,14 +36,6 @@ COMMANDS = (
     train.add_train,
     read.add_results,
 )
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad argument is one line on stderr and exit code 2 (no usage dump)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"quarl-bench: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+import pandas as pd
 import pytest
 
 from quarl_bench.errors import QuarlError
@@ -122,7 +123,33 @@ def test_a_registered_method_runs_from_a_grid_and_the_report_names_its_rows(cli,
     ]  # the fp32 job of both cells is one job, stored once
     code, out, err = cli("report", "--store", store, "--out", tmp_path / "report")
     assert code == 0, err
-    assert "no section of this report reads the rows of method constant (3 rows)" in out
+    assert "no section of its own reads the rows of method constant (3 rows)" in out
+    listed = pd.read_csv(tmp_path / "report" / "other_methods.csv")  # in the report before it has a section
+    assert sorted(zip(listed["method"], listed["precision"], listed["mean_reward"], strict=True)) == [
+        ("constant", "fp32", 5.0),
+        ("constant", "int4", 5.0),
+        ("constant", "int8", 5.0),
+    ]
+
+
+def test_a_registered_method_runs_from_the_command_line_with_flags_from_its_config(cli, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    code, out, err = cli("method", "constant", "--help")
+    assert code == 0 and "--value VALUE" in out and "--precisions PRECISIONS [PRECISIONS ...]" in out
+    flags = ("method", "constant", "--value", "7", "--precisions", "fp32", "int4", "--episodes", "2", "--store", store)
+    code, out, err = cli(*flags)
+    assert code == 0, err
+    assert "toy / Constant-v0 (constant)" in out and "7.00 ± 0.00" in out
+    with ResultStore(store) as opened:
+        frame = opened.to_dataframe()
+    assert sorted(zip(frame["precision"], frame["mean_reward"], frame["episodes"], strict=True)) == [
+        ("fp32", 7.0, 2),
+        ("int4", 7.0, 2),
+    ]
+    code, _, err = cli("method", "constant", "--value", "x", "--store", store)
+    assert code == 2 and err.strip() == "quarl-bench: error: argument --value: bad value 'x': expected a finite number"
+    code, _, err = cli("method", "constant", "--store", store)
+    assert code == 2 and "--value" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_grid_naming_an_unregistered_method_is_one_line(cli, tmp_path: Path) -> None:

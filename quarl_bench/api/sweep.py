@@ -179,3 +179,38 @@ def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: An
     for missing in skipped:
         note(f"skipped {missing.algo}/{missing.env_id}: {missing.reason}")
     return [(ref, tuple(dict.fromkeys(cell.spec for cell in group))) for ref, group in agents]
+
+
+def run_method(
+    config: Any,
+    store: Any,
+    settings: Any = None,
+    cache: Path | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    force: bool = False,
+) -> list[dict[str, Any]]:
+    """Run one registered method's ``config`` (any method: its handler says which agent and jobs) and return its
+    stored rows in job order; stored jobs are reused unless ``force``. On ``executor="ray"`` the work runs as a Ray
+    task (where the method allows it) and the driver stores its rows, results and side rows alike."""
+    from quarl_bench.jobs.grids import EvalSettings
+    from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.protocol import handler
+    from quarl_bench.run.executors import make_executor, run_all
+    from quarl_bench.run.runner import run_work
+    from quarl_bench.store.provenance import driver_provenance
+    from quarl_bench.zoo.agents import DEFAULT_CACHE
+
+    store.check()
+    work = Work(config, settings or EvalSettings(), cache or DEFAULT_CACHE, driver=driver_provenance(), address=address)
+    if executor == "ray":
+        method = handler(config)
+        table = getattr(method, "table", "results")
+        jobs = method.jobs(work, method.agent(work))
+        work = replace(work, skip=frozenset(j.key for j in jobs if not force and store.has_in(table, j.key)))
+        ended: list[BaseException | None] = []
+        run_all(make_executor("ray", store, 1, force, address), [work], lambda _w, _r, error: ended.append(error))
+        if ended and ended[0] is not None:
+            raise ended[0]
+        force = False  # stored by the driver just now: read back below
+    return run_work(work, store, force)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -20,3 +21,11 @@ def handler(reference: str) -> Callable[[argparse.Namespace], int]:
 
     run.__qualname__ = reference
     return run
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line on stderr and exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"quarl-bench: error: {message}", file=sys.stderr)
+        raise SystemExit(2)

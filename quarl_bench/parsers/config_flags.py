@@ -42,15 +42,35 @@ def default_of(config: type, name: str) -> Any:
     return None if field.default is dataclasses.MISSING else field.default
 
 
-def _value_type(config: type, name: str) -> tuple[type, int | None]:
-    """The type one value of field ``name`` converts to, and how many values the flag takes (None: one; a pair of
-    floats: 2), read from the field's type hint (``int | None`` is an int, ``tuple[float, float] | None`` a pair)."""
-    hint = typing.get_type_hints(config)[name]
+def field_hint(config: type, name: str) -> Any:
+    """Field ``name``'s type hint, with ``X | None`` read as ``X``; None where it names a type the config's module
+    imports only for type checking (an ``AgentRef``: such fields get no flag of their own)."""
+    try:
+        hint = typing.get_type_hints(config)[name]
+    except NameError:
+        try:
+            hint = typing.get_type_hints(config, localns=_value_types())[name]
+        except NameError:
+            return None
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    return hint
+
+
+def _value_types() -> dict[str, Any]:
+    from quarl_bench import types as value_types
+
+    return {name: getattr(value_types, name) for name in dir(value_types) if not name.startswith("_")}
+
+
+def _value_type(config: type, name: str) -> tuple[type, int | str | None]:
+    """The type one value of field ``name`` converts to, and how many values the flag takes (None: one; a pair of
+    floats: 2; ``tuple[int, ...]``: one or more), read from the field's type hint (``int | None`` is an int,
+    ``tuple[float, float] | None`` a pair)."""
+    hint = field_hint(config, name)
     if typing.get_origin(hint) is tuple:
         members = typing.get_args(hint)
-        return members[0], len(members)
+        return members[0], "+" if members[-1] is Ellipsis else len(members)
     return hint, None
 
 
@@ -83,27 +103,39 @@ def config_flag(
     name: str,
     help: str | None = None,
     alone: bool = True,
+    flag: str | None = None,
     **overrides: Any,
 ) -> None:
     """Add ``--name`` for ``config``'s field ``name``: its default, type and ``:param:`` help. ``help`` replaces
     the docstring's text (a command that uses the field in its own way); ``overrides`` go to ``add_argument``
     (a ``default`` of the command's own, ``metavar``, ``choices``). ``alone``: the value can be checked without the
-    other fields (False where the config checks it against another field: it does so when built)."""
-    flag = "--" + name.replace("_", "-")
+    other fields (False where the config checks it against another field: it does so when built); ``flag``: the
+    flag's name where it is not the field's (``env`` for ``env_id``). A field without a default is a required flag."""
+    field = _field(config, name)
+    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+        overrides.setdefault("required", True)
+    if flag:
+        overrides.setdefault("dest", name)
+    flag = "--" + (flag or name).replace("_", "-")
     value_type, nargs = _value_type(config, name)
     default = overrides.pop("default", default_of(config, name))
-    text = (help or field_help(config).get(name, "")).replace("%", "%%")
+    text = (help or field_help(config).get(name, "") or f"{config.__name__}'s {name}").replace("%", "%%")
     if default is not None and not isinstance(default, bool) and "default" not in text:
         text += f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
     if value_type is bool:
-        parser.add_argument(flag, action="store_true", default=default, help=text, **overrides)
+        action = argparse.BooleanOptionalAction if default else "store_true"  # a default of True can be turned off
+        parser.add_argument(flag, action=action, default=default, help=text, **overrides)
         return
-    kwargs: dict[str, Any] = {"default": default, "help": text}
+    kwargs: dict[str, Any] = {
+        "default": default,
+        "help": text,
+        "metavar": flag.removeprefix("--").replace("-", "_").upper(),
+    }
     if nargs:
         kwargs["nargs"] = nargs
     if "choices" not in overrides:
         label = name.replace("_", " ")
-        label = label.removesuffix("s") if nargs else label  # one of a pair: "bad return bound 'x'"
+        label = label.removesuffix("s") if nargs == 2 else label  # one of a pair: "bad return bound 'x'"
         numeric = value_type in (int, float)
         kwargs["type"] = _parser(value_type, label, config, name, alone and not nargs) if numeric else str
     parser.add_argument(flag, **(kwargs | overrides))

@@ -38,6 +38,7 @@ SECTIONS = (
     "Quantized rollouts",
     "Paper vs measured",
     "Mixed-precision training",
+    "Other methods",
 )
 ROW_KEY = re.compile(r"\b[0-9a-f]{24}\b")
 ROW_COLUMNS = ("rows", "row", "row key", "row keys", "key")  # name the stored rows behind the whole line

@@ -88,6 +88,25 @@ def reported_methods() -> tuple[str, ...]:
     return tuple(dict.fromkeys(method for section in SECTION_WRITERS for method in section.reads))
 
 
+OTHER_COLUMNS = ("method", "agent", "precision", "recipe", "seed", "episodes", "mean_reward", "std_reward")
+OTHER_COLUMNS += ("fp32_reward", "error_pct", "key")
+
+
+def other_methods(inputs: ReportInput) -> list[Item]:
+    """The rows of methods no registered section reads, one line each (the report's last section): a new method
+    is in the report before it has a section of its own."""
+    everything = inputs.everything
+    unread = everything[~everything["method"].isin(reported_methods())] if len(everything) else everything
+    if not len(unread):
+        return []
+    counts = unread["method"].value_counts().sort_index()
+    named = ", ".join(f"{method} ({count} rows)" for method, count in counts.items())
+    inputs.notes.append(f"Other methods: no section of its own reads the rows of method {named}; listed one per line")
+    frame = unread[list(OTHER_COLUMNS)].sort_values(["method", "agent", "precision", "seed"], ignore_index=True)
+    caption = "Rows of methods without a section of their own (E % against each row's own fp32 reference)"
+    return [Table("other_methods", "Other methods", frame, caption, console=True)]
+
+
 @report_section()
 def verdicts(inputs: ReportInput) -> list[Item]:  # the answer first: certified verdicts, agents x precisions
     from quarl_bench.report.hardened import hardening_report

@@ -82,16 +82,17 @@ class Read:
 def _collect(
     store: ResultStore, paper_dir: Path, tolerance_pct: float, files: FileWriter, read: Read, all_files: bool = True
 ) -> list[str]:
-    """Hand every registered section's objects to ``files`` as they are made (figures draw meanwhile); returns the
-    notes, with the methods whose rows no section reads."""
-    from quarl_bench.report.sections import SECTION_WRITERS, ReportInput, reported_methods
+    """Hand every registered section's objects to ``files`` as they are made (figures draw meanwhile), then the rows
+    of methods no section reads; returns the notes."""
+    from quarl_bench.registry import METHODS
+    from quarl_bench.report.sections import SECTION_WRITERS, ReportInput, other_methods
 
     inputs = ReportInput(store, paper_dir, tolerance_pct, all_files, read.variants)
+    everything = read.everything = inputs.everything
+    for method in everything["method"].unique() if len(everything) else ():
+        if method in METHODS.names():
+            METHODS.load(method)  # its module may register a section of its own
     for section in SECTION_WRITERS:
         files.add(section.write(inputs))
-    everything = read.everything = inputs.everything
-    if len(everything) and (unreported := everything[~everything["method"].isin(reported_methods())]).shape[0]:
-        counts = unreported["method"].value_counts().sort_index()
-        named = ", ".join(f"{method} ({count} rows)" for method, count in counts.items())
-        inputs.notes.append(f"Unreported: no section of this report reads the rows of method {named}")
+    files.add(other_methods(inputs))
     return inputs.notes

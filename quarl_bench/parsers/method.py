@@ -1,0 +1,108 @@
+"""``quarl-bench method NAME``: any registered method run from flags generated from its config's fields.
+
+A method needs no parser of its own: each field of its config dataclass is a flag (its default, type and
+``:param:`` help: :mod:`~quarl_bench.parsers.config_flags`); a field naming the agent (``ref``) takes the agent
+flags of every single-agent command, a precision field (``QuantSpec``, or a tuple of them) takes ``--bits`` and the
+PTQ recipe flags. The method's own parser is built when the command runs (its module is imported then), so
+``quarl-bench --help`` imports no method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from typing import Any
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.parsers import Subcommands, handler
+from quarl_bench.parsers.arguments import (
+    add_agent,
+    add_executor,
+    add_precisions,
+    add_recipe,
+    add_spec,
+    add_store,
+    positive_int,
+)
+from quarl_bench.parsers.config_flags import config_flag, field_hint
+from quarl_bench.registry import METHODS
+
+# fields whose flag is named for what a user types, as in every other command
+FLAG_NAMES = {"env_id": "env"}
+AGENT, SPEC, SPECS = "agent", "spec", "specs"  # fields filled from the agent flags, --bits, --bits (several)
+
+
+def add_method(commands: Subcommands) -> None:
+    method = commands.add_parser(
+        "method",
+        help="run any registered method from its config's flags (quarl-bench method NAME --help lists them)",
+        description="Every registered method, its flags generated from its config's fields: "
+        + ", ".join(METHODS.names()),
+    )
+    method.set_defaults(handler=handler("method:run_method"))
+    method.add_argument(
+        "method_name", metavar="NAME", help=f"one of {', '.join(METHODS.names())} (or one registered since)"
+    )
+    method.add_argument("rest", nargs=argparse.REMAINDER, help="the method's own flags")
+
+
+def field_roles(config: type) -> dict[str, str]:
+    """How each init field of ``config`` gets its value: ``agent``, ``spec``, ``specs``, ``flag`` (its own), or
+    ``default`` (a type no flag gives, left at its default).
+
+    :raises QuarlError: for a required field no flag can give, naming it and its type.
+    """
+    roles = {}
+    for field in dataclasses.fields(config):
+        if not field.init:
+            continue
+        hint = field_hint(config, field.name)
+        text = str(field.type)
+        if "AgentRef" in text:
+            roles[field.name] = AGENT
+        elif text.startswith("tuple[QuantSpec") and SPECS not in roles.values():  # the first: what --bits gives
+            roles[field.name] = SPECS
+        elif text == "QuantSpec" and SPEC not in roles.values():
+            roles[field.name] = SPEC
+        elif _flaggable(hint):
+            roles[field.name] = "flag"
+        elif field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
+            roles[field.name] = "default"
+        else:
+            raise QuarlError(
+                f"method {getattr(config, 'method', config.__name__)!r} needs its {field.name} ({field.type}), "
+                "which no flag gives: run it from Python or its own command"
+            )
+    return roles
+
+
+def _flaggable(hint: Any) -> bool:
+    if typing.get_origin(hint) is tuple:
+        return all(arg in (int, float, str, Ellipsis) for arg in typing.get_args(hint))
+    return hint in (int, float, str, bool)
+
+
+def method_parser(name: str, config: type, parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The parser of ``quarl-bench method NAME``: the config's fields, then evaluation, executor and store flags."""
+    parser = parser_class(prog=f"quarl-bench method {name}", description=(config.__doc__ or "").split("\n\n")[0])
+    roles = field_roles(config)
+    if AGENT in roles.values():
+        add_agent(parser)
+    if SPEC in roles.values() or SPECS in roles.values():
+        add_precisions(parser, "the precisions it quantizes to", required=True, many=SPECS in roles.values())
+        add_spec(parser)
+        add_recipe(parser)
+    for field, role in roles.items():
+        if role == "flag":
+            config_flag(parser, config, field, alone=False, flag=FLAG_NAMES.get(field))
+    if "episodes" not in roles:  # a method that evaluates itself has its own
+        parser.add_argument("--episodes", type=positive_int, default=100, help="evaluation episodes per job")
+    if "eval_seed" not in roles:
+        parser.add_argument("--eval-seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
+    if AGENT not in roles.values():  # the agent flags have it
+        parser.add_argument("--cache", default=None, help="agent cache (default results/agents)")
+    parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
+    add_executor(parser, "jobs", "1")
+    add_store(parser)
+    return parser
