@@ -3,8 +3,9 @@ for a toy method, run by the same executors as every real one; its rows resume l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,7 +15,8 @@ import pytest
 from quarl_bench.errors import QuarlError
 from quarl_bench.jobs.grids import EvalSettings
 from quarl_bench.jobs.work import Work
-from quarl_bench.methods.protocol import handler, register
+from quarl_bench.methods.agent_evaluation import AgentEvaluation
+from quarl_bench.methods.protocol import OfAgent, evaluator, handler, register, register_evaluator
 from quarl_bench.run.executors import make_executor, run_all
 from quarl_bench.run.runner import run_work
 from quarl_bench.store import ResultStore
@@ -159,3 +161,45 @@ def test_a_grid_naming_an_unregistered_method_is_one_line(cli, tmp_path: Path) -
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "bad method 'nosuch'" in err and "expected a registered method, one of ptq, mixed" in err
     assert "constant" in err and not store.exists()
+
+
+@dataclass(frozen=True)
+class ReplayedConfig(OfAgent):
+    """PTQ played again under a name of its own: a method with an evaluator, so certify can play its questions.
+
+    :param specs: the precisions played.
+    """
+
+    specs: tuple[QuantSpec, ...] = ()
+    method: ClassVar[str] = "replayed"
+
+
+@register(ReplayedConfig)
+class ReplayedHandler(AgentEvaluation):
+    pass
+
+
+@register_evaluator("replayed")
+def play_replayed(agent, job: Job, driver: dict, eval_workers: int = 1) -> EvalResult:
+    return replace(evaluator("ptq")(agent, replace(job, method="ptq"), driver, eval_workers), job=job)
+
+
+def test_any_method_with_an_evaluator_is_certified_by_name(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "quarl.sqlite"
+    common = ("certify", "--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--no-hub", "--bits", "int8")
+    common += ("--tolerance-abs", "1000", "--max-episodes", "20", "--batch", "10", "--store", store, "--json")
+    answers = {}
+    for method in ("replayed", "ptq"):
+        code, out, err = cli(*common, "--method", method)
+        assert code == 0, err
+        answers[method] = json.loads(out)["verdicts"][0]
+    assert answers["replayed"]["verdict"] == answers["ptq"]["verdict"] == "safe"  # |difference| <= 500 < 1000
+    assert answers["replayed"]["mean"] == answers["ptq"]["mean"]  # the same seeded episodes, played by each
+    with ResultStore(store) as opened:
+        frame, verdicts = opened.to_dataframe(), opened.verdicts()
+    assert len(verdicts) == 2  # two questions: played by each method
+    int8 = frame[frame["precision"] == "int8"]
+    assert sorted(int8["method"]) == ["ptq", "replayed"]  # one batch each (decided after it), stored under its method
+    code, _, err = cli(*common, "--method", "qat")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "bad method 'qat' for certify: expected one with an evaluator of its own" in err and "replayed" in err

@@ -339,15 +339,23 @@ def certify_specs(
     return certify_requests([request], store, driver, callback, force, executor)[0]
 
 
-def certify_request(ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None) -> Any:
+def certify_request(
+    ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None, by: str = "ptq"
+) -> Any:
     """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
-    first, alone); α split over the families."""
+    first, alone); α split over the families; each question played by method ``by`` (one with an evaluator)."""
     from quarl_bench.certify.plan import CertifyRequest, ladders
+    from quarl_bench.methods.protocol import evaluated_methods
 
+    playable = [m for m in evaluated_methods() if m != "deploy"]  # an artifact is certified by export
+    if by != "ptq" and by not in playable:
+        raise QuarlError(
+            f"bad method {by!r} for certify: expected one with an evaluator of its own, one of {', '.join(playable)}"
+        )
     refuse_unfit_specs(ref, specs)
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)
-    walks = ladders(tuple(specs), keep_fp32=baseline is not None)
+    walks = ladders(tuple(specs), keep_fp32=baseline is not None, by=by)
     return CertifyRequest(ref, walks, config, baseline, families=len(walks))
 
 

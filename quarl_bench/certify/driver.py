@@ -220,6 +220,7 @@ def ladder_walk(
             baseline=request.baseline,
             families=request.families,
             target=question.target,
+            by=question.by,
         )
         family = walk_family(question.spec)
         stored = None if force else store.get_verdict(key)
@@ -231,7 +232,13 @@ def ladder_walk(
             decided = "exploratory" if exploratory else stored["verdict"]
         else:
             found = yield from certifier.certify(
-                question.spec, scale, question.reference, question.equivalence, request.families, question.target
+                question.spec,
+                scale,
+                question.reference,
+                question.equivalence,
+                request.families,
+                question.target,
+                question.by,
             )
             found = replace(found, key=key)
             if stopped:

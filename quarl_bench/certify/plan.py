@@ -95,13 +95,15 @@ class Need:
 class Question:
     """One verdict to decide: ``spec`` (or, with ``target``, that deployed artifact) against the baseline's
     ``reference`` (fp32 by default), one-sided safe / unsafe, or with ``equivalence`` two-sided; ``test`` names the
-    test in the verdict's settings (export's)."""
+    test in the verdict's settings (export's); ``by``: the method whose registered evaluator plays the questioned
+    policy (``ptq``: quantize and play)."""
 
     spec: QuantSpec
     reference: QuantSpec = FP32
     equivalence: bool = False
     test: str = ""
     target: DeployTarget | None = None
+    by: str = "ptq"
 
     def __post_init__(self) -> None:
         if self.target is not None:
@@ -109,8 +111,8 @@ class Question:
 
     @property
     def method(self) -> str:
-        """The method that plays the questioned policy: ``deploy`` for an artifact, else ``ptq``."""
-        return "deploy" if self.target is not None else "ptq"
+        """The method that plays the questioned policy: ``deploy`` for an artifact, else ``by``."""
+        return "deploy" if self.target is not None else self.by
 
 
 @dataclass(frozen=True)
@@ -134,12 +136,13 @@ class CertifyRequest:
     families: int = 1
 
 
-def ladders(specs: tuple[QuantSpec, ...], keep_fp32: bool = False) -> tuple[Ladder, ...]:
-    """Certify's walks: the specs by family (:func:`walk_family`), each widest first (:func:`widest_first`)."""
+def ladders(specs: tuple[QuantSpec, ...], keep_fp32: bool = False, by: str = "ptq") -> tuple[Ladder, ...]:
+    """Certify's walks: the specs by family (:func:`walk_family`), each widest first (:func:`widest_first`), each
+    played by method ``by``."""
     by_family: dict[str, list[QuantSpec]] = {}
     for spec in widest_first(specs, keep_fp32):
         by_family.setdefault(walk_family(spec), []).append(spec)
-    return tuple(Ladder(tuple(Question(s) for s in family)) for family in by_family.values())
+    return tuple(Ladder(tuple(Question(s, by=by) for s in family)) for family in by_family.values())
 
 
 class Certifier:
@@ -276,6 +279,7 @@ class Certifier:
         equivalence: bool = False,
         families: int = 1,
         target: DeployTarget | None = None,
+        by: str = "ptq",
     ) -> Generator[Need, Rows, Verdict]:
         """Batches of paired episodes (``spec``, or ``target``'s artifact, minus the baseline agent's ``reference``,
         fp32 by default) until the
@@ -291,7 +295,7 @@ class Certifier:
         decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
-            reference_job, quantized_job = self.job(reference, seed, self.baseline), self.job(spec, seed, target=target)
+            reference_job, quantized_job = self.job(reference, seed, self.baseline), self.job(spec, seed, method=by, target=target)
             fp32_job = self.job(FP32, seed, self.baseline)
             played = yield Need((reference_job, quantized_job), () if reference.is_identity else (fp32_job,))
             fp32 = self.checked(played[reference_job.key], reference_job)
@@ -366,15 +370,17 @@ def verdict_key(
     baseline: AgentRef | None = None,
     families: int = 1,
     target: DeployTarget | None = None,
+    by: str = "ptq",
 ) -> str:
     """The stored verdict's key: the agent, the spec's job identity, the certification settings and the δ it was
     decided against (a δ measured again, on other scale rows, is another question); with ``reference``, the spec
     it was compared with (an equivalence test), else fp32; with ``baseline``, the agent whose fp32 it was compared
-    with (a hardened agent's parent), else itself; ``families``: how many families the call split α over."""
+    with (a hardened agent's parent), else itself; ``families``: how many families the call split α over; ``by``: the
+    method that played it (PTQ's keys name none, as before methods were named)."""
     identity = {
         "agent": ref.content_hash,
         "env": ref.env_id,
-        "spec": spec_identity(spec, "deploy" if target else "ptq", target),
+        "spec": spec_identity(spec, "deploy" if target else by, target),
         "certify": config.identity(),
         "delta": round(delta, 9),
     }

@@ -74,7 +74,7 @@ def certify(args: argparse.Namespace) -> int:
                 console.print(f"{escape(ref_title(ref))} against the parent's fp32: {escape(ref_title(baseline))}")
             bounds = grid_bounds.get(ref.env_id) if config.return_bounds is None else None
             agent_config = replace(config, return_bounds=bounds) if bounds else config
-            requests.append(certify_request(ref, agent_specs, agent_config, baseline))
+            requests.append(certify_request(ref, agent_specs, agent_config, baseline, by=args.method))
         several = len(requests) > 1
 
         def on_verdict(ref, found) -> None:

@@ -114,6 +114,12 @@ def evaluator(method: str) -> Callable[..., EvalResult]:
     return _EVALUATORS["ptq"]
 
 
+def evaluated_methods() -> tuple[str, ...]:
+    """The methods with an evaluator of their own (what ``certify --method`` takes), every method module loaded."""
+    METHODS.load(every=True)
+    return tuple(_EVALUATORS)
+
+
 def config_type(method: str) -> type:
     """The config type registered under a method name.
 

@@ -67,6 +67,13 @@ def add_certify(commands: Subcommands) -> None:
         action="store_true",
         help="a hardened agent (quarl-bench harden): compare with its parent's fp32 (and certify its own fp32 too)",
     )
+    certify.add_argument(
+        "--method",
+        default="ptq",
+        metavar="NAME",
+        help="the method whose evaluator plays each questioned policy: ptq (quantize and play), or any registered "
+        "method with an evaluator of its own",
+    )
     certify.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_store(certify)
     certify.add_argument("--force", action="store_true", help="decide again what the store has verdicts for")
