@@ -29,8 +29,8 @@ class Registry(Generic[T]):
     """Names to entries, in registration order.
 
     :param what: how an error names one (``backend``, ``ptq method``).
-    :param package: every module of this package registers entries; all are imported on the first lookup (those
-        named in ``first`` first, the rest by name).
+    :param package: every module of this package registers entries, imported together (those named in ``first``
+        first, the rest by name): on the first lookup, or, beside ``modules``, only when a name is not found there.
     :param modules: name -> the module that registers it, imported when that name is first asked for; such names
         are listed without importing anything.
     """
@@ -42,7 +42,7 @@ class Registry(Generic[T]):
         self.entries: dict[str, T] = {}
         self._package, self._first = package, tuple(first)
         self._modules = dict(modules or {})
-        self._loaded = not package
+        self._scanned = not package
 
     def add(self, name: str, entry: T) -> T:
         """Register ``entry`` under ``name`` (a later registration of the same name replaces it)."""
@@ -62,27 +62,39 @@ class Registry(Generic[T]):
     def names(self, **facts: Any) -> tuple[str, ...]:
         """The registered names (those whose entries have these ``facts``, ``precision="int8"``...), in order."""
         if not facts:
-            self.load()
+            if not self._modules:
+                self._scan()
             return tuple(dict.fromkeys([*self._modules, *self.entries]))
         self.load(every=True)
         return tuple(n for n, e in self.entries.items() if all(getattr(e, k) == v for k, v in facts.items()))
 
     def __contains__(self, name: object) -> bool:
-        return name in self.names()
+        if name in self.entries or name in self._modules:
+            return True
+        self._scan()  # a module of the package may register it
+        return name in self.entries
 
     def load(self, name: str | None = None, every: bool = False) -> None:
-        """Import the implementations: the package's modules (once), and the module registering ``name`` (or, with
-        ``every``, each name's module) unless it is registered already."""
-        if not self._loaded:
-            self._loaded = True
-            found = pkgutil.iter_modules(importlib.util.find_spec(self._package).submodule_search_locations)
-            order = {module: i for i, module in enumerate(self._first)}
-            for module in sorted(found, key=lambda m: (order.get(m.name, len(order)), m.name)):
-                importlib.import_module(f"{self._package}.{module.name}")
-        wanted = self._modules if every else {name: self._modules[name]} if name in self._modules else {}
-        for wanted_name, module in wanted.items():
-            if wanted_name not in self.entries:
+        """Import the implementations: the module registering ``name`` (or, with ``every``, every module), unless it
+        is registered already; the package's modules where ``name`` is in no index."""
+        if every:
+            for module in self._modules.values():
                 importlib.import_module(module)
+            self._scan()
+        elif name in self._modules:
+            if name not in self.entries:
+                importlib.import_module(self._modules[name])
+        elif name is None or name not in self.entries:
+            self._scan()
+
+    def _scan(self) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        found = pkgutil.iter_modules(importlib.util.find_spec(self._package).submodule_search_locations)
+        order = {module: i for i, module in enumerate(self._first)}
+        for module in sorted(found, key=lambda m: (order.get(m.name, len(order)), m.name)):
+            importlib.import_module(f"{self._package}.{module.name}")
 
 
 @dataclass(frozen=True)
@@ -172,10 +184,12 @@ def onnx_capable() -> tuple[str, ...]:
 
 
 # Methods: name -> the module that registers its config type (its handler, its job evaluator), imported when the
-# method is first named or run (torch, rl-zoo3 and Ray stay unimported until then). A new method is one module,
-# imported before it is named, or a line here; ``methods/protocol.register`` adds its config type.
+# method is first named or run (torch, rl-zoo3 and Ray stay unimported until then). A new method is one module of
+# ``methods/``, found when its name is first asked for (a line here lists it without importing it: ``--help``);
+# ``methods/protocol.register`` adds its config type.
 METHODS: Registry[type] = Registry(
     "method",
+    package="quarl_bench.methods",  # a method module in no index below is found when its name is first asked for
     modules={
         "ptq": "quarl_bench.methods.ptq",
         "mixed": "quarl_bench.methods.ptq",  # a per-layer allocation (``quarl-bench mixed``), evaluated as PTQ
