@@ -71,9 +71,9 @@ def plan_sweep(
     :raises QuarlError: when no cell matches the filters, or a training grid asks for Ray.
     """
     from quarl_bench.jobs.grids import load_study, select
-    from quarl_bench.methods.protocol import handler
+    from quarl_bench.methods.protocol import config_type, handler
     from quarl_bench.run.executors import default_workers
-    from quarl_bench.run.runner import cell_config, plan
+    from quarl_bench.run.runner import plan
     from quarl_bench.store.provenance import driver_provenance
 
     study = load_study(grid)
@@ -82,7 +82,8 @@ def plan_sweep(
         raise QuarlError(f"no job in {grid} matches the filters: check --algo/--env/--bits")
     if executor == "ray":
         require("distributed", "--executor ray", ("ray",))
-        local = [cell.method for cell in cells if (config := cell_config(cell)) and not handler(config).remote]
+        planned_alone = [cell.method for cell in cells if cell.method not in PTQ_METHODS]
+        local = [method for method in planned_alone if not handler(config_type(method)).remote]
         if local:
             raise QuarlError(f"{local[0]} grids run on the local executor: drop --executor ray")
     workers = workers or default_workers()
@@ -149,7 +150,11 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
 
     rows: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        if (config := cell_config(cell)) is not None:
+        if cell.method not in PTQ_METHODS:
+            try:
+                config = cell_config(cell, sources)
+            except QuarlError:  # its agent is not found here: no rows
+                continue
             work = Work(config, EvalSettings(cell.episodes, 0), sources.cache)
             method = handler(config)
             finder = getattr(method, "found", None)  # a training method's agent where trained; nothing is trained

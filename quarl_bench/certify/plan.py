@@ -295,7 +295,10 @@ class Certifier:
         decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
-            reference_job, quantized_job = self.job(reference, seed, self.baseline), self.job(spec, seed, method=by, target=target)
+            reference_job, quantized_job = (
+                self.job(reference, seed, self.baseline),
+                self.job(spec, seed, method=by, target=target),
+            )
             fp32_job = self.job(FP32, seed, self.baseline)
             played = yield Need((reference_job, quantized_job), () if reference.is_identity else (fp32_job,))
             fp32 = self.checked(played[reference_job.key], reference_job)

@@ -10,7 +10,7 @@ only, so a new method is one module: its config, its handler, and ``@register(It
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from quarl_bench.errors import QuarlError
@@ -72,6 +72,20 @@ class OfAgent:
     def env_id(self) -> str:
         return self.ref.env_id
 
+    @classmethod
+    def from_cell(cls, cell: Any, agent: AgentRef) -> Any:
+        """A grid cell's work: ``agent`` (found by the grid's agent sources) at the cell's spec, for a config with
+        ``specs``; another config says how with a ``from_cell`` of its own.
+
+        :raises QuarlError: for a config without ``specs``.
+        """
+        if "specs" not in {field.name for field in fields(cls)}:
+            raise QuarlError(
+                f"method {cell.method!r} cannot run from a grid: its config {cls.__name__} has no specs and no "
+                "from_cell(cell, agent)"
+            )
+        return cls(ref=agent, specs=(cell.spec,))
+
 
 _HANDLERS: dict[type, Handler] = {}
 _EVALUATORS: dict[str, Callable[..., EvalResult]] = {}  # spec method -> how one job of it is evaluated
@@ -129,11 +143,11 @@ def config_type(method: str) -> type:
 
 
 def handler(config: Any) -> Handler:
-    """The registered handler of a config.
+    """The registered handler of a config (or of a config type).
 
     :raises QuarlError: naming the config type and the registered ones.
     """
-    kind = type(config)
+    kind = config if isinstance(config, type) else type(config)
     if kind not in _HANDLERS:
         METHODS.load(getattr(kind, "method", ""))
     if kind not in _HANDLERS:

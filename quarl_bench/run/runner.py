@@ -113,7 +113,7 @@ def plan(
     works: list[Work] = []
     ptq_cells: list[GridCell] = []
     for cell in cells:
-        if (config := cell_config(cell)) is not None:
+        if (config := cell_config(cell, sources)) is not None:
             works.append(Work(config, EvalSettings(cell.episodes, 0), sources.cache, driver=driver))
         else:
             ptq_cells.append(cell)
@@ -135,19 +135,22 @@ def plan(
     return works, skipped, done
 
 
-def cell_config(cell: GridCell) -> Any:
+def cell_config(cell: GridCell, sources: AgentSources) -> Any:
     """The work config of a grid cell whose method plans one run per cell (its config's ``from_cell``: QAT, a
-    method registered by the user); None for a PTQ cell, whose agent's cells are evaluated together.
+    method registered by the user; one that evaluates an existing agent gets it from the grid's ``sources``, as
+    PTQ cells do); None for a PTQ cell, whose agent's cells are evaluated together.
 
     :raises QuarlError: for a method that is not registered, or one a grid cannot plan.
     """
     from quarl_bench.errors import QuarlError
-    from quarl_bench.methods.protocol import config_type
+    from quarl_bench.methods.protocol import OfAgent, config_type
     from quarl_bench.registry import PTQ_METHODS
 
     if cell.method in PTQ_METHODS:
         return None
     kind = config_type(cell.method)
+    if issubclass(kind, OfAgent):
+        return kind.from_cell(cell, cell_agent(cell, sources, sources.use_hub))
     if not hasattr(kind, "from_cell"):
         raise QuarlError(
             f"method {cell.method!r} cannot run from a grid: its config {kind.__name__} has no from_cell(cell)"
