@@ -192,7 +192,7 @@ def load_study(path: str | Path) -> Study:
     episodes = int(data.get("episodes", 100))
     seeds = [int(s) for s in data.get("seeds", [0])]
     method = str(data.get("method", "ptq"))
-    if method not in METHODS.names():
+    if method not in METHODS:  # a method module in no index is found by name
         raise QuarlError(
             f"bad method {method!r} in {path}: expected a registered method, one of {', '.join(METHODS.names())}"
         )
