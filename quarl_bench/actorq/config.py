@@ -10,19 +10,55 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
-
 from quarl_bench.errors import QuarlError
 from quarl_bench.zoo.algorithms import ACTORQ_ALGOS
-from quarl_bench.zoo.envs import resolve_env_id
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
 ACTOR_INT8_RUNTIMES = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
+# the settings a flag overrides (in a study file's runs too): every field but the run's identity (env, algo,
+# precision, seed: chosen by the study file or their own flags)
+FLAG_SETTINGS = (
+    "int8_backend",
+    "comm_bits",
+    "n_actors",
+    "policy_arch",
+    "pull_period",
+    "samples_per_insert",
+    "batch_size",
+    "learning_starts",
+    "max_actor_steps",
+    "target_reward",
+    "max_seconds",
+    "eval_every_s",
+    "eval_episodes",
+    "learner_device",
+)
 
 
 @dataclass(frozen=True)
 class ActorQConfig:
-    """One distributed training run (fields as the ``quarl-bench actorq`` flags)."""
+    """One distributed training run (its fields are the ``quarl-bench actorq`` flags).
+
+    :param env_id: env id or alias.
+    :param actor_precision: the actors' precision: fp32, fp16 or int8.
+    :param comm_bits: bits per broadcast weight: 32, 16 or 2-8.
+    :param n_actors: actor processes.
+    :param policy_arch: hidden widths, comma-separated.
+    :param pull_period: actor steps between weight pulls.
+    :param samples_per_insert: upper bound on the learner's replay ratio.
+    :param batch_size: learner batch size.
+    :param max_actor_steps: steps per actor.
+    :param target_reward: stop once the learner reaches it.
+    :param max_seconds: stop after this much wall-clock time (actors stop at their next pull).
+    :param seed: the run's seed.
+    :param eval_every_s: seconds between learner evaluations.
+    :param eval_episodes: episodes per evaluation.
+    :param algo: learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous).
+    :param learning_starts: transitions before training; None: rl-zoo3's value for the algo and env.
+    :param int8_backend: int8 actor kernels: onnxruntime (the faster one here) or torch.
+    :param learner_device: where the learner trains, cpu or cuda; None: cuda when there is a GPU (actors stay on
+        CPU cores).
+    """
 
     method: ClassVar[str] = "actorq"
     env_id: str
@@ -59,6 +95,14 @@ class ActorQConfig:
             raise QuarlError(f"bad learner device {self.learner_device!r}: expected cpu or cuda")
         if self.algo not in ACTORQ_ALGOS:
             raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(ACTORQ_ALGOS)}")
+        for name in ("n_actors", "pull_period", "batch_size", "max_actor_steps", "eval_episodes"):
+            if getattr(self, name) < 1:
+                raise QuarlError(f"bad {name.replace('_', ' ')} {getattr(self, name)}: expected an integer >= 1")
+        for name in ("samples_per_insert", "eval_every_s"):
+            if not getattr(self, name) > 0:
+                raise QuarlError(f"bad {name.replace('_', ' ')} {getattr(self, name):g}: expected a number > 0")
+        if not self.policy_arch or min(self.policy_arch) < 1:
+            raise QuarlError(f"bad policy arch {self.policy_arch}: expected one or more widths >= 1")
 
     def env_spaces(self):
         """The env's (observation, action) spaces, checked against the learner: DQN needs discrete actions,
@@ -99,7 +143,10 @@ def load_actorq_grid(path: str | Path, overrides: dict[str, Any] | None = None) 
 
     :raises QuarlError: for a missing file, an unknown setting, or a bad algo, env or precision.
     """
+    import yaml
+
     from quarl_bench.config import grid_file, missing_grid
+    from quarl_bench.zoo.envs import resolve_env_id
 
     path = grid_file(path)
     if not path.is_file():
@@ -134,6 +181,8 @@ def check_settings(settings: dict[str, Any], path: Path) -> None:
 
 def select_runs(configs: list[ActorQConfig], algos=None, envs=None, precisions=None) -> list[ActorQConfig]:
     """The runs matching every given filter (env names may be aliases)."""
+    from quarl_bench.zoo.envs import resolve_env_id
+
     env_ids = {resolve_env_id(e) for e in envs} if envs else None
     return [
         c
@@ -157,6 +206,8 @@ def requested_runs(
 
     :raises QuarlError: when nothing in the grid matches the filters.
     """
+    from quarl_bench.zoo.envs import resolve_env_id
+
     if grid is None:
         env_id = resolve_env_id(env or "CartPole-v1")
         return [

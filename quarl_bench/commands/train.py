@@ -65,32 +65,14 @@ def amp(args: argparse.Namespace) -> int:
     return 0
 
 
-ACTORQ_FLAGS = {  # flag dest -> ActorQConfig field, for the settings a flag can override
-    "comm_bits": "comm_bits",
-    "n_actors": "n_actors",
-    "policy_arch": "policy_arch",
-    "pull_period": "pull_period",
-    "samples_per_insert": "samples_per_insert",
-    "batch_size": "batch_size",
-    "learning_starts": "learning_starts",
-    "max_actor_steps": "max_actor_steps",
-    "target_reward": "target_reward",
-    "max_seconds": "max_seconds",
-    "eval_every": "eval_every_s",
-    "eval_episodes": "eval_episodes",
-    "int8_backend": "int8_backend",
-    "learner_device": "learner_device",
-}
-
-
 def actorq(args: argparse.Namespace) -> int:
     require("distributed", "ActorQ")
-    from quarl_bench.actorq.config import requested_runs
+    from quarl_bench.actorq.config import FLAG_SETTINGS, requested_runs
     from quarl_bench.actorq.metrics import breakdown
     from quarl_bench.api import run_actorq_runs
     from quarl_bench.report.console import breakdown_table
 
-    overrides = {field: getattr(args, flag) for flag, field in ACTORQ_FLAGS.items() if getattr(args, flag) is not None}
+    overrides = {field: getattr(args, field) for field in FLAG_SETTINGS if getattr(args, field) is not None}
     configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seeds)
     store_path = args.store or DEFAULT_STORE
 

@@ -104,24 +104,30 @@ def config_flag(
     help: str | None = None,
     alone: bool = True,
     flag: str | None = None,
+    given_only: bool = False,
     **overrides: Any,
 ) -> None:
     """Add ``--name`` for ``config``'s field ``name``: its default, type and ``:param:`` help. ``help`` replaces
     the docstring's text (a command that uses the field in its own way); ``overrides`` go to ``add_argument``
     (a ``default`` of the command's own, ``metavar``, ``choices``). ``alone``: the value can be checked without the
     other fields (False where the config checks it against another field: it does so when built); ``flag``: the
-    flag's name where it is not the field's (``env`` for ``env_id``). A field without a default is a required flag."""
+    flag's name where it is not the field's (``env`` for ``env_id``); ``given_only``: the flag's value is None unless
+    given (it overrides a study file's setting), its help still naming the config's default. A field without a
+    default is a required flag."""
     field = _field(config, name)
-    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+    if given_only:
+        overrides.setdefault("default", None)
+    elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
         overrides.setdefault("required", True)
     if flag:
         overrides.setdefault("dest", name)
     flag = "--" + (flag or name).replace("_", "-")
     value_type, nargs = _value_type(config, name)
     default = overrides.pop("default", default_of(config, name))
+    shown = default_of(config, name) if given_only else default
     text = (help or field_help(config).get(name, "") or f"{config.__name__}'s {name}").replace("%", "%%")
-    if default is not None and not isinstance(default, bool) and "default" not in text:
-        text += f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
+    if shown is not None and not isinstance(shown, bool) and "default" not in text:
+        text += f" (default {_shown(shown)})"
     if value_type is bool:
         action = argparse.BooleanOptionalAction if default else "store_true"  # a default of True can be turned off
         parser.add_argument(flag, action=action, default=default, help=text, **overrides)
@@ -139,6 +145,13 @@ def config_flag(
         numeric = value_type in (int, float)
         kwargs["type"] = _parser(value_type, label, config, name, alone and not nargs) if numeric else str
     parser.add_argument(flag, **(kwargs | overrides))
+
+
+def _shown(value: Any) -> str:
+    """A default as a user types it: 0.05, 16, 2048,2048,2048."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def config_flags(

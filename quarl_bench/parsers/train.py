@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.actorq.config import ACTOR_INT8_RUNTIMES, ACTOR_PRECISIONS, FLAG_SETTINGS, ActorQConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_algo,
@@ -15,6 +16,7 @@ from quarl_bench.parsers.arguments import (
     ratio_cap,
     widths,
 )
+from quarl_bench.parsers.config_flags import config_flag
 from quarl_bench.precision import help_text
 from quarl_bench.training.options import ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
 from quarl_bench.zoo.algorithms import ACTORQ_ALGOS, ALGOS
@@ -81,27 +83,15 @@ def add_actorq(commands: Subcommands) -> None:
         help="learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous)",
     )
     actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
-    actorq.add_argument("--actor-precision", default=None, choices=("fp32", "fp16", "int8"))
-    actorq.add_argument(
-        "--int8-backend",
-        default=None,
-        choices=("onnxruntime", "torch"),
-        help="int8 actor kernels (default onnxruntime: the faster one here)",
-    )
-    actorq.add_argument("--comm-bits", type=int, default=None, help="bits per broadcast weight: 32, 16 or 2-8")
-    actorq.add_argument("--n-actors", type=positive_int, default=None)
-    actorq.add_argument(
-        "--policy-arch", type=widths, default=None, help="hidden widths, comma-separated (default 2048,2048,2048)"
-    )
-    actorq.add_argument("--pull-period", type=positive_int, default=None, help="actor steps between weight pulls")
-    actorq.add_argument("--samples-per-insert", type=float, default=None, help="upper bound on learner replay ratio")
-    actorq.add_argument("--batch-size", type=positive_int, default=None)
-    actorq.add_argument("--learning-starts", type=int, default=None, help="transitions before training (rl-zoo3's)")
-    actorq.add_argument("--max-actor-steps", type=positive_int, default=None, help="per actor (default 50000)")
-    actorq.add_argument("--target-reward", type=float, default=None, help="stop once the learner reaches it")
-    actorq.add_argument("--max-seconds", type=float, default=None, help="stop after this much wall-clock time")
-    actorq.add_argument("--eval-every", type=float, default=None, help="seconds between learner evaluations")
-    actorq.add_argument("--eval-episodes", type=positive_int, default=None, help="episodes per evaluation (default 10)")
+    config_flag(actorq, ActorQConfig, "actor_precision", alone=False, given_only=True, choices=ACTOR_PRECISIONS)
+    for name in FLAG_SETTINGS:  # each said once, in ActorQConfig: its default, its help
+        custom = {
+            "int8_backend": {"choices": ACTOR_INT8_RUNTIMES},
+            "learner_device": {"choices": ("cpu", "cuda")},
+            "policy_arch": {"type": widths, "nargs": None, "metavar": "W,W,..."},
+            "eval_every_s": {"flag": "eval_every"},
+        }.get(name, {})
+        config_flag(actorq, ActorQConfig, name, alone=False, given_only=True, **custom)
     actorq.add_argument(
         "--seeds",
         "--seed",
@@ -109,12 +99,6 @@ def add_actorq(commands: Subcommands) -> None:
         nargs="+",
         default=None,
         help="one run per seed for each precision (the speed-up table's CIs are over seeds)",
-    )
-    actorq.add_argument(
-        "--learner-device",
-        default=None,
-        choices=("cpu", "cuda"),
-        help="where the learner trains (default: cuda when there is a GPU); actors stay on CPU cores",
     )
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
     add_store(actorq)
