@@ -19,8 +19,8 @@ TINY = ("--env", "CartPole-v1", "-n", "512", "--episodes", "3", "--workers", "1"
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (("--cap", "0"), "bad cap '0'"),
-        (("--cap", "-2"), "bad cap '-2'"),
+        (("--cap", "0"), "bad cap 0: expected a ratio cap C >= 1"),  # the config's own line
+        (("--cap", "-2"), "bad cap -2: expected a ratio cap C >= 1"),
         (("--rollout-precision", "int9x"), "bad precision 'int9x'"),
         (("--correction", "clip"), "invalid choice: 'clip'"),
         (("--algo", "dqn", "--correction", "tis"), "bad algo 'dqn' for --correction tis"),

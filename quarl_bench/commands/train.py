@@ -116,20 +116,11 @@ def actorq(args: argparse.Namespace) -> int:
 
 def rollout(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_rollouts
-    from quarl_bench.methods.rollout import job_for, requested_rollouts
+    from quarl_bench.methods.rollout import FLAG_SETTINGS, job_for, requested_rollouts
     from quarl_bench.report.console import rollout_line, rollout_summary
     from quarl_bench.run.executors import default_workers
 
-    overrides = {
-        name: value
-        for name, value in (
-            ("cap", args.cap),
-            ("n_timesteps", args.n_timesteps),
-            ("backend", args.rollout_backend),
-            ("episodes", args.episodes),
-        )
-        if value is not None
-    }
+    overrides = {name: getattr(args, name) for name in FLAG_SETTINGS if getattr(args, name) is not None}
     configs = requested_rollouts(
         args.grid, overrides, args.algo, args.env, args.rollout_precision, args.correction, args.seeds
     )

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from quarl_bench.methods.protocol import OfAgent, evaluator, register
 from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
-from quarl_bench.zoo.agents import LoadedAgent
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work
+    from quarl_bench.zoo.agents import LoadedAgent
 
 
 class AgentEvaluation:

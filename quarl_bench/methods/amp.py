@@ -20,7 +20,8 @@ from quarl_bench.methods.protocol import register
 from quarl_bench.store.provenance import TRAINING_RECORD
 from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef
-from quarl_bench.zoo.agents import check_algo, find_in_folder
+from quarl_bench.zoo.agents import find_in_folder
+from quarl_bench.zoo.algorithms import check_algo
 from quarl_bench.zoo.train import train_with_callbacks
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.

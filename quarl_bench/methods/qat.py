@@ -5,20 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, ClassVar
-
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
 from quarl_bench.methods.protocol import register
-from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
-from quarl_bench.store.provenance import TRAINING_RECORD
 from quarl_bench.types import AgentRef, QuantSpec
-from quarl_bench.zoo.agents import check_algo, find_in_folder
-from quarl_bench.zoo.envs import resolve_env_id
-from quarl_bench.zoo.train import train_with_callbacks
+from quarl_bench.zoo.algorithms import check_algo
+
+if TYPE_CHECKING:  # the config is read by the command line: training's modules load when a run trains
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.callbacks import BaseCallback
 
 QAT_BITS = (2, 3, 4, 5, 6, 7, 8, 16)
 
@@ -67,6 +64,11 @@ class QATConfig:
 
 def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
     """The QAT agent for ``config``, trained now unless an earlier run left it in the cache."""
+    from quarl_bench.quant.qat import QATSwitch, QuantDelayCallback, prepare_qat
+    from quarl_bench.store.provenance import TRAINING_RECORD
+    from quarl_bench.zoo.agents import find_in_folder
+    from quarl_bench.zoo.train import train_with_callbacks
+
     folder = config.folder(cache_dir)
     ref = find_in_folder(folder, config.algo, config.env_id, "qat")
     if ref is not None:
@@ -96,6 +98,8 @@ def train_qat(config: QATConfig, cache_dir: Path) -> AgentRef:
 
 
 def resolve_config(algo: str, env: str, bits: str, **kwargs: Any) -> QATConfig:
+    from quarl_bench.zoo.envs import resolve_env_id
+
     return QATConfig(algo, resolve_env_id(env), bits, **kwargs)
 
 
@@ -108,6 +112,8 @@ class QATHandler(TrainedAgentEvaluation):
 
     def found(self, work: Any) -> AgentRef | None:
         """The trained agent where an earlier run left it, else None (nothing is trained)."""
+        from quarl_bench.zoo.agents import find_in_folder
+
         config = work.config
         return find_in_folder(config.folder(work.cache), config.algo, config.env_id, "qat")
 

@@ -25,6 +25,9 @@ from quarl_bench.zoo.algorithms import ALGOS, ROLLOUT_ALGOS
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work
 
+# the settings a flag overrides (in a study file's runs too); the run's identity (algo, env, precision, correction,
+# seed) has flags of its own
+FLAG_SETTINGS = ("cap", "n_timesteps", "backend", "episodes")
 # Reward a run must reach for "time to threshold": gymnasium's reward_threshold where the env has one, else these.
 THRESHOLDS = {"Pendulum-v1": -200.0, "HalfCheetahBulletEnv-v0": 2500.0}
 
@@ -38,7 +41,7 @@ class RolloutConfig:
     :param correction: ``none`` (naive), ``tis`` (truncated importance sampling) or ``mis`` (masked).
     :param cap: the ratio cap C of ``tis``/``mis``.
     :param n_timesteps: training budget; None = rl-zoo3's for the pair.
-    :param backend: ``torch`` (weights on the PTQ grid) or ``onnxruntime`` (int8 kernels).
+    :param backend: ``torch`` (weights on the PTQ grid) or ``onnxruntime`` (int8 kernels, int8 only).
     :param episodes: episodes the trained fp32 policy is evaluated on.
     """
 

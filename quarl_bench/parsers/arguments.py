@@ -94,14 +94,6 @@ def non_negative_float(value: str) -> float:
     return number
 
 
-def ratio_cap(value: str) -> float:
-    """The importance-ratio cap C of quantized rollouts' corrections."""
-    number = _number(value) if value.strip() else float("nan")
-    if not number >= 1 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"bad cap {value!r}: expected a ratio cap C >= 1 (e.g. 2.0)")
-    return number
-
-
 def widths(value: str) -> tuple[int, ...]:
     """Hidden layer widths from ``2048,2048``."""
     parts = value.split(",")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from quarl_bench.actorq.config import ACTOR_INT8_RUNTIMES, ACTOR_PRECISIONS, FLAG_SETTINGS, ActorQConfig
+from quarl_bench.methods.qat import QATConfig
+from quarl_bench.methods.rollout import RolloutConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_algo,
@@ -13,7 +15,6 @@ from quarl_bench.parsers.arguments import (
     add_timesteps,
     positive_int,
     precision_arg,
-    ratio_cap,
     widths,
 )
 from quarl_bench.parsers.config_flags import config_flag
@@ -29,12 +30,12 @@ def add_qat(commands: Subcommands) -> None:
     qat.add_argument("--env", required=True, help="env id or alias")
     # QAT's own set (QATConfig checks it), not every registered precision
     qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="int2-int8, int16, fp16 or bf16")
-    qat.add_argument("--quant-delay", type=positive_int, default=None, help="steps before quantization (default: half)")
+    config_flag(qat, QATConfig, "quant_delay", alone=False)
     add_timesteps(
         qat, None, "training timesteps, as in rl-zoo3 (default: rl-zoo3's); evaluation episodes are --episodes"
     )
-    qat.add_argument("--seed", type=int, default=0, help="training seed")
-    qat.add_argument("--quantize-activations", action="store_true", help="also fake-quantize layer outputs")
+    config_flag(qat, QATConfig, "seed", alone=False)
+    config_flag(qat, QATConfig, "quantize_activations")
     qat.add_argument("--episodes", type=positive_int, default=100, help="evaluation episodes (default 100)")
     qat.add_argument("--eval-seed", type=int, default=0, help="evaluation seed")
     qat.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
@@ -132,20 +133,21 @@ def add_rollout(commands: Subcommands) -> None:
         help="none (naive: PPO's ratio against the quantized policy), tis (x min(pi/pi_q, C)), "
         "mis (drop samples outside [1/C, C]); default none",
     )
-    rollout.add_argument("--cap", type=ratio_cap, default=None, help="the ratio cap C (default 2.0)")
+    config_flag(rollout, RolloutConfig, "cap", alone=False, given_only=True)
     rollout.add_argument("--seeds", "--seed", type=int, nargs="+", default=None, help="training seeds (default 0)")
     add_timesteps(
         rollout, None, "training timesteps, as in rl-zoo3 (default rl-zoo3's); evaluation episodes are --episodes"
     )
-    rollout.add_argument(
-        "--rollout-backend",
+    config_flag(
+        rollout,
+        RolloutConfig,
+        "backend",
+        alone=False,
+        given_only=True,
+        flag="rollout_backend",
         choices=ROLLOUT_BACKENDS,
-        default=None,
-        help="torch: weights on the PTQ grid (default); onnxruntime: int8 kernels (int8 only)",
     )
-    rollout.add_argument(
-        "--episodes", type=positive_int, default=None, help="evaluation episodes of each trained policy (default 100)"
-    )
+    config_flag(rollout, RolloutConfig, "episodes", alone=False, given_only=True)
     add_executor(rollout, "runs")
     rollout.add_argument("--cache", type=Path, default=None, help="trained agents (default results/agents)")
     add_store(rollout)

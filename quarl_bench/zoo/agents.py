@@ -19,7 +19,7 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, file_name
-from quarl_bench.zoo.algorithms import ALGOS, OFF_POLICY
+from quarl_bench.zoo.algorithms import OFF_POLICY, check_algo
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.identity import content_hash
 from quarl_bench.zoo.ids import FOREIGN_ALGOS
@@ -57,12 +57,6 @@ class LoadedAgent:
                 env = VecNormalize.load(self.ref.vecnormalize, env)
             env.training, env.norm_reward = False, False
         return env
-
-
-def check_algo(algo: str) -> str:
-    if algo not in ALGOS:
-        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGOS)}")
-    return algo
 
 
 def find_in_folder(folder: Path, algo: str, env_id: str, source: str) -> AgentRef | None:

@@ -9,6 +9,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from quarl_bench.errors import QuarlError
 from quarl_bench.registry import Registry
 
 BOTH = ("discrete", "continuous")
@@ -92,3 +93,13 @@ EPSILON_GREEDY = names(exploration="epsilon-greedy")
 RECURRENT = names(recurrent=True)
 ACTORQ_ALGOS = tuple(a.name for a in ALGORITHMS.entries.values() if a.actorq_learner)
 ROLLOUT_ALGOS = tuple(a.name for a in ALGORITHMS.entries.values() if a.rollout_trainer)
+
+
+def check_algo(algo: str) -> str:
+    """``algo`` if it is a zoo algorithm.
+
+    :raises QuarlError: naming it and those that are.
+    """
+    if algo not in ALGOS:
+        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGOS)}")
+    return algo
