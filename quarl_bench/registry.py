@@ -165,16 +165,65 @@ class Backend:
         return getattr(importlib.import_module(module), function)
 
 
-BACKENDS: Registry[Backend] = Registry(
-    "backend",
-    package="quarl_bench.deploy.targets",
-    first=("torch", "onnxruntime", "torchao", "litert", "executorch", "c"),  # the order --backend lists them in
-)
+TARGETS = "quarl_bench.deploy.targets"  # one module per runtime: its backends and the artifact kind it plays
+FIRST_TARGETS = ("torch", "onnxruntime", "torchao", "litert", "executorch", "c")  # the order --backend lists them in
+BACKENDS: Registry[Backend] = Registry("backend", package=TARGETS, first=FIRST_TARGETS)
 
 
 def register_backend(entry: Backend) -> Backend:
     """Register ``entry`` under its name (a target module's one call per backend)."""
     return BACKENDS.add(entry.name, entry)
+
+
+@dataclass(frozen=True)
+class ArtifactKind:
+    """What every artifact of one kind shares however it was built (a :class:`Backend`'s ``kind`` names it),
+    registered by the ``deploy/targets/`` module of its runtime: a new kind is that module.
+
+    :param name: ``onnx``, ``torchscript``, ``torch`` (a state dict run in quarl-bench's process), ``tflite``,
+        ``pte`` or ``c``.
+    :param file_name: its file in an artifact folder (its suffix names a temporary copy too).
+    :param runner: ``module:function`` of ``(artifact, threads) -> run``, ``run`` mapping a batch of raw
+        observations to actions.
+    :param runtime: what a client needs to play it, named in the folder's README; "" for a kind only quarl-bench's
+        process runs (not standalone).
+    :param packages: the distributions whose versions the parity gate's record names.
+    :param client: the README client's Python defining ``act(obs)`` (``contract`` is ``policy.json``); "" none.
+    :param recurrent_client: the same for an artifact that carries a recurrent policy's state; "" none.
+    :param probe: Python that loads ``path`` in a fresh process and defines ``run(x)``, for peak memory; "" none.
+    :param probe_file: ``module:function`` of ``(artifact, folder) -> path`` the probe loads; "" writes the data.
+    :param checked: its folder carries test vectors and ``check.py``, the parity gate replayed on any machine.
+    :param recipe: how its int8 numbers were made, for ``policy.json`` ("" names the backend).
+    """
+
+    name: str
+    file_name: str
+    runner: str
+    runtime: str = ""
+    packages: tuple[str, ...] = ()
+    client: str = ""
+    recurrent_client: str = ""
+    probe: str = ""
+    probe_file: str = ""
+    checked: bool = False
+    recipe: str = ""
+
+    @property
+    def suffix(self) -> str:
+        return self.file_name.removeprefix("policy")
+
+    def function(self, name: str) -> Callable[..., Any]:
+        """The function its ``runner`` (or ``probe_file``) names."""
+        module, _, function = getattr(self, name).partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+KINDS: Registry[ArtifactKind] = Registry("artifact kind", package=TARGETS, first=FIRST_TARGETS)
+
+
+def register_kind(entry: ArtifactKind) -> ArtifactKind:
+    """Register ``entry`` under its name (a target module's call for the kind its runtime plays)."""
+    return KINDS.add(entry.name, entry)
 
 
 def onnx_capable() -> tuple[str, ...]:

@@ -18,9 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.registry import BACKENDS
-
-FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy.ts.pt", "tflite": "policy.tflite", "pte": "policy.pte"}
+from quarl_bench.registry import BACKENDS, KINDS
 
 
 @dataclass(frozen=True)
@@ -46,16 +44,16 @@ class Artifact:
 
     @property
     def suffix(self) -> str:
-        return {"onnx": ".onnx", "torchscript": ".ts.pt", "tflite": ".tflite", "pte": ".pte"}.get(self.kind, ".pt")
+        return KINDS.get(self.kind).suffix
 
     @property
     def standalone(self) -> bool:
         """Loadable by a fresh process without quarl-bench."""
-        return self.kind in ("onnx", "torchscript", "tflite", "pte", "c")
+        return bool(KINDS.get(self.kind).runtime)
 
     def named_files(self) -> dict[str, bytes]:
         """The files an artifact folder holds (besides policy.json and README.md)."""
-        return dict(self.files) if self.files else {FILE_NAMES.get(self.kind, "policy.pt"): self.data}
+        return dict(self.files) if self.files else {KINDS.get(self.kind).file_name: self.data}
 
     def info(self, name: str, default: object = None) -> object:
         return dict(self.meta).get(name, default)
@@ -218,26 +216,40 @@ def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.nd
         from quarl_bench.deploy.recurrent import recurrent_runner
 
         return recurrent_runner(artifact, threads)
-    if artifact.kind in ("tflite", "pte"):
-        from quarl_bench.deploy import edge
-        from quarl_bench.deploy.mlp import normalized
+    return KINDS.get(artifact.kind).function("runner")(artifact, threads)
 
-        run = (edge.litert_runner if artifact.kind == "tflite" else edge.executorch_runner)(artifact.data, threads)
-        statistics = artifact.info("normalization")
-        return run if statistics is None else (lambda obs: run(normalized(obs, statistics)))
-    if artifact.kind == "c":
-        from quarl_bench.deploy.c_build import host_runner
 
-        info = artifact.info
-        return host_runner(dict(artifact.files), info("obs_dim"), info("action_dim"), info("discrete"))
-    if artifact.kind == "onnx":
-        import onnxruntime as ort
+def edge_runner(artifact: Artifact, threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A LiteRT or ExecuTorch artifact on its runtime (VecNormalize's statistics applied outside the graph)."""
+    from quarl_bench.deploy import edge
+    from quarl_bench.deploy.mlp import normalized
 
-        ort.set_default_logger_severity(3)  # errors only: no graph-cleanup notices on the console
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        session = ort.InferenceSession(artifact.data, options, providers=["CPUExecutionProvider"])
-        return lambda obs: session.run(None, {"obs": obs})[0]
+    run = (edge.litert_runner if artifact.kind == "tflite" else edge.executorch_runner)(artifact.data, threads)
+    statistics = artifact.info("normalization")
+    return run if statistics is None else (lambda obs: run(normalized(obs, statistics)))
+
+
+def c_runner(artifact: Artifact, _threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The C artifact compiled for this host and called through ctypes."""
+    from quarl_bench.deploy.c_build import host_runner
+
+    info = artifact.info
+    return host_runner(dict(artifact.files), info("obs_dim"), info("action_dim"), info("discrete"))
+
+
+def onnx_runner(artifact: Artifact, threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """An ONNX graph on ONNX Runtime's CPU provider."""
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(3)  # errors only: no graph-cleanup notices on the console
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(artifact.data, options, providers=["CPUExecutionProvider"])
+    return lambda obs: session.run(None, {"obs": obs})[0]
+
+
+def torch_runner(artifact: Artifact, _threads: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A TorchScript file, or a state-dict artifact's module, in this process."""
     import torch
 
     module = torch.jit.load(io.BytesIO(artifact.data)).eval() if artifact.kind == "torchscript" else artifact.module

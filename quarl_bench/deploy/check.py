@@ -16,7 +16,6 @@ import numpy as np
 
 VECTORS = 256  # the gate's first fixed states (vector observations)
 IMAGE_VECTORS = 16  # image observations: 16 stacked frames are ~450 kB
-CHECKED_KINDS = ("onnx", "tflite", "pte")
 
 CHECK = """
 FEATURES = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8", "asimd", "asimddp", "i8mm")
@@ -83,11 +82,12 @@ sys.exit(0 if passed else 1)
 
 def check_script(kind: str) -> str:
     """``check.py`` for an artifact of ``kind``: the plain client's ``act`` and the replay."""
-    from quarl_bench.deploy.contract import ACT, PREPARE
+    from quarl_bench.deploy.contract import PREPARE
+    from quarl_bench.registry import KINDS
 
     head = "import json\nimport sys\n\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
-    return head + ACT[kind] + "\n" + PREPARE + CHECK
+    return head + KINDS.get(kind).client + "\n" + PREPARE + CHECK
 
 
 def vectors(
@@ -130,7 +130,9 @@ def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document
     """``vectors.npz`` and ``check.py`` for an ORT, LiteRT or ExecuTorch artifact (``document`` gains ``check``:
     the gate's measure and the machine, runtime and kernels it was measured with); nothing for other kinds and
     recurrent artifacts, whose vectors would need their state."""
-    if artifact.kind not in CHECKED_KINDS or "actions" not in detail:
+    from quarl_bench.registry import KINDS
+
+    if not KINDS.get(artifact.kind).checked or "actions" not in detail:
         return {}
     if artifact.info("recurrent") is not None:  # the machine its gate was measured on, and no vectors
         from quarl_bench.deploy.machine import machine_record, runtime_versions

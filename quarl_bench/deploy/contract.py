@@ -15,107 +15,6 @@ from quarl_bench.types import AgentRef, DeployTarget, QuantSpec, spec_identity
 
 CONTRACT_VERSION = 1
 
-ACT = {
-    "onnx": """\
-import onnxruntime as ort
-
-session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
-
-
-def act(obs):
-    return session.run(None, {"obs": np.asarray(obs, dtype=np.float32)[None]})[0][0]
-""",
-    "tflite": """\
-from ai_edge_litert.interpreter import Interpreter
-
-interpreter = Interpreter(model_path="policy.tflite", num_threads=1)
-interpreter.allocate_tensors()
-source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-
-
-def act(obs):
-    x = np.asarray(obs, dtype=np.float32)[None]
-    scale, zero = source["quantization"]
-    if scale:  # a full-integer model takes int8: quantize with the input tensor's own scale and zero point
-        x = np.clip(np.round(x / scale) + zero, -128, 127)
-    interpreter.set_tensor(source["index"], x.astype(source["dtype"]))
-    interpreter.invoke()
-    y = interpreter.get_tensor(target["index"])
-    scale, zero = target["quantization"]
-    if scale and y.dtype == np.int8:
-        y = (y.astype(np.float32) - zero) * scale
-    return y[0]
-""",
-    "pte": """\
-import torch
-from executorch.runtime import Runtime
-
-method = Runtime.get().load_program("policy.pte").load_method("forward")
-
-
-def act(obs):
-    return method.execute([torch.as_tensor(np.asarray(obs, dtype=np.float32)[None])])[0].numpy()[0]
-""",
-    "torchscript": """\
-import torch
-
-policy = torch.jit.load("policy.ts.pt")
-
-
-def act(obs):
-    return policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)[None]))[0].numpy()
-""",
-    "c": """\
-import ctypes
-import subprocess
-
-flags = contract["c"]["required_flags"].split()  # -std=c99 -ffp-contract=off: the bit-exactness claim needs them
-subprocess.run(["cc", *flags, "-O2", "-shared", "-fPIC", "policy.c", "-o", "libpolicy.so"], check=True)
-library = ctypes.CDLL("./libpolicy.so")
-policy_act = getattr(library, contract["c"]["function"])
-floats = ctypes.POINTER(ctypes.c_float)
-action = np.zeros(max(1, contract["action"]["dim"]), dtype=np.float32)
-
-
-def act(obs):
-    x = np.ascontiguousarray(obs, dtype=np.float32)
-    index = policy_act(x.ctypes.data_as(floats), action.ctypes.data_as(floats))
-    if index < 0:
-        raise ValueError(f"non-finite observation {obs}: the policy wrote no action")
-    return index if contract["action"]["space"] == "Discrete" else action.copy()
-""",
-}
-
-# A recurrent artifact: the actor's LSTM state in and out, zero when an episode starts (PLAY plays one episode)
-ACT_RECURRENT = {
-    "onnx": """\
-import onnxruntime as ort
-
-session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
-layers, hidden = contract["state"]["layers"], contract["state"]["hidden"]
-state = [np.zeros((layers, 1, hidden), dtype=np.float32) for _ in range(2)]  # (h, c): zero at an episode start
-
-
-def act(obs):
-    action, state[0], state[1] = session.run(
-        None, {"obs": np.asarray(obs, dtype=np.float32)[None], "h": state[0], "c": state[1]}
-    )
-    return action[0]
-""",
-    "torchscript": """\
-import torch
-
-policy = torch.jit.load("policy.ts.pt")
-layers, hidden = contract["state"]["layers"], contract["state"]["hidden"]
-state = [torch.zeros(layers, 1, hidden) for _ in range(2)]  # (h, c): zero at an episode start
-
-
-def act(obs):
-    action, state[0], state[1] = policy(torch.as_tensor(np.asarray(obs, dtype=np.float32)[None]), *state)
-    return action[0].numpy()
-""",
-}
-
 PREPARE = """\
 observation = contract["observation"]
 statistics = None if observation["normalization_inside"] else observation.get("normalization")
@@ -149,7 +48,10 @@ def client(kind: str, recurrent: bool = False) -> str:
     head = "import json\nimport sys\n\nimport gymnasium as gym\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
     head += 'sys.path[:0] = contract.get("env_module_folders", [])  # where the env\'s own modules were found\n'
-    return head + (ACT_RECURRENT if recurrent else ACT)[kind] + "\n\n" + PLAY
+    from quarl_bench.registry import KINDS
+
+    entry = KINDS.get(kind)
+    return head + (entry.recurrent_client if recurrent else entry.client) + "\n\n" + PLAY
 
 
 def contract(
@@ -282,15 +184,13 @@ def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> d
             "weight_bytes": artifact.info("weight_bytes"),
             "layers": artifact.info("layers"),
         }
-    recipes = {
-        "tflite": "PT2E static int8: per-channel symmetric weights, per-tensor activations (min-max ranges)",
-        "pte": "XNNPACK PT2E int8: per-channel symmetric weights, per-tensor activations (min-max ranges)",
-    }
+    from quarl_bench.registry import KINDS
+
     if claimed.precision == "fp32":
         return {"weights": "fp32"}
     if artifact.backend in ("ort-int8-static", "ort-int8-dynamic"):
         return ort_quantization(artifact.backend, claimed_text)
-    return {"recipe": recipes.get(artifact.kind, artifact.backend), "claimed": claimed_text}
+    return {"recipe": KINDS.get(artifact.kind).recipe or artifact.backend, "claimed": claimed_text}
 
 
 def ort_quantization(backend: str, claimed_text: str) -> dict[str, Any]:
@@ -373,10 +273,11 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
             "reentrant (static buffers). Observation values beyond `policy.json`'s `observation_saturation` "
             "ranges saturate.",
         ]
-    runtime = {"onnx": "onnxruntime", "tflite": "ai-edge-litert", "pte": "executorch", "c": "a C compiler"}
+    from quarl_bench.registry import KINDS
+
     lines += [
         "",
-        f"Play it with gymnasium and {runtime.get(artifact.kind, 'torch')} alone, from this folder:",
+        f"Play it with gymnasium and {KINDS.get(artifact.kind).runtime or 'torch'} alone, from this folder:",
         "",
         "```python",
         client(artifact.kind, "state" in document).rstrip(),

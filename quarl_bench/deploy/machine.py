@@ -72,10 +72,12 @@ def ort_kernel(features: tuple[str, ...] | list[str] | None, unsigned_weights: b
 
 
 def runtime_versions(kind: str) -> dict[str, str]:
-    """The versions of the runtime that plays an artifact of ``kind`` (``onnx``, ``tflite``, ``pte``)."""
+    """The versions of the runtime that plays an artifact of ``kind`` (its registered ``packages``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    packages = {"onnx": ("onnxruntime",), "tflite": ("ai-edge-litert",), "pte": ("executorch",)}.get(kind, ())
+    from quarl_bench.registry import KINDS
+
+    packages = KINDS.get(kind).packages
     found = {}
     for package in packages:
         try:

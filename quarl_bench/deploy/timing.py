@@ -52,41 +52,13 @@ def throughput(run: Callable[[np.ndarray], np.ndarray], observations: np.ndarray
     return done / (time.perf_counter() - start)
 
 
-PROBE = """
+PROBE_HEAD = """
 import json, sys
 import numpy as np
-path, obs_path, kind = sys.argv[1:4]
+path, obs_path = sys.argv[1:3]
 obs = np.load(obs_path)
-if kind == "tflite":
-    from ai_edge_litert.interpreter import Interpreter
-    interpreter = Interpreter(model_path=path, num_threads=1)
-    interpreter.allocate_tensors()
-    source = interpreter.get_input_details()[0]
-    data = np.zeros(source["shape"], source["dtype"])
-    def run(x):
-        interpreter.set_tensor(source["index"], data)
-        interpreter.invoke()
-elif kind == "pte":
-    import torch
-    from executorch.runtime import Runtime
-    method = Runtime.get().load_program(path).load_method("forward")
-    run = lambda x: method.execute([torch.as_tensor(x)])
-elif kind == "c":
-    import ctypes
-    library = ctypes.CDLL(path)
-    action = (ctypes.c_float * 64)()
-    row = np.ascontiguousarray(obs[0], dtype=np.float32)
-    run = lambda x: library.quarl_policy_act(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), action)
-elif kind == "onnx":
-    import onnxruntime as ort
-    options = ort.SessionOptions(); options.intra_op_num_threads = 1
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    run = lambda x: session.run(None, {"obs": x})
-else:
-    import torch
-    torch.set_num_threads(1)
-    module = torch.jit.load(path).eval()
-    run = lambda x: module(torch.as_tensor(x))
+"""
+PROBE_TAIL = """
 for _ in range(100):
     run(obs)
 # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from the forking parent across exec
@@ -98,19 +70,20 @@ print(json.dumps({"peak_rss_mb": int(hwm.split()[1]) / 1024}))
 def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
     """Peak resident memory (MB) of a fresh Python process that loads the artifact and runs it 100 times (None for
     a state-dict artifact, which needs quarl-bench's process)."""
-    if artifact.kind not in ("onnx", "torchscript", "tflite", "pte", "c") or artifact.info("recurrent") is not None:
+    from quarl_bench.registry import KINDS
+
+    kind = KINDS.get(artifact.kind)
+    if not kind.probe or artifact.info("recurrent") is not None:
         return None  # the probe feeds one observation: a recurrent artifact takes its state too
     with tempfile.TemporaryDirectory() as folder:
         path, obs_path = Path(folder) / f"policy{artifact.suffix}", Path(folder) / "obs.npy"
-        if artifact.kind == "c":  # the compiled library, loaded by ctypes alone
-            from quarl_bench.deploy.c_build import host_library
-
-            path = host_library(dict(artifact.files), Path(folder))
+        if kind.probe_file:  # what the probe loads is made from the artifact (C: the compiled library)
+            path = kind.function("probe_file")(artifact, Path(folder))
         else:
             path.write_bytes(artifact.data)
         np.save(obs_path, observation[None])
         done = subprocess.run(
-            [sys.executable, "-c", PROBE, str(path), str(obs_path), artifact.kind],
+            [sys.executable, "-c", PROBE_HEAD + kind.probe + PROBE_TAIL, str(path), str(obs_path)],
             capture_output=True,
             text=True,
             timeout=300,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.registry import Backend, register_backend
+from quarl_bench.registry import ArtifactKind, Backend, register_backend, register_kind
 
 ORT = ("onnx", "onnxruntime")
 
@@ -70,5 +70,48 @@ register_backend(
         f"{__name__}:build_int8",
         calibrated=True,
         fp32_observation=True,
+    )
+)
+
+CLIENT = """\
+import onnxruntime as ort
+
+session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
+
+
+def act(obs):
+    return session.run(None, {"obs": np.asarray(obs, dtype=np.float32)[None]})[0][0]
+"""
+RECURRENT_CLIENT = """\
+import onnxruntime as ort
+
+session = ort.InferenceSession("policy.onnx", providers=["CPUExecutionProvider"])
+layers, hidden = contract["state"]["layers"], contract["state"]["hidden"]
+state = [np.zeros((layers, 1, hidden), dtype=np.float32) for _ in range(2)]  # (h, c): zero at an episode start
+
+
+def act(obs):
+    action, state[0], state[1] = session.run(
+        None, {"obs": np.asarray(obs, dtype=np.float32)[None], "h": state[0], "c": state[1]}
+    )
+    return action[0]
+"""
+PROBE = """\
+import onnxruntime as ort
+options = ort.SessionOptions(); options.intra_op_num_threads = 1
+session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+run = lambda x: session.run(None, {"obs": x})
+"""
+register_kind(
+    ArtifactKind(
+        "onnx",
+        "policy.onnx",
+        "quarl_bench.deploy.backends:onnx_runner",
+        "onnxruntime",
+        ("onnxruntime",),
+        CLIENT,
+        RECURRENT_CLIENT,
+        PROBE,
+        checked=True,
     )
 )
