@@ -68,6 +68,10 @@ class Registry(Generic[T]):
         self.load(every=True)
         return tuple(n for n, e in self.entries.items() if all(getattr(e, k) == v for k, v in facts.items()))
 
+    def indexed(self) -> tuple[str, ...]:
+        """The names listed without importing anything (the built-in ones), whatever is registered since."""
+        return tuple(self._modules) or self.names()
+
     def __contains__(self, name: object) -> bool:
         if name in self.entries or name in self._modules:
             return True

@@ -37,13 +37,12 @@ def add_method(commands: Subcommands) -> None:
     method = commands.add_parser(
         "method",
         help="run any registered method from its config's flags (quarl-bench method NAME --help lists them)",
-        description="Every registered method, its flags generated from its config's fields: "
-        + ", ".join(METHODS.names()),
+        description="Every registered method, its flags generated from its config's fields: the built-in "
+        + ", ".join(METHODS.indexed())
+        + ", and any module of methods/ or method registered in Python",
     )
     method.set_defaults(handler=handler("method:run_method"))
-    method.add_argument(
-        "method_name", metavar="NAME", help=f"one of {', '.join(METHODS.names())} (or one registered since)"
-    )
+    method.add_argument("method_name", metavar="NAME", help="a registered method's name")
     method.add_argument("rest", nargs=argparse.REMAINDER, help="the method's own flags")
 
 
