@@ -203,3 +203,34 @@ def test_any_method_with_an_evaluator_is_certified_by_name(cli, zoo: Path, tmp_p
     code, _, err = cli(*common, "--method", "qat")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "bad method 'qat' for certify: expected one with an evaluator of its own" in err and "replayed" in err
+
+
+REFUSED = {  # built-in methods the generated command cannot build, and why
+    "mixed": "no config of its own: run `quarl-bench mixed`",
+    "random": "no config of its own: its jobs are played within other methods' works",
+    "harden": "needs its recipe (Recipe), which no flag gives",
+}
+FLAGS = {  # what each built-in method's generated command takes, from its config's field types
+    "ptq": ("--algo", "--folder", "--bits P [P ...]", "--act-bits"),  # AgentRef, tuple[QuantSpec, ...]
+    "deploy": ("--algo", "--backend", "--calibration-states"),  # tuple[DeployTarget, ...]
+    "fidelity": ("--bits P [P ...]", "--threshold THRESHOLD"),
+    "qat": ("--precision PRECISION", "--quant-delay", "--quantize-activations"),  # str, int | None, bool
+    "amp": ("--arch ARCH", "--dtype DTYPE", "--n-timesteps"),
+    "rollout": ("--correction", "--cap CAP", "--episodes EPISODES"),
+    "actorq": ("--policy-arch POLICY_ARCH [POLICY_ARCH ...]", "--target-reward", "--env ENV"),  # tuple[int, ...]
+}
+
+
+@pytest.mark.parametrize(
+    "name", ["ptq", "mixed", "random", "deploy", "qat", "amp", "rollout", "actorq", "fidelity", "harden"]
+)
+def test_every_built_in_method_is_reached_by_the_method_command_or_refused_in_one_line(cli, name: str) -> None:
+    code, out, err = cli("method", name, "--help")
+    if name in REFUSED:
+        assert code == 2 and err.strip() == f"quarl-bench: error: method {name!r} {REFUSED[name]}" + (
+            ": run it from Python or its own command" if name == "harden" else ""
+        )
+    else:
+        assert code == 0, err
+        assert all(flag in out for flag in FLAGS[name]), out
+        assert "--store" in out and "--executor {local,ray}" in out

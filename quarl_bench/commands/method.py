@@ -26,7 +26,7 @@ def run_method(args: argparse.Namespace) -> int:
     if name in METHODS.names():
         METHODS.load(name)
         if name not in METHODS.entries:  # a spec method evaluated by another's work (mixed: PTQ's)
-            raise QuarlError(f"method {name!r} has no config of its own: run `quarl-bench {name}`")
+            raise QuarlError(f"method {name!r} has no config of its own: {_played_by(name)}")
     config_type = METHODS.get(name)
     flags = method_parser(name, config_type, OneLineParser).parse_args(args.rest)
     check_executor(flags)
@@ -43,8 +43,9 @@ def run_method(args: argparse.Namespace) -> int:
 
 def _given(roles: dict[str, str], flags: argparse.Namespace, store: ResultStore) -> dict[str, Any]:
     """The fields no flag of their own gives: the agent, and the precisions of ``--bits`` with the recipe flags."""
+    from quarl_bench.commands.deploy import deploy_targets
     from quarl_bench.parsers.arguments import spec_from_args
-    from quarl_bench.parsers.method import AGENT, SPEC, SPECS
+    from quarl_bench.parsers.method import AGENT, SPEC, SPECS, TARGETS
 
     given: dict[str, Any] = {}
     for field, role in roles.items():
@@ -52,9 +53,21 @@ def _given(roles: dict[str, str], flags: argparse.Namespace, store: ResultStore)
             given[field] = _agent_for(flags, store)
         elif role == SPECS:
             given[field] = tuple(spec_from_args(flags, precision) for precision in flags.bits)
+        elif role == TARGETS:
+            given[field] = deploy_targets(flags, flags.backend)
         elif role == SPEC:
             given[field] = spec_from_args(flags, flags.bits)  # one precision: --bits takes one
     return given
+
+
+def _played_by(name: str) -> str:
+    """Where a method without a config of its own is run: its command, else within other methods' works."""
+    from quarl_bench.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    if name in commands:
+        return f"run `quarl-bench {name}`"
+    return "its jobs are played within other methods' works"
 
 
 def _render(name: str, rows: list[dict[str, Any]]) -> None:

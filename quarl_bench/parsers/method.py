@@ -18,6 +18,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
+    add_calibration,
     add_executor,
     add_precisions,
     add_recipe,
@@ -26,11 +27,12 @@ from quarl_bench.parsers.arguments import (
     positive_int,
 )
 from quarl_bench.parsers.config_flags import config_flag, field_hint
-from quarl_bench.registry import METHODS
+from quarl_bench.registry import BACKENDS, METHODS
+from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
 # fields whose flag is named for what a user types, as in every other command
 FLAG_NAMES = {"env_id": "env"}
-AGENT, SPEC, SPECS = "agent", "spec", "specs"  # fields filled from the agent flags, --bits, --bits (several)
+AGENT, SPEC, SPECS, TARGETS = "agent", "spec", "specs", "targets"  # fields the agent flags, --bits, --backend fill
 
 
 def add_method(commands: Subcommands) -> None:
@@ -57,13 +59,14 @@ def field_roles(config: type) -> dict[str, str]:
         if not field.init:
             continue
         hint = field_hint(config, field.name)
-        text = str(field.type)
-        if "AgentRef" in text:
+        if hint is AgentRef:
             roles[field.name] = AGENT
-        elif text.startswith("tuple[QuantSpec") and SPECS not in roles.values():  # the first: what --bits gives
+        elif hint == tuple[QuantSpec, ...] and SPECS not in roles.values():  # the first: what --bits gives
             roles[field.name] = SPECS
-        elif text == "QuantSpec" and SPEC not in roles.values():
+        elif hint is QuantSpec and SPEC not in roles.values():
             roles[field.name] = SPEC
+        elif hint == tuple[DeployTarget, ...] and TARGETS not in roles.values():
+            roles[field.name] = TARGETS
         elif _flaggable(hint):
             roles[field.name] = "flag"
         elif field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
@@ -92,6 +95,13 @@ def method_parser(name: str, config: type, parser_class: type[argparse.ArgumentP
         add_precisions(parser, "the precisions it quantizes to", required=True, many=SPECS in roles.values())
         add_spec(parser)
         add_recipe(parser)
+    if TARGETS in roles.values():
+        backends = BACKENDS.names()
+        parser.add_argument(
+            "--backend", nargs="+", required=True, choices=backends, help=f"one or more of {', '.join(backends)}"
+        )
+        if "--calibration-states" not in parser._option_string_actions:  # the recipe flags have them
+            add_calibration(parser)
     for field, role in roles.items():
         if role == "flag":
             config_flag(parser, config, field, alone=False, flag=FLAG_NAMES.get(field))
