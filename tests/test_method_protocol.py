@@ -206,8 +206,8 @@ def test_any_method_with_an_evaluator_is_certified_by_name(cli, zoo: Path, tmp_p
 
 
 REFUSED = {  # built-in methods the generated command cannot build, and why
-    "mixed": "no config of its own: run `quarl-bench mixed`",
-    "random": "no config of its own: its jobs are played within other methods' works",
+    "mixed": "has no config of its own: run `quarl-bench mixed`",
+    "random": "has no config of its own: its jobs are played within other methods' works",
     "harden": "needs its recipe (Recipe), which no flag gives",
 }
 FLAGS = {  # what each built-in method's generated command takes, from its config's field types
