@@ -163,8 +163,10 @@ def certify_agent(
     force: bool = False,
     on_verdict: Callable[[Any], None] | None = None,
     baseline: AgentRef | None = None,
+    by: str = "ptq",
 ) -> Any:
-    """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.certify.plan`).
+    """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.certify.plan`): the
+    convenience wrapper of :func:`certify` for one agent.
 
     :param model: a resolved :class:`AgentRef`, or a path to an SB3 zip / ONNX file (then ``env`` is needed).
     :param specs: QuantSpecs or precision names, in any order (walked from the widest down).
@@ -172,6 +174,7 @@ def certify_agent(
     :param store: a :class:`~quarl_bench.store.ResultStore` or a path; None: ``results/quarl.sqlite``.
     :param baseline: the agent whose fp32 the differences and δ come from (a hardened agent's parent: see
         :func:`quarl_bench.methods.harden.parent_of`); fp32 is then certified too. None: the agent's own fp32.
+    :param by: the method whose evaluator plays each question (``certify --method``).
     :return: a :class:`~quarl_bench.certify.result.Certification`: ``minimum_safe``, ``verdicts``, ``as_json()``.
     """
     from quarl_bench.certify.config import CertifyConfig
@@ -183,19 +186,12 @@ def certify_agent(
             raise QuarlError("certify_agent on a policy file needs env: expected an env id such as 'CartPole-v1'")
         model = resolve(AgentQuery(env, model=str(model)))
     specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
+    request = certify_request(model, specs, config, baseline, by)
+    told = (lambda _agent, found: on_verdict(found)) if on_verdict else None
     if isinstance(store, ResultStore):
-        return _certify_in(model, specs, config, store, force, on_verdict, baseline)
+        return certify([request], store, on_verdict=told, force=force)[0]
     with ResultStore(store or DEFAULT_STORE) as opened:
-        return _certify_in(model, specs, config, opened, force, on_verdict, baseline)
-
-
-def _certify_in(
-    ref: AgentRef, specs: tuple, config: Any, store: Any, force: bool, on_verdict, baseline: AgentRef | None = None
-) -> Any:
-    from quarl_bench.store.provenance import driver_provenance
-
-    store.check()
-    return certify_specs(ref, specs, config, store, driver_provenance(), on_verdict, force, baseline)
+        return certify([request], opened, on_verdict=told, force=force)[0]
 
 
 @dataclass(frozen=True)
@@ -241,14 +237,14 @@ def search_mixed(
     store: Any,
     n_envs: int | None = None,
     on_try: Callable[[tuple[str, ...], Any], None] | None = None,
-    certify: Any = None,
+    certify_config: Any = None,
 ) -> MixedSearch:
     """Greedy per-layer bit allocation (layers ranked by their one-layer sensitivity on the search seeds), each step
     accepted only when certification says the allocation is safe within ``tolerance_pct``% of (R_fp32 - R_random)
     (an undetermined step is rejected); the allocation found is verified on fresh seeds next to uniform PTQ. Every
     evaluation and verdict is stored (method ``mixed`` for the verified allocation), so a search resumes.
 
-    :param certify: a :class:`~quarl_bench.certify.plan.CertifyConfig` for the steps (its tolerance and seed
+    :param certify_config: a :class:`~quarl_bench.certify.plan.CertifyConfig` for the steps (its tolerance and seed
         are set from ``tolerance_pct`` and the first search seed); default 95% confidence, at most 200 episodes.
     :raises QuarlError: for an empty ladder, verify seeds that overlap the search seeds, or a bad tolerance.
     """
@@ -265,7 +261,7 @@ def search_mixed(
     from quarl_bench.store.provenance import driver_provenance
 
     ladder = mixed_ladder(ladder, search_seeds, verify_seeds)
-    config = replace(certify or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])
+    config = replace(certify_config or CertifyConfig(max_episodes=200), tolerance=tolerance_pct, seed=search_seeds[0])
     store.check()
     refuse_per_layer(ref, "mixed")
     driver = driver_provenance()
@@ -288,7 +284,7 @@ def search_mixed(
         spec = QuantSpec(layer_precisions=allocation)
         if spec.is_identity:  # every layer fp32: the reference itself
             return True
-        found = certify_specs(ref, (spec,), config, store, driver).verdicts[0]
+        found = certify([certify_request(ref, (spec,), config)], store, driver)[0].verdicts[0]
         tried.append((allocation, found))
         if on_try:
             on_try(allocation, found)
@@ -321,24 +317,6 @@ def measure_fidelity(
     return frame[frame["key"].isin(keys)]
 
 
-def certify_specs(
-    ref: AgentRef,
-    specs: tuple[QuantSpec, ...],
-    config: Any,
-    store: Any,
-    driver: dict[str, Any],
-    on_verdict: Callable[[Any], None] | None = None,
-    force: bool = False,
-    baseline: AgentRef | None = None,
-    executor: Any = None,
-) -> Any:
-    """Certify ``specs`` widest first (see :mod:`quarl_bench.certify.plan`), against ``baseline``'s fp32 where
-    given; every batch row and verdict stored. ``executor``: where the batches run (default: this process)."""
-    request = certify_request(ref, specs, config, baseline)
-    callback = (lambda _agent, found: on_verdict(found)) if on_verdict else None
-    return certify_requests([request], store, driver, callback, force, executor)[0]
-
-
 def certify_request(
     ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None, by: str = "ptq"
 ) -> Any:
@@ -359,17 +337,19 @@ def certify_request(
     return CertifyRequest(ref, walks, config, baseline, families=len(walks))
 
 
-def certify_requests(
+def certify(
     requests: Sequence[Any],
     store: Any,
-    driver: dict[str, Any],
+    driver: dict[str, Any] | None = None,
     on_verdict: Callable[[AgentRef, Any], None] | None = None,
     force: bool = False,
     executor: Any = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Any]:
-    """Certify many agents side by side (``certify_driver.certify_all``) on ``executor`` (default: this process);
-    one :class:`~quarl_bench.certify.result.Certification` per request, in order.
+    """The one certification call: many agents' requests (:func:`certify_request`) side by side
+    (``certify_driver.certify_all``) on ``executor`` (default: this process), every batch row and verdict stored;
+    one :class:`~quarl_bench.certify.result.Certification` per request, in order. ``driver``: the provenance its
+    rows carry (default: this process's command and code).
     ``on_verdict(agent, verdict)`` as each verdict is decided or found stored; ``on_progress(done, total)`` as each
     question is answered or left unasked."""
     from quarl_bench.certify.driver import certify_all
@@ -388,8 +368,11 @@ def certify_requests(
                 "they are never paired with new ones, so certify evaluates afresh"
             )
 
+    from quarl_bench.store.provenance import driver_provenance
+
+    store.check()
     executor = executor or make_executor("local", store, 1)
-    outcomes = certify_all(list(requests), store, executor, driver, force, decided, on_progress)
+    outcomes = certify_all(list(requests), store, executor, driver or driver_provenance(), force, decided, on_progress)
     results = []
     for outcome in outcomes:
         scale = outcome.scale

@@ -46,7 +46,7 @@ def certify(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from quarl_bench.api import resolve
-    from quarl_bench.api.evaluate import certify_request, certify_requests
+    from quarl_bench.api.evaluate import certify, certify_request
     from quarl_bench.api.harden import parent_agent
     from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.jobs.grids import grid_return_bounds
@@ -86,9 +86,7 @@ def certify(args: argparse.Namespace) -> int:
             console.print(f"Certifying {len(requests)} agent(s) on executor {args.executor}, {workers} worker(s)")
         executor = make_executor(args.executor, store, workers, address=args.address)
         with certify_progress(requests, quiet=args.json) as on_progress:
-            results = certify_requests(
-                requests, store, driver_provenance(), on_verdict, args.force, executor, on_progress
-            )
+            results = certify(requests, store, driver_provenance(), on_verdict, args.force, executor, on_progress)
         for result in results:
             if args.json:
                 print(json.dumps(result.as_json()))
