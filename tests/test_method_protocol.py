@@ -234,3 +234,25 @@ def test_every_built_in_method_is_reached_by_the_method_command_or_refused_in_on
         assert code == 0, err
         assert all(flag in out for flag in FLAGS[name]), out
         assert "--store" in out and "--executor {local,ray}" in out
+
+
+@pytest.mark.parametrize("name", ["ptq", "deploy", "qat", "amp", "rollout", "actorq", "fidelity", "harden"])
+def test_every_registered_handler_says_where_it_runs_and_where_its_rows_go(name: str) -> None:
+    from quarl_bench.methods.protocol import config_type
+
+    method = handler(config_type(name))
+    assert isinstance(method.remote, bool) and method.table in ("results", "fidelity", "hardened")
+
+
+@pytest.mark.ray
+def test_a_side_table_method_runs_on_ray_from_the_method_command(cli, zoo: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    store = tmp_path / "quarl.sqlite"
+    agent = ("--algo", "ppo", "--env", "CartPole-v1", "--folder", zoo, "--no-hub")
+    code, out, err = cli(
+        "method", "fidelity", *agent, "--bits", "6", "--episodes", "5", "--executor", "ray", "--store", store
+    )
+    assert code == 0, err
+    with ResultStore(store) as opened:
+        rows = opened.fidelity()
+    assert sorted(rows["precision"]) == ["fp32", "int6"] and (rows["episodes"] == 5).all()  # stored by the driver

@@ -210,7 +210,7 @@ def run_method(
     work = Work(config, settings or EvalSettings(), cache or DEFAULT_CACHE, driver=driver_provenance(), address=address)
     if executor == "ray":
         method = handler(config)
-        table = getattr(method, "table", "results")
+        table = method.table
         jobs = method.jobs(work, method.agent(work))
         work = replace(work, skip=frozenset(j.key for j in jobs if not force and store.has_in(table, j.key)))
         ended: list[BaseException | None] = []

@@ -37,12 +37,14 @@ class Handler(Protocol):
     """What the runner asks of a method (one instance per registered config type).
 
     :attr remote: whether a Ray task may run its works (training methods keep their cache on the local disk).
+        Optional, default True.
     :attr table: where its rows go: ``results`` (``produce`` yields :class:`EvalResult`), or a side table
         (``produce`` yields :class:`SideRow`; its jobs are anything with the row's ``key``). Optional, default
         ``results``.
     """
 
     remote: bool
+    table: str
 
     def agent(self, work: Work) -> AgentRef | None:
         """The agent the work's jobs evaluate: given, found in the cache, or trained now; None when the run makes
@@ -88,6 +90,7 @@ class OfAgent:
 
 
 _HANDLERS: dict[type, Handler] = {}
+HANDLER_DEFAULTS = {"remote": True, "table": "results"}
 _EVALUATORS: dict[str, Callable[..., EvalResult]] = {}  # spec method -> how one job of it is evaluated
 
 
@@ -98,7 +101,11 @@ def register(config_type: type, named: bool = True) -> Callable[[type], type]:
     passes ``named=False``)."""
 
     def decorate(handler_class: type) -> type:
-        _HANDLERS[config_type] = handler_class()
+        instance = handler_class()
+        for name, default in HANDLER_DEFAULTS.items():  # what a handler need not say
+            if not hasattr(instance, name):
+                setattr(instance, name, default)
+        _HANDLERS[config_type] = instance
         method = getattr(config_type, "method", None)
         if named and method and method not in METHODS.entries:
             METHODS.add(method, config_type)

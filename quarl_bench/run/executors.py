@@ -157,7 +157,7 @@ class RayExecutor:
             except Exception as error:  # reported per work, the sweep goes on
                 yield work, None, error
                 continue
-            table = getattr(handler(work.config), "table", "results")
+            table = handler(work.config).table
             keys = [store_record(self.store, record, self.force) for record in results]
             yield work, [self.store.get_in(table, key) for key in keys], None
 

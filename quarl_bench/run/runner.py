@@ -41,7 +41,7 @@ def run_work(
     ``on_result(row, reused)`` is called per job as it is stored or found.
     """
     method = handler(work.config)
-    table = getattr(method, "table", "results")
+    table = method.table
 
     def has(key: str) -> bool:
         return store.has_in(table, key)
