@@ -34,6 +34,7 @@ TINY = {
     "mixed": ["-n", "2", "--bits", "8", "4", "--max-episodes", "20", "--search-seeds", "0", "--verify-seeds", "1"],
     "certify": ["--batch", "5", "--max-episodes", "5", "--bits", "fp16", "8", "2"],
     "sweep": ["-n", "2", "--env", "CartPole-v1"],
+    "method": ["--episodes", "2"],
     "reproduce": ["--plan"],  # the plan of each written reproduction (running one takes minutes to hours)
     "harden": ["--max-episodes", "20", "--budget", "500"],  # the path, not the default 5000 states
     # LunarLander's asymptotic sequence decides nothing before 100 pairs; a fixed δ and catastrophe threshold skip
