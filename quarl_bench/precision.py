@@ -136,14 +136,14 @@ CAST = "quarl_bench.quant.affine:cast_round_trip_named"
 for _name, _bits in (("fp32", 32), ("fp16", 16), ("bf16", 16)):
     register(Precision(_name, "float", _bits, 0.0, CAST))
 FORMAT_ROUND_TRIP = "quarl_bench.quant.formats:format_round_trip"
-for _name, _bits, _scale, _family in (
-    ("fp8-e4m3", 8, 0.0, ""),  # one fp32 scale per tensor
-    ("fp8-e5m2", 8, 0.0, ""),
-    ("mxfp4", 4, 8 / 32, "MX"),  # an E8M0 exponent per 32 values
-    ("mxfp6", 6, 8 / 32, "MX"),
-    ("mxfp8", 8, 8 / 32, "MX"),
-    ("nvfp4", 4, 8 / 16, ""),  # an e4m3 scale per 16 values (and one fp32 per tensor)
+for _name, _bits, _scale, _family, _tensor_scaled in (
+    ("fp8-e4m3", 8, 0.0, "", True),  # one fp32 scale per tensor
+    ("fp8-e5m2", 8, 0.0, "", True),
+    ("mxfp4", 4, 8 / 32, "MX", False),  # an E8M0 exponent per 32 values
+    ("mxfp6", 6, 8 / 32, "MX", False),
+    ("mxfp8", 8, 8 / 32, "MX", False),
+    ("nvfp4", 4, 8 / 16, "", False),  # an e4m3 scale per 16 values (and one fp32 per tensor)
 ):
-    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family, _name.startswith("fp8")))
+    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family, _tensor_scaled))
 FLOAT_PRECISIONS = names("float")
 FORMATS = names("format")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.precision import precision
 from quarl_bench.registry import BACKENDS, KINDS
 
 
@@ -132,7 +133,7 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
     if entry.precision != "fp32" and (network_states is None or not len(network_states)):
         raise QuarlError(f"{backend} needs calibration states: none were given")
     if entry.kind == "c":
-        return c_artifact(module, network_states, int(entry.precision.removeprefix("int")))
+        return c_artifact(module, network_states, precision(entry.precision).bits)
     meta: tuple[tuple[str, object], ...] = ()
     if int8 and getattr(module, "normalize", False):
         # Full-integer graphs quantize their input per tensor: the raw observation's features have very different
