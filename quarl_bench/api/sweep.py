@@ -194,10 +194,12 @@ def run_method(
     executor: str = "local",
     address: str | None = None,
     force: bool = False,
+    on_result: Callable[[dict[str, Any], bool], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run one registered method's ``config`` (any method: its handler says which agent and jobs) and return its
     stored rows in job order; stored jobs are reused unless ``force``. On ``executor="ray"`` the work runs as a Ray
-    task (where the method allows it) and the driver stores its rows, results and side rows alike."""
+    task (where the method allows it) and the driver stores its rows, results and side rows alike.
+    ``on_result(row, reused)`` as each job's row is stored or found (locally: as it is made)."""
     from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.jobs.work import Work
     from quarl_bench.methods.protocol import handler
@@ -218,4 +220,4 @@ def run_method(
         if ended and ended[0] is not None:
             raise ended[0]
         force = False  # stored by the driver just now: read back below
-    return run_work(work, store, force)
+    return run_work(work, store, force, on_result)

@@ -35,7 +35,7 @@ def run_method(args: argparse.Namespace) -> int:
         given = _given(roles, flags, store)
         config = config_from_args(config_type, flags, **given)
         settings = EvalSettings(getattr(flags, "episodes", 100), getattr(flags, "eval_seed", 0))
-        rows = run(config, store, settings, flags.cache, flags.executor, flags.address, flags.force)
+        rows = run(config, store, settings, flags.cache, flags.executor, flags.address, flags.force, _line)
         _render(name, rows)
         console.print(f"Stored in {store.path}")
     return 0
@@ -58,6 +58,16 @@ def _given(roles: dict[str, str], flags: argparse.Namespace, store: ResultStore)
         elif role == SPEC:
             given[field] = spec_from_args(flags, flags.bits)  # one precision: --bits takes one
     return given
+
+
+def _line(row: dict[str, Any], reused: bool) -> None:
+    """One line per job as its row is stored or found (a result's reward; a side row's precision)."""
+    from quarl_bench.report.console import result_line
+
+    if "mean_reward" in row:
+        console.print(result_line(row, reused))
+    else:
+        console.print(f"  {row.get('precision', row['key'])}: {'reused from the store' if reused else 'stored'}")
 
 
 def _played_by(name: str) -> str:
