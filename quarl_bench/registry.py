@@ -1,5 +1,6 @@
 """Every name a user picks, by one mechanism: a :class:`Registry` per kind of thing (precisions, methods, PTQ
-rounding algorithms, deployment backends, RL algorithms), each entry registered by the module that implements it.
+rounding algorithms, deployment backends and their artifact kinds, RL algorithms), each entry registered by the
+module that implements it.
 
 A registry imports its implementations by name when a name is first asked for: the modules of one package (each
 rounding algorithm, each family of backends registers itself) or one module per name (a method's module, imported
@@ -7,8 +8,9 @@ when that method is first named or run). So value types validate names against a
 torch, and ``quarl-bench --help`` stays fast. An unknown name is refused in one line naming the accepted ones.
 
 The registries of this module are those whose implementations live above the value types: rounding algorithms
-(``quant/rounding/``), backends (``deploy/targets/``) and methods (``methods/``). Precisions are declared in
-``precision.py`` and algorithms in ``zoo/algorithms.py``, as registries of the same class.
+(``quant/rounding/``), backends and artifact kinds (``deploy/targets/``: one module per runtime registers both) and
+methods (``methods/``). Precisions are declared in ``precision.py`` and algorithms in ``zoo/algorithms.py``, as
+registries of the same class.
 """
 
 from __future__ import annotations
