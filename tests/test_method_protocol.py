@@ -41,7 +41,7 @@ class ConstantConfig:
 
 @register(ConstantConfig)
 class ConstantHandler:
-    remote = True
+    ray = "any node"
 
     def agent(self, work: Work) -> None:
         return None
@@ -241,7 +241,7 @@ def test_every_registered_handler_says_where_it_runs_and_where_its_rows_go(name:
     from quarl_bench.methods.protocol import config_type
 
     method = handler(config_type(name))
-    assert isinstance(method.remote, bool) and method.table in ("results", "fidelity", "hardened")
+    assert method.ray in ("any node", "this machine", "none") and method.table in ("results", "fidelity", "hardened")
 
 
 @pytest.mark.ray

@@ -187,3 +187,33 @@ def test_agents_a_sweep_skips_are_one_line_per_reason() -> None:
         "[yellow]skipped 2[/] (looked in the folder; cache results/agents; pass --folder DIR or --train-if-missing): "
         "a2c/PongNoFrameskip-v4, dqn/PongNoFrameskip-v4"
     ]
+
+
+QAT_GRID = """
+name: qat_on_ray
+method: qat
+episodes: 2
+n_timesteps: 1024
+seeds: [0]
+grid:
+  - {algos: [ppo], envs: [CartPole-v1], precisions: [8]}
+"""
+
+
+@pytest.mark.ray
+def test_a_training_grid_runs_on_a_local_ray_cluster_and_is_refused_on_a_remote_one(cli, tmp_path: Path) -> None:
+    """QAT trains into the driver's agent cache: a Ray cluster on this machine shares the disk, a remote one would
+    leave the agent on another node."""
+    pytest.importorskip("ray")
+    grid, store, cache = tmp_path / "qat.yaml", tmp_path / "quarl.sqlite", tmp_path / "cache"
+    grid.write_text(QAT_GRID)
+    common = ("sweep", grid, "--store", store, "--cache", cache)
+    code, _, err = cli(*common, "--executor", "ray", "--address", "127.0.0.1:1")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and not store.exists()
+    assert "qat works train into this machine's agent cache: run them on a local Ray cluster" in err
+    code, _, err = cli(*common, "--executor", "ray")
+    assert code == 0, err
+    with ResultStore(store) as opened:
+        frame = opened.to_dataframe()
+    assert sorted(zip(frame["method"], frame["precision"], strict=True)) == [("qat", "fp32"), ("qat", "int8")]
+    assert list(cache.glob("qat/int8-*/ppo/CartPole-v1_1/CartPole-v1.zip"))  # trained into the driver's cache

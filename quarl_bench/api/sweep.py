@@ -65,13 +65,15 @@ def plan_sweep(
     workers: int | None = None,
     force: bool = False,
     random_baseline: bool = False,
+    address: str | None = None,
 ) -> SweepPlan:
     """The works of a grid (filtered) that the store lacks, dealt over ``workers``.
 
-    :raises QuarlError: when no cell matches the filters, or a training grid asks for Ray.
+    :raises QuarlError: when no cell matches the filters, or a grid asks for a Ray cluster its method cannot run on
+        (a training method on a remote one, ActorQ on any).
     """
     from quarl_bench.jobs.grids import load_study, select
-    from quarl_bench.methods.protocol import config_type, handler
+    from quarl_bench.methods.protocol import config_type, handler, refuse_on_ray
     from quarl_bench.run.executors import default_workers
     from quarl_bench.run.runner import plan
     from quarl_bench.store.provenance import driver_provenance
@@ -82,10 +84,8 @@ def plan_sweep(
         raise QuarlError(f"no job in {grid} matches the filters: check --algo/--env/--bits")
     if executor == "ray":
         require("distributed", "--executor ray", ("ray",))
-        planned_alone = [cell.method for cell in cells if cell.method not in PTQ_METHODS]
-        local = [method for method in planned_alone if not handler(config_type(method)).remote]
-        if local:
-            raise QuarlError(f"{local[0]} grids run on the local executor: drop --executor ray")
+        for method in dict.fromkeys(cell.method for cell in cells if cell.method not in PTQ_METHODS):
+            refuse_on_ray(method, handler(config_type(method)).ray, address is None)
     workers = workers or default_workers()
     works, skipped, already = plan(cells, sources, store, workers, force, driver_provenance(), random_baseline)
     return SweepPlan(study.name, cells, works, skipped, already, workers)

@@ -28,6 +28,7 @@ def sweep(args: argparse.Namespace) -> int:
             args.workers,
             args.force,
             args.random_baseline,
+            args.address,
         )
         for line in skipped_lines(planned.skipped):
             console.print(line, highlight=False)

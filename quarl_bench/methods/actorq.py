@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.driver import actorq_result, degenerate, job_for, run_actorq
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import register
+from quarl_bench.methods.protocol import NO_RAY, register
 from quarl_bench.types import AgentRef, EvalResult, Job
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ class ActorQHandler:
     made: that row is produced, then the failure raised. A run that trained nothing (no actor steps or no learner
     update: too short a ``max_seconds``) is not stored: it would measure no speed-up."""
 
-    remote = False  # a run starts its own Ray cluster
+    ray = NO_RAY  # a run starts its own Ray cluster
 
     def agent(self, work: Work) -> None:
         return None

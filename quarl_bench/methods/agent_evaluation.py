@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from quarl_bench.methods.protocol import OfAgent, evaluator, register
+from quarl_bench.methods.protocol import THIS_MACHINE, OfAgent, evaluator, register
 from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns
 
@@ -21,8 +21,6 @@ class AgentEvaluation:
     """The handler of methods whose jobs evaluate one agent (the config's ``ref``): per evaluation seed its fp32
     reference and one job per spec (``specs``), of the config's method; the agent is loaded once per work and each
     job evaluated by its method's evaluator (quantize and play, deploy an artifact, the random policy)."""
-
-    remote = True
 
     def agent(self, work: Work) -> AgentRef:
         return work.config.ref
@@ -69,7 +67,7 @@ def loaded_agent(ref: AgentRef) -> LoadedAgent:
 class TrainedAgentEvaluation(AgentEvaluation):
     """:class:`AgentEvaluation` of an agent the method trains first (``train``), or finds in the cache."""
 
-    remote = False  # the trained agent goes to this machine's cache
+    ray = THIS_MACHINE  # the trained agent goes to this machine's cache
 
     def train(self, config: Any, cache: Any) -> AgentRef:
         raise NotImplementedError

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import OfAgent, SideRow, register
+from quarl_bench.methods.protocol import THIS_MACHINE, OfAgent, SideRow, register
 from quarl_bench.training.harden.recipes import Recipe
 from quarl_bench.types import AgentRef, QuantSpec, spec_identity
 
@@ -159,7 +159,7 @@ class HardenHandler:
     """One job per config (its key, the hardening key); ``produce`` fine-tunes, writes the agent and its provenance
     atomically, and yields the ``hardened`` row."""
 
-    remote = False
+    ray = THIS_MACHINE  # the hardened agent goes to this machine's cache
     table = "hardened"
 
     def agent(self, work: Work) -> AgentRef:

@@ -36,14 +36,15 @@ class SideRow:
 class Handler(Protocol):
     """What the runner asks of a method (one instance per registered config type).
 
-    :attr remote: whether a Ray task may run its works (training methods keep their cache on the local disk).
-        Optional, default True.
+    :attr ray: where a Ray task may run its works: ``any node`` (the default), ``this machine`` (a method that
+        trains into the driver's agent cache: a local Ray cluster shares its disk, a remote node would not), or
+        ``none`` (a method that starts its own Ray cluster: ActorQ).
     :attr table: where its rows go: ``results`` (``produce`` yields :class:`EvalResult`), or a side table
         (``produce`` yields :class:`SideRow`; its jobs are anything with the row's ``key``). Optional, default
         ``results``.
     """
 
-    remote: bool
+    ray: str
     table: str
 
     def agent(self, work: Work) -> AgentRef | None:
@@ -90,7 +91,21 @@ class OfAgent:
 
 
 _HANDLERS: dict[type, Handler] = {}
-HANDLER_DEFAULTS = {"remote": True, "table": "results"}
+ANY_NODE, THIS_MACHINE, NO_RAY = "any node", "this machine", "none"  # a handler's ``ray``
+HANDLER_DEFAULTS = {"ray": ANY_NODE, "table": "results"}
+
+
+def refuse_on_ray(method: str, placement: str, local_cluster: bool) -> None:
+    """:raises QuarlError: where a method's works cannot run on the Ray cluster asked for, in one line."""
+    if placement == NO_RAY:
+        raise QuarlError(f"{method} runs start their own Ray cluster: drop --executor ray")
+    if placement == THIS_MACHINE and not local_cluster:
+        raise QuarlError(
+            f"{method} works train into this machine's agent cache: run them on a local Ray cluster (no --address) "
+            "or drop --executor ray"
+        )
+
+
 _EVALUATORS: dict[str, Callable[..., EvalResult]] = {}  # spec method -> how one job of it is evaluated
 
 

@@ -183,7 +183,7 @@ class RolloutHandler:
     """One run: train (or find in the cache) PPO/A2C on quantized rollouts, then evaluate the trained fp32 policy
     on the row's episodes (the learner's product: the quantized copy only played the training env)."""
 
-    remote = True  # a run trains in a task's own folder; the driver stores its row
+    # any node: a run trains in a task's own folder; the driver stores its row
 
     def agent(self, work: Work) -> None:
         return None  # the run makes its agent

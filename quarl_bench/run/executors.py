@@ -14,9 +14,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any, Protocol
 
-from quarl_bench.errors import QuarlError
 from quarl_bench.jobs.work import Work
-from quarl_bench.methods.protocol import SideRow, handler
+from quarl_bench.methods.protocol import SideRow, handler, refuse_on_ray
 from quarl_bench.run.runner import evaluations, run_work, store_record
 from quarl_bench.store import ResultStore
 from quarl_bench.types import EvalResult
@@ -135,14 +134,14 @@ class RayExecutor:
         from quarl_bench.jobs.ray_cluster import connect, ray_log_path
 
         self.store, self.force, self.ray = store, force, ray
+        self.local = address is None  # a cluster started on this machine: its workers share the driver's disk
         connect(address, ray_log_path(store.path))
         self.remote = ray.remote(num_cpus=1, max_retries=1)(evaluate_remotely)
         self.pending: dict[Any, Work] = {}
 
     def submit(self, work: Work) -> None:
         """``work.skip`` already holds every stored job (``runner.plan`` deals only pending ones to works)."""
-        if not handler(work.config).remote:
-            raise QuarlError(f"{work.method} works run on the local executor: drop --executor ray")
+        refuse_on_ray(work.method, handler(work.config).ray, self.local)
         self.pending[self.remote.remote(work)] = work
 
     def busy(self) -> bool:
