@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 class FidelityConfig(OfAgent):
     """Side-by-side episodes of an agent at fp32 and at each spec.
 
-    :param threshold: observations part when their largest difference exceeds it.
+    :param threshold: observations part when max |fp32 - quantized| exceeds this.
     """
 
     specs: tuple[QuantSpec, ...] = ()
-    threshold: float = 0.0
+    threshold: float = 0.1
     method: ClassVar[str] = "fidelity"
 
     def __post_init__(self) -> None:

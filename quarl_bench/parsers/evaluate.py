@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from quarl_bench.certify.config import CertifyConfig
+from quarl_bench.methods.fidelity import FidelityConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -20,7 +21,7 @@ from quarl_bench.parsers.arguments import (
     non_negative_float,
     positive_int,
 )
-from quarl_bench.parsers.config_flags import config_flags
+from quarl_bench.parsers.config_flags import config_flag, config_flags
 
 
 def add_run(commands: Subcommands) -> None:
@@ -120,12 +121,7 @@ def add_fidelity(commands: Subcommands) -> None:
     )
     add_spec(fidelity)
     add_recipe(fidelity)
-    fidelity.add_argument(
-        "--threshold",
-        type=non_negative_float,
-        default=0.1,
-        help="observations part when max |fp32 - quantized| exceeds this (default 0.1)",
-    )
+    config_flag(fidelity, FidelityConfig, "threshold", alone=False)
     fidelity.add_argument("-n", "--episodes", type=positive_int, default=20, help="episodes (one per env, default 20)")
     fidelity.add_argument("--seed", type=int, default=0, help="env i gets seed + i in both runs")
     fidelity.add_argument(
