@@ -20,8 +20,8 @@ from quarl_bench.api.evaluate import (
     search_mixed,
 )
 from quarl_bench.api.rollout import run_rollouts
-from quarl_bench.api.sweep import SweepOutcome, SweepPlan, agent_sources, grid_agents, plan_sweep, run_sweep
-from quarl_bench.api.train import run_actorq_runs, run_amp, run_qat, train_agent
+from quarl_bench.api.sweep import SweepOutcome, SweepPlan, agent_sources, grid_agents, plan_sweep, run_method, run_sweep
+from quarl_bench.api.train import run_actorq_runs, run_amp, train_agent
 
 __all__ = [
     "AgentQuery",
@@ -34,7 +34,7 @@ __all__ = [
     "resolve",
     "run_actorq_runs",
     "run_amp",
-    "run_qat",
+    "run_method",
     "run_sensitivity",
     "run_sweep",
     "train_agent",

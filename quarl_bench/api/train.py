@@ -9,14 +9,6 @@ from typing import Any
 from quarl_bench.types import AgentRef
 
 
-def run_qat(config: Any, settings: Any, store: Any, cache: Path | None = None) -> list[dict[str, Any]]:
-    """Train (or find in the cache) the QAT agent of ``config`` (``methods.qat.QATConfig``) and evaluate it next to
-    its fp32 reference job; the stored rows, the QAT row last."""
-    from quarl_bench.api.sweep import run_method
-
-    return run_method(config, store, settings, cache)
-
-
 def run_amp(
     configs: Sequence[Any],
     settings: Any,
@@ -26,17 +18,13 @@ def run_amp(
 ) -> list[dict[str, Any]]:
     """Train each mixed-precision config (``methods.amp.AmpConfig``; the cache's when it has it), timed per
     update, and evaluate its agent; one stored row per config, in order."""
-    from quarl_bench.jobs.work import Work
-    from quarl_bench.run.runner import run_work
-    from quarl_bench.store.provenance import driver_provenance
-    from quarl_bench.zoo.agents import DEFAULT_CACHE
+    from quarl_bench.api.sweep import run_method
 
-    store.check()
     rows = []
     for config in configs:
         if on_start:
             on_start(config)
-        rows.append(run_work(Work(config, settings, cache or DEFAULT_CACHE, driver=driver_provenance()), store)[0])
+        rows.append(run_method(config, store, settings, cache)[0])
     return rows
 
 

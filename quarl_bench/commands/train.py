@@ -10,7 +10,7 @@ from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 
 def qat(args: argparse.Namespace) -> int:
-    from quarl_bench.api import run_qat
+    from quarl_bench.api import run_method
     from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.methods.qat import resolve_config
     from quarl_bench.report.console import result_table
@@ -26,7 +26,7 @@ def qat(args: argparse.Namespace) -> int:
     )
     console.print(f"QAT: {config.algo}/{config.env_id} at {config.precision}, training seed {config.seed}")
     with ResultStore(args.store or DEFAULT_STORE) as store:
-        rows = run_qat(config, EvalSettings(args.episodes, args.eval_seed), store, args.cache)
+        rows = run_method(config, store, EvalSettings(args.episodes, args.eval_seed), args.cache)
         training = rows[-1]["provenance"]["training"]
         console.print(
             f"trained {training['training_steps']} steps, fake quantization on from step {training['enabled_at_step']}"
