@@ -19,7 +19,6 @@ from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
     add_calibration,
-    add_executor,
     add_precisions,
     add_recipe,
     add_spec,
@@ -112,6 +111,7 @@ def method_parser(name: str, config: type, parser_class: type[argparse.ArgumentP
     if AGENT not in roles.values():  # the agent flags have it
         parser.add_argument("--cache", default=None, help="agent cache (default results/agents)")
     parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
-    add_executor(parser, "jobs", "1")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="this process, or a Ray cluster")
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
     add_store(parser)
     return parser
