@@ -46,7 +46,7 @@ class HardenConfig(OfAgent):
     :param spec: the target spec the student computes at (narrower than fp32).
     :param recipe: the recipe and its settings.
     :param budget: env steps: the RL loss's training steps, or the states distillation collects.
-    :param seed: the fine-tune's seed (rollout envs are seeded from ``HARDEN_SEED + seed``).
+    :param seed: the fine-tuning seed (its rollout envs are seeded apart from every evaluation's: ``HARDEN_SEED + seed``).
     :param out: where the hardened agent goes (``.zip`` for SB3 agents, ``.onnx`` for torch modules); not part of
         the key: the same run written elsewhere is the same run.
     """

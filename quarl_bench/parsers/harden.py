@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.methods.harden import HardenConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -13,6 +14,7 @@ from quarl_bench.parsers.arguments import (
     add_spec,
     add_store,
 )
+from quarl_bench.parsers.config_flags import config_flag
 
 RECIPE_NAMES = ("distill", "sam", "noise", "distill+noise", "distill+sam", "sam+noise", "distill+sam+noise")
 
@@ -63,7 +65,7 @@ def add_harden(commands: Subcommands) -> None:
         metavar="STEPS",
         help="env steps (RL loss: training steps; distill: states collected); default a tenth of the zoo's steps",
     )
-    harden.add_argument("--seed", type=int, default=0, help="fine-tuning seed")
+    config_flag(harden, HardenConfig, "seed", alone=False)
     harden.add_argument(
         "--out", type=Path, default=None, help="OUT.zip (OUT.onnx for a torch module); default the cache"
     )
