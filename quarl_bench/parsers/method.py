@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
+from pathlib import Path
 from typing import Any
 
 from quarl_bench.errors import QuarlError
@@ -109,7 +110,7 @@ def method_parser(name: str, config: type, parser_class: type[argparse.ArgumentP
     if "eval_seed" not in roles:
         parser.add_argument("--eval-seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
     if AGENT not in roles.values():  # the agent flags have it
-        parser.add_argument("--cache", default=None, help="agent cache (default results/agents)")
+        parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
     parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="this process, or a Ray cluster")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")
