@@ -134,8 +134,7 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
     """
     from quarl_bench.jobs.grids import EvalSettings, build_jobs
     from quarl_bench.jobs.work import Work
-    from quarl_bench.methods.protocol import handler
-    from quarl_bench.run.runner import cell_agent, cell_config
+    from quarl_bench.run.runner import cell_agent, cell_config, known_jobs
 
     agents: dict[tuple[str, str, str], Any] = {}
 
@@ -155,11 +154,7 @@ def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any
                 config = cell_config(cell, sources)
             except QuarlError:  # its agent is not found here: no rows
                 continue
-            work = Work(config, EvalSettings(cell.episodes, 0), sources.cache)
-            method = handler(config)
-            finder = getattr(method, "found", None)  # a training method's agent where trained; nothing is trained
-            agent = finder(work) if finder else method.agent(work)
-            jobs = [] if finder and agent is None else method.jobs(work, agent)
+            jobs = known_jobs(Work(config, EvalSettings(cell.episodes, 0), sources.cache))
         else:
             ref = ptq_agent(cell)
             jobs = build_jobs(ref, [cell.spec], EvalSettings(cell.episodes, cell.seed)) if ref is not None else []
@@ -204,17 +199,16 @@ def run_method(
     from quarl_bench.jobs.work import Work
     from quarl_bench.methods.protocol import handler
     from quarl_bench.run.executors import make_executor, run_all
-    from quarl_bench.run.runner import run_work
+    from quarl_bench.run.runner import known_jobs, run_work
     from quarl_bench.store.provenance import driver_provenance
     from quarl_bench.zoo.agents import DEFAULT_CACHE
 
     store.check()
     work = Work(config, settings or EvalSettings(), cache or DEFAULT_CACHE, driver=driver_provenance(), address=address)
     if executor == "ray":
-        method = handler(config)
-        table = method.table
-        jobs = method.jobs(work, method.agent(work))
-        work = replace(work, skip=frozenset(j.key for j in jobs if not force and store.has_in(table, j.key)))
+        table = handler(config).table  # the jobs stored already (a training method's: once trained) are skipped
+        stored = [job.key for job in known_jobs(work) if not force and store.has_in(table, job.key)]
+        work = replace(work, skip=frozenset(stored))
         ended: list[BaseException | None] = []
         run_all(make_executor("ray", store, 1, force, address), [work], lambda _w, _r, error: ended.append(error))
         if ended and ended[0] is not None:

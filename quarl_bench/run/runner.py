@@ -16,7 +16,7 @@ from quarl_bench.jobs.grids import EvalSettings, GridCell
 from quarl_bench.jobs.work import Work
 from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.store import ResultStore
-from quarl_bench.types import AgentRef, EvalResult, QuantSpec
+from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
 
 
 def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
@@ -64,6 +64,15 @@ def run_work(
         if on_result:
             on_result(stored(key), False)
     return [stored(key) for key in keys]
+
+
+def known_jobs(work: Work) -> list[Job]:
+    """The work's jobs as far as they are known without running it: a training method's (``found``) only once its
+    agent is trained, nothing is trained here."""
+    method = handler(work.config)
+    finder = getattr(method, "found", None)
+    agent = finder(work) if finder else method.agent(work)
+    return [] if finder and agent is None else method.jobs(work, agent)
 
 
 def store_record(store: ResultStore, record: EvalResult | SideRow, force: bool = False) -> str:
