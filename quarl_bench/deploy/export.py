@@ -20,30 +20,29 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from torch import nn
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.families import family_of
 
 OPSET = 17
 
 
 class DeployablePolicy(nn.Module):
-    """``forward(raw_obs) -> action`` for a policy of any family (``quant.layers.policy_family``): SB3 actor-critic,
-    DQN, QR-DQN, DDPG/TD3/SAC/TQC, or a user's torch module."""
+    """``forward(raw_obs) -> action`` for a policy of any family (:mod:`quarl_bench.families`): SB3 actor-critic,
+    DQN, QR-DQN, DDPG/TD3/SAC/TQC, ARS, or a user's torch module."""
 
     def __init__(
         self, policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None
     ) -> None:
-        from quarl_bench.quant.layers import policy_family
-
         super().__init__()
         if not isinstance(observation_space, spaces.Box):
             raise QuarlError(
                 f"cannot export a policy for {type(observation_space).__name__} observations: "
                 "expected a Box observation space"
             )
-        self.policy, self.family = policy, policy_family(policy)
+        self.policy, self.family = policy, family_of(policy)
         self.image = (
             is_image_space(observation_space, check_channels=False)
             and observation_space.dtype == np.uint8
-            and self.family != "module"  # a user's module takes the observations as they come
+            and not self.family.raw_observations  # a user's module takes the observations as they come
         )
         self.channels_last = self.image and observation_space.shape[-1] < observation_space.shape[0]
         action_space = policy.action_space
@@ -85,24 +84,7 @@ class DeployablePolicy(nn.Module):
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Logits / Q-values (discrete) or the action in the policy's own range (continuous)."""
-        policy = self.policy
-        if self.family == "actor-critic":
-            latent = policy.mlp_extractor.forward_actor(policy.pi_features_extractor(x))
-            return policy.action_net(latent)
-        if self.family == "module":
-            return policy.module(x)
-        if self.family == "ars":  # its action net (a squashed one ends in Tanh)
-            return policy.action_net(policy.features_extractor(x))
-        if self.family == "q":
-            return policy.q_net.q_net(policy.q_net.features_extractor(x))
-        if self.family == "quantile":
-            net = policy.quantile_net
-            quantiles = net.quantile_net(net.features_extractor(x)).view(-1, net.n_quantiles, net.action_space.n)
-            return quantiles.mean(dim=1)
-        if hasattr(policy.actor, "latent_pi"):  # SAC, TQC: a squashed Gaussian's mean
-            actor = policy.actor
-            return torch.tanh(actor.mu(actor.latent_pi(actor.features_extractor(x))))
-        return policy.actor.mu(policy.actor.features_extractor(x))  # ddpg, td3: mu ends in tanh
+        return self.family.scores(self.policy, x)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.action_of(self.scores(self.preprocess(obs)))
@@ -111,7 +93,7 @@ class DeployablePolicy(nn.Module):
         """The action from the scores: what ``predict`` does after the network."""
         if self.discrete:
             return torch.argmax(out, dim=1)
-        if self.family == "module" or (self.family in ("actor-critic", "ars") and not self.policy.squash_output):
+        if not self.family.squashed(self.policy):
             return torch.maximum(torch.minimum(out, self.high), self.low)  # SB3's predict clips the Gaussian mean
         return self.low + 0.5 * (out + 1.0) * (self.high - self.low)  # unscale a [-1, 1] action to the bounds
 

@@ -278,32 +278,16 @@ def _array(tensor: torch.Tensor) -> np.ndarray:
 
 
 def _acting_modules(module) -> tuple[list[nn.Module], str, int]:
-    """The acting path's modules in order, the head and the number of quantiles."""
-    policy, family = module.policy, module.family
-    if family == "actor-critic":
-        _plain_extractor(policy.pi_features_extractor)
-        squashed = getattr(policy, "squash_output", False)
-        return [*policy.mlp_extractor.policy_net, policy.action_net], _continuous_head(module, squashed), 1
-    if family == "q":
-        _plain_extractor(policy.q_net.features_extractor)
-        return list(policy.q_net.q_net), "argmax", 1
-    if family == "quantile":
-        net = policy.quantile_net
-        _plain_extractor(net.features_extractor)
-        return list(net.quantile_net), "quantile-argmax", int(net.n_quantiles)
-    if family == "actor":
-        actor = policy.actor
-        _plain_extractor(actor.features_extractor)
-        if hasattr(actor, "latent_pi"):  # SAC, TQC, CrossQ: tanh of the Gaussian mean, unscaled
-            from quarl_bench.quant.fold import folded_chain
+    """The acting path's modules in order (batch norms folded), the head and the number of quantiles."""
+    from quarl_bench.quant.fold import folded_chain
 
-            chain, (mu,) = folded_chain(list(actor.latent_pi), [actor.mu])  # CrossQ's batch norms folded
-            return [*chain, mu, nn.Tanh()], "unscale", 1
-        return list(actor.mu), "unscale", 1  # ddpg, td3: mu ends in tanh
-    if family == "ars":  # one action network: linear, or an MLP; a squashed one ends in Tanh
-        _plain_extractor(policy.features_extractor)
-        return list(policy.action_net), _continuous_head(module, policy.squash_output), 1
-    return traced_chain(policy.module), "argmax" if module.discrete else "clip", 1
+    chain = module.family.acting_chain(module.policy)
+    head = chain.head or _continuous_head(module, module.family.squashed(module.policy))
+    if chain.traced:
+        return traced_chain(chain.modules[0]), head, chain.quantiles
+    _plain_extractor(chain.extractor)
+    modules, _ = folded_chain(list(chain.modules), [])
+    return modules, head, chain.quantiles
 
 
 def _continuous_head(module, squashed: bool) -> str:
@@ -312,8 +296,8 @@ def _continuous_head(module, squashed: bool) -> str:
     return "unscale" if squashed else "clip"
 
 
-def _plain_extractor(extractor: nn.Module) -> None:
-    if any(isinstance(m, (nn.Linear, nn.Conv2d)) for m in extractor.modules()):
+def _plain_extractor(extractor: nn.Module | None) -> None:
+    if extractor is not None and any(isinstance(m, (nn.Linear, nn.Conv2d)) for m in extractor.modules()):
         raise QuarlError(
             f"c-int8 writes MLP policies only: this policy's features extractor is a {type(extractor).__name__} "
             "with layers (a CNN); expected a flattening extractor"

@@ -24,42 +24,8 @@ from dataclasses import dataclass
 from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
-from quarl_bench.errors import QuarlError
+from quarl_bench.families import family_of
 
-# Sub-modules of each kind of policy that choose actions (the paper's selection), by policy family.
-ACTING_MODULES: dict[str, tuple[str, ...]] = {
-    "actor-critic": (
-        "pi_features_extractor",
-        "features_extractor",
-        "lstm_actor",  # a recurrent policy's (ppo_lstm): the actor's LSTM, its gates' weights
-        "mlp_extractor.policy_net",
-        "action_net",
-    ),
-    "q": ("q_net",),
-    "quantile": ("quantile_net",),
-    "actor": ("actor",),  # DDPG/TD3/SAC/TQC/CrossQ: the actor, never the critics
-    "ars": ("features_extractor", "action_net"),  # ARS: one network, linear or an MLP
-    "module": ("module",),  # a user's torch module or an ONNX graph's layers: all of it acts
-}
-# The original code's selection on SB3 module names: (weights-only prefixes, weights-and-biases prefixes).
-QUARL_CODE_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "q": (("q_net", "q_net_target"), ()),
-    "quantile": (("quantile_net", "quantile_net_target"), ()),
-    "actor-critic": (
-        ("lstm_actor", "mlp_extractor.policy_net", "action_net"),  # recurrent PPO is not in QuaRL: ``pi`` weights
-        (
-            "lstm_critic",
-            "features_extractor",
-            "pi_features_extractor",
-            "vf_features_extractor",
-            "mlp_extractor.value_net",
-            "value_net",
-        ),
-    ),
-    "actor": ((), ("critic", "critic_target")),  # TQC is not in QuaRL: its SAC selection
-    "ars": (("action_net",), ()),  # nor is ARS: its policy weights, as QuaRL's ``pi`` selection
-    "module": (("module",), ()),
-}
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 LSTM_GATES = 4  # PyTorch stacks an LSTM's input, forget, cell and output gates in one tensor
@@ -98,46 +64,10 @@ def _layers(policy: BasePolicy, keep: Callable[[str], bool]) -> Iterator[tuple[s
             yield name, module
 
 
-def policy_family(policy: nn.Module) -> str:
-    """What kind of network a policy is, read from the object (not from an algo name): ``actor-critic`` (PPO, A2C and
-    any ActorCriticPolicy: TRPO too), ``q`` (DQN), ``quantile`` (QR-DQN), ``actor`` (DDPG, TD3, SAC, TQC, CrossQ:
-    a separate actor), ``ars`` (ARS: one action network) or ``module`` (a user's torch module or an ONNX graph, see
-    ``zoo/foreign.py``).
-
-    :raises QuarlError: for a policy of none of these kinds.
-    """
-    from sb3_contrib.ars.policies import ARSPolicy
-    from sb3_contrib.qrdqn.policies import QRDQNPolicy
-    from stable_baselines3.common.policies import ActorCriticPolicy
-    from stable_baselines3.dqn.policies import DQNPolicy
-
-    if isinstance(policy, ActorCriticPolicy):
-        return "actor-critic"
-    if isinstance(policy, QRDQNPolicy):
-        return "quantile"
-    if isinstance(policy, DQNPolicy):
-        return "q"
-    if isinstance(policy, ARSPolicy):
-        return "ars"
-    if isinstance(getattr(policy, "actor", None), nn.Module):
-        return "actor"
-    if isinstance(getattr(policy, "module", None), nn.Module):
-        return "module"
-    raise QuarlError(
-        f"cannot tell which layers of a {type(policy).__name__} choose actions: expected an SB3 actor-critic, "
-        "DQN, QR-DQN, DDPG/TD3/SAC/TQC policy, a torch module or an ONNX policy"
-    )
-
-
 def _acting_filter(policy: nn.Module) -> Callable[[str], bool]:
-    """Names under the policy's acting modules. An actor-critic's features extractor acts only when the actor
-    shares it (``share_features_extractor=True``, SB3's default); a separate ``vf_features_extractor`` is skipped."""
-    family = policy_family(policy)
-    prefixes = ACTING_MODULES[family]
-    vf_extractor = getattr(policy, "vf_features_extractor", None)
-    pi_extractor = getattr(policy, "pi_features_extractor", None)
-    skip_shared = family == "actor-critic" and pi_extractor is not None and vf_extractor is not pi_extractor
-    return lambda name: _under(name, prefixes) and not (skip_shared and name.startswith("features_extractor."))
+    """Names under the sub-modules its family acts through (``quarl_bench.families``)."""
+    prefixes = family_of(policy).acting_prefixes(policy)
+    return lambda name: _under(name, prefixes)
 
 
 def acting_layers(policy: nn.Module) -> Iterator[tuple[str, nn.Module]]:
@@ -192,7 +122,7 @@ def selected_tensors(policy: BasePolicy, layers: str = "paper", quantize_bias: b
             if quantize_bias and module.bias is not None:
                 selected.append(Selected(f"{name}.bias", module, "bias"))
         return selected
-    weights_only, with_bias = QUARL_CODE_MODULES[policy_family(policy)]
+    weights_only, with_bias = family_of(policy).quarl_code
     selected = lstm_tensors(
         policy, lambda n: _under(n, weights_only) or _under(n, with_bias), lambda n: _under(n, with_bias)
     )

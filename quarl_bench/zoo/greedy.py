@@ -17,16 +17,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from gymnasium import spaces
-from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
-from sb3_contrib.qrdqn.policies import QRDQNPolicy
-from sb3_contrib.tqc.policies import TQCPolicy
-from stable_baselines3.common.distributions import CategoricalDistribution
-from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.torch_layers import FlattenExtractor
-from stable_baselines3.dqn.policies import DQNPolicy
-from stable_baselines3.sac.policies import SACPolicy
-from stable_baselines3.td3.policies import TD3Policy
+from stable_baselines3.common.policies import BasePolicy
 from torch import nn
+
+from quarl_bench.families import PolicyFamily, find_family
 
 Greedy = Callable[[np.ndarray], np.ndarray]
 ACTIVATIONS: dict[type[nn.Module], Callable[[np.ndarray], np.ndarray]] = {
@@ -78,39 +72,17 @@ def near_ties(outputs: np.ndarray) -> np.ndarray:
     return gaps <= TIE_TOLERANCE * scale
 
 
-def torch_greedy(policy: BasePolicy) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """SB3's deterministic action for a batch tensor, minus the wrapper; None where not known to be equal."""
-    if isinstance(policy, ActorCriticPolicy):
-        if not isinstance(policy.action_dist, CategoricalDistribution):
-            return None
-
-        def act(observation: torch.Tensor) -> torch.Tensor:
-            features = policy.extract_features(observation, policy.pi_features_extractor)
-            logits = policy.action_net(policy.mlp_extractor.forward_actor(features))
-            # SB3's mode: argmax of the probabilities of the normalised logits (argmax of the raw logits could break
-            # a rounding tie the other way)
-            return torch.softmax(logits - logits.logsumexp(dim=-1, keepdim=True), dim=-1).argmax(dim=1)
-
-        return act
-    if isinstance(policy, DQNPolicy | QRDQNPolicy):
-        return lambda observation: policy._predict(observation, deterministic=True)
-    return None
-
-
 def has_hooks(policy: nn.Module) -> bool:
     """Whether any module of ``policy`` has forward hooks (simulated activation quantization): only torch runs them."""
     return any(module._forward_hooks or module._forward_pre_hooks for module in policy.modules())
 
 
-def plain_mlp(policy: BasePolicy) -> list[Layer] | None:
+def plain_mlp(policy: BasePolicy, family: PolicyFamily) -> list[Layer] | None:
     """The numpy chain from a flat observation to the outputs whose argmax is the action, where there is one."""
     if len(policy.observation_space.shape) != 1:
         return None
-    if isinstance(policy, ActorCriticPolicy) and isinstance(policy.pi_features_extractor, FlattenExtractor):
-        return numpy_layers([*policy.mlp_extractor.policy_net, policy.action_net])
-    if isinstance(policy, DQNPolicy) and isinstance(policy.q_net.features_extractor, FlattenExtractor):
-        return numpy_layers(list(policy.q_net.q_net))
-    return None
+    chain = family.plain_chain(policy)
+    return None if chain is None else numpy_layers(chain)
 
 
 def greedy_function(policy: BasePolicy) -> Greedy | None:
@@ -118,17 +90,18 @@ def greedy_function(policy: BasePolicy) -> Greedy | None:
     Expects the policy in eval mode and its weights fixed while the function is used."""
     if not isinstance(policy, BasePolicy) or not isinstance(policy.observation_space, spaces.Box):
         return None
-    if isinstance(policy, RecurrentActorCriticPolicy):  # acts on its state too: predict carries it
+    family = find_family(policy)
+    if family is None:
         return None
     if isinstance(policy.action_space, spaces.Box):
-        return continuous_greedy(policy)
+        return continuous_greedy(policy, family)
     if not isinstance(policy.action_space, spaces.Discrete):
         return None
-    act = torch_greedy(policy)
+    act = family.torch_greedy(policy)  # None for a recurrent policy: predict carries its state
     if act is None:
         return None
     shape, device = policy.observation_space.shape, policy.device
-    layers = None if has_hooks(policy) else plain_mlp(policy)  # quantized activations live in forward hooks
+    layers = None if has_hooks(policy) else plain_mlp(policy, family)  # quantized activations live in forward hooks
 
     def with_torch(observation: np.ndarray) -> np.ndarray:
         return act(torch.as_tensor(observation, device=device)).cpu().numpy().reshape(-1)
@@ -147,13 +120,11 @@ def greedy_function(policy: BasePolicy) -> Greedy | None:
     return actions
 
 
-def continuous_greedy(policy: BasePolicy) -> Greedy | None:
+def continuous_greedy(policy: BasePolicy, family: PolicyFamily) -> Greedy | None:
     """SB3's deterministic continuous actions without ``predict``'s wrapper: the policy's own ``_predict`` and
     ``predict``'s post-processing (squashed actions unscaled, others clipped to the bounds), the same torch ops, so
-    the same numbers; None for recurrent policies."""
-    if not isinstance(policy, ActorCriticPolicy | SACPolicy | TD3Policy | TQCPolicy):
-        return None
-    if isinstance(policy, RecurrentActorCriticPolicy):
+    the same numbers; None where the family does not say that is SB3's action (recurrent policies)."""
+    if not family.predicts_continuous(policy):
         return None
     space, shape, device = policy.action_space, policy.observation_space.shape, policy.device
 

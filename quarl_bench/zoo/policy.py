@@ -51,10 +51,10 @@ class Policy:
 
     @property
     def family(self) -> str:
-        """Which layers choose actions (``quant/layers.py``): actor-critic, q, quantile, actor, ars, module."""
-        from quarl_bench.quant.layers import policy_family
+        """Which layers choose actions (:mod:`quarl_bench.families`): actor-critic, q, quantile, actor, ars, module."""
+        from quarl_bench.families import family_of
 
-        return policy_family(self.network)
+        return family_of(self.network).name
 
     def act(self, observation: np.ndarray, state: Any = None, starts: np.ndarray | None = None, deterministic=True):
         """Actions for a batch and the state to pass next (SB3's ``predict``)."""
@@ -116,12 +116,9 @@ class SB3Policy(Policy):
 
     @property
     def categorical(self) -> bool:
-        from stable_baselines3.common.distributions import CategoricalDistribution
-        from stable_baselines3.common.policies import ActorCriticPolicy
+        from quarl_bench.families import family_of
 
-        return isinstance(self.network, ActorCriticPolicy) and isinstance(
-            self.network.action_dist, CategoricalDistribution
-        )
+        return family_of(self.network).categorical(self.network)
 
     def probabilities(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
         tensor, _ = self.network.obs_to_tensor(observation)
@@ -133,14 +130,13 @@ class SB3Policy(Policy):
         return greedy_function(self.network) or super().greedy()
 
     def decision_values(self, states: np.ndarray) -> np.ndarray | None:
+        from quarl_bench.families import family_of
+
         if not isinstance(self.action_space, spaces.Discrete):
-            return None
-        read = DECISION_VALUES.get(self.family)
-        if read is None:
             return None
         with torch.inference_mode():
             observations, _ = self.network.obs_to_tensor(states)
-            values = read(self.network, observations)
+            values = family_of(self.network).decision_values(self.network, observations)
         return None if values is None else values.float().cpu().numpy()
 
     def acting_layers(self) -> list[tuple[str, nn.Module]]:
@@ -153,10 +149,6 @@ class ModulePolicy(SB3Policy):
     """A user's torch module (:class:`~quarl_bench.zoo.foreign.ModulePolicy`): logits or actions."""
 
     kind = "module"
-
-    @property
-    def family(self) -> str:
-        return "module"
 
 
 class OnnxGraphPolicy(ModulePolicy):
@@ -232,20 +224,6 @@ def stateful_follower(network: Any) -> Follower:
     from quarl_bench.quant.recurrent import StatefulGreedy
 
     return StatefulGreedy(network)
-
-
-def _module_values(network: Any, observations: torch.Tensor) -> torch.Tensor | None:
-    return None if network.outputs_actions else network.decision_values(observations)
-
-
-# family -> the per-action scores of a discrete policy (Q-values, mean quantiles, logits); registered per family
-DECISION_VALUES: dict[str, Callable[[Any, torch.Tensor], torch.Tensor | None]] = {
-    "q": lambda network, obs: network.q_net(obs),
-    "quantile": lambda network, obs: network.quantile_net(obs).mean(dim=1),
-    "actor-critic": lambda network, obs: network.get_distribution(obs).distribution.logits,
-    "ars": lambda network, obs: network.action_net(network.extract_features(obs, network.features_extractor)),
-    "module": _module_values,
-}
 
 
 def as_policy(network: Any) -> Policy:

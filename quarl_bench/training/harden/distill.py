@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from torch.nn import functional
 
+from quarl_bench.families import Output
 from quarl_bench.quant.quantize import clone_policy
 from quarl_bench.training.harden.recipes import Distill, Recipe
 from quarl_bench.training.harden.student import (
-    Output,
     acting_parameters,
     calibrate_inputs,
     convert,

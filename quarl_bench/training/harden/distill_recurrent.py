@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from quarl_bench.families import Output, distribution_output
 from quarl_bench.quant.recurrent import distribution_step, pack, started, zero_state
 from quarl_bench.training.harden.distill import (
     ROLLOUT_ENVS,
@@ -26,12 +27,7 @@ from quarl_bench.training.harden.distill import (
     student_and_teacher,
 )
 from quarl_bench.training.harden.recipes import Distill, Recipe
-from quarl_bench.training.harden.student import (
-    Output,
-    calibrate_inputs,
-    distribution_output,
-    target_switch,
-)
+from quarl_bench.training.harden.student import calibrate_inputs, target_switch
 from quarl_bench.types import QuantSpec
 
 DEFAULT_UNROLL = 32  # steps per chunk where the agent has no n_steps

@@ -4,26 +4,15 @@ quantization with the straight-through estimator, or grid-step weight noise), an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
-from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
-from quarl_bench.quant.layers import acting_layers, acting_lstms, policy_family
+from quarl_bench.families import Output, family_of
+from quarl_bench.quant.layers import acting_layers, acting_lstms
 from quarl_bench.quant.qat import QATSwitch, prepare_qat, release_qat
 from quarl_bench.types import QuantSpec
-
-
-@dataclass(frozen=True)
-class Output:
-    """What a policy's decision is made from: ``values`` (Q-values or mean quantiles: argmax), ``logits`` (a
-    categorical distribution) or ``actions`` (continuous, scaled to [-1, 1])."""
-
-    kind: str
-    tensor: torch.Tensor
 
 
 def target_switch(spec: QuantSpec, noise: float = 0.0) -> QATSwitch:
@@ -66,43 +55,8 @@ def calibrate_inputs(policy: BasePolicy, switch: QATSwitch, states: np.ndarray, 
 
 
 def decision_output(policy: BasePolicy, observations: torch.Tensor) -> Output:
-    """The differentiable output the policy's deterministic action comes from."""
-    family = policy_family(policy)
-    discrete = isinstance(policy.action_space, spaces.Discrete)
-    if family == "q":
-        return Output("values", policy.q_net(observations))
-    if family == "quantile":
-        return Output("values", policy.quantile_net(observations).mean(dim=1))
-    if family == "actor-critic":
-        return distribution_output(policy, policy.get_distribution(observations))
-    if family == "actor":
-        actor = policy.actor
-        actions = actor(observations, deterministic=True) if hasattr(actor, "action_dist") else actor(observations)
-        return Output("actions", actions)
-    if family == "ars":
-        out = policy.action_net(policy.extract_features(observations, policy.features_extractor))
-        return Output("logits" if discrete else "actions", out if discrete else _scaled(policy, out))
-    out = policy.decision_values(observations)
-    return Output("logits" if discrete else "actions", out if discrete else _scaled(policy, out))
-
-
-def distribution_output(policy: BasePolicy, distribution) -> Output:
-    """An actor-critic's decision output from its action distribution (a recurrent policy's too): the logits, or
-    the deterministic action scaled to [-1, 1]."""
-    if isinstance(policy.action_space, spaces.Discrete):
-        return Output("logits", distribution.distribution.logits)
-    return Output("actions", _scaled(policy, distribution.mode()))
-
-
-def _scaled(policy: BasePolicy, actions: torch.Tensor) -> torch.Tensor:
-    """Unsquashed Box actions clipped to the space, as the env receives them, then scaled to [-1, 1]."""
-    space = policy.action_space
-    if getattr(policy, "squash_output", False) or not isinstance(space, spaces.Box):
-        return actions
-    low = torch.as_tensor(space.low, dtype=actions.dtype)
-    high = torch.as_tensor(space.high, dtype=actions.dtype)
-    clipped = torch.maximum(torch.minimum(actions, high), low)
-    return 2 * (clipped - low) / (high - low) - 1
+    """The differentiable output the policy's deterministic action comes from (its family's)."""
+    return family_of(policy).decision(policy, observations)
 
 
 def value_spread(values: np.ndarray) -> float:

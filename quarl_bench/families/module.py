@@ -1,0 +1,37 @@
+"""A user's torch module or an ONNX graph played as an SB3 policy (``zoo/foreign.py``): all of it acts, on the
+observations as they come."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from quarl_bench.families import ActingChain, Output, PolicyFamily, network_output, register_family
+
+
+class Module(PolicyFamily):
+    name = "module"
+    acting = ("module",)
+    quarl_code = (("module",), ())
+    raw_observations = True
+
+    def matches(self, policy: nn.Module) -> bool:
+        return isinstance(getattr(policy, "module", None), nn.Module)
+
+    def squashed(self, policy: nn.Module) -> bool:
+        return False  # its actions are clipped to the bounds
+
+    def scores(self, policy: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return policy.module(x)
+
+    def acting_chain(self, policy: nn.Module) -> ActingChain:
+        return ActingChain(None, (policy.module,), traced=True)
+
+    def decision(self, policy: nn.Module, observations: torch.Tensor) -> Output:
+        return network_output(policy, policy.decision_values(observations))
+
+    def decision_values(self, policy: nn.Module, observations: torch.Tensor) -> torch.Tensor | None:
+        return None if policy.outputs_actions else policy.decision_values(observations)
+
+
+register_family(Module())
