@@ -14,6 +14,9 @@ stable-baselines (TF1) variable names (``../shared/paper/quarl_code_layers.md``)
   PPO/A2C -> policy-net and action-net weights; value-net, value-head and features-extractor weights and biases.
   DDPG/TD3/SAC -> the actor's variables are ``pi/fc0/kernel`` (``pi``, no ``w``), so **no actor tensor**; the
   critic and its target, weights and biases. The acting network of these agents is left in fp32.
+
+Each policy family (:mod:`quarl_bench.families`) names its sub-modules for both selections (``acting``,
+``quarl_code``).
 """
 
 from __future__ import annotations
