@@ -53,6 +53,10 @@ def test_bf16_dqn_learns_and_is_timed_next_to_fp32(cli, tmp_path: Path) -> None:
     fp32_row = frame["key"][[t["dtype"] == "fp32" for t in trainings]].item()
     assert timing.loc["bf16", "fp32 row"] == fp32_row  # named by the bf16 run's record, not matched by settings
     assert timing.loc["bf16", "paper policy"] == "Policy A" and timing.loc["bf16", "paper speed-up"] == 0.87
+    from quarl_bench.deploy.machine import half_features
+
+    here = " ".join(half_features()) or "none"  # whether this CPU does bf16 arithmetic decides the speed-up
+    assert set(timing["bf16/fp16 units"]) == {here} and trainings[0]["cpu"]
 
 
 REWARD_FLOOR = 100
@@ -93,6 +97,20 @@ def test_amp_speed_up_uses_the_named_fp32_run_and_never_guesses() -> None:
     assert pd.isna(table.loc["d", "speed-up"]) and pd.isna(table.loc["d", "fp32 row"])
     table = amp_table(pd.DataFrame([rows[0], old_record])).set_index("row")  # one candidate: that one
     assert table.loc["d", "speed-up"] == 0.25
+
+
+def test_amp_rows_name_the_cpu_s_bf16_units_or_say_they_were_not_recorded() -> None:
+    from quarl_bench.report.tables import amp_table
+
+    with_units, without, old = (
+        amp_row("a", "fp32", 2.0, "h-a"),
+        amp_row("b", "bf16", 1.0, "h-b", "h-a"),
+        amp_row("c", "bf16", 1.0, "h-c", "h-a"),
+    )
+    with_units["provenance"]["training"]["half_features"] = ["avx512_bf16", "amx_bf16"]
+    without["provenance"]["training"]["half_features"] = []
+    table = amp_table(pd.DataFrame([with_units, without, old])).set_index("row")["bf16/fp16 units"]
+    assert table.to_dict() == {"a": "avx512_bf16 amx_bf16", "b": "none", "c": "not recorded"}
 
 
 def test_loss_scale_halves_on_overflow_and_grows_after_a_clean_run() -> None:

@@ -49,3 +49,18 @@ def test_bad_reproduce_input_is_one_line(cli, tmp_path: Path) -> None:
     assert code == 2 and err.strip().splitlines() == [
         "quarl-bench: error: bad budget 'soon': expected a duration such as 90s, 30m, 2h or 1h30m"
     ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "estimate", "source"), [(("avx512_bf16",), "19m42s", "results of record"), ((), "3h00m", "without bf16")]
+)
+def test_table5_s_estimate_follows_the_cpu_s_bf16_arithmetic(
+    cli, monkeypatch, tmp_path: Path, flags, estimate, source
+) -> None:
+    from quarl_bench.deploy import machine
+
+    monkeypatch.setattr(machine, "half_features", lambda: flags)
+    code, out, err = cli("reproduce", "--plan", "--only", "table5", "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert estimate in text and source in text  # large bf16 took 12 ms per update with avx512_bf16, > 37 min without

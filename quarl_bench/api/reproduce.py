@@ -54,8 +54,9 @@ class Artifact:
     :param files: the report files it lands in.
     :param fixed_seconds: the estimate of a command the cost model does not cover (full run, quick run): the quick
         ones measured here (2026-11-27: 2.2 s, 25.5 s, 2.1 s, 10.9 s for qat, table4, table5, actorq), the full
-        ones from the results of record (Table 4: 30.5 s) and docs/papers.md (Table 5's large bf16 run alone took
-        over 37 minutes).
+        ones from the results of record (Table 4: 30.5 s, Table 5: 1,182 s on a CPU with bf16 arithmetic).
+    :param without_bf16: the full run's estimate on a CPU without bf16 arithmetic, where autocast only converts
+        (0: the same); Table 5's large bf16 run alone took over 37 minutes on one (docs/papers.md).
     """
 
     name: str
@@ -68,6 +69,7 @@ class Artifact:
     fixed_seconds: tuple[float, float] = (0.0, 0.0)
     sources: bool = True  # its sweep takes -f/--cache/--hub (the quick QAT run trains its own agent)
     fixed_from: str = "rough: docs/papers.md"  # where the full run's fixed estimate comes from
+    without_bf16: float = 0.0
 
 
 ARTIFACTS = (
@@ -119,8 +121,10 @@ ARTIFACTS = (
         None,
         "quarl_table5_mixed_precision.csv",
         "amp_timing.md",
-        (3 * 3600.0, 10.0),
+        (1182.0, 10.0),
         sources=False,
+        fixed_from="results of record",
+        without_bf16=3 * 3600.0,
     ),
     Artifact(
         "actorq",
@@ -175,6 +179,7 @@ def plan_reproduction(
     :raises QuarlError: for a name in ``only`` that is no artifact.
     """
     from quarl_bench.config import config_dir
+    from quarl_bench.deploy.machine import half_features
 
     unknown = [name for name in only if name not in ARTIFACT_NAMES]
     if unknown:
@@ -193,6 +198,8 @@ def plan_reproduction(
         else:  # a command the cost model does not cover (and quick QAT: one short training run)
             line.seconds = artifact.fixed_seconds[1 if quick else 0]
             line.estimate_from = "measured run" if quick else artifact.fixed_from
+            if not quick and artifact.without_bf16 and not any("bf16" in flag for flag in half_features()):
+                line.seconds, line.estimate_from = artifact.without_bf16, "rough: a CPU without bf16 arithmetic"
         lines.append(line)
     return lines
 

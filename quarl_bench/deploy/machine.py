@@ -14,21 +14,33 @@ from pathlib import Path
 # the flags (x86) and features (ARM) that decide which int8 kernels run
 INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8", "asimd", "asimddp", "i8mm")
 VNNI = ("avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8")
+# the flags (x86) and features (ARM) with bf16 / fp16 arithmetic: without them autocast converts and computes in fp32
+HALF_FLAGS = ("avx512_bf16", "avx512_fp16", "avx_ne_convert", "amx_bf16", "amx_fp16", "bf16", "fphp", "asimdhp")
 
 
 @cache
-def int8_features() -> tuple[str, ...]:
-    """This CPU's int8-relevant flags, in :data:`INT8_FLAGS` order (empty where ``/proc/cpuinfo`` is unreadable)."""
+def cpu_flags() -> frozenset[str]:
+    """This CPU's flags (x86) or features (ARM); empty where ``/proc/cpuinfo`` is unreadable."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return ()
+        return frozenset()
     flags: set[str] = set()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
             flags |= set(value.split())
-    return tuple(flag for flag in INT8_FLAGS if flag in flags)
+    return frozenset(flags)
+
+
+def int8_features() -> tuple[str, ...]:
+    """This CPU's int8-relevant flags, in :data:`INT8_FLAGS` order."""
+    return tuple(flag for flag in INT8_FLAGS if flag in cpu_flags())
+
+
+def half_features() -> tuple[str, ...]:
+    """This CPU's bf16 / fp16 arithmetic flags, in :data:`HALF_FLAGS` order (what mixed precision runs on)."""
+    return tuple(flag for flag in HALF_FLAGS if flag in cpu_flags())
 
 
 def cpu_kind(features: tuple[str, ...] | list[str] | None = None) -> str:
@@ -113,6 +125,7 @@ def machine_record() -> dict[str, object]:
         "cpu": cpu_model(),
         "arch": platform.machine(),
         "int8_features": list(int8_features()),
+        "half_features": list(half_features()),
         "cpu_kind": cpu_kind(),
         "load": load_record(),
     }

@@ -14,7 +14,7 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from quarl_bench.deploy.machine import load_record
+from quarl_bench.deploy.machine import cpu_model, half_features, load_record
 from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
 from quarl_bench.methods.protocol import register
 from quarl_bench.store.provenance import TRAINING_RECORD
@@ -135,6 +135,8 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
         "loss_scale": asdict(scales[0]) if scales and scales[0] is not None else None,
         "fp32_agent_hash": baseline.content_hash if baseline is not None else None,
         "load": load_record(),
+        "cpu": cpu_model(),
+        "half_features": list(half_features()),  # bf16/fp16 arithmetic: without it autocast is slower, not faster
     }
     (run_dir / TRAINING_RECORD).write_text(json.dumps(record, indent=2))
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")

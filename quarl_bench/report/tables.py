@@ -302,8 +302,12 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
         load_text(load if isinstance(load, dict) else None) or "not recorded"
         for load in frame.get("load", [None] * len(frame))
     ]
+    frame["bf16/fp16 units"] = [
+        (" ".join(flags) or "none") if isinstance(flags, list) else "not recorded"
+        for flags in frame.get("half_features", [None] * len(frame))
+    ]
     frame = frame[
-        [*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "load", "row", "fp32 row"]
+        [*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "load", "bf16/fp16 units", "row", "fp32 row"]
     ].sort_values(keys + ["dtype"])
     if paper is not None and not paper.empty:
         published = paper.set_index("policy")
