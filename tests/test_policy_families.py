@@ -12,7 +12,7 @@ from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.families import FAMILIES, ActingChain, Output, PolicyFamily, family_of
+from quarl_bench.families import FAMILIES, ActingChain, Output, PolicyFamily
 from quarl_bench.types import QuantSpec
 
 OBSERVATIONS = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -88,9 +88,16 @@ class Heads(PolicyFamily):
         return list(policy.head)
 
 
-def test_an_unknown_policy_class_is_refused_in_one_line_naming_it() -> None:
+def test_an_unknown_policy_class_still_acts_and_is_refused_where_its_layers_are_needed() -> None:
+    from quarl_bench.zoo.policy import as_policy
+
+    policy = TwoHeads(OBSERVATIONS, spaces.Discrete(3)).eval()
+    adapter = as_policy(policy)
+    observations = np.zeros((5, 4), np.float32)
+    assert adapter.greedy()(observations).shape == (5,)  # through predict: no fast path without a family
+    assert not adapter.categorical and adapter.decision_values(observations) is None
     with pytest.raises(QuarlError, match="cannot tell which layers of a TwoHeads choose actions"):
-        family_of(TwoHeads(OBSERVATIONS, spaces.Discrete(3)))
+        adapter.acting_layers()
 
 
 def test_a_registered_family_reaches_quantization_export_greedy_and_hardening(monkeypatch) -> None:

@@ -116,9 +116,10 @@ class SB3Policy(Policy):
 
     @property
     def categorical(self) -> bool:
-        from quarl_bench.families import family_of
+        from quarl_bench.families import find_family
 
-        return family_of(self.network).categorical(self.network)
+        family = find_family(self.network)
+        return family is not None and family.categorical(self.network)
 
     def probabilities(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
         tensor, _ = self.network.obs_to_tensor(observation)
@@ -130,13 +131,14 @@ class SB3Policy(Policy):
         return greedy_function(self.network) or super().greedy()
 
     def decision_values(self, states: np.ndarray) -> np.ndarray | None:
-        from quarl_bench.families import family_of
+        from quarl_bench.families import find_family
 
-        if not isinstance(self.action_space, spaces.Discrete):
-            return None
+        family = find_family(self.network)
+        if family is None or not isinstance(self.action_space, spaces.Discrete):
+            return None  # a policy class no family knows acts through predict, with no values to read
         with torch.inference_mode():
             observations, _ = self.network.obs_to_tensor(states)
-            values = family_of(self.network).decision_values(self.network, observations)
+            values = family.decision_values(self.network, observations)
         return None if values is None else values.float().cpu().numpy()
 
     def acting_layers(self) -> list[tuple[str, nn.Module]]:
