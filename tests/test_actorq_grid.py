@@ -198,3 +198,16 @@ def test_a_run_that_trained_nothing_is_refused_and_never_becomes_a_speed_up(monk
         ]
     )
     assert list(actorq_runs(frame)["seed"]) == [1]  # the idle run is not a run the tables compare
+
+
+def test_a_run_records_the_load_before_its_own_processes_started(monkeypatch) -> None:
+    """An ActorQ run keeps both cores busy with its learner and actors: the load read after it would flag every run
+    ``busy``. Its row records the load the run began under."""
+    import quarl_bench.actorq.driver as driver
+    from quarl_bench.actorq.driver import RunOutcome, actorq_result
+
+    monkeypatch.setattr(driver, "load_record", lambda: {"load_1m": 3.1, "cores": 2, "busy": True})
+    config = ActorQConfig(algo="dqn", env_id="CartPole-v1", n_actors=1, max_seconds=1.0)
+    before = {"load_1m": 0.4, "cores": 2, "busy": False}
+    outcome = RunOutcome(wall_seconds=61.0, learner={"per_actor": {"0": 500}, "updates": 40}, final_rewards=[9.0])
+    assert actorq_result(config, RunOutcome(**{**outcome.__dict__, "load": before})).provenance["load"] == before

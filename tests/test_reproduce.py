@@ -64,3 +64,30 @@ def test_table5_s_estimate_follows_the_cpu_s_bf16_arithmetic(
     assert code == 0, err
     text = " ".join(out.split())
     assert estimate in text and source in text  # large bf16 took 12 ms per update with avx512_bf16, > 37 min without
+
+
+def test_a_qat_run_whose_agent_is_cached_and_rows_stored_is_not_planned_again(monkeypatch, tmp_path: Path) -> None:
+    """``sweep qat`` resumes from the agents an earlier run cached and the rows it stored: the plan says so (it
+    once priced all 36 runs at 23 minutes against a store that held every one of their rows)."""
+    from types import SimpleNamespace
+
+    from quarl_bench.api.reproduce import plan_reproduction
+    from quarl_bench.api.sweep import agent_sources
+    from quarl_bench.run import runner
+    from quarl_bench.store import ResultStore
+
+    store = ResultStore(tmp_path / "q.sqlite")
+    sources = agent_sources(None, tmp_path / "agents", use_hub=False)
+    (fresh,) = plan_reproduction(sources, store, only=("qat",))
+    assert fresh.jobs_to_run == 36 and fresh.already_stored == 0 and fresh.seconds > 600  # trains every agent
+
+    keys = ("qat-row", "fp32-row")  # a cached agent's jobs: its QAT precision and its fp32 reference
+    stored = set(keys)
+    monkeypatch.setattr(runner, "known_jobs", lambda work: [SimpleNamespace(key=key) for key in keys])
+    monkeypatch.setattr(store, "has", lambda key: key in stored)
+    (resumed,) = plan_reproduction(sources, store, only=("qat",))
+    assert (resumed.jobs_to_run, resumed.already_stored, resumed.seconds) == (0, 72, 0.0)
+
+    stored.discard("qat-row")  # agents cached, one row per run missing: evaluation only, no training
+    (partial,) = plan_reproduction(sources, store, only=("qat",))
+    assert partial.jobs_to_run == 36 and 0 < partial.seconds < fresh.seconds / 10

@@ -33,6 +33,7 @@ class RunOutcome:
     mismatch: list[dict[str, float]] = field(default_factory=list)  # actor policy vs learner fp32, per pull
     learner_device: str = "cpu"
     error: str | None = None  # set when the learner (or the cluster) failed mid-run
+    load: dict[str, Any] = field(default_factory=dict)  # the machine's load before the run started its processes
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,9 @@ def run_actorq(
 
     observation_space, action_space = config.env_spaces()
     device = training_device(config.learner_device, "learner device")
+    # the load before Ray starts: during the run its own learner and actors keep the cores busy
+    outcome = RunOutcome(learner_device=device, load=load_record())
     connect(address, log_path)
-    outcome = RunOutcome(learner_device=device)
     try:
         arch = list(config.policy_arch)
         learner = Learner.options(num_gpus=1 if device == "cuda" else 0).remote(
@@ -218,6 +220,6 @@ def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
             "mismatch": outcome.mismatch,
             "learner_device": outcome.learner_device,
             "setting": config.run_key(),
-            "load": load_record(),
+            "load": outcome.load or load_record(),
         },
     )

@@ -215,6 +215,7 @@ def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, s
     from quarl_bench.api.sweep import plan_sweep
     from quarl_bench.methods.protocol import handler
     from quarl_bench.run.executors import default_workers
+    from quarl_bench.run.runner import known_jobs
 
     arguments = artifact.quick if quick else artifact.command
     envs = [arguments[arguments.index("--env") + 1]] if "--env" in arguments else None
@@ -231,13 +232,17 @@ def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, s
             seen.add(label)
             line.agents.append(f"{label} ({ref.source})")
         per_episode = measured.get(work.env_id, EPISODE_SECONDS[cost_kind(work.env_id)])
-        if ref is None:  # a training work (QAT): its steps, then its evaluation
+        if ref is None:  # a training work (QAT): its steps unless an earlier run cached its agent, then its jobs
             if label not in seen:
                 seen.add(label)
                 line.agents.append(f"{label} (trained here)")
-            line.seconds += _training_seconds(work.algo, work.env_id, getattr(config, "n_timesteps", None))
-            line.seconds += work.settings.episodes * per_episode
-            line.jobs_to_run += 1
+            known = known_jobs(work)
+            pending = [job for job in known if not store.has(job.key)] if known else [None]
+            line.already_stored += len(known) - len(pending) if known else 0
+            if not known:
+                line.seconds += _training_seconds(work.algo, work.env_id, getattr(config, "n_timesteps", None))
+            line.seconds += work.settings.episodes * per_episode * bool(pending)
+            line.jobs_to_run += bool(pending)
             continue
         jobs = [job for job in handler(config).jobs(work, ref) if not store.has(job.key)]
         line.jobs_to_run += len(jobs)
