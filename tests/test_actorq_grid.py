@@ -211,3 +211,45 @@ def test_a_run_records_the_load_before_its_own_processes_started(monkeypatch) ->
     before = {"load_1m": 0.4, "cores": 2, "busy": False}
     outcome = RunOutcome(wall_seconds=61.0, learner={"per_actor": {"0": 500}, "updates": 40}, final_rewards=[9.0])
     assert actorq_result(config, RunOutcome(**{**outcome.__dict__, "load": before})).provenance["load"] == before
+
+
+def test_a_learner_that_never_learned_gives_no_time_and_the_papers_target_is_counted() -> None:
+    """On a 2-core CPU the paper's 2048x3 DQN learner made 387 updates in 145 s (rl-zoo3 takes ~25,000 to learn
+    CartPole) and its reward went 9.2 -> 9.6: "time to 95% of the fp32 run's best" was then a time to noise. Such a
+    run gives no time and says why; the paper's own target (CartPole 198.22) is counted on every run."""
+    import pandas as pd
+
+    from quarl_bench.actorq.driver import RunOutcome, actorq_result
+    from quarl_bench.report.actorq import actorq_runs, speedup_table, with_paper
+
+    flat = [9.0, 9.0, 10.0, 8.0, 9.0, 10.0, 9.0, 8.0, 10.0, 9.0]
+
+    def curve(rewards: list[float]) -> list[dict]:
+        shifted = [[r - 9.0 + e for e in flat] for r in rewards]
+        return [{"seconds": 10.0 * i, "reward": sum(e) / 10, "episodes": e} for i, e in enumerate(shifted)]
+
+    def row(precision: str, rewards: list[float], updates: int, ratio: float) -> dict:
+        config = ActorQConfig(algo="dqn", env_id="CartPole-v1", actor_precision=precision, max_actor_steps=500)
+        learner = {"per_actor": {"0": 500}, "updates": updates, "samples_per_insert": ratio}
+        outcome = RunOutcome(wall_seconds=60.0, learner=learner, final_rewards=[9.0], curve=curve(rewards))
+        result = actorq_result(config, outcome)
+        return {
+            "method": "actorq", "created_at": precision, "key": precision, "env_id": "CartPole-v1", "algo": "dqn",
+            "precision": precision, "seed": 0, "mean_reward": 9.0, "setting": "s", "agent_hash": "",
+            "provenance": result.provenance,
+        }  # fmt: skip
+
+    noise = pd.DataFrame([row("fp32", [9.0, 9.2, 9.6, 9.1], 387, 0.99), row("int8", [9.0, 9.4, 9.0], 390, 1.0)])
+    table = speedup_table(actorq_runs(noise))
+    assert table["time to 95% (s)"].isna().all() and table["seeds reaching"].tolist() == ["0/1", "0/1"]
+    assert "the fp32 run of seed 0 never beat its first evaluation" in table["caveat"].iloc[0]
+    assert "learner-bound: it replayed each sample 0.99 times of the 16 allowed" in table["caveat"].iloc[0]
+
+    learning = pd.DataFrame([row("fp32", [9.0, 120.0, 205.0], 9000, 15.8), row("int8", [9.0, 210.0, 250.0], 9000, 16)])
+    runs = actorq_runs(learning)
+    table = speedup_table(runs)
+    assert table["time to 95% (s)"].tolist() == [20.0, 10.0] and table["caveat"].tolist() == ["", ""]
+    paper = pd.read_csv(config_dir() / "paper" / "actorq_table2.csv")
+    joined = with_paper(table, paper, runs)
+    assert joined["seeds reaching paper target"].tolist() == ["1/1", "1/1"]
+    assert joined["time to paper target (s)"].tolist() == [20.0, 10.0]  # 198.22: fp32 at 20 s, int8 at 10 s

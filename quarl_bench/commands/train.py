@@ -68,7 +68,7 @@ def amp(args: argparse.Namespace) -> int:
 def actorq(args: argparse.Namespace) -> int:
     require("distributed", "ActorQ")
     from quarl_bench.actorq.config import FLAG_SETTINGS, requested_runs
-    from quarl_bench.actorq.metrics import breakdown
+    from quarl_bench.actorq.metrics import breakdown, learned, learner_bound
     from quarl_bench.api import run_actorq_runs
     from quarl_bench.report.console import breakdown_table
 
@@ -109,6 +109,15 @@ def actorq(args: argparse.Namespace) -> int:
         console.print(
             f"energy {energy['kwh'] * 1000:.3f} Wh, {energy['emissions_kg'] * 1000:.3f} g CO2eq ({energy['source']})"
         )
+        for caveat in (learner_bound(learner, prov["config"]["samples_per_insert"]), not_learned(prov["curve"])):
+            if caveat:
+                console.print(f"[yellow]note:[/yellow] {caveat}")
+
+    def not_learned(curve: list[dict]) -> str | None:
+        if learned(curve):
+            return None
+        best = max(point["reward"] for point in curve)
+        return f"the learner never beat its first evaluation ({curve[0]['reward']:.1f}; best {best:.1f}): no time to reward"
 
     run_actorq_runs(configs, store_path, args.address, starting, evaluated, finished)
     return 0

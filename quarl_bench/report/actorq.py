@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from quarl_bench.actorq.metrics import PHASES, breakdown, reward_target, time_to_reward
+from quarl_bench.actorq.metrics import PHASES, breakdown, learned, learner_bound, reward_target, time_to_reward
 from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.plots import file_label
@@ -47,6 +47,7 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
                 "restarts": prov["restarts"],
                 "row": row["key"],
                 "load": load_text(prov.get("load")) or "not recorded",
+                "learner_bound": learner_bound(prov.get("learner", {}), prov["config"].get("samples_per_insert", 0)),
                 **phases,
             }
         )
@@ -59,14 +60,17 @@ def _interval(low: float, high: float) -> str:
 
 def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per setting and precision, over seeds: actor steps/s, time to 95% of each seed's fp32 run (95% of the way
-    from its first evaluation to its best), energy per actor step, and speed-ups over fp32 with paired bootstrap
-    95% CIs over seeds; ``CI includes 1`` marks a speed-up the seeds do not support."""
+    from its first evaluation to its best; none where that run never beat its first evaluation beyond the
+    episodes' spread), energy per actor step, and speed-ups over fp32 with paired bootstrap 95% CIs over seeds;
+    ``CI includes 1`` marks a speed-up the seeds do not support, ``caveat`` why a time is missing or says little."""
     from quarl_bench.report.estimators import paired_ratio_ci
 
     rows = []
     for (_setting, env), group in runs.groupby(["setting", "env"]) if len(runs) else []:
         fp32 = group[group["precision"] == "fp32"].set_index("seed")
-        targets = {seed: reward_target(run["curve"]) for seed, run in fp32.iterrows()}
+        targets = {
+            seed: reward_target(run["curve"]) if learned(run["curve"]) else None for seed, run in fp32.iterrows()
+        }
         for precision, runs_at in group.groupby("precision", sort=False):
             runs_at = runs_at.set_index("seed")
             seeds = sorted(set(runs_at.index) & set(targets))
@@ -108,10 +112,18 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "final reward": runs_at["final_reward"].mean(),
                     "broadcast bytes": first["broadcast_bytes"],
                     "load": "; ".join(sorted(set(runs_at["load"]))) if "load" in runs_at else "not recorded",
+                    "caveat": _caveat(group, targets),
                     "rows": ", ".join(runs_at["row"]),
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _caveat(group: pd.DataFrame, targets: dict[int, float | None]) -> str:
+    """Why a setting's times are missing or say little: an fp32 run that never learned, or learner-bound runs."""
+    said = [f"the fp32 run of seed {seed} never beat its first evaluation" for seed, t in targets.items() if t is None]
+    said += sorted({text for text in group.get("learner_bound", pd.Series(dtype=object)).dropna()})[:1]
+    return "; ".join(said)
 
 
 def paper_env_id(task: str, suite: str) -> str:
@@ -128,12 +140,15 @@ def paper_env_id(task: str, suite: str) -> str:
 PAPER_COLUMNS = ("paper algo", "paper target", "paper time to target (s)", "paper speed-up")
 
 
-def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+def with_paper(table: pd.DataFrame, paper: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """``table`` (speedup_table) with ActorQ Table 2's time to target and speed-up for the same env and precision
-    (the paper's algo and target named; blank where the paper has no such task)."""
+    (the paper's algo and target named; blank where the paper has no such task), and with ``runs`` (actorq_runs),
+    how many of our seeds reached the paper's own target and when: the paper's measure, on our runs."""
     if table.empty or paper.empty:
         return table
     published = {paper_env_id(row["task"], row["suite"]): row for _, row in paper.iterrows()}
+    if runs is not None:
+        table = table.join(_reaching_paper_target(table, runs, published))
 
     def columns(env: str, precision: str) -> dict[str, object]:
         entry = published.get(env)
@@ -152,6 +167,22 @@ def with_paper(table: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     return table.join(pd.DataFrame(found, index=table.index, columns=list(PAPER_COLUMNS)))
 
 
+def _reaching_paper_target(table: pd.DataFrame, runs: pd.DataFrame, published: dict) -> pd.DataFrame:
+    rows = []
+    for env, precision in zip(table["env"], table["precision"], strict=True):
+        entry = published.get(env)
+        curves = runs[(runs["env"] == env) & (runs["precision"] == precision)]["curve"]
+        times = [time_to_reward(curve, entry["reward_target"]) for curve in curves] if entry is not None else []
+        reached = [t for t in times if t is not None]
+        rows.append(
+            {
+                "seeds reaching paper target": f"{len(reached)}/{len(times)}" if entry is not None else None,
+                "time to paper target (s)": float(np.mean(reached)) if reached else None,
+            }
+        )
+    return pd.DataFrame(rows, index=table.index)
+
+
 def actorq_report(results: pd.DataFrame, paper_dir: Path | None = None) -> list[Table | Figure]:
     """``actorq_speedup`` (ours next to ActorQ Table 2 where it has the task) and one figure per setting."""
     runs = actorq_runs(results)
@@ -159,7 +190,7 @@ def actorq_report(results: pd.DataFrame, paper_dir: Path | None = None) -> list[
         return []
     paper_file = paper_dir / "actorq_table2.csv" if paper_dir is not None else None
     paper = pd.read_csv(paper_file) if paper_file is not None and paper_file.is_file() else pd.DataFrame()
-    items: list[Table | Figure] = [Table("actorq_speedup", "ActorQ", with_paper(speedup_table(runs), paper))]
+    items: list[Table | Figure] = [Table("actorq_speedup", "ActorQ", with_paper(speedup_table(runs), paper, runs))]
     for setting, group in runs.groupby("setting"):
         name = f"actorq_{file_label(group['env'].iloc[0])}_{setting}"
         items.append(Figure(name, "ActorQ", draw_actorq, (group,), 110, tuple(group["row"])))
