@@ -253,3 +253,24 @@ def test_a_learner_that_never_learned_gives_no_time_and_the_papers_target_is_cou
     joined = with_paper(table, paper, runs)
     assert joined["seeds reaching paper target"].tolist() == ["1/1", "1/1"]
     assert joined["time to paper target (s)"].tolist() == [20.0, 10.0]  # 198.22: fp32 at 20 s, int8 at 10 s
+
+    # the same curves from learners that replayed each sample once of the 16 allowed: they compare how many updates
+    # each learner made (a run of faster actors ends sooner), not how fast the actors were
+    bound = pd.DataFrame([row("fp32", [9.0, 120.0, 205.0], 390, 1.0), row("int8", [9.0, 210.0, 250.0], 50, 0.13)])
+    table = speedup_table(actorq_runs(bound))
+    assert table["time to 95% (s)"].isna().all() and pd.isna(table["time speed-up"].iloc[1])
+    assert table["caveat"].iloc[1].startswith("seed 0: learner-bound: it replayed each sample 0.13 times")
+
+
+def test_the_load_before_a_run_counts_the_cores_others_used_not_the_last_minute(monkeypatch) -> None:
+    """The 1-minute load average after a grid's previous run still counts that run (3.1 on 2 cores, 'busy', for
+    every run after the first): the record taken before a run also samples which share of the CPUs others used."""
+    from quarl_bench.deploy import machine
+
+    readings = iter([(10_000, 9_000), (10_400, 9_300)])  # 400 jiffies over every CPU, 300 of them idle
+    monkeypatch.setattr(machine, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr("os.getloadavg", lambda: (3.1, 2.0, 1.0))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    record = machine.load_before_run(seconds=0.0)
+    assert record == {"load_1m": 3.1, "cores": 2, "busy": False, "busy_cores": 0.5}
+    assert machine.load_text(record) == "load 3.10 on 2 cores, 0.50 busy before it"

@@ -91,3 +91,19 @@ def test_a_qat_run_whose_agent_is_cached_and_rows_stored_is_not_planned_again(mo
     stored.discard("qat-row")  # agents cached, one row per run missing: evaluation only, no training
     (partial,) = plan_reproduction(sources, store, only=("qat",))
     assert partial.jobs_to_run == 36 and 0 < partial.seconds < fresh.seconds / 10
+
+
+@pytest.mark.parametrize(("gpu", "runs_dqn_only"), [(False, True), (True, False)])
+def test_actorq_without_a_gpu_learner_runs_its_dqn_rows_and_says_why(
+    cli, monkeypatch, tmp_path: Path, gpu: bool, runs_dqn_only: bool
+) -> None:
+    """A CPU learner of the paper's width is learner-bound (387 updates in a 145 s run): the DMC rows would cost ~5 h
+    and measure no time to reward, so a machine without a GPU runs the DQN rows, and the plan says so."""
+    from quarl_bench.api import reproduce
+
+    monkeypatch.setattr(reproduce, "gpu_visible", lambda: gpu)
+    code, out, err = cli("reproduce", "--plan", "--only", "actorq", "--store", tmp_path / "q.sqlite")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert ("actorq: torch sees no GPU: the DQN rows only" in text) == runs_dqn_only
+    assert ("14m10s" in text) == runs_dqn_only and ("5h15m" in text) != runs_dqn_only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,9 +25,11 @@ def track_energy(country_iso_code: str = "USA") -> Iterator[Energy]:
 
     logging.getLogger("codecarbon").setLevel(logging.ERROR)
     energy = Energy()
-    tracker = OfflineEmissionsTracker(
-        country_iso_code=country_iso_code, save_to_file=False, log_level="error", measure_power_secs=5
-    )
+    with warnings.catch_warnings():  # codecarbon 3 deprecates save_to_file; older ones lack what replaces it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        tracker = OfflineEmissionsTracker(
+            country_iso_code=country_iso_code, save_to_file=False, log_level="error", measure_power_secs=5
+        )
     tracker.start()
     try:
         yield energy

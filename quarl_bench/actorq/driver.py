@@ -12,7 +12,7 @@ import numpy as np
 from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
-from quarl_bench.deploy.machine import load_record
+from quarl_bench.deploy.machine import load_before_run, load_record
 from quarl_bench.jobs.ray_cluster import connect
 from quarl_bench.store import ResultStore
 from quarl_bench.store.provenance import driver_provenance
@@ -60,7 +60,7 @@ def run_actorq(
     observation_space, action_space = config.env_spaces()
     device = training_device(config.learner_device, "learner device")
     # the load before Ray starts: during the run its own learner and actors keep the cores busy
-    outcome = RunOutcome(learner_device=device, load=load_record())
+    outcome = RunOutcome(learner_device=device, load=load_before_run())
     connect(address, log_path)
     try:
         arch = list(config.policy_arch)

@@ -61,5 +61,5 @@ def learner_bound(learner: dict[str, Any], samples_per_insert: float) -> str | N
         return None
     return (
         f"learner-bound: it replayed each sample {ratio:.2f} times of the {samples_per_insert:g} allowed "
-        f"({learner.get('updates', 0)} updates), so faster actors cannot shorten the run"
+        f"({learner.get('updates', 0)} updates), so faster actors cannot shorten its time to reward"
     )

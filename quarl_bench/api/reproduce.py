@@ -57,6 +57,9 @@ class Artifact:
         ones from the results of record (Table 4: 30.5 s, Table 5: 1,182 s on a CPU with bf16 arithmetic).
     :param without_bf16: the full run's estimate on a CPU without bf16 arithmetic, where autocast only converts
         (0: the same); Table 5's large bf16 run alone took over 37 minutes on one (docs/papers.md).
+    :param without_gpu: the full command and its estimate where torch sees no GPU for a learner (ActorQ: a CPU
+        learner of the paper's width makes a few updates a second, so only the cheap DQN rows run: 850 s for their 9
+        runs in the results of record); empty: the same.
     """
 
     name: str
@@ -70,6 +73,7 @@ class Artifact:
     sources: bool = True  # its sweep takes -f/--cache/--hub (the quick QAT run trains its own agent)
     fixed_from: str = "rough: docs/papers.md"  # where the full run's fixed estimate comes from
     without_bf16: float = 0.0
+    without_gpu: tuple[tuple[str, ...], float] | None = None
 
 
 ARTIFACTS = (
@@ -137,6 +141,7 @@ ARTIFACTS = (
         "actorq_speedup.md, actorq_*.svg",
         (7 * 3 * 900.0, 20.0),
         sources=False,
+        without_gpu=(("actorq", "--grid", "actorq", "--algo", "dqn"), 850.0),
     ),
 )
 ARTIFACT_NAMES = tuple(artifact.name for artifact in ARTIFACTS)
@@ -155,11 +160,15 @@ class PlanLine:
     already_stored: int = 0
     seconds: float = 0.0
     estimate_from: str = "cost model"  # or "cost model + store" (this machine's rows), "measured run"
+    note: str = ""  # what the machine leaves out, and why
 
 
-def artifact_command(artifact: Artifact, quick: bool, store: Path, sources: Any) -> list[str]:
-    """The CLI arguments of one artifact's command, with the store and (where it takes them) the agent sources."""
-    arguments = artifact.quick if quick else artifact.command
+def artifact_command(
+    artifact: Artifact, quick: bool, store: Path, sources: Any, arguments: tuple[str, ...] = ()
+) -> list[str]:
+    """The CLI arguments of one artifact's command (or ``arguments``), with the store and (where it takes them) the
+    agent sources."""
+    arguments = arguments or (artifact.quick if quick else artifact.command)
     command = [*arguments, "--store", str(store)]
     if arguments[0] in ("sweep", "qat", "amp"):  # where trained agents are kept
         command += ["--cache", str(sources.cache)]
@@ -200,8 +209,28 @@ def plan_reproduction(
             line.estimate_from = "measured run" if quick else artifact.fixed_from
             if not quick and artifact.without_bf16 and not any("bf16" in flag for flag in half_features()):
                 line.seconds, line.estimate_from = artifact.without_bf16, "rough: a CPU without bf16 arithmetic"
+            if not quick and artifact.without_gpu and not gpu_visible():
+                arguments, line.seconds = artifact.without_gpu
+                line.command = artifact_command(artifact, quick, Path(store.path), sources, arguments)
+                line.estimate_from = "CPU learner: DQN rows (results of record)"
+                line.note = CPU_LEARNER_NOTE
         lines.append(line)
     return lines
+
+
+CPU_LEARNER_NOTE = (
+    "torch sees no GPU: the DQN rows only (9 runs). The paper's 2048x3 learner made 2.7 updates a second on this "
+    "repository's 2-core CPU, 387 in a 145 s CartPole run where rl-zoo3 learns it in ~24,500 (of batch 64): every run is learner-bound, "
+    "so its actor steps/s are measured and its time to reward is not; D4PG's DMC rows (30 runs of up to 350,000 steps per actor) need a "
+    "GPU learner (--learner-device cuda)"
+)
+
+
+def gpu_visible() -> bool:
+    """Whether torch sees a GPU (for a learner)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def published_cell_count(path: Path) -> int:

@@ -25,6 +25,8 @@ def reproduce(args: argparse.Namespace) -> int:
     chosen, left_out = within_budget(lines, budget)
     console.print(plan_table(lines, chosen, args.quick))
     for line in lines:
+        if line.note:
+            console.print(f"{line.artifact.name}: {line.note}", highlight=False)
         if line.agents:
             console.print(f"{line.artifact.name}: agents here: {', '.join(line.agents)}", highlight=False)
         if line.missing:

@@ -112,11 +112,39 @@ def load_record() -> dict[str, object]:
     return {"load_1m": load, "cores": cores, "busy": load > cores}
 
 
+def load_before_run(seconds: float = 1.0) -> dict[str, object]:
+    """The load a run starts under, taken while it has no process of its own: the CPU time every process used over
+    the last ``seconds`` (``/proc/stat``), in cores, beside the 1-minute load average, which still counts a run
+    that ended a minute ago (a grid's previous run); ``busy`` when others kept over a quarter of the cores busy."""
+    import time
+
+    record = load_record()
+    first = _cpu_times()
+    if first is None:
+        return record
+    time.sleep(seconds)
+    second = _cpu_times()
+    total, idle = (b - a for a, b in zip(first, second, strict=True))
+    busy_cores = round((1 - idle / total) * int(record["cores"]), 2) if total else 0.0
+    return record | {"busy_cores": busy_cores, "busy": busy_cores > int(record["cores"]) / 4}
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(all, idle + iowait) jiffies of the machine's CPUs, or None without ``/proc/stat``."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0)
+
+
 def load_text(load: dict | None) -> str:
-    """``load 6.12 on 2 cores (busy)`` for a stored load record ('' where none was recorded)."""
+    """``load 6.12 on 2 cores (busy)`` for a stored load record ('' where none was recorded); a record taken before
+    a run says how many cores others kept busy then."""
     if not load or load.get("load_1m") is None:
         return ""
-    return f"load {load['load_1m']:.2f} on {load['cores']} cores" + (" (busy)" if load.get("busy") else "")
+    busy = f", {load['busy_cores']:.2f} busy before it" if "busy_cores" in load else ""
+    return f"load {load['load_1m']:.2f} on {load['cores']} cores{busy}" + (" (busy)" if load.get("busy") else "")
 
 
 def machine_record() -> dict[str, object]:

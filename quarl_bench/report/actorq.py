@@ -74,9 +74,11 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
         for precision, runs_at in group.groupby("precision", sort=False):
             runs_at = runs_at.set_index("seed")
             seeds = sorted(set(runs_at.index) & set(targets))
-            times = {s: time_to_reward(runs_at.loc[s, "curve"], targets[s]) for s in seeds}
-            base_times = {s: time_to_reward(fp32.loc[s, "curve"], targets[s]) for s in seeds}
-            reached = [s for s in seeds if times[s] and base_times[s]]
+            # a learner-bound pair compares how many updates its learners made, not how fast its actors were
+            timed = [s for s in seeds if not (runs_at.loc[s, "learner_bound"] or fp32.loc[s, "learner_bound"])]
+            times = {s: time_to_reward(runs_at.loc[s, "curve"], targets[s]) for s in timed}
+            base_times = {s: time_to_reward(fp32.loc[s, "curve"], targets[s]) for s in timed}
+            reached = [s for s in timed if times[s] and base_times[s]]
             speed, speed_low, speed_high = (
                 paired_ratio_ci(runs_at.loc[seeds, "steps_per_s"], fp32.loc[seeds, "steps_per_s"])
                 if seeds
@@ -112,17 +114,17 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "final reward": runs_at["final_reward"].mean(),
                     "broadcast bytes": first["broadcast_bytes"],
                     "load": "; ".join(sorted(set(runs_at["load"]))) if "load" in runs_at else "not recorded",
-                    "caveat": _caveat(group, targets),
+                    "caveat": _caveat(runs_at, targets),
                     "rows": ", ".join(runs_at["row"]),
                 }
             )
     return pd.DataFrame(rows)
 
 
-def _caveat(group: pd.DataFrame, targets: dict[int, float | None]) -> str:
-    """Why a setting's times are missing or say little: an fp32 run that never learned, or learner-bound runs."""
+def _caveat(runs_at: pd.DataFrame, targets: dict[int, float | None]) -> str:
+    """Why a row has no time to reward: an fp32 run that never learned, or a learner that could not keep up."""
     said = [f"the fp32 run of seed {seed} never beat its first evaluation" for seed, t in targets.items() if t is None]
-    said += sorted({text for text in group.get("learner_bound", pd.Series(dtype=object)).dropna()})[:1]
+    said += [f"seed {seed}: {text}" for seed, text in runs_at["learner_bound"].items() if text]
     return "; ".join(said)
 
 
