@@ -213,32 +213,34 @@ def test_a_run_records_the_load_before_its_own_processes_started(monkeypatch) ->
     assert actorq_result(config, RunOutcome(**{**outcome.__dict__, "load": before})).provenance["load"] == before
 
 
+FLAT_EPISODES = [9.0, 9.0, 10.0, 8.0, 9.0, 10.0, 9.0, 8.0, 10.0, 9.0]
+
+
+def _actorq_row(precision: str, rewards: list[float], updates: int, ratio: float, seed: int = 0) -> dict:
+    """A stored ``actorq`` row of a CartPole run whose evaluations (10 s apart) average ``rewards``."""
+    from quarl_bench.actorq.driver import RunOutcome, actorq_result
+
+    shifted = [[r - 9.0 + e for e in FLAT_EPISODES] for r in rewards]
+    curve = [{"seconds": 10.0 * i, "reward": sum(e) / 10, "episodes": e} for i, e in enumerate(shifted)]
+    config = ActorQConfig(algo="dqn", env_id="CartPole-v1", actor_precision=precision, max_actor_steps=500, seed=seed)
+    learner = {"per_actor": {"0": 500}, "updates": updates, "samples_per_insert": ratio}
+    outcome = RunOutcome(wall_seconds=60.0, learner=learner, final_rewards=[9.0], curve=curve)
+    return {
+        "method": "actorq", "created_at": f"{precision}{seed}", "key": f"{precision}{seed}", "env_id": "CartPole-v1",
+        "algo": "dqn", "precision": precision, "seed": seed, "mean_reward": 9.0, "setting": "s", "agent_hash": "",
+        "provenance": actorq_result(config, outcome).provenance,
+    }  # fmt: skip
+
+
 def test_a_learner_that_never_learned_gives_no_time_and_the_papers_target_is_counted() -> None:
     """On a 2-core CPU the paper's 2048x3 DQN learner made 387 updates in 145 s (rl-zoo3 takes ~25,000 to learn
     CartPole) and its reward went 9.2 -> 9.6: "time to 95% of the fp32 run's best" was then a time to noise. Such a
     run gives no time and says why; the paper's own target (CartPole 198.22) is counted on every run."""
     import pandas as pd
 
-    from quarl_bench.actorq.driver import RunOutcome, actorq_result
     from quarl_bench.report.actorq import actorq_runs, speedup_table, with_paper
 
-    flat = [9.0, 9.0, 10.0, 8.0, 9.0, 10.0, 9.0, 8.0, 10.0, 9.0]
-
-    def curve(rewards: list[float]) -> list[dict]:
-        shifted = [[r - 9.0 + e for e in flat] for r in rewards]
-        return [{"seconds": 10.0 * i, "reward": sum(e) / 10, "episodes": e} for i, e in enumerate(shifted)]
-
-    def row(precision: str, rewards: list[float], updates: int, ratio: float) -> dict:
-        config = ActorQConfig(algo="dqn", env_id="CartPole-v1", actor_precision=precision, max_actor_steps=500)
-        learner = {"per_actor": {"0": 500}, "updates": updates, "samples_per_insert": ratio}
-        outcome = RunOutcome(wall_seconds=60.0, learner=learner, final_rewards=[9.0], curve=curve(rewards))
-        result = actorq_result(config, outcome)
-        return {
-            "method": "actorq", "created_at": precision, "key": precision, "env_id": "CartPole-v1", "algo": "dqn",
-            "precision": precision, "seed": 0, "mean_reward": 9.0, "setting": "s", "agent_hash": "",
-            "provenance": result.provenance,
-        }  # fmt: skip
-
+    row = _actorq_row
     noise = pd.DataFrame([row("fp32", [9.0, 9.2, 9.6, 9.1], 387, 0.99), row("int8", [9.0, 9.4, 9.0], 390, 1.0)])
     table = speedup_table(actorq_runs(noise))
     assert table["time to 95% (s)"].isna().all() and table["seeds reaching"].tolist() == ["0/1", "0/1"]
@@ -274,3 +276,36 @@ def test_the_load_before_a_run_counts_the_cores_others_used_not_the_last_minute(
     record = machine.load_before_run(seconds=0.0)
     assert record == {"load_1m": 3.1, "cores": 2, "busy": False, "busy_cores": 0.5}
     assert machine.load_text(record) == "load 3.10 on 2 cores, 0.50 busy before it"
+
+
+def test_every_published_cell_of_actorq_table2_has_a_status_on_the_paper_page() -> None:
+    """ActorQ Table 2's 33 cells (11 tasks: fp32's time to target, the fp16 and int8 speed-ups) appear with ours:
+    a speed-up is judged against our CI over seeds, undetermined (and why) without one, not measured without runs."""
+    import pandas as pd
+
+    from quarl_bench.report.actorq import actorq_paper_cells
+    from quarl_bench.report.paper_page import paper_page_report
+
+    paper = config_dir() / "paper"
+    bound = pd.DataFrame([_actorq_row("fp32", [9.0, 9.2, 9.6], 387, 0.99), _actorq_row("int8", [9.0, 9.4], 50, 0.13)])
+    cells = actorq_paper_cells(bound, paper).set_index(["env", "precision"])
+    assert len(cells) == 33 and (cells["table"] == "ActorQ Table 2").all()
+    assert cells.loc[("CartPole-v1", "fp32"), "status"] == "reference"
+    assert cells.loc[("CartPole-v1", "int8"), "status"] == "undetermined"
+    assert "learner-bound" in cells.loc[("CartPole-v1", "int8"), "why"]
+    assert cells.loc[("CartPole-v1", "fp16"), "status"] == "not measured"
+    assert (cells.drop(index="CartPole-v1", level="env")["status"] == "not measured").all()
+
+    # two seeds whose int8 runs reach 95% of fp32's best 2x and 4x sooner: a CI of [2, 4] holds the paper's 3.70x
+    seeds = [
+        _actorq_row(precision, rewards, 9000, 16.0, seed)
+        for seed, (fast, slow) in enumerate([(1, 2), (1, 4)])
+        for precision, rewards in (("fp32", [9.0] * slow + [250.0]), ("int8", [9.0] * fast + [250.0]))
+    ]
+    cells = actorq_paper_cells(pd.DataFrame(seeds), paper).set_index(["env", "precision"])
+    assert cells.loc[("CartPole-v1", "int8"), "status"] == "reproduced"
+    notes: list[str] = []
+    tables = {table.name: table for table in paper_page_report(pd.DataFrame(), paper, notes, pd.DataFrame(seeds))}
+    summary = tables["paper_summary"].frame.set_index("table")
+    assert summary.loc["ActorQ Table 2", ["reproduced", "reference", "not measured"]].tolist() == [1, 1, 31]
+    assert any(note.startswith("ActorQ Table 2: of 33 published cells, 1 reproduced") for note in notes)

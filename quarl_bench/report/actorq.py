@@ -108,6 +108,8 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "seeds reaching": f"{len(reached)}/{len(seeds)}",
                     "time speed-up": time_up,
                     "time CI": _interval(time_low, time_high),
+                    "time CI low": time_low,
+                    "time CI high": time_high,
                     "CI includes 1": None if pd.isna(time_low) else bool(time_low <= 1.0 <= time_high),
                     "J / actor step": runs_at["joules_per_step"].mean(),
                     "mean agreement vs fp32 learner": np.mean(agreement) if agreement else None,
@@ -183,6 +185,60 @@ def _reaching_paper_target(table: pd.DataFrame, runs: pd.DataFrame, published: d
             }
         )
     return pd.DataFrame(rows, index=table.index)
+
+
+PAPER_TABLE = "ActorQ Table 2"
+
+
+def actorq_paper_cells(results: pd.DataFrame, paper_dir: Path | None) -> pd.DataFrame:
+    """Every published cell of ActorQ Table 2 (per task: fp32's time to target, then the fp16 and int8 speed-ups)
+    with what this store measured for it and a status (the paper page's): *reproduced* or *outside* as the paper's
+    speed-up lies in our time speed-up's CI over seeds or not, *undetermined* where there is no such CI (one seed,
+    no time to reward: the ``caveat`` says why), *reference* for a measured fp32 run, *not measured* without a run."""
+    path = paper_dir / "actorq_table2.csv" if paper_dir is not None else None
+    if path is None or not path.is_file():
+        return pd.DataFrame()
+    runs = actorq_runs(results) if len(results) else pd.DataFrame()
+    table = speedup_table(runs) if len(runs) else pd.DataFrame(columns=["env", "precision"])
+    rows = []
+    for _, entry in pd.read_csv(path).iterrows():
+        env = paper_env_id(entry["task"], entry["suite"])
+        for precision in ("fp32", "fp16", "int8"):
+            cell = {
+                "table": PAPER_TABLE,
+                "algo": entry["algo"],
+                "env": env,
+                "precision": precision,
+                "paper time to target (s)": entry[f"{precision}_time_s"],
+                "paper speed-up": 1.0 if precision == "fp32" else entry[f"{precision}_speedup"],
+            }
+            ours = table[(table["env"] == env) & (table["precision"] == precision)]
+            if ours.empty:
+                why = f"no actorq run of {env} with {precision} actors in this store"
+                rows.append(cell | {"status": "not measured", "why": why})
+                continue
+            line = ours.iloc[0]
+            cell |= {
+                "time to 95% (s)": line["time to 95% (s)"],
+                "time speed-up": line["time speed-up"],
+                "time CI": line["time CI"],
+                "actor steps/s speed-up": line["steps/s speed-up"],
+                "seeds": line["seeds"],
+                "rows": line["rows"],
+            }
+            rows.append(cell | _paper_status(line, precision, cell["paper speed-up"]))
+    return pd.DataFrame(rows)
+
+
+def _paper_status(line: pd.Series, precision: str, paper_speedup: float) -> dict[str, str]:
+    if precision == "fp32":
+        return {"status": "reference", "why": line["caveat"]}
+    if pd.isna(line["time speed-up"]):
+        return {"status": "undetermined", "why": line["caveat"] or "no seed's pair reached 95% of its fp32 run's best"}
+    low, high = line["time CI low"], line["time CI high"]
+    if pd.isna(low):
+        return {"status": "undetermined", "why": "one seed: no CI over seeds"}
+    return {"status": "reproduced" if low <= paper_speedup <= high else "outside", "why": line["caveat"]}
 
 
 def actorq_report(results: pd.DataFrame, paper_dir: Path | None = None) -> list[Table | Figure]:

@@ -1,5 +1,6 @@
 """The paper page: every published reward cell of QuaRL Table 2 and the ActorQ appendix Table 4, with what this
-store measured for it and a status.
+store measured for it and a status, and every cell of ActorQ Table 2 (times to target and speed-ups:
+:func:`quarl_bench.report.actorq.actorq_paper_cells`).
 
 The papers' claim is the error between precisions, E % = (R_fp32 - R_q) / |R_fp32| x 100, so a quantized cell is
 judged on E %: *reproduced* when the paper's E % lies inside the measured E %'s paired 95% bootstrap CI (episodes
@@ -152,29 +153,44 @@ def paper_summary(page: pd.DataFrame) -> pd.DataFrame:
 SECTION = "The papers, cell by cell"
 
 
-def paper_page_report(selected: pd.DataFrame, paper_dir: Path, notes: list[str]) -> list[Table]:
-    """The page's tables (a per-table summary, then every cell) and a console note; nothing without the papers'
-    files."""
+def paper_page_report(
+    selected: pd.DataFrame, paper_dir: Path, notes: list[str], everything: pd.DataFrame | None = None
+) -> list[Table]:
+    """The page's tables (a per-table summary, then every cell; ActorQ Table 2's cells from ``everything``'s
+    ActorQ runs) and a console note; nothing without the papers' files."""
+    from quarl_bench.report.actorq import PAPER_TABLE as ACTORQ_TABLE
+    from quarl_bench.report.actorq import actorq_paper_cells
+
     page = paper_page(selected, paper_dir)
-    if page.empty:
+    actorq_cells = actorq_paper_cells(everything if everything is not None else pd.DataFrame(), paper_dir)
+    if page.empty and actorq_cells.empty:
         return []
-    summary = paper_summary(page)
+    summary = paper_summary(pd.concat([page, actorq_cells], ignore_index=True))
     for _, line in summary.iterrows():
+        judged = (
+            "speed-up against our CI over seeds"
+            if line["table"] == ACTORQ_TABLE
+            else "E % against the measured paired 95% CI"
+        )
+        others = ", ".join(f"{line[status]} {status}" for status in ("undetermined", "not measured") if line[status])
         notes.append(
             f"{line['table']}: of {line['published cells']} published cells, {line['reproduced']} reproduced and "
-            f"{line['outside']} outside (E % against the measured paired 95% CI), {line['reference']} fp32 "
-            f"references, {line['no agent']} without an agent here (paper_cells.md)"
+            f"{line['outside']} outside ({judged}), {line['reference']} fp32 references, "
+            f"{line['no agent']} without an agent here{', ' + others if others else ''} "
+            f"({'paper_actorq_table2' if line['table'] == ACTORQ_TABLE else 'paper_cells'}.md)"
         )
     caption = (
         "Every published reward cell. A quantized cell is judged on E % (the papers' claim): reproduced when the "
         "paper's E % lies in the measured paired 95% CI. fp32 cells are the references; absolute rewards of "
         "different agents are shown beside, never judged."
     )
-    shaped = paper_shaped(page)
+    shaped = paper_shaped(page) if len(page) else pd.DataFrame(columns=["table"])
     tables = [
         Table("paper_summary", SECTION, summary, "Published cells per table, by status", console=True),
         Table("paper_cells", SECTION, page, caption),
     ]
+    if len(actorq_cells):
+        tables.append(Table("paper_actorq_table2", SECTION, actorq_cells, ACTORQ_CAPTION))
     for name, table in SHAPED_FILES.items():
         frame = shaped[shaped["table"] == table].drop(columns="table")
         if len(frame):
@@ -184,6 +200,11 @@ def paper_page_report(selected: pd.DataFrame, paper_dir: Path, notes: list[str])
     return tables
 
 
+ACTORQ_CAPTION = (
+    "ActorQ Table 2, every published cell: the paper's time to its reward target and speed-up, ours as time to 95% "
+    "of each seed's fp32 run and its speed-up with a bootstrap CI over seeds; undetermined (the why column says "
+    "why) where our runs give no such CI"
+)
 SHAPED_FILES = {"paper_table2": "QuaRL Table 2", "paper_actorq_appendix": "ActorQ appendix Table 4"}
 
 

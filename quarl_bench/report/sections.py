@@ -120,7 +120,7 @@ def verdicts(inputs: ReportInput) -> list[Item]:  # the answer first: certified 
 def papers_cell_by_cell(inputs: ReportInput) -> list[Item]:
     from quarl_bench.report.paper_page import paper_page_report
 
-    return paper_page_report(inputs.default, inputs.paper_dir, inputs.notes)
+    return paper_page_report(inputs.default, inputs.paper_dir, inputs.notes, inputs.everything)
 
 
 @report_section(reads=("ptq", "mixed", "random"))
