@@ -233,7 +233,7 @@ def _actorq_row(precision: str, rewards: list[float], updates: int, ratio: float
 
 
 def test_a_learner_that_never_learned_gives_no_time_and_the_papers_target_is_counted() -> None:
-    """On a 2-core CPU the paper's 2048x3 DQN learner made 387 updates in 145 s (rl-zoo3 takes ~25,000 to learn
+    """On a 2-core CPU the paper's 2048x3 DQN learner made 363 updates in 138 s (rl-zoo3 takes ~24,500 to learn
     CartPole) and its reward went 9.2 -> 9.6: "time to 95% of the fp32 run's best" was then a time to noise. Such a
     run gives no time and says why; the paper's own target (CartPole 198.22) is counted on every run."""
     import pandas as pd

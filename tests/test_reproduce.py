@@ -97,7 +97,7 @@ def test_a_qat_run_whose_agent_is_cached_and_rows_stored_is_not_planned_again(mo
 def test_actorq_without_a_gpu_learner_runs_its_dqn_rows_and_says_why(
     cli, monkeypatch, tmp_path: Path, gpu: bool, runs_dqn_only: bool
 ) -> None:
-    """A CPU learner of the paper's width is learner-bound (387 updates in a 145 s run): the DMC rows would cost ~5 h
+    """A CPU learner of the paper's width is learner-bound (363 updates in a 138 s run): the DMC rows would cost ~5 h
     and measure no time to reward, so a machine without a GPU runs the DQN rows, and the plan says so."""
     from quarl_bench.api import reproduce
 
