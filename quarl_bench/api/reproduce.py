@@ -220,9 +220,9 @@ def plan_reproduction(
 
 CPU_LEARNER_NOTE = (
     "torch sees no GPU: the DQN rows only (9 runs). The paper's 2048x3 learner made 2.6 updates a second on this "
-    "repository's 2-core CPU, 363 in a 138 s CartPole run where rl-zoo3 learns it in ~24,500 (of batch 64): every run is learner-bound, "
-    "so its actor steps/s are measured and its time to reward is not; D4PG's DMC rows (30 runs of up to 350,000 steps per actor) need a "
-    "GPU learner (--learner-device cuda)"
+    "repository's 2-core CPU, 363 in a 138 s CartPole run where rl-zoo3 learns it in ~24,500 (of batch 64): every "
+    "run is learner-bound, so its actor steps/s are measured and its time to reward is not; D4PG's DMC rows (30 "
+    "runs of up to 350,000 steps per actor) need a GPU learner (--learner-device cuda)"
 )
 
 

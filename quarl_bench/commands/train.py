@@ -117,7 +117,8 @@ def actorq(args: argparse.Namespace) -> int:
         if learned(curve):
             return None
         best = max(point["reward"] for point in curve)
-        return f"the learner never beat its first evaluation ({curve[0]['reward']:.1f}; best {best:.1f}): no time to reward"
+        first = curve[0]["reward"]
+        return f"the learner never beat its first evaluation ({first:.1f}; best {best:.1f}): no time to reward"
 
     run_actorq_runs(configs, store_path, args.address, starting, evaluated, finished)
     return 0

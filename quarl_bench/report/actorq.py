@@ -61,8 +61,9 @@ def _interval(low: float, high: float) -> str:
 def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per setting and precision, over seeds: actor steps/s, time to 95% of each seed's fp32 run (95% of the way
     from its first evaluation to its best; none where that run never beat its first evaluation beyond the
-    episodes' spread), energy per actor step, and speed-ups over fp32 with paired bootstrap 95% CIs over seeds;
-    ``CI includes 1`` marks a speed-up the seeds do not support, ``caveat`` why a time is missing or says little."""
+    episodes' spread, or where either run's learner could not keep up), energy per actor step, and speed-ups over
+    fp32 with paired bootstrap 95% CIs over seeds; ``CI includes 1`` marks a speed-up the seeds do not support,
+    ``caveat`` why a time is missing."""
     from quarl_bench.report.estimators import paired_ratio_ci
 
     rows = []
@@ -116,17 +117,20 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "final reward": runs_at["final_reward"].mean(),
                     "broadcast bytes": first["broadcast_bytes"],
                     "load": "; ".join(sorted(set(runs_at["load"]))) if "load" in runs_at else "not recorded",
-                    "caveat": _caveat(runs_at, targets),
+                    "caveat": _caveat(runs_at, fp32, targets),
                     "rows": ", ".join(runs_at["row"]),
                 }
             )
     return pd.DataFrame(rows)
 
 
-def _caveat(runs_at: pd.DataFrame, targets: dict[int, float | None]) -> str:
-    """Why a row has no time to reward: an fp32 run that never learned, or a learner that could not keep up."""
+def _caveat(runs_at: pd.DataFrame, fp32: pd.DataFrame, targets: dict[int, float | None]) -> str:
+    """Why a row has no time to reward: an fp32 run that never learned, or a learner (this row's or its fp32
+    pair's) that could not keep up."""
     said = [f"the fp32 run of seed {seed} never beat its first evaluation" for seed, t in targets.items() if t is None]
     said += [f"seed {seed}: {text}" for seed, text in runs_at["learner_bound"].items() if text]
+    if (runs_at["precision"] != "fp32").all():
+        said += [f"seed {seed}'s fp32 run: {text}" for seed, text in fp32["learner_bound"].items() if text]
     return "; ".join(said)
 
 

@@ -4,9 +4,10 @@ store measured for it and a status, and every cell of ActorQ Table 2 (times to t
 
 The papers' claim is the error between precisions, E % = (R_fp32 - R_q) / |R_fp32| x 100, so a quantized cell is
 judged on E %: *reproduced* when the paper's E % lies inside the measured E %'s paired 95% bootstrap CI (episodes
-matched by identity, both members of a pair resampled together), *outside* when not (*undetermined* for rows stored without episode identities, which cannot be paired). An fp32 cell is the
-*reference* its row's E % is taken against: its absolute reward is shown beside the paper's, with the agent named,
-since the zoo's agents are not the papers'. A cell the store has no agent for says so, with the hub id that would
+matched by identity, both members of a pair resampled together), *outside* when not (*undetermined* for rows stored
+without episode identities, which cannot be paired). An fp32 cell is the *reference* its row's E % is taken
+against: its absolute reward is shown beside the paper's, with the agent named, since the zoo's agents are not the
+papers'. A cell the store has no agent for says so, with the hub id that would
 provide it; one whose agent is here but not at that precision is *not measured*.
 """
 
