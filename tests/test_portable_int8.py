@@ -59,14 +59,18 @@ def test_lander_check_passes_here_and_under_the_avx2_kernel(cli, lander: Path) -
 
 
 def test_check_names_the_machine_feature_when_outputs_moved(lander: Path, tmp_path: Path) -> None:
-    """An artifact whose recorded outputs differ from this machine's, recorded on another CPU kind: the check still
-    judges the gate, and names both feature sets."""
+    """An artifact whose recorded outputs differ from this machine's, recorded on another CPU kind (AVX2-only where
+    this one has more, AVX-512 VNNI where this one is AVX2-only): the check still judges the gate, and names both
+    feature sets."""
+    from quarl_bench.deploy.machine import int8_features
+
+    other = ["avx2"] if list(int8_features()) != ["avx2"] else ["avx2", "avx512bw", "avx512_vnni"]
     moved = tmp_path / "moved"
     moved.mkdir()
     for path in lander.iterdir():
         (moved / path.name).write_bytes(path.read_bytes())
     document = json.loads((moved / "policy.json").read_text())
-    document["check"]["machine"]["int8_features"] = ["avx2"]
+    document["check"]["machine"]["int8_features"] = other
     (moved / "policy.json").write_text(json.dumps(document))
     data = dict(np.load(moved / "vectors.npz"))
     data["outputs"] = data["outputs"].copy()
@@ -75,7 +79,7 @@ def test_check_names_the_machine_feature_when_outputs_moved(lander: Path, tmp_pa
     done = subprocess.run([sys.executable, "check.py"], cwd=moved, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
     assert "differ from those recorded at export on 1 of 256" in done.stdout
-    assert "at export avx2" in done.stdout and "int8 features here" in done.stdout
+    assert f"at export {' '.join(other)}" in done.stdout and "int8 features here" in done.stdout
 
 
 def test_verify_refuses_a_folder_without_a_check(cli, tmp_path: Path) -> None:
@@ -119,7 +123,8 @@ def test_uint8_weights_compute_the_same_on_the_avx2_kernel_and_int8_ones_do_not(
 
 def test_signed_weights_on_the_cpu_present_follow_its_kernel() -> None:
     """The CPU-dependent expectation: ORT's default int8 weights give the exact products on a VNNI (or ARM) CPU, and
-    on an AVX2-only CPU (or AVX-512 without VNNI) saturated ones: far from exact, nearer the emulated AVX2 kernel."""
+    on an AVX2-only CPU (or AVX-512 without VNNI) saturated ones: far from exact (26% of the output scale here), and
+    what the emulated AVX2 kernel computes (bit for bit under ``scripts/avx2_emulated.sh``: ORT 1.32, EPYC Rome)."""
     fp32 = wide_policy()
     observations = np.random.default_rng(1).uniform(0, 4, (100, 16)).astype(np.float32)
     signed = ort_int8("ort-int8-dynamic", fp32, None, "minmax", signed=True)
@@ -128,7 +133,7 @@ def test_signed_weights_on_the_cpu_present_follow_its_kernel() -> None:
     scale = np.abs(exact).max()
     if cpu_kind() in ("x86-avx2", "x86-avx512"):
         assert np.abs(found - exact).max() > 1e-3 * scale, cpu_kind()  # int16 pair sums saturated here
-        assert np.abs(found - avx2).mean() < np.abs(found - exact).mean(), cpu_kind()
+        assert np.abs(found - avx2).max() <= 1e-6 * scale, cpu_kind()
     else:
         assert np.abs(found - exact).max() <= 1e-4 * scale, cpu_kind()
     assert kernels(signed).get("DynamicQuantizeMatMul", 0) + kernels(signed).get("MatMulIntegerToFloat", 0) >= 1
