@@ -9,7 +9,7 @@ from quarl_bench.errors import QuarlError
 
 # extra -> the modules it brings (pyproject.toml's optional dependencies)
 EXTRAS = {
-    "distributed": ("ray", "codecarbon", "onnx", "onnxruntime"),
+    "distributed": ("ray", "codecarbon", "onnx", "onnxruntime", "psutil"),
     "deploy": ("onnx", "onnxruntime", "torchao"),
     "mujoco": ("mujoco", "dm_control", "shimmy"),
     "edge": ("litert_torch", "ai_edge_litert", "executorch"),

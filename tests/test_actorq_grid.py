@@ -226,10 +226,18 @@ def _actorq_row(precision: str, rewards: list[float], updates: int, ratio: float
     learner = {"per_actor": {"0": 500}, "updates": updates, "samples_per_insert": ratio}
     outcome = RunOutcome(wall_seconds=60.0, learner=learner, final_rewards=[9.0], curve=curve)
     return {
-        "method": "actorq", "created_at": f"{precision}{seed}", "key": f"{precision}{seed}", "env_id": "CartPole-v1",
-        "algo": "dqn", "precision": precision, "seed": seed, "mean_reward": 9.0, "setting": "s", "agent_hash": "",
+        "method": "actorq",
+        "created_at": f"{precision}{seed}",
+        "key": f"{precision}{seed}",
+        "env_id": "CartPole-v1",
+        "algo": "dqn",
+        "precision": precision,
+        "seed": seed,
+        "mean_reward": 9.0,
+        "setting": "s",
+        "agent_hash": "",
         "provenance": actorq_result(config, outcome).provenance,
-    }  # fmt: skip
+    }
 
 
 def test_a_learner_that_never_learned_gives_no_time_and_the_papers_target_is_counted() -> None:
@@ -269,8 +277,7 @@ def test_the_load_before_a_run_counts_the_cores_others_used_not_the_last_minute(
     every run after the first): the record taken before a run also samples which share of the CPUs others used."""
     from quarl_bench.deploy import machine
 
-    readings = iter([(10_000, 9_000), (10_400, 9_300)])  # 400 jiffies over every CPU, 300 of them idle
-    monkeypatch.setattr(machine, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr("psutil.cpu_percent", lambda interval: 25.0)  # a quarter of every CPU's time was busy
     monkeypatch.setattr("os.getloadavg", lambda: (3.1, 2.0, 1.0))
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     record = machine.load_before_run(seconds=0.0)

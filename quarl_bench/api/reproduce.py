@@ -266,12 +266,13 @@ def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, s
                 seen.add(label)
                 line.agents.append(f"{label} (trained here)")
             known = known_jobs(work)
-            pending = [job for job in known if not store.has(job.key)] if known else [None]
-            line.already_stored += len(known) - len(pending) if known else 0
+            pending = [job for job in known if not store.has(job.key)]
+            line.already_stored += len(known) - len(pending)
             if not known:
                 line.seconds += _training_seconds(work.algo, work.env_id, getattr(config, "n_timesteps", None))
-            line.seconds += work.settings.episodes * per_episode * bool(pending)
-            line.jobs_to_run += bool(pending)
+            if pending or not known:
+                line.seconds += work.settings.episodes * per_episode
+                line.jobs_to_run += 1
             continue
         jobs = [job for job in handler(config).jobs(work, ref) if not store.has(job.key)]
         line.jobs_to_run += len(jobs)

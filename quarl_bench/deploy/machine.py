@@ -114,28 +114,13 @@ def load_record() -> dict[str, object]:
 
 def load_before_run(seconds: float = 1.0) -> dict[str, object]:
     """The load a run starts under, taken while it has no process of its own: the CPU time every process used over
-    the last ``seconds`` (``/proc/stat``), in cores, beside the 1-minute load average, which still counts a run
-    that ended a minute ago (a grid's previous run); ``busy`` when others kept over a quarter of the cores busy."""
-    import time
+    the last ``seconds`` (psutil), in cores, beside the 1-minute load average, which still counts a run that ended
+    a minute ago (a grid's previous run); ``busy`` when others kept over a quarter of the cores busy."""
+    import psutil
 
     record = load_record()
-    first = _cpu_times()
-    if first is None:
-        return record
-    time.sleep(seconds)
-    second = _cpu_times()
-    total, idle = (b - a for a, b in zip(first, second, strict=True))
-    busy_cores = round((1 - idle / total) * int(record["cores"]), 2) if total else 0.0
+    busy_cores = round(psutil.cpu_percent(interval=seconds) / 100 * int(record["cores"]), 2)
     return record | {"busy_cores": busy_cores, "busy": busy_cores > int(record["cores"]) / 4}
-
-
-def _cpu_times() -> tuple[int, int] | None:
-    """(all, idle + iowait) jiffies of the machine's CPUs, or None without ``/proc/stat``."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    except (OSError, ValueError, IndexError):
-        return None
-    return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0)
 
 
 def load_text(load: dict | None) -> str:
