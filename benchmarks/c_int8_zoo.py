@@ -20,7 +20,7 @@ from pathlib import Path
 
 from zoo_mlp import ENVS, zoo_agents
 
-from quarl_bench import AgentQuery, CertifyConfig, DeployTarget, QuarlError, ResultStore, export_artifact, resolve
+from quarl_bench import AgentQuery, CertifyConfig, QuarlError, ResultStore, deploy_target, export_artifact, resolve
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
                 ref = resolve(AgentQuery(env=env, algo=algo, folder=str(zoo), use_hub=False))
                 done = export_artifact(
                     ref,
-                    DeployTarget("c-int8"),
+                    deploy_target("c-int8"),
                     Path(folder) / f"{algo}-{env}",
                     store,
                     force=True,

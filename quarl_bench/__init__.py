@@ -24,7 +24,7 @@ _API = {
     "run_actorq": "quarl_bench.actorq.driver",
     # what they take
     "QuantSpec": "quarl_bench.types",
-    "DeployTarget": "quarl_bench.types",
+    "deploy_target": "quarl_bench.deploy.targets",
     "CertifyConfig": "quarl_bench.certify.config",
     "RolloutConfig": "quarl_bench.methods.rollout",
     "ActorQConfig": "quarl_bench.actorq.config",

@@ -10,7 +10,7 @@ from typing import Any
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
-from quarl_bench.registry import BACKENDS, METHODS, NEAREST, ROUNDINGS
+from quarl_bench.registry import NEAREST, ROUNDINGS
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
@@ -273,21 +273,24 @@ def file_name(env_id: str) -> str:
 
 @dataclass(frozen=True)
 class DeployTarget:
-    """The artifact a ``deploy`` job builds: a registered backend (``registry.BACKENDS``), which sets
-    the precision, and the calibration of a backend that calibrates (``ort-int8-static``).
+    """The artifact a ``deploy`` job builds: a registered backend, the precision its artifact runs at, and the
+    calibration of a backend that calibrates (``ort-int8-static``). Build one from a backend's name with
+    :func:`quarl_bench.deploy.targets.deploy_target`, which reads the backend's registered facts.
 
-    :param calibration_states: visited observations its activation ranges come from.
-    :param calibration_method: ``minmax``, ``entropy`` or ``percentile``.
+    :param precision: the backend's precision (``fp32``, ``fp16``, ``int8``): the spec of its jobs.
+    :param calibration_states: visited observations its activation ranges come from; 0 for a backend that does
+        not calibrate.
+    :param calibration_method: ``minmax``, ``entropy`` or ``percentile``; "" with no calibration states.
     """
 
     backend: str
+    precision: str
     calibration_states: int = 0
     calibration_method: str = ""
 
     def __post_init__(self) -> None:
-        if not BACKENDS.get(self.backend).calibrated:
-            object.__setattr__(self, "calibration_states", 0)
-            object.__setattr__(self, "calibration_method", "")
+        object.__setattr__(self, "precision", parse_precision(self.precision))
+        if not self.calibration_states and not self.calibration_method:
             return
         if self.calibration_states < 1:
             raise QuarlError(f"bad calibration states {self.calibration_states}: expected an integer >= 1")
@@ -299,7 +302,10 @@ class DeployTarget:
     @property
     def spec(self) -> QuantSpec:
         """What the artifact's numbers are: the backend's precision, nothing else set."""
-        return QuantSpec(BACKENDS.get(self.backend).precision)
+        return QuantSpec(self.precision)
+
+
+FP32_TARGET = DeployTarget("torch-fp32", "fp32")  # the fp32 reference every deployed artifact is compared with
 
 
 def spec_identity(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> dict[str, Any]:
@@ -335,8 +341,6 @@ class Job:
     target: DeployTarget | None = None
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:  # its name only: no method module is imported
-            raise QuarlError(f"bad method {self.method!r}: expected one of {', '.join(METHODS.names())}")
         if (self.method == "deploy") != (self.target is not None):
             raise QuarlError(
                 f"bad deploy target {self.target} for method {self.method!r}: deploy jobs, and only they, build one"
@@ -385,7 +389,7 @@ class Job:
 
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
-        target = DeployTarget("torch-fp32") if self.method == "deploy" else None
+        target = FP32_TARGET if self.method == "deploy" else None
         method = "ptq" if self.method == "mixed" else self.method
         setting = self.setting
         if method == "rollout":  # the fp32-rollout run of the same study and seed: "{study}/{correction}"

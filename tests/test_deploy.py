@@ -18,11 +18,12 @@ from stable_baselines3 import PPO
 from quarl_bench.deploy.backends import build, int8_weight_summary, runner
 from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split_normalizer
 from quarl_bench.deploy.machine import int8_features
+from quarl_bench.deploy.targets import deploy_target
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
 from quarl_bench.store import ResultStore
 from quarl_bench.store.results import load_results
-from quarl_bench.types import DeployTarget, QuantSpec
+from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
 
 pytestmark = pytest.mark.slow
@@ -242,15 +243,15 @@ def toy_build(name, module, sample, calibration, calibration_method, network_sta
 def test_a_backend_is_one_registration(monkeypatch) -> None:
     """What a target module does (``deploy/targets/``): one Backend, and specs, parity claims, the requirement check
     and the build dispatch take it by name."""
-    from quarl_bench import registry
+    from quarl_bench.deploy import targets as registry
     from quarl_bench.deploy.parity import claimed_spec
 
     monkeypatch.setattr(registry.BACKENDS, "entries", dict(registry.BACKENDS.entries))
     toy = registry.Backend("toy-fp16", "fp16", "onnx", "deploy", (), f"{__name__}:toy_build", {"precision": "fp16"})
     registry.register_backend(toy)
-    target = DeployTarget("toy-fp16")
+    target = deploy_target("toy-fp16")
     assert target.spec == QuantSpec("fp16") and claimed_spec("toy-fp16") == QuantSpec("fp16")
     artifact = build("toy-fp16", "my module", np.zeros((1, 4), np.float32))
     assert artifact.data == b"toy" and artifact.info("module") == "my module"
     with pytest.raises(QuarlError, match="bad backend 'toy-int3': expected one of torch-fp32, .*toy-fp16"):
-        DeployTarget("toy-int3")
+        deploy_target("toy-int3")

@@ -8,8 +8,8 @@ import torch
 
 from quarl_bench import precision as registry
 from quarl_bench.deploy.parity import claimed_spec
+from quarl_bench.deploy.targets import BACKENDS, Backend
 from quarl_bench.quant.activations import Range, quantize_activation
-from quarl_bench.registry import BACKENDS, Backend
 
 SEEN: list[object] = []
 

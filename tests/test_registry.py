@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from quarl_bench.deploy.targets import BACKENDS, KINDS
 from quarl_bench.errors import QuarlError
-from quarl_bench.registry import BACKENDS, KINDS, METHODS, Registry
+from quarl_bench.registry import METHODS, Registry
+from quarl_bench.types import DeployTarget
 
 PLUGIN = """
 from {registry} import ENTRIES
@@ -52,3 +55,36 @@ def test_the_built_in_registries_list_the_command_lines_names() -> None:
     assert BACKENDS.names()[0] == "torch-fp32" and BACKENDS.names()[-2:] == ("c-int8", "c-int4")  # --backend's order
     assert set(KINDS.names()) == {"torchscript", "torch", "onnx", "tflite", "pte", "c"}
     assert {n for n in BACKENDS.names() if not KINDS.get(BACKENDS.get(n).kind).runtime} == {"torchao-int8"}
+
+
+def test_values_and_their_keys_import_no_implementation() -> None:
+    """A job's key, a deployed artifact's included, is computed from the values alone: building them imports no
+    backend, method or policy module (what a registry lookup in a value once did, hiding a cycle)."""
+    code = (
+        "import sys\n"
+        "from quarl_bench.types import FP32_TARGET, DeployTarget, Job, QuantSpec\n"
+        "job = Job('ppo', 'CartPole-v1', QuantSpec('int8'), 'h', method='deploy', target=DeployTarget('c-int8', 'int8'))\n"
+        "assert job.spec == QuantSpec('int8') and job.reference().target == FP32_TARGET and job.key\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('quarl_bench.deploy', 'quarl_bench.methods', 'torch'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_backend_name_becomes_a_target_with_its_registered_facts() -> None:
+    from quarl_bench.deploy.targets import deploy_target
+
+    assert deploy_target("c-int8", 500, "minmax") == DeployTarget("c-int8", "int8")  # it calibrates on no states
+    static = deploy_target("ort-int8-static", 500, "entropy")
+    assert (static.precision, static.calibration_states, static.calibration_method) == ("int8", 500, "entropy")
+    with pytest.raises(QuarlError, match="bad calibration states 0: expected an integer >= 1"):
+        deploy_target("ort-int8-static", 0, "minmax")
+    with pytest.raises(QuarlError, match="bad backend 'c-int9': expected one of torch-fp32"):
+        deploy_target("c-int9")
+
+
+def test_a_job_naming_no_registered_method_is_refused_where_it_is_run() -> None:
+    from quarl_bench.methods.protocol import evaluator
+
+    with pytest.raises(QuarlError, match="bad method 'nosuch': expected one of ptq, mixed"):
+        evaluator("nosuch")

@@ -388,7 +388,7 @@ def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec
     :raises QuarlError: in one line, naming the backends an ONNX policy exports to.
     """
     from quarl_bench.deploy.export import GraphPolicy
-    from quarl_bench.registry import onnx_capable
+    from quarl_bench.deploy.targets import onnx_capable
 
     if not isinstance(module, GraphPolicy) or not claimed.activations:
         return

@@ -306,8 +306,8 @@ def backend_target(backend: str, given: dict[str, object]) -> QuantSpec:
         fp16), or a given flag that contradicts its claim.
     """
     from quarl_bench.deploy.parity import claimed_spec
+    from quarl_bench.deploy.targets import BACKENDS
     from quarl_bench.precision import precision
-    from quarl_bench.registry import BACKENDS
 
     BACKENDS.get(backend)  # an unknown name: one line naming the registered ones
     claim = claimed_spec(backend)

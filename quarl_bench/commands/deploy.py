@@ -14,10 +14,10 @@ from quarl_bench.store.agent_names import ref_title
 
 def deploy_targets(args: argparse.Namespace, backends: list[str]) -> tuple:
     """The artifacts the flags ask for: one per backend, with ``--calibration-states/-method`` where it calibrates."""
-    from quarl_bench.types import DeployTarget
+    from quarl_bench.deploy.targets import deploy_target
 
     return tuple(
-        DeployTarget(backend, args.calibration_states, args.calibration_method) for backend in dict.fromkeys(backends)
+        deploy_target(name, args.calibration_states, args.calibration_method) for name in dict.fromkeys(backends)
     )
 
 
@@ -27,8 +27,8 @@ def check_c_prefix(prefix: str, backend: str) -> None:
     :raises QuarlError: in one line, naming the bad value and what is accepted.
     """
     from quarl_bench.deploy.c_source import CNames
+    from quarl_bench.deploy.targets import BACKENDS
     from quarl_bench.errors import QuarlError
-    from quarl_bench.registry import BACKENDS
 
     if prefix and BACKENDS.get(backend).kind != "c":
         raise QuarlError(f"bad --c-prefix for backend {backend}: it names C symbols, expected a c-* backend")

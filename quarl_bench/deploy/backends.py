@@ -1,5 +1,5 @@
 """Deployment artifacts: what a backend builds (:class:`Artifact`), how a backend is built by name
-(:func:`build`, through the backend registry ``registry.BACKENDS`` and its modules ``deploy/targets/``), how an
+(:func:`build`, through the backend registry ``deploy.targets.BACKENDS`` and its modules), how an
 artifact runs (:func:`runner`), and the builders several backends share (ONNX Runtime's int8 quantizers, the edge
 and C artifacts).
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quarl_bench.deploy.targets import BACKENDS, KINDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import precision
-from quarl_bench.registry import BACKENDS, KINDS
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def build(
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
     from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
-    from quarl_bench.registry import onnx_capable
+    from quarl_bench.deploy.targets import onnx_capable
 
     require_backend(name)
     entry = BACKENDS.get(name)

@@ -83,7 +83,7 @@ sys.exit(0 if passed else 1)
 def check_script(kind: str) -> str:
     """``check.py`` for an artifact of ``kind``: the plain client's ``act`` and the replay."""
     from quarl_bench.deploy.contract import PREPARE
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     head = "import json\nimport sys\n\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
@@ -130,7 +130,7 @@ def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document
     """``vectors.npz`` and ``check.py`` for an ORT, LiteRT or ExecuTorch artifact (``document`` gains ``check``:
     the gate's measure and the machine, runtime and kernels it was measured with); nothing for other kinds and
     recurrent artifacts, whose vectors would need their state."""
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     if not KINDS.get(artifact.kind).checked or "actions" not in detail:
         return {}

@@ -48,7 +48,7 @@ def client(kind: str, recurrent: bool = False) -> str:
     head = "import json\nimport sys\n\nimport gymnasium as gym\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
     head += 'sys.path[:0] = contract.get("env_module_folders", [])  # where the env\'s own modules were found\n'
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     entry = KINDS.get(kind)
     return head + (entry.recurrent_client if recurrent else entry.client) + "\n\n" + PLAY
@@ -184,7 +184,7 @@ def quantization(artifact: Artifact, claimed: QuantSpec, claimed_text: str) -> d
             "weight_bytes": artifact.info("weight_bytes"),
             "layers": artifact.info("layers"),
         }
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     if claimed.precision == "fp32":
         return {"weights": "fp32"}
@@ -273,7 +273,7 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
             "reentrant (static buffers). Observation values beyond `policy.json`'s `observation_saturation` "
             "ranges saturate.",
         ]
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     lines += [
         "",

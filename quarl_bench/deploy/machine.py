@@ -87,7 +87,7 @@ def runtime_versions(kind: str) -> dict[str, str]:
     """The versions of the runtime that plays an artifact of ``kind`` (its registered ``packages``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     packages = KINDS.get(kind).packages
     found = {}

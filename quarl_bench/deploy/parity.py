@@ -42,7 +42,7 @@ def claimed_spec(backend: str, image: bool = False) -> QuantSpec:
     quantizes). A backend registered without a claim is never gated against a precision it does not run at."""
     from dataclasses import replace
 
-    from quarl_bench.registry import BACKENDS
+    from quarl_bench.deploy.targets import BACKENDS
 
     entry = BACKENDS.get(backend)
     if entry.claims is not None:

@@ -21,7 +21,7 @@ from quarl_bench.quant.recurrent import split
 
 def refuse_stateless(backend: str, carries_state: bool) -> None:
     """:raises QuarlError: when ``backend`` cannot carry a recurrent policy's state."""
-    from quarl_bench.registry import BACKENDS
+    from quarl_bench.deploy.targets import BACKENDS
 
     if not carries_state:
         able = ", ".join(BACKENDS.names(carries_state=True))

@@ -70,7 +70,7 @@ print(json.dumps({"peak_rss_mb": int(hwm.split()[1]) / 1024}))
 def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
     """Peak resident memory (MB) of a fresh Python process that loads the artifact and runs it 100 times (None for
     a state-dict artifact, which needs quarl-bench's process)."""
-    from quarl_bench.registry import KINDS
+    from quarl_bench.deploy.targets import KINDS
 
     kind = KINDS.get(artifact.kind)
     if not kind.probe or artifact.info("recurrent") is not None:

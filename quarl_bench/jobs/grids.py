@@ -18,6 +18,7 @@ import yaml
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
+    FP32_TARGET,
     GRANULARITIES,
     INPUT_FIELDS,
     LAYER_MODES,
@@ -108,7 +109,7 @@ def build_jobs(
             actions,
             obs_noise=settings.obs_noise,
             method="ptq" if method == "mixed" else method,
-            target=DeployTarget("torch-fp32") if method == "deploy" else None,
+            target=FP32_TARGET if method == "deploy" else None,
         )
         seed_jobs = [base]
         variants = [replace(base, spec=spec) for spec in specs]

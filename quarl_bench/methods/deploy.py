@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from quarl_bench.deploy.targets import BACKENDS
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
-from quarl_bench.registry import BACKENDS
 from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, DeployTarget, EvalResult, Job, QuantSpec
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones

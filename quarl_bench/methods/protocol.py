@@ -141,7 +141,12 @@ def register_evaluator(method: str) -> Callable[[Callable[..., EvalResult]], Cal
 
 
 def evaluator(method: str) -> Callable[..., EvalResult]:
-    """How one job of spec method ``method`` is evaluated on a loaded agent (its registered evaluator, else PTQ's)."""
+    """How one job of spec method ``method`` is evaluated on a loaded agent (its registered evaluator, else PTQ's).
+
+    :raises QuarlError: for a method no module registers (a job names any method; it is checked here, where run).
+    """
+    if method not in METHODS:
+        raise QuarlError(f"bad method {method!r}: expected one of {', '.join(METHODS.names())}")
     if method not in _EVALUATORS:
         METHODS.load(method)
     if method in _EVALUATORS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.deploy.targets import BACKENDS
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
@@ -13,7 +14,6 @@ from quarl_bench.parsers.arguments import (
     add_store,
     positive_int,
 )
-from quarl_bench.registry import BACKENDS
 
 
 def add_deploy(commands: Subcommands) -> None:

@@ -15,6 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from quarl_bench.deploy.targets import BACKENDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
@@ -27,7 +28,7 @@ from quarl_bench.parsers.arguments import (
     positive_int,
 )
 from quarl_bench.parsers.config_flags import config_flag, field_hint
-from quarl_bench.registry import BACKENDS, METHODS
+from quarl_bench.registry import METHODS
 from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
 # fields whose flag is named for what a user types, as in every other command

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from quarl_bench.deploy.machine import load_text
-from quarl_bench.registry import BACKENDS
+from quarl_bench.deploy.targets import BACKENDS
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.plots import file_label
 

@@ -47,6 +47,7 @@ def legacy_spec_json(row: dict[str, Any]) -> str:
         calibrated = row["backend"] == "ort-int8-static"
         target = DeployTarget(
             row["backend"],
+            row["precision"],
             calibration.get("states", DEFAULT_CALIBRATION_STATES) if calibrated else 0,
             calibration.get("method", "minmax") if calibrated else "",
         )

@@ -38,7 +38,8 @@ def target_of(fields: dict[str, Any] | str) -> DeployTarget | None:
     fields = json.loads(fields) if isinstance(fields, str) else fields
     if not fields.get("backend"):
         return None
-    return DeployTarget(fields["backend"], fields.get("calibration_states", 0), fields.get("calibration_method", ""))
+    states, method = fields.get("calibration_states", 0), fields.get("calibration_method", "")
+    return DeployTarget(fields["backend"], fields["precision"], states, method)
 
 
 def spec_json(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.registry import ArtifactKind, Backend, register_backend, register_kind
+from quarl_bench.deploy.targets import ArtifactKind, Backend, register_backend, register_kind
 from quarl_bench.types import DEFAULT_CALIBRATION_STATES
 
 BUILD = "quarl_bench.deploy.backends:build_edge"

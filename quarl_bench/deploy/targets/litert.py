@@ -3,7 +3,7 @@ calibrated on the W8A8 fake-quant policy's calibration states."""
 
 from __future__ import annotations
 
-from quarl_bench.registry import ArtifactKind, Backend, register_backend, register_kind
+from quarl_bench.deploy.targets import ArtifactKind, Backend, register_backend, register_kind
 
 LITERT = ("litert_torch", "ai_edge_litert")
 

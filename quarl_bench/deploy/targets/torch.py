@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.registry import ArtifactKind, Backend, register_backend, register_kind
+from quarl_bench.deploy.targets import ArtifactKind, Backend, register_backend, register_kind
 
 
 def build_torchscript(_name: str, module: Any, sample: Any, *_: Any) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.registry import Backend, register_backend
+from quarl_bench.deploy.targets import Backend, register_backend
 
 
 def build(_name: str, module: Any, *_: Any) -> Any:
