@@ -83,6 +83,20 @@ def test_a_backend_name_becomes_a_target_with_its_registered_facts() -> None:
         deploy_target("c-int9")
 
 
+def test_a_target_built_by_hand_that_misstates_its_backend_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from quarl_bench import ResultStore, export_artifact
+    from quarl_bench.methods.deploy import DeployConfig
+    from quarl_bench.types import AgentRef
+
+    ref = AgentRef("ppo", "CartPole-v1", "CartPole-v1", "folder", "/nowhere", "0" * 64)
+    wrong = DeployTarget("c-int8", "fp32")  # its jobs would store fp32 rows of an int8 artifact
+    with pytest.raises(QuarlError, match="bad deploy target .*backend c-int8 builds .*precision='int8'"):
+        DeployConfig(ref, (wrong,))
+    with ResultStore(tmp_path / "q.sqlite") as store, pytest.raises(QuarlError, match="backend c-int8 builds"):
+        export_artifact(ref, wrong, tmp_path / "out", store)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_job_naming_no_registered_method_is_refused_where_it_is_run() -> None:
     from quarl_bench.methods.protocol import evaluator
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,12 +18,17 @@ from quarl_bench.deploy.parity import claimed_spec, degraded_cause
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
+if TYPE_CHECKING:
+    from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.jobs.grids import EvalSettings
+    from quarl_bench.store import ResultStore
+
 
 def run_deploy(
     ref: AgentRef,
     targets: tuple[DeployTarget, ...],
-    settings: Any,
-    store: Any,
+    settings: EvalSettings,
+    store: ResultStore,
     force: bool = False,
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
     on_error: Callable[[str, str], None] | None = None,
@@ -64,10 +69,10 @@ def export_artifact(
     ref: AgentRef,
     target: DeployTarget,
     out: Path,
-    store: Any,
+    store: ResultStore,
     force: bool = False,
     allow_divergent: bool = False,
-    certify: Any = None,
+    certify: CertifyConfig | None = None,
     on_step: Callable[[str], None] | None = None,
     allow_degraded: bool = False,
     c_prefix: str = "",
@@ -83,10 +88,11 @@ def export_artifact(
         than fp32 by more than δ without ``allow_degraded`` (nothing is written then).
     """
     from quarl_bench.deploy.backends import require_backend
+    from quarl_bench.deploy.targets import check_target
 
     step = on_step or (lambda text: None)
     check_out(out, force)
-    require_backend(target.backend)
+    require_backend(check_target(target).backend)
     agent, module = _deployable(ref)
     artifact, _ = _built(agent, target)
     if not artifact.standalone:
@@ -271,7 +277,12 @@ def _divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any])
 
 
 def certify_artifact(
-    ref: AgentRef, target: DeployTarget, claimed: QuantSpec, store: Any, config: Any, step: Callable[[str], None]
+    ref: AgentRef,
+    target: DeployTarget,
+    claimed: QuantSpec,
+    store: ResultStore,
+    config: Any,
+    step: Callable[[str], None],
 ) -> dict[str, Any]:
     """The artifact's closed loop (``target``, method deploy) on paired episodes, certified twice with the certify
     command's sequential test and driver: not worse than the **fp32** policy by more than δ (does the deployed
@@ -315,7 +326,7 @@ def certify_artifact(
     }
 
 
-def _closed_loop(stored: dict[str, Any], question: Any, store: Any, test: Any) -> dict[str, Any]:
+def _closed_loop(stored: dict[str, Any], question: Any, store: ResultStore, test: Any) -> dict[str, Any]:
     """One stored verdict of an artifact, with both arms' mean returns and their bounds."""
     evidence = stored.get("evidence") or {}
     alpha = evidence.get("alpha_test", stored["alpha"])
@@ -345,7 +356,7 @@ def _closed_loop(stored: dict[str, Any], question: Any, store: Any, test: Any) -
     }
 
 
-def _arm_returns(store: Any, keys: list[str], test: Any) -> tuple[dict[str, float], dict[str, float]]:
+def _arm_returns(store: ResultStore, keys: list[str], test: Any) -> tuple[dict[str, float], dict[str, float]]:
     """Each arm's mean return over the verdict's batches (keys alternate artifact, reference) with the test's
     confidence bounds on it."""
     arms: tuple[list[float], list[float]] = ([], [])
@@ -404,7 +415,7 @@ def time_table4(
     policies: Sequence[str],
     backends: Sequence[str],
     calls: int,
-    store: Any,
+    store: ResultStore,
     force: bool = False,
     on_error: Callable[[str, str, str], None] | None = None,
 ) -> Any:

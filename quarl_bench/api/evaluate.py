@@ -6,11 +6,19 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.api.agents import AgentQuery, acting_layer_names, factory_env_id, resolve
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, QuantSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.certify.result import Certification, Verdict
+    from quarl_bench.jobs.grids import EvalSettings
+    from quarl_bench.store import ResultStore
 
 
 def evaluate_agent(
@@ -27,7 +35,7 @@ def evaluate_agent(
     env_packages: Sequence[str] = (),
     n_envs: int | None = None,
     cache: str | os.PathLike = "results/agents",
-) -> Any:
+) -> pd.DataFrame:
     """Post-training quantize ``model`` at each precision and evaluate it against fp32 on ``episodes`` seeded
     episodes; the same rows (and numbers) as ``quarl-bench run``.
 
@@ -103,8 +111,8 @@ def refuse_per_layer(ref: AgentRef, command: str) -> None:
 def run_ptq(
     ref: AgentRef,
     specs: tuple[QuantSpec, ...],
-    settings: Any,
-    store: Any,
+    settings: EvalSettings,
+    store: ResultStore,
     force: bool = False,
     eval_workers: int = 1,
     on_result: Callable[[dict[str, Any], bool], None] | None = None,
@@ -130,8 +138,8 @@ def run_ptq(
 def run_sensitivity(
     ref: AgentRef,
     bits: Sequence[str],
-    settings: Any,
-    store: Any,
+    settings: EvalSettings,
+    store: ResultStore,
     force: bool = False,
     eval_workers: int = 1,
     on_plan: Callable[[int, int], None] | None = None,
@@ -156,15 +164,15 @@ def run_sensitivity(
 def certify_agent(
     model: Any,
     specs: Sequence[QuantSpec | str | int] = ("fp16", "int8", "int6", "int5", "int4", "int3", "int2"),
-    config: Any = None,
-    store: Any = None,
+    config: CertifyConfig | None = None,
+    store: ResultStore | str | os.PathLike | None = None,
     *,
     env: str | None = None,
     force: bool = False,
-    on_verdict: Callable[[Any], None] | None = None,
+    on_verdict: Callable[[Verdict], None] | None = None,
     baseline: AgentRef | None = None,
     by: str = "ptq",
-) -> Any:
+) -> Certification:
     """Certify each precision safe, unsafe or undetermined for an agent (see :mod:`quarl_bench.certify.plan`): the
     convenience wrapper of :func:`certify` for one agent.
 
@@ -234,10 +242,10 @@ def search_mixed(
     episodes: int,
     search_seeds: Sequence[int],
     verify_seeds: Sequence[int],
-    store: Any,
+    store: ResultStore,
     n_envs: int | None = None,
     on_try: Callable[[tuple[str, ...], Any], None] | None = None,
-    certify_config: Any = None,
+    certify_config: CertifyConfig | None = None,
 ) -> MixedSearch:
     """Greedy per-layer bit allocation (layers ranked by their one-layer sensitivity on the search seeds), each step
     accepted only when certification says the allocation is safe within ``tolerance_pct``% of (R_fp32 - R_random)
@@ -299,7 +307,12 @@ def search_mixed(
 
 
 def measure_fidelity(
-    ref: AgentRef, specs: Sequence[QuantSpec], settings: Any, threshold: float, store: Any, force: bool = False
+    ref: AgentRef,
+    specs: Sequence[QuantSpec],
+    settings: EvalSettings,
+    threshold: float,
+    store: ResultStore,
+    force: bool = False,
 ) -> Any:
     """Play the fp32 and each quantized policy side by side from the same seeds (one episode per env) and store,
     per episode, the first step whose greedy actions differ and the first whose observations part by more than
@@ -318,7 +331,7 @@ def measure_fidelity(
 
 
 def certify_request(
-    ref: AgentRef, specs: Sequence[QuantSpec], config: Any, baseline: AgentRef | None = None, by: str = "ptq"
+    ref: AgentRef, specs: Sequence[QuantSpec], config: CertifyConfig, baseline: AgentRef | None = None, by: str = "ptq"
 ) -> Any:
     """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
     first, alone); α split over the families; each question played by method ``by`` (one with an evaluator)."""
@@ -339,7 +352,7 @@ def certify_request(
 
 def certify(
     requests: Sequence[Any],
-    store: Any,
+    store: ResultStore,
     driver: dict[str, Any] | None = None,
     on_verdict: Callable[[AgentRef, Any], None] | None = None,
     force: bool = False,

@@ -6,10 +6,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.errors import QuarlError, note
 from quarl_bench.types import AgentRef, QuantSpec
+
+if TYPE_CHECKING:
+    from quarl_bench.store import ResultStore
 
 BUDGET_SHARE = 0.1  # the default budget: this share of the zoo's training steps for the agent
 LADDER = ("int8", "int6", "int5", "int4", "int3", "int2")
@@ -71,7 +74,7 @@ def harden_agent(
     ref: AgentRef,
     spec: QuantSpec,
     recipe: str | Any,
-    store: Any,
+    store: ResultStore,
     budget: int | None = None,
     out: str | os.PathLike | None = None,
     seed: int = 0,
@@ -153,7 +156,7 @@ def certify_hardening(
     child: AgentRef,
     specs: tuple[QuantSpec, ...],
     config: Any,
-    store: Any,
+    store: ResultStore,
     on_verdict: Callable[[str, Any], None] | None = None,
 ) -> HardeningVerdicts:
     """Certify ``specs`` for the parent (against its fp32) and for the hardened agent against the **parent's** fp32,
@@ -235,7 +238,7 @@ class StudyLine:
 def run_harden_study(
     study: HardenStudy,
     sources: Any,
-    store: Any,
+    store: ResultStore,
     algos: Sequence[str] | None = None,
     envs: Sequence[str] | None = None,
     recipes: Sequence[str] | None = None,

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from quarl_bench.errors import QuarlError
+
+if TYPE_CHECKING:
+    from quarl_bench.store import ResultStore
 
 # seconds per evaluated episode in one worker (batched envs, zoo-sized policies, one torch thread), by env kind: the
 # medians of the results of record's rows (2026-11-27, two workers on 2 cores): CartPole 0.0075, Acrobot 0.0044,
@@ -181,7 +184,7 @@ def artifact_command(
 
 
 def plan_reproduction(
-    sources: Any, store: Any, quick: bool = False, only: tuple[str, ...] = (), paper_dir: Path | None = None
+    sources: Any, store: ResultStore, quick: bool = False, only: tuple[str, ...] = (), paper_dir: Path | None = None
 ) -> list[PlanLine]:
     """One :class:`PlanLine` per artifact (``only``: those named), in the order they run.
 
@@ -240,7 +243,9 @@ def published_cell_count(path: Path) -> int:
     return int(frame[rewards].notna().sum().sum()) if rewards else len(frame)
 
 
-def _plan_sweep(line: PlanLine, artifact: Artifact, quick: bool, sources: Any, store: Any, measured: dict) -> None:
+def _plan_sweep(
+    line: PlanLine, artifact: Artifact, quick: bool, sources: Any, store: ResultStore, measured: dict
+) -> None:
     from quarl_bench.api.sweep import plan_sweep
     from quarl_bench.methods.protocol import handler
     from quarl_bench.run.executors import default_workers
@@ -323,7 +328,7 @@ def _training_seconds(algo: str, env_id: str, n_timesteps: int | None) -> float:
     return steps * TRAIN_STEP_SECONDS.get(algo, 0.001)
 
 
-def measured_episode_seconds(store: Any) -> dict[str, float]:
+def measured_episode_seconds(store: ResultStore) -> dict[str, float]:
     """Seconds per episode this store's PTQ rows took, per env (the median over rows): this machine's figure."""
     frame = store.to_dataframe()
     if frame.empty:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from quarl_bench.store import ResultStore
 
 
 def run_rollouts(
     configs: Sequence[Any],
-    store: Any,
+    store: ResultStore,
     executor: str = "local",
     workers: int = 1,
     address: str | None = None,

@@ -7,11 +7,14 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.errors import QuarlError, note
 from quarl_bench.extras import require
 from quarl_bench.registry import PTQ_METHODS
+
+if TYPE_CHECKING:
+    from quarl_bench.store import ResultStore
 
 
 @dataclass
@@ -55,7 +58,7 @@ def agent_sources(
 def plan_sweep(
     grid: str | Path,
     sources: Any,
-    store: Any,
+    store: ResultStore,
     algos: Sequence[str] | None = None,
     envs: Sequence[str] | None = None,
     bits: Sequence[str] | None = None,
@@ -94,7 +97,7 @@ def plan_sweep(
 def run_sweep(
     planned: SweepPlan,
     sources: Any,
-    store: Any,
+    store: ResultStore,
     executor: str = "local",
     force: bool = False,
     address: str | None = None,
@@ -126,7 +129,7 @@ def with_eval_seeds(cells: list[Any], seeds: Sequence[int] | None) -> list[Any]:
     return list(dict.fromkeys(seeded))
 
 
-def study_rows(store: Any, cells: list[Any], sources: Any) -> list[dict[str, Any]]:
+def study_rows(store: ResultStore, cells: list[Any], sources: Any) -> list[dict[str, Any]]:
     """The stored rows of a study's cells, found by their job keys (a cell planned as its own run: its handler's
     jobs, once its agent is found, e.g. QAT's trained agent; nothing is trained here).
 
@@ -183,7 +186,7 @@ def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: An
 
 def run_method(
     config: Any,
-    store: Any,
+    store: ResultStore,
     settings: Any = None,
     cache: Path | None = None,
     executor: str = "local",

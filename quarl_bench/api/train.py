@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.types import AgentRef
+
+if TYPE_CHECKING:
+    from quarl_bench.jobs.grids import EvalSettings
+    from quarl_bench.store import ResultStore
 
 
 def run_amp(
     configs: Sequence[Any],
-    settings: Any,
-    store: Any,
+    settings: EvalSettings,
+    store: ResultStore,
     cache: Path | None = None,
     on_start: Callable[[Any], None] | None = None,
 ) -> list[dict[str, Any]]:

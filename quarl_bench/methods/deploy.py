@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from quarl_bench.deploy.targets import BACKENDS
+from quarl_bench.deploy.targets import BACKENDS, check_target
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, DeployTarget, EvalResult, Job, QuantSpec
@@ -31,6 +31,10 @@ class DeployConfig(OfAgent):
 
     targets: tuple[DeployTarget, ...] = ()
     method: ClassVar[str] = "deploy"
+
+    def __post_init__(self) -> None:
+        for target in self.targets:
+            check_target(target)
 
 
 @register(DeployConfig)

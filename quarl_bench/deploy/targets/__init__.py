@@ -133,3 +133,14 @@ def deploy_target(backend: str, calibration_states: int = 0, calibration_method:
     if calibration_states < 1:
         raise QuarlError(f"bad calibration states {calibration_states}: expected an integer >= 1")
     return DeployTarget(backend, entry.precision, calibration_states, calibration_method)
+
+
+def check_target(target: DeployTarget) -> DeployTarget:
+    """``target`` if it says what its backend builds (a value built by hand may not: the api checks it).
+
+    :raises QuarlError: naming the backend and what it builds.
+    """
+    expected = deploy_target(target.backend, target.calibration_states, target.calibration_method)
+    if target != expected:
+        raise QuarlError(f"bad deploy target {target}: backend {target.backend} builds {expected}")
+    return target
