@@ -7,13 +7,12 @@ rounding algorithm, each family of backends registers itself) or one module per 
 when that method is first named or run). So names are listed without importing torch, and ``quarl-bench --help``
 stays fast. An unknown name is refused in one line naming the accepted ones.
 
-A registry lives beside its implementations where every module that asks it is above them: backends and artifact
-kinds in ``deploy/targets/`` (one module per runtime registers both), precisions in ``precision.py``, algorithms in
-``zoo/algorithms.py``, policy families in ``families/``. This module keeps the two that lower floors ask: methods
-(the grid loader and the report name them; their modules are above both) and rounding algorithms, whose settings
-are part of every job key a value type computes (their modules import nothing of the values, so no cycle hides
-behind the lookup). Values carry the other facts they need (a :class:`~quarl_bench.types.DeployTarget` its
-backend's precision), filled where a name enters: parsers, the grid loader, the api.
+Each registry lives beside its implementations: backends and artifact kinds in ``deploy/targets/`` (one module per
+runtime registers both), rounding algorithms in ``rounding/`` (below the value types, whose job keys hold their
+settings), precisions in ``precision.py``, algorithms in ``zoo/algorithms.py``, policy families in ``families/``.
+This module keeps the mechanism and the methods' index, which the grid loader and the report (below ``methods/``)
+ask. Values carry the other facts they need (a :class:`~quarl_bench.types.DeployTarget` its backend's precision),
+filled where a name enters: parsers, the grid loader, the api.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from quarl_bench.errors import QuarlError
@@ -104,33 +102,6 @@ class Registry(Generic[T]):
         order = {module: i for i, module in enumerate(self._first)}
         for module in sorted(found, key=lambda m: (order.get(m.name, len(order)), m.name)):
             importlib.import_module(f"{self._package}.{module.name}")
-
-
-@dataclass(frozen=True)
-class Rounding:
-    """One PTQ weight-rounding algorithm (``--ptq NAME``): ``round(weight, inputs, grid, layer_index) -> quantized
-    weight`` on a 2-D weight (rows: output channels), its layer inputs as rows, and the RTN grid (step, lowest and
-    highest code per element); its settings are part of every job key it makes. Round to nearest has none."""
-
-    name: str
-    label: str
-    round: Callable[..., Any] | None = None
-    settings: dict[str, float] = field(default_factory=dict)
-
-
-NEAREST = "rtn"  # round to nearest: no calibration, the grid's own rounding
-ROUNDINGS: Registry[Rounding] = Registry("ptq method", package="quarl_bench.quant.rounding")
-ROUNDINGS.add(NEAREST, Rounding(NEAREST, "RTN"))
-
-
-def register_rounding(name: str, label: str, settings: dict[str, float]) -> Callable[[Callable], Callable]:
-    """Function decorator: the decorated ``(weight, inputs, grid, layer_index)`` is the rounding ``name``."""
-
-    def decorate(function: Callable) -> Callable:
-        ROUNDINGS.add(name, Rounding(name, label, function, dict(settings)))
-        return function
-
-    return decorate
 
 
 # Methods: name -> the module that registers its config type (its handler, its job evaluator), imported when the

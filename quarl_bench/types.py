@@ -10,7 +10,7 @@ from typing import Any
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
-from quarl_bench.registry import NEAREST, ROUNDINGS
+from quarl_bench.rounding import NEAREST, ROUNDINGS
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss

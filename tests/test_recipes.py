@@ -16,7 +16,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.affine import activation_grid, fake_quant
 from quarl_bench.quant.calibrated import grid_of
 from quarl_bench.quant.quantize import acting_bytes, quantize
-from quarl_bench.registry import ROUNDINGS
+from quarl_bench.rounding import ROUNDINGS
 from quarl_bench.store.results import load_results
 from quarl_bench.types import Job, QuantSpec
 from quarl_bench.zoo.foreign import ModulePolicy
@@ -274,7 +274,7 @@ def test_gptq_rescues_int4_dqn_cartpole_where_rtn_fails(cli, zoo: Path, tmp_path
 
 
 def test_a_rounding_is_one_registration_and_an_unknown_name_is_refused() -> None:
-    from quarl_bench import registry
+    from quarl_bench import rounding as registry
     from quarl_bench.types import Job
 
     with pytest.raises(QuarlError, match="bad ptq method 'adaround': expected one of rtn, gptq, learned-round$"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -58,17 +59,22 @@ def test_the_built_in_registries_list_the_command_lines_names() -> None:
 
 
 def test_values_and_their_keys_import_no_implementation() -> None:
-    """A job's key, a deployed artifact's included, is computed from the values alone: building them imports no
-    backend, method or policy module (what a registry lookup in a value once did, hiding a cycle)."""
+    """A job's key, a deployed artifact's and a calibrated rounding's included, is computed from the values and what
+    sits below them: building them imports no module above the value types (a backend's lookup once imported
+    ``deploy/targets/``, whose modules import the values: a cycle behind ``import_module``), and no torch."""
     code = (
         "import sys\n"
         "from quarl_bench.types import FP32_TARGET, DeployTarget, Job, QuantSpec\n"
         "job = Job('ppo', 'CartPole-v1', QuantSpec('int8'), 'h', method='deploy', target=DeployTarget('c-int8', 'int8'))\n"
         "assert job.spec == QuantSpec('int8') and job.reference().target == FP32_TARGET and job.key\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('quarl_bench.deploy', 'quarl_bench.methods', 'torch'))))\n"
+        "gptq = Job('ppo', 'CartPole-v1', QuantSpec('int4', ptq='gptq', calibration_states=100), 'h')\n"
+        "assert gptq.identity()['calibration']['rounding'] == {'damping': 0.1}\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('quarl_bench.', 'torch'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    above = ("quant", "deploy", "methods", "zoo", "store", "jobs", "evaluation", "run", "api", "report", "certify")
+    loaded = ast.literal_eval(done.stdout)
+    assert "quarl_bench.rounding.gptq" in loaded and not [m for m in loaded if m.split(".")[1] in above or m == "torch"]
 
 
 def test_a_backend_name_becomes_a_target_with_its_registered_facts() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import help_text, parse_precision
-from quarl_bench.registry import ROUNDINGS
+from quarl_bench.rounding import ROUNDINGS
 from quarl_bench.types import (
     ACT_CALIBRATION_METHODS,
     CALIBRATION_METHODS,

@@ -1,5 +1,5 @@
 """Calibrated weight rounding on the very grid RTN uses (per tensor, per channel or per group, QuaRL's or the
-symmetric one), by any algorithm of the rounding registry (``rounding.py``; the algorithms in ``quant/rounding/``).
+symmetric one), by any algorithm of the rounding registry (``rounding/``, one module per algorithm).
 
 Both take each acting layer in turn, in module order, with the inputs it receives from the already-quantized layers
 before it on the calibration states, and choose each weight's code among the two grid points around it (AdaRound)
@@ -21,7 +21,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.quant.activations import record_tensors
 from quarl_bench.quant.affine import as_groups, from_groups, group_grid, quant_step
 from quarl_bench.quant.layers import acting_layers
-from quarl_bench.registry import ROUNDINGS
+from quarl_bench.rounding import ROUNDINGS
 from quarl_bench.types import QuantSpec
 
 MAX_ROWS = 32_768  # input rows per layer (a convolution has one per output position): a seeded sample beyond this

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from quarl_bench.precision import precision
-from quarl_bench.registry import NEAREST, ROUNDINGS
+from quarl_bench.rounding import NEAREST, ROUNDINGS
 from quarl_bench.types import DeployTarget, QuantSpec, spec_identity
 
 MX_METHOD = "MX (mxfp8/6/4)"

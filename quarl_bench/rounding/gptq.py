@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.registry import register_rounding
+from quarl_bench.rounding import register_rounding
 
 # 10% of the Hessian's mean diagonal, not LLM GPTQ's 1%: RL calibration states are few and alike (a deterministic
 # policy's trajectories), and weaker damping moved weights along directions the policy's own episodes then reached.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quarl_bench.registry import register_rounding
+from quarl_bench.rounding import register_rounding
 
 SETTINGS = {"steps": 1000, "lr": 0.01, "regulariser": 0.01, "batch": 256}
 ZETA, GAMMA = 1.1, -0.1  # AdaRound's rectified sigmoid stretch

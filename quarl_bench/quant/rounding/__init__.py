@@ -1,1 +1,0 @@
-"""PTQ rounding algorithms, one module each, registered with :func:`quarl_bench.registry.register_rounding`."""
