@@ -293,13 +293,13 @@ class TwoSwitches(gym.Env):
 def test_a_multidiscrete_policy_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     from stable_baselines3 import PPO
 
-    from quarl_bench import AgentQuery, QuarlError, ResultStore, deploy_target, export_artifact, resolve
+    from quarl_bench import AgentQuery, QuarlError, ResultStore, export_artifact, resolve
 
     gym.register("TwoSwitches-v0", entry_point=TwoSwitches)
     model = PPO("MlpPolicy", "TwoSwitches-v0", n_steps=16, batch_size=16, device="cpu")
     ref = resolve(AgentQuery(env="TwoSwitches-v0", model=model, cache=str(tmp_path / "cache")))
     with ResultStore(tmp_path / "q.sqlite") as store, pytest.raises(QuarlError, match="MultiDiscrete"):
-        export_artifact(ref, deploy_target("c-int8"), tmp_path / "out", store)
+        export_artifact(ref, "c-int8", tmp_path / "out", store)
     assert not (tmp_path / "out").exists()
 
 

@@ -67,7 +67,7 @@ class Export:
 
 def export_artifact(
     ref: AgentRef,
-    target: DeployTarget,
+    target: DeployTarget | str,
     out: Path,
     store: ResultStore,
     force: bool = False,
@@ -81,6 +81,8 @@ def export_artifact(
     certify its closed-loop reward against that policy and against fp32 (the verdicts go to ``store``), and write
     the folder ``out``: the artifact's files, ``policy.json`` and ``README.md``, whole or not at all.
 
+    :param target: a backend's name (``"c-int8"``), or :func:`~quarl_bench.deploy.targets.deploy_target`'s value
+        for a backend that calibrates.
     :param certify: a :class:`~quarl_bench.certify.plan.CertifyConfig` (default: 20-episode batches, at most 200).
     :param c_prefix: a C artifact's symbol prefix (``NAME_act``, ``NAME_*`` macros); '' keeps ``quarl_policy_act``.
     :raises QuarlError: for an unwritable or non-empty ``out`` (without ``force``), a missing runtime, a policy the
@@ -88,11 +90,12 @@ def export_artifact(
         than fp32 by more than δ without ``allow_degraded`` (nothing is written then).
     """
     from quarl_bench.deploy.backends import require_backend
-    from quarl_bench.deploy.targets import check_target
+    from quarl_bench.deploy.targets import check_target, deploy_target
 
     step = on_step or (lambda text: None)
     check_out(out, force)
-    require_backend(check_target(target).backend)
+    target = deploy_target(target) if isinstance(target, str) else check_target(target)
+    require_backend(target.backend)
     agent, module = _deployable(ref)
     artifact, _ = _built(agent, target)
     if not artifact.standalone:
