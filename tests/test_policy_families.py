@@ -4,6 +4,7 @@ decision output (nothing else changed)."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -128,3 +129,34 @@ def test_a_registered_family_reaches_quantization_export_greedy_and_hardening(mo
     assert as_mlp(deployable).head == "argmax"  # the C artifact's chain
     np.testing.assert_array_equal(greedy_function(policy)(observations), expected)  # the numpy fast path
     assert decision_output(policy, torch.as_tensor(observations)).kind == "values"
+
+
+def test_an_algorithm_outside_rl_zoo3_is_one_registration(tmp_path, monkeypatch) -> None:
+    """sb3-contrib's MaskablePPO, which rl-zoo3 does not list and whose policy class is no ActorCriticPolicy: one
+    Algorithm entry naming its model class, and its zips load, are told apart by their policy class, quantize
+    through the actor-critic family (it is built like one) and export to C."""
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.wrappers import ActionMasker
+
+    from quarl_bench import AgentQuery, ResultStore, evaluate_agent, export_artifact, resolve
+    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.algorithms import ALGORITHMS, Algorithm
+    from quarl_bench.zoo.policy import as_policy
+
+    monkeypatch.setattr(ALGORITHMS, "entries", dict(ALGORITHMS.entries))
+    masks = "sb3_contrib.common.maskable.policies"
+    ALGORITHMS.add(
+        "ppo_mask",
+        Algorithm("ppo_mask", True, ("discrete",), "sampling", masks, zoo=False, model_class="sb3_contrib:MaskablePPO"),
+    )
+    env = ActionMasker(gym.make("CartPole-v1"), lambda _env: np.ones(2, dtype=bool))
+    MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=64, seed=0, device="cpu").learn(64).save(tmp_path / "m.zip")
+
+    ref = resolve(AgentQuery("CartPole-v1", model=str(tmp_path / "m.zip"), cache=str(tmp_path / "cache")))
+    assert ref.algo == "ppo_mask"
+    rows = evaluate_agent(tmp_path / "m.zip", "CartPole-v1", ("fp32", "int4"), episodes=2, store=tmp_path / "q.sqlite")
+    assert list(rows["precision"]) == ["fp32", "int4"]
+    assert as_policy(load_agent(ref).model.policy).family == "actor-critic"
+    with ResultStore(tmp_path / "q.sqlite") as store:
+        export_artifact(ref, "c-int8", tmp_path / "art", store, allow_divergent=True, allow_degraded=True)
+    assert (tmp_path / "art" / "policy.c").is_file()

@@ -15,6 +15,7 @@ from torch import nn
 from quarl_bench.families import ActingChain, Output, PolicyFamily, distribution_output, register_family
 
 SHARED_EXTRACTOR = "features_extractor"
+SHAPE = ("pi_features_extractor", "mlp_extractor", "action_net", "value_net", "get_distribution", "action_dist")
 
 
 class ActorCritic(PolicyFamily):
@@ -39,7 +40,8 @@ class ActorCritic(PolicyFamily):
     )
 
     def matches(self, policy: nn.Module) -> bool:
-        return isinstance(policy, ActorCriticPolicy)
+        # SB3's class, or one built like it (sb3-contrib's MaskableActorCriticPolicy is not its subclass)
+        return isinstance(policy, ActorCriticPolicy) or all(hasattr(policy, name) for name in SHAPE)
 
     def acting_prefixes(self, policy: nn.Module) -> tuple[str, ...]:
         # the shared extractor acts only when the actor shares it (SB3's default); a critic's own one does not

@@ -19,7 +19,7 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, file_name
-from quarl_bench.zoo.algorithms import OFF_POLICY, check_algo
+from quarl_bench.zoo.algorithms import OFF_POLICY, algorithm, check_algo
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.identity import content_hash
 from quarl_bench.zoo.ids import FOREIGN_ALGOS
@@ -136,7 +136,6 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
 
     :raises QuarlError: for a corrupt zip or unreadable normalisation stats.
     """
-    from rl_zoo3 import ALGOS as ZOO_ALGOS
     from rl_zoo3.utils import get_saved_hyperparams
 
     import_env_packages(ref.env_packages)
@@ -180,7 +179,11 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
         with warnings.catch_warnings():
             # SB3 >= 2.4 warns (harmlessly) that it truncated the optimizer state of old DQN zips.
             warnings.filterwarnings("ignore", message="You are probably loading a DQN model")
-            model = ZOO_ALGOS[ref.algo].load(str(zip_path), custom_objects=custom_objects, device="cpu", **kwargs)
+            model = (
+                algorithm(ref.algo)
+                .model_type()
+                .load(str(zip_path), custom_objects=custom_objects, device="cpu", **kwargs)
+            )
     except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError) as error:
         raise QuarlError(f"cannot load agent {zip_path}: {one_line(error)}; expected an SB3 model zip") from error
     loaded.model = model

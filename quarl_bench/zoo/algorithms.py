@@ -33,6 +33,8 @@ class Algorithm:
     :param rollout_trainer: ``module:Class`` of its trainer on quantized rollouts; empty: none.
     :param recurrent: its policy carries a state from step to step (an LSTM): evaluation passes it on, PTQ reaches
         it (``--state-bits``), and only ONNX exports it (:mod:`quarl_bench.quant.recurrent`).
+    :param model_class: ``module:Class`` of its SB3 model where rl-zoo3's ``ALGOS`` has none (an sb3-contrib or
+        user algorithm: its zips then load with ``--model``); empty: rl-zoo3's.
     """
 
     name: str
@@ -44,6 +46,25 @@ class Algorithm:
     actorq_learner: str = ""
     rollout_trainer: str = ""
     recurrent: bool = False
+    model_class: str = ""
+
+    @property
+    def loadable(self) -> bool:
+        """Its zips load (``--model``): rl-zoo3 knows its class, or ``model_class`` names it."""
+        return self.zoo or bool(self.model_class)
+
+    def model_type(self) -> Any:
+        """Its SB3 model class (what loads its zips): rl-zoo3's, else ``model_class``.
+
+        :raises QuarlError: for an algorithm with neither.
+        """
+        from rl_zoo3 import ALGOS as ZOO_ALGOS
+
+        if self.name in ZOO_ALGOS:
+            return ZOO_ALGOS[self.name]
+        if not self.model_class:
+            raise QuarlError(f"algorithm {self.name!r} has no model class: expected rl-zoo3's or a model_class")
+        return _load(self.model_class)
 
     def actorq_class(self) -> Any:
         return _load(self.actorq_learner)

@@ -9,7 +9,7 @@ from typing import Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef
-from quarl_bench.zoo.algorithms import ALGORITHMS, ALGOS
+from quarl_bench.zoo.algorithms import ALGORITHMS
 from quarl_bench.zoo.identity import content_hash, weights_hash
 
 BEHAVIOUR_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
@@ -23,11 +23,11 @@ def algo_of_zip(data: dict[str, Any], path: Path) -> str:
     """
     policy_class = data.get("policy_class")
     module = policy_class.get("__module__", "") if isinstance(policy_class, dict) else ""
-    savers = [a for a in ALGORITHMS.entries.values() if a.zoo and a.policy_module == module]
+    savers = [a for a in ALGORITHMS.entries.values() if a.loadable and a.policy_module == module]
     if not savers:
         raise QuarlError(
             f"cannot tell which algorithm saved {str(path)!r} (policy class module {module or 'missing'!r}): "
-            f"pass --algo, one of {', '.join(ALGOS)}"
+            f"pass --algo, one of {', '.join(ALGORITHMS.names(loadable=True))}"
         )
     names = {a.name for a in savers}
     if names == {"a2c", "ppo", "trpo"}:  # one ActorCriticPolicy: TRPO saves its conjugate-gradient steps
@@ -84,8 +84,8 @@ def model_ref(
     data = saved_data(path)
     if not data:
         raise QuarlError(f"{str(model)!r} is not an SB3 model: expected an SB3 .zip (with its 'data' entry) or .onnx")
-    if algo is not None and algo not in ALGOS:
-        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGOS)}")
+    if algo is not None and algo not in ALGORITHMS.names(loadable=True):
+        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGORITHMS.names(loadable=True))}")
     algo = algo or algo_of_zip(data, path)
     behaviour = [stats_dir(path) / name for name in BEHAVIOUR_FILES if not (vec_path and name == "vecnormalize.pkl")]
     content = content_hash([path, *behaviour], extra)
