@@ -81,10 +81,6 @@ class Policy:
         """The observation part of states it acted on (:meth:`acted_states`)."""
         return states
 
-    def replay(self, states: np.ndarray) -> np.ndarray:
-        """Its deterministic actions on states it acted on, through its own ``predict`` (what hooks see)."""
-        return self.network.predict(states, deterministic=True)[0]
-
     @property
     def categorical(self) -> bool:
         """Whether its actions are drawn from a categorical distribution it exposes (:meth:`probabilities`)."""
@@ -201,9 +197,6 @@ class RecurrentSB3Policy(SB3Policy):
         from quarl_bench.quant.recurrent import unpack
 
         return unpack(self.network, states)[0]
-
-    def replay(self, states: np.ndarray) -> np.ndarray:
-        return self.greedy()(states)
 
     def acted_states(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> np.ndarray:
         from quarl_bench.quant.recurrent import pack, started, zero_state
