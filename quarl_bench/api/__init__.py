@@ -8,7 +8,7 @@ callers use them directly. ``evaluate_agent`` is the one-call entry point (lm-ev
 from __future__ import annotations
 
 from quarl_bench.api.agents import AgentQuery, acting_layer_names, resolve
-from quarl_bench.api.deploy import export_artifact, run_deploy, time_table4
+from quarl_bench.api.deploy import export_artifact, run_deploy
 from quarl_bench.api.evaluate import (
     MixedSearch,
     certify_agent,
@@ -21,6 +21,7 @@ from quarl_bench.api.evaluate import (
 )
 from quarl_bench.api.rollout import run_rollouts
 from quarl_bench.api.sweep import SweepOutcome, SweepPlan, agent_sources, grid_agents, plan_sweep, run_method, run_sweep
+from quarl_bench.api.table4 import time_table4
 from quarl_bench.api.train import run_actorq_runs, run_amp, train_agent
 
 __all__ = [
