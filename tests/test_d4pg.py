@@ -88,6 +88,7 @@ def test_d4pg_learns_cartpole_balance() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_d4pg_actorq_run_with_int8_actors_on_a_control_suite_task(cli, tmp_path: Path) -> None:
     code, out, err = cli(
         "actorq",

@@ -205,6 +205,63 @@ def test_any_method_with_an_evaluator_is_certified_by_name(cli, zoo: Path, tmp_p
     assert "bad method 'qat' for certify: expected one with an evaluator of its own" in err and "replayed" in err
 
 
+@dataclass(frozen=True)
+class CrippledConfig(OfAgent):
+    """A method that plays every questioned policy at int2, whatever width it is asked: its verdicts differ from
+    PTQ's on the same agent, width and episodes.
+
+    :param specs: the precisions asked.
+    """
+
+    specs: tuple[QuantSpec, ...] = ()
+    method: ClassVar[str] = "crippled"
+
+
+@register(CrippledConfig)
+class CrippledHandler(AgentEvaluation):
+    pass
+
+
+@register_evaluator("crippled")
+def play_crippled(agent, job: Job, driver: dict, eval_workers: int = 1) -> EvalResult:
+    int2 = replace(job, method="ptq", spec=QuantSpec("int2"))
+    return replace(evaluator("ptq")(agent, int2, driver, eval_workers), job=job)
+
+
+def test_two_methods_certified_on_one_agent_give_two_lines_and_two_minimums(cli, zoo: Path, tmp_path: Path) -> None:
+    store, out_dir = tmp_path / "quarl.sqlite", tmp_path / "report"
+    common = ("certify", "--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--no-hub", "--bits", "fp16", "int8")
+    common += ("--store", store, "--json")
+    minimums = {}
+    for method in ("ptq", "crippled"):
+        code, out, err = cli(*common, "--method", method)
+        assert code == 0, err
+        minimums[method] = json.loads(out)["minimum_safe"]
+    assert minimums == {"ptq": "int8", "crippled": None}  # int2 played in place of fp16: unsafe at the first width
+    code, _, err = cli("report", "--store", store, "--out", out_dir)
+    assert code == 0, err
+    lines = pd.read_csv(out_dir / "certified_verdicts.csv")
+    assert sorted(lines["method"]) == ["crippled", "ptq"]  # one line per method, never one merged line
+    by_method = lines.set_index("method")
+    assert by_method.loc["ptq", "certified minimum"] == "≤ int8"  # the narrowest width asked
+    assert by_method.loc["crippled", "certified minimum"] == "> fp16"
+    assert by_method.loc["ptq", "int8"].startswith("safe") and by_method.loc["crippled", "fp16"].startswith("unsafe")
+    with ResultStore(store) as opened:
+        verdicts = opened.verdicts()
+    for method, line in by_method.iterrows():  # each line's rows are its own method's verdicts' rows only
+        own = {
+            key
+            for fields, rows in zip(verdicts["spec_json"], verdicts["rows"], strict=True)
+            for key in rows
+            if fields.get("method", "ptq") == method
+        }
+        assert set(line["rows"].split()) == own
+    widths = pd.read_csv(out_dir / "methods_safe_width.csv")
+    # the per-method table keeps them apart: crippled's walk stopped at fp16, PTQ's went on to int8
+    assert {"RTN", "fp16", "fp16 (crippled)"} <= set(widths.columns) and "RTN (crippled)" not in widths.columns
+    assert widths["fp16 (crippled)"].iloc[0] == "unsafe" and widths["fp16"].iloc[0] == "safe"
+
+
 REFUSED = {  # built-in methods the generated command cannot build, and why
     "mixed": "has no config of its own: run `quarl-bench mixed`",
     "random": "has no config of its own: its jobs are played within other methods' works",

@@ -61,7 +61,9 @@ STORES = {
 TAKES_FOLDER = {"run", "deploy", "certify", "export", "fidelity", "sensitivity", "mixed", "harden"}
 
 
-@pytest.mark.parametrize("name", sorted(STORES))
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=pytest.mark.ray) if name == "actorq" else name for name in sorted(STORES)]
+)
 def test_report_renders_the_smallest_store_of_each_command(cli, zoo: Path, tmp_path: Path, name: str) -> None:
     command, shown = STORES[name]
     store = tmp_path / "store.sqlite"

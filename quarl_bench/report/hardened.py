@@ -18,7 +18,7 @@ import pandas as pd
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.verdicts import is_equivalence, verdict_grid
 from quarl_bench.statistics.certification import family
-from quarl_bench.store.spec_kinds import spec_of
+from quarl_bench.store.spec_kinds import method_of, spec_of
 
 SECTION = "Hardened agents"
 
@@ -54,7 +54,14 @@ def hardening_frame(hardened: pd.DataFrame, verdicts: pd.DataFrame, names: dict[
         return pd.DataFrame()
     if verdicts.empty:
         verdicts = pd.DataFrame(columns=["agent_hash", "settings", "spec_json", "verdict", "episodes", "rows", "key"])
-    plain_verdicts = _where(verdicts, [not is_equivalence(s) for s in verdicts["settings"]])
+    # harden certifies by PTQ (quantize and play): another method's verdicts on the same agents are not its evidence
+    plain_verdicts = _where(
+        verdicts,
+        [
+            not is_equivalence(s) and method_of(f) == "ptq"
+            for s, f in zip(verdicts["settings"], verdicts["spec_json"], strict=True)
+        ],
+    )
     records = []
     for _, row in hardened.iterrows():
         target = spec_of(row["spec_json"])

@@ -22,7 +22,7 @@ from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins, plain_log_axis
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.store.agent_names import name_of
-from quarl_bench.store.spec_kinds import spec_of, weight_method
+from quarl_bench.store.spec_kinds import method_of, spec_of, weight_method
 
 AGENT = ["algo", "env", "agent"]
 
@@ -36,8 +36,13 @@ def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _verdict_methods(verdicts: pd.DataFrame) -> list[str | None]:
-    """Each verdict's weight method, from its stored spec's fields."""
-    return [weight_method(spec_of(fields)) for fields in verdicts["spec_json"]]
+    """Each verdict's weight method, from its stored spec's fields, with the method that played it where that is
+    not PTQ (``RTN (replayed)``): two methods' verdicts never share a column or a minimum."""
+    labels: list[str | None] = []
+    for fields in verdicts["spec_json"]:
+        weights, played_by = weight_method(spec_of(fields)), method_of(fields)
+        labels.append(weights if weights is None or played_by == "ptq" else f"{weights} ({played_by})")
+    return labels
 
 
 RULES = {"ci": "the paired difference's CI lower bound against -δ (as certify's rule, on fixed episodes)"}
@@ -54,6 +59,7 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     frame = verdicts.copy()
     frame["method"] = _verdict_methods(frame)
+    frame["weights"] = [weight_method(spec_of(fields)) for fields in frame["spec_json"]]
     frame = frame[frame["method"].notna()]
     frame["seed"] = [settings["seed"] for settings in frame["settings"]]
     records: dict[tuple, dict[str, Any]] = {}
@@ -65,7 +71,7 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
             (algo, env, agent, tolerance, seed),
             {"algo": algo, "env": env, "agent": name_of(group.iloc[0]), "tolerance": tolerance, "seed base": seed},
         )
-        if set(group["precision"]) == {method}:  # a format certified at its one width
+        if set(group["precision"]) == set(group["weights"]):  # a format certified at its one width
             record[method] = group["verdict"].iloc[0]
         else:
             safe = minimum_safe(list(zip(group["precision"], group["verdict"], strict=True)))

@@ -15,10 +15,11 @@ from quarl_bench.report.objects import Table
 from quarl_bench.statistics.certification import family, minimum_safe
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.store.agent_names import name_of
-from quarl_bench.store.spec_kinds import spec_of
+from quarl_bench.store.spec_kinds import method_of, spec_of
 from quarl_bench.types import QuantSpec
 
-LINE = ("algo", "env_id", "agent_hash", "family", "tolerance", "alpha", "seed")
+# A line is one walk: the method that played it is part of it (two methods' verdicts never share a line or a minimum).
+LINE = ("algo", "env_id", "agent_hash", "method", "family", "tolerance", "alpha", "seed")
 
 
 def _column(spec: QuantSpec) -> str:
@@ -35,6 +36,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     frame = verdicts.assign(
         seed=[settings["seed"] for settings in verdicts["settings"]],
+        method=[method_of(fields) for fields in verdicts["spec_json"]],
         family=[family(spec_of(fields)) for fields in verdicts["spec_json"]],
         column=[_column(spec_of(fields)) for fields in verdicts["spec_json"]],
     )
@@ -42,26 +44,28 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
     order = sorted(narrowest, key=lambda column: (-precision_bits(narrowest[column]), column))
     records = []
     for values, line in frame.groupby(list(LINE), sort=True):
+        line_of = dict(zip(LINE, values, strict=True))
         cells = {row["column"]: row for _, row in line.iterrows()}
         walked = [(column, cells[column]["verdict"]) for column in order if column in cells]
         safe = minimum_safe(walked)
         record = {
-            "algo": values[0],
-            "env": values[1],
+            "algo": line_of["algo"],
+            "env": line_of["env_id"],
             "agent": name_of(line.iloc[0]),
-            "family": values[3],
+            "method": line_of["method"],
+            "family": line_of["family"],
             # δ as a number: its rule ("5% of (R_fp32 98.64 - R_random -218.33)") sits at the line's end, so the
             # precision columns stay in a laptop's window
             "δ": round(float(line["delta"].iloc[0]), 3),
-            "confidence": round(1 - float(values[5]), 3),
-            "seed base": values[6],
+            "confidence": round(1 - float(line_of["alpha"]), 3),
+            "seed base": line_of["seed"],
             "guarantee": _guarantee(line),
             "certified minimum": safe_width_text(safe, [c for c, _ in walked], lambda p: precision_bits(narrowest[p])),
             "catastrophes at the minimum": _catastrophe_bound(cells.get(safe)) if safe else "-",
         }
         for column in order:
             record[column] = _cell(cells[column]) if column in cells else "-"
-        record["tolerance"] = values[4]
+        record["tolerance"] = line_of["tolerance"]
         record["rows"] = " ".join(dict.fromkeys(key for row in cells.values() for key in row["rows"]))
         records.append(record)
     return pd.DataFrame.from_records(records)
