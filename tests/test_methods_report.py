@@ -50,6 +50,7 @@ def stats_row(agent: str, options: dict, precision: str, low: float, mean_diff: 
         "fp32 mean": 100.0,
         "reward CI low": low,
         "diff low": low - 100.0,  # the paired difference's lower bound: fp32 mean 100
+        "sequence low": low - 100.0,  # certify's sequence read once: the bound the report's one rule reads
         "delta": 5.0,  # 5% of |R_fp32| (no random baseline in these rows)
         "mean - fp32": mean_diff,
         "IQM": 100.0 + mean_diff,

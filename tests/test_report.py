@@ -9,7 +9,8 @@ import pytest
 
 from quarl_bench.config import config_dir
 from quarl_bench.report.estimators import bootstrap_ci
-from quarl_bench.report.plots import sweet_spot
+from quarl_bench.report.plots import Curve, sweet_spot
+from quarl_bench.report.safe_bits import safe_bits_table, safe_rule
 from quarl_bench.store.results import load_results
 
 
@@ -19,10 +20,33 @@ def test_bootstrap_ci() -> None:
     assert 3.5 < low < 5.0 < high < 6.5
 
 
-def test_sweet_spot_picks_best_and_lowest_within_5_percent() -> None:
-    curve = pd.DataFrame({"bits": [2, 4, 6, 8], "mean_reward": [10.0, 96.0, 101.0, 99.0]})
-    assert sweet_spot(curve, fp32_reward=100.0) == (6, 4)
-    assert sweet_spot(curve.iloc[:1], fp32_reward=100.0) == (2, None)
+def test_the_sweet_spot_marks_the_width_the_safe_bits_table_calls_safe_at_the_tolerance_asked() -> None:
+    points = pd.DataFrame({"bits": [2, 4, 6, 8], "mean_reward": [10.0, 96.0, 101.0, 99.0], "std_reward": [0.0] * 4})
+    lower = {8: -1.0, 6: -3.0, 4: -6.0, 2: -50.0}  # certify's sequence read once, per width
+    at = {pct: Curve(points, 100.0, lower, pct, safe_rule(pct)) for pct in (5.0, 10.0)}  # δ = pct% of |R_fp32| 100
+    assert sweet_spot(at[5.0]) == (6, 6) and sweet_spot(at[10.0]) == (6, 4)  # best reward 6 bits; safe by the rule
+    assert "5% of (R_fp32 - R_random)" in at[5.0].rule and "10% of" in at[10.0].rule
+    assert Curve(points, 100.0, {}, float("nan"), "").lowest_safe() is None  # no paired evidence: nothing marked
+    statistics = pd.DataFrame(
+        {
+            "algo": "dqn",
+            "env": "CartPole-v1",
+            "agent": "a",
+            "episodes": 20,
+            "obs noise": 0.0,
+            "spec": "default",
+            "seed list": "0",
+            "precision": [f"int{b}" for b in lower],
+            "bits": list(lower),
+            "fp32 mean": 100.0,
+            "random mean": None,
+            "delta": 5.0,
+            "sequence low": list(lower.values()),
+            "guarantee": "finite-sample",
+            "rows": [f"q{b} ref" for b in lower],
+        }
+    )
+    assert safe_bits_table(statistics, 5.0)["minimum safe bits"].iloc[0] == 6  # the table agrees with the figure
 
 
 @pytest.mark.slow

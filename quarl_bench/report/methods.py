@@ -1,7 +1,7 @@
 """Quantization methods side by side, from the seeded statistics (``statistics.seeded_statistics``):
 
 - ``methods_safe_width``: per agent, the minimum safe weight width of each method (RTN on QuaRL's grid, per channel,
-  per group, GPTQ, learned rounding, the MX ladder, fp8 and NVFP4), by the ``--tolerance`` rule on reward CIs;
+  per group, GPTQ, learned rounding, the MX ladder, fp8 and NVFP4), by the report's one rule (``--tolerance``);
 - ``wa_heatmap``: E% over weight x activation widths, and observation-only widths, per agent;
 - ``compression_frontier``: acting-network bytes against reward (IQM, 95% CI) for every method and pruning level,
   with each agent's Pareto front.
@@ -20,6 +20,7 @@ import pandas as pd
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins, plain_log_axis
+from quarl_bench.report.safe_bits import safe_rule, sequence_lower
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.store.agent_names import name_of
 from quarl_bench.store.spec_kinds import method_of, spec_of, weight_method
@@ -43,9 +44,6 @@ def _verdict_methods(verdicts: pd.DataFrame) -> list[str | None]:
         weights, played_by = weight_method(spec_of(fields)), method_of(fields)
         labels.append(weights if weights is None or played_by == "ptq" else f"{weights} ({played_by})")
     return labels
-
-
-RULES = {"ci": "the paired difference's CI lower bound against -δ (as certify's rule, on fixed episodes)"}
 
 
 def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -81,10 +79,10 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(records.values()))
 
 
-def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str = "ci") -> pd.DataFrame:
-    """Per agent (rows) and method (columns): the minimum safe weight width by ``rule`` (see ``RULES``): the smallest
-    width whose value, and every wider one's, stays within the tolerance of fp32; ``> W`` when even the widest
-    measured width ``W`` misses. A format measured at one width only (fp8, NVFP4) shows ``ok`` or ``misses``.
+def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float) -> pd.DataFrame:
+    """Per agent (rows) and method (columns): the minimum safe weight width by the report's one rule
+    (:func:`~quarl_bench.report.safe_bits.safe_rule`): the smallest width safe with every wider one safe too; ``> W``
+    when even the widest measured width ``W`` misses. A format measured at one width only (fp8, NVFP4) shows ``ok`` or ``misses``.
     ``{method} rows``: the keys of the rows behind each cell."""
     rows = _acting_rows(statistics)
     if rows.empty:
@@ -93,8 +91,7 @@ def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float, rule: str =
     records: dict[tuple, dict[str, Any]] = {}
     for (algo, env, agent, method), group in rows.groupby([*AGENT, "method"]):
         fp32_mean = float(group["fp32 mean"].iloc[0])
-        value = group["diff low"] if rule == "ci" else group["mean - fp32"]
-        lower = {int(b): float(v) for b, v in zip(group["bits"], value, strict=True)}
+        lower = {int(b): sequence_lower(float(v)) for b, v in zip(group["bits"], group["sequence low"], strict=True)}
         safe = minimum_safe_bits(lower, float(group["delta"].iloc[0]))
         record = records.setdefault((algo, env, agent), {"algo": algo, "env": env, "agent": agent, "fp32": fp32_mean})
         if set(group["precision"]) == {method}:  # a format measured at its one width (fp8, NVFP4)
@@ -279,7 +276,7 @@ def methods_report(
             "undetermined, and paired episodes per decided verdict:\n\n"
             + certified_method_summary(verdicts, certified).round(2).to_markdown(index=False)
         )
-    safe = safe_width_table(statistics, tolerance_pct, "ci")
+    safe = safe_width_table(statistics, tolerance_pct)
     if not (safe.empty or len(safe.columns) <= 4):
         stem = "methods_safe_width_fixed" if sections else "methods_safe_width"
         tables.append(Table(stem, SECTION, safe, on_page=not sections))
@@ -287,9 +284,9 @@ def methods_report(
         gains = [paired_gain(safe, m) for m in ("GPTQ", "learned rounding", "RTN per-channel", "RTN group 32")]
         summary = pd.DataFrame.from_records([g for g in gains if g])
         sections.append(
-            f"## Evidence from fixed episodes (not certified): {RULES['ci']}\n\nThe smallest weight width whose value, "
-            f"and every wider one's, stays within {tolerance_pct:g}% of fp32 ('> W': even W misses; one-width formats: "
-            f"ok or misses). Rows behind each cell: {stem}.csv.\n\n"
+            f"## Evidence from fixed episodes (not certified)\n\nThe smallest weight width safe with every wider one "
+            f"safe too, {safe_rule(tolerance_pct)} ('> W': even W misses; one-width formats: ok or misses). Rows "
+            f"behind each cell: {stem}.csv.\n\n"
             + shown.round(2).to_markdown(index=False)
             + "\n\nMedians over agents ('> W' counted as W + 1):\n\n"
             + method_medians(safe).round(2).to_markdown(index=False)

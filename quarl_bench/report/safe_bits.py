@@ -12,6 +12,21 @@ from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.statistics import TOLERANCE_PCT
 from quarl_bench.statistics.wording import safe_width_text
 
+SAFE_RULE = (
+    "safe: certify's confidence sequence, read once on the stored paired episodes, keeps the mean difference "
+    "(quantized - fp32) above -δ, δ = {tolerance:g}% of (R_fp32 - R_random) (of |R_fp32| without a random-policy row)"
+)
+
+
+def safe_rule(tolerance_pct: float) -> str:
+    """The report's one rule for "safe" on fixed episodes, worded for a table or figure (``--tolerance`` in it)."""
+    return SAFE_RULE.format(tolerance=tolerance_pct)
+
+
+def sequence_lower(value: float) -> float:
+    """A statistics row's ``sequence low`` as a bound: NaN (too few pairs for the asymptotic sequence) is never safe."""
+    return value if value == value else -np.inf
+
 
 def fixed_sample_lower(env_id: str, differences: np.ndarray, alpha: float = 0.05) -> tuple[float, str]:
     """certify's sequence read once, after all of ``differences``: its one-sided (1 - α) lower bound on the mean
@@ -45,8 +60,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = TOLERANCE_P
     ):
         fp32_mean, delta = float(group["fp32 mean"].iloc[0]), float(group["delta"].iloc[0])
         # certify's sequence read once (a NaN bound, too few pairs for the asymptotic one, is never safe)
-        lower = {int(r["bits"]): float(r["sequence low"]) for _, r in group.iterrows()}
-        lower = {b: (v if v == v else -np.inf) for b, v in lower.items()}
+        lower = {int(r["bits"]): sequence_lower(float(r["sequence low"])) for _, r in group.iterrows()}
         safe = minimum_safe_bits(lower, delta)
         evidence = "; ".join(
             f"{b}: {lower[b]:+.1f}{' ok' if lower[b] >= -delta else ' below'}" for b in sorted(lower, reverse=True)

@@ -136,7 +136,7 @@ def methods_and_figures(inputs: ReportInput) -> list[Item]:
     certified = verdicts[verdicts["settings"].map(is_own_fp32)] if len(verdicts) else verdicts
     return [
         *methods_report(inputs.statistics, everything, tolerance, certified),
-        *sweet_spot_figures(inputs.default),
+        *sweet_spot_figures(inputs.default, inputs.statistics, tolerance),
         *weight_figures(inputs.default),
         *statistics_report(everything, tolerance, inputs.statistics),
         *layer_report(everything),
