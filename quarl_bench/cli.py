@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, reproduce, train
+from quarl_bench.registry import load_plugins
 
 # the order ``quarl-bench --help`` lists them in
 COMMANDS = (
@@ -96,7 +97,13 @@ def show_notes() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    try:  # installed plugins first: their names join the parsers' choices, and a broken one is one line
+        load_plugins()
+        parser = build_parser()
+    except QuarlError as error:
+        print(f"quarl-bench: error: {error}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     import_from_current_folder()
     from quarl_bench.store import provenance
     from quarl_bench.zoo.quiet import quiet_libraries

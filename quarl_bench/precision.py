@@ -114,6 +114,8 @@ def precision(value: str | int | Precision) -> Precision:
         if width == 32:
             return PRECISIONS.entries["fp32"]
         return Precision(f"int{width}", "int", width, 0.0, "quarl_bench.quant.affine:grid_round_trip")
+    if text in PRECISIONS:  # a plugin's format, registered when its package is first looked in
+        return PRECISIONS.entries[text]
     raise QuarlError(f"bad precision '{value}': expected {help_text()}")
 
 
@@ -145,5 +147,3 @@ for _name, _bits, _scale, _family, _tensor_scaled in (
     ("nvfp4", 4, 8 / 16, "", False),  # an e4m3 scale per 16 values (and one fp32 per tensor)
 ):
     register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family, _tensor_scaled))
-FLOAT_PRECISIONS = names("float")
-FORMATS = names("format")

@@ -20,12 +20,67 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from quarl_bench.errors import QuarlError
 
 T = TypeVar("T")
+
+PLUGIN_GROUP = "quarl_bench.plugins"  # entry points of outside packages: ``name = "package.module"`` (or ``:function``)
+_plugins_loaded = False
+# the functions that register on a caller's behalf: a registration's source is the first frame outside them
+_REGISTERING = {
+    "add",
+    "register",
+    "decorate",
+    "register_backend",
+    "register_kind",
+    "register_rounding",
+    "register_family",
+}
+
+
+def load_plugins() -> None:
+    """Import every installed package's ``quarl_bench.plugins`` entry point, once (as pytest and lm-eval find theirs):
+    importing it registers its entries; an entry point naming a function is then called with no arguments.
+
+    :raises QuarlError: for a plugin that fails to load, naming it and its distribution.
+    """
+    global _plugins_loaded
+    if _plugins_loaded or _importing_quarl_bench():
+        return  # mid-import (a module-level lookup): a plugin importing that module would find it half made
+    _plugins_loaded = True  # before importing: a plugin's own registrations look names up
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=PLUGIN_GROUP):
+        where = f"plugin {point.name!r} ({point.value}, from {point.dist.name if point.dist else 'an unknown package'})"
+        try:
+            loaded = point.load()
+        except QuarlError as error:
+            raise QuarlError(f"{where}: {error}") from error
+        except Exception as error:  # noqa: BLE001 - any failure of outside code is named, in one line
+            raise QuarlError(f"{where} failed to load: {type(error).__name__}: {error}") from error
+        if callable(loaded) and not isinstance(loaded, type):
+            loaded()
+
+
+def _importing_quarl_bench() -> bool:
+    """Whether a quarl_bench module is being imported right now (its top level running)."""
+    return any(
+        getattr(getattr(module, "__spec__", None), "_initializing", False)
+        for name, module in list(sys.modules.items())
+        if name == "quarl_bench" or name.startswith("quarl_bench.")
+    )
+
+
+def _registering_module() -> str:
+    """The module a registration comes from: the first caller outside the registering helpers."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_globals.get("__name__") == __name__ or frame.f_code.co_name in _REGISTERING):
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "?")) if frame is not None else "?"
 
 
 class Registry(Generic[T]):
@@ -43,13 +98,24 @@ class Registry(Generic[T]):
     ) -> None:
         self.what = what
         self.entries: dict[str, T] = {}
+        self.sources: dict[str, str] = {}  # name -> the module that registered it
         self._package, self._first = package, tuple(first)
         self._modules = dict(modules or {})
         self._scanned = not package
 
-    def add(self, name: str, entry: T) -> T:
-        """Register ``entry`` under ``name`` (a later registration of the same name replaces it)."""
+    def add(self, name: str, entry: T, source: str | None = None) -> T:
+        """Register ``entry`` under ``name``, from ``source`` (default: the calling module).
+
+        :raises QuarlError: for a name another module registered already, naming both (the same module registering
+            it again, as a reload does, replaces its entry).
+        """
+        source = source or _registering_module()
+        if name in self.entries and self.sources.get(name, source) != source:
+            raise QuarlError(
+                f"{self.what} {name!r} registered twice: by {self.sources[name]} and by {source}; rename one of them"
+            )
         self.entries[name] = entry
+        self.sources[name] = source
         return entry
 
     def get(self, name: str) -> T:
@@ -67,9 +133,17 @@ class Registry(Generic[T]):
         if not facts:
             if not self._modules:
                 self._scan()
-            return tuple(dict.fromkeys([*self._modules, *self.entries]))
+            load_plugins()
+            return tuple(dict.fromkeys([*self._modules, *self._built_in_first()]))
         self.load(every=True)
-        return tuple(n for n, e in self.entries.items() if all(getattr(e, k) == v for k, v in facts.items()))
+        return tuple(
+            n for n in self._built_in_first() if all(getattr(self.entries[n], k) == v for k, v in facts.items())
+        )
+
+    def _built_in_first(self) -> list[str]:
+        """The registered names, quarl-bench's own first (a plugin may load before a package's scan)."""
+        outside = [name for name in self.entries if not self.sources.get(name, __name__).startswith("quarl_bench")]
+        return [name for name in self.entries if name not in outside] + outside
 
     def indexed(self) -> tuple[str, ...]:
         """The names listed without importing anything (the built-in ones), whatever is registered since."""
@@ -78,7 +152,7 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         if name in self.entries or name in self._modules:
             return True
-        self._scan()  # a module of the package may register it
+        self._scan()  # a module of the package, or a plugin, may register it
         return name in self.entries
 
     def load(self, name: str | None = None, every: bool = False) -> None:
@@ -95,13 +169,14 @@ class Registry(Generic[T]):
             self._scan()
 
     def _scan(self) -> None:
-        if self._scanned:
-            return
-        self._scanned = True
-        found = pkgutil.iter_modules(importlib.util.find_spec(self._package).submodule_search_locations)
-        order = {module: i for i, module in enumerate(self._first)}
-        for module in sorted(found, key=lambda m: (order.get(m.name, len(order)), m.name)):
-            importlib.import_module(f"{self._package}.{module.name}")
+        """Import the package's modules (once), then the installed plugins (once per process): built-in names first."""
+        if not self._scanned:
+            self._scanned = True
+            found = pkgutil.iter_modules(importlib.util.find_spec(self._package).submodule_search_locations)
+            order = {module: i for i, module in enumerate(self._first)}
+            for module in sorted(found, key=lambda m: (order.get(m.name, len(order)), m.name)):
+                importlib.import_module(f"{self._package}.{module.name}")
+        load_plugins()
 
 
 # Methods: name -> the module that registers its config type (its handler, its job evaluator), imported when the

@@ -148,7 +148,7 @@ class QuantSpec:
             object.__setattr__(self, "ptq", "rtn")  # nothing is rounded
         elif self.ptq != "rtn" and not self.number_format.is_int:
             raise QuarlError(
-                f"bad ptq method {self.ptq!r} for {self.precision}: calibrated rounding needs an integer width"
+                f"bad ptq method {self.ptq!r} for {self.precision}: a rounding algorithm needs an integer width"
             )
         if self.calibrated:
             if self.calibration_states == 0:  # not given: the command line's default
@@ -191,8 +191,9 @@ class QuantSpec:
 
     @property
     def calibrated(self) -> bool:
-        """Whether PTQ needs visited states: activation ranges or calibrated rounding."""
-        return self.activations or self.ptq != "rtn"
+        """Whether PTQ needs visited states: activation ranges or a rounding that reads layer inputs (not RTN, nor
+        a data-free rounding)."""
+        return self.activations or ROUNDINGS.get(self.ptq).calibrated
 
     def recipe_label(self) -> str:
         """The PTQ recipe beyond weight precision and grid options, short (``a8 g32 gptq prune0.5``); '' if none."""
@@ -372,10 +373,13 @@ class Job:
         fields["spec"] = spec_identity(self.spec, self.method, self.target)
         if self.target is not None and self.target.calibration_states:  # rows before it: calibrated per job seed
             fields["deploy_calibration"] = "the claim's states"
+        rounding = ROUNDINGS.get(self.spec.ptq)
         if self.spec.calibrated:
             fields["calibration"] = {"seed": CALIBRATION_SEED, "sampling": CALIBRATION_SAMPLING}
             if self.spec.ptq != NEAREST:
-                fields["calibration"]["rounding"] = ROUNDINGS.get(self.spec.ptq).settings
+                fields["calibration"]["rounding"] = rounding.settings
+        elif self.spec.ptq != NEAREST:  # a data-free rounding: its settings without calibration
+            fields["rounding"] = rounding.settings
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         fields["episode_starts"] = EPISODE_SEEDS

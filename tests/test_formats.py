@@ -116,10 +116,10 @@ def test_unknown_format_is_refused() -> None:
 
 
 def test_every_format_the_cli_accepts_has_a_quantizer() -> None:
-    from quarl_bench.precision import FORMATS, parse_precision, precision
+    from quarl_bench.precision import names, parse_precision, precision
 
     x = torch.randn(3, 40, generator=torch.Generator().manual_seed(2))
-    for name in FORMATS:
+    for name in names("format"):
         assert parse_precision(name.upper()) == name
         out = precision(name).round_trip(x)
         assert out.shape == x.shape and 0 < float(torch.mean((out - x) ** 2)) < 0.05

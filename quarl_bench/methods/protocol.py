@@ -122,7 +122,7 @@ def register(config_type: type, named: bool = True) -> Callable[[type], type]:
                 setattr(instance, name, default)
         _HANDLERS[config_type] = instance
         method = getattr(config_type, "method", None)
-        if named and method and method not in METHODS.entries:
+        if named and method:  # a name another module registered is refused, naming both
             METHODS.add(method, config_type)
         return handler_class
 
@@ -134,6 +134,11 @@ def register_evaluator(method: str) -> Callable[[Callable[..., EvalResult]], Cal
     method is ``method`` (methods that register none are evaluated as PTQ: quantize and play)."""
 
     def decorate(function: Callable[..., EvalResult]) -> Callable[..., EvalResult]:
+        known = _EVALUATORS.get(method)
+        if known is not None and known.__module__ != function.__module__:
+            raise QuarlError(
+                f"evaluator of method {method!r} registered twice: by {known.__module__} and by {function.__module__}"
+            )
         _EVALUATORS[method] = function
         return function
 

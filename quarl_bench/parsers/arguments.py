@@ -221,8 +221,12 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
             help=f"quantize {what} at P (an integer width or a format), calibrated on visited states",
         )
     parser.add_argument("--group-size", type=group_size, default=0, help="integer weights: one grid per G inputs")
+    roundings = ROUNDINGS.names()
     parser.add_argument(
-        "--ptq", choices=ROUNDINGS.names(), default="rtn", help="weight rounding: nearest, GPTQ or learned (AdaRound)"
+        "--ptq",
+        choices=roundings,
+        default="rtn",
+        help="weight rounding: " + ", ".join(f"{name} ({ROUNDINGS.get(name).label})" for name in roundings),
     )
     parser.add_argument(
         "--prune", type=prune_share, default=0.0, metavar="SHARE", help="zero this share of acting weights first"

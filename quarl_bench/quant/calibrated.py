@@ -59,9 +59,10 @@ def layer_inputs(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     return rows
 
 
-def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray, per_channel_of) -> list[str]:
+def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray | None, per_channel_of) -> list[str]:
     """Round every acting layer's weight of ``policy`` (in place) with ``spec.ptq`` on its inputs over ``states``,
-    layer by layer so each sees the quantized layers before it. Returns the layers' names.
+    layer by layer so each sees the quantized layers before it (a data-free rounding: on its weights alone, inputs
+    None). Returns the layers' names.
 
     :param per_channel_of: ``is_conv -> bool``, the spec's granularity for a layer.
     """
@@ -73,8 +74,10 @@ def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray, p
                 f"--ptq {spec.ptq}: layer {name} ({type(layer).__name__}) is not supported: expected "
                 "Linear or ungrouped Conv2d layers"
             )
-        [inputs] = record_tensors(policy, states, [layer], output=False)
-        columns = layer_inputs(layer, inputs)
+        columns = None  # a data-free rounding sees the weights and the grid only
+        if algorithm.calibrated:
+            [inputs] = record_tensors(policy, states, [layer], output=False)
+            columns = layer_inputs(layer, inputs)
         weight = layer.weight.detach().reshape(layer.weight.shape[0], -1).float()
         grid = grid_of(weight, spec, per_channel_of(not isinstance(layer, nn.Linear)))
         quantized = algorithm.round(weight, columns, grid, index)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from quarl_bench.precision import FORMATS
+from quarl_bench.precision import names
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def format_round_trip(x: torch.Tensor, name: str, amax: torch.Tensor | None = No
         return mx_round_trip(x, name)
     if name == "nvfp4":
         return nvfp4_round_trip(x)
-    raise ValueError(f"bad format {name!r}: expected one of {', '.join(FORMATS)}")
+    raise ValueError(f"bad format {name!r}: expected one of {', '.join(names('format'))}")
 
 
 def format_scale_bits(name: str, numel: int) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.precision import FLOAT_PRECISIONS
+from quarl_bench.precision import names as precision_names
 from quarl_bench.store.agent_names import row_agent_name
 from quarl_bench.store.migration import fill_spec_json
 from quarl_bench.store.schema import (
@@ -327,7 +327,7 @@ class ResultStore:
         Several agents (content hashes) of one algo/env stay separate rows: group by ``reference_key`` for cells.
         """
         variant = variant or Variant()
-        floats = ", ".join(f"'{p}'" for p in FLOAT_PRECISIONS)
+        floats = ", ".join(f"'{p}'" for p in precision_names("float"))
         where = [
             "r.method = :method",
             "r.seed = :seed",

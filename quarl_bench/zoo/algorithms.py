@@ -6,6 +6,7 @@ here (plus whatever is genuinely new about it); every other module asks this tab
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,12 +109,22 @@ def algorithm(name: str) -> Algorithm:
 
 
 names = ALGORITHMS.names  # the algorithms whose facts match (``zoo=True``, ``on_policy=False``, ...), in table order
-ALGOS = names(zoo=True)  # what --algo, grids and zoo folders accept
-OFF_POLICY = names(on_policy=False)
-EPSILON_GREEDY = names(exploration="epsilon-greedy")
-RECURRENT = names(recurrent=True)
-ACTORQ_ALGOS = tuple(a.name for a in ALGORITHMS.entries.values() if a.actorq_learner)
-ROLLOUT_ALGOS = tuple(a.name for a in ALGORITHMS.entries.values() if a.rollout_trainer)
+# Lists of names by a fact, read from the table when asked (module attributes computed on access, so an algorithm
+# registered later, by a plugin, is in them): what --algo, grids and zoo folders accept, and so on.
+_LISTS: dict[str, Callable[[], tuple[str, ...]]] = {
+    "ALGOS": lambda: names(zoo=True),
+    "OFF_POLICY": lambda: names(on_policy=False),
+    "EPSILON_GREEDY": lambda: names(exploration="epsilon-greedy"),
+    "RECURRENT": lambda: names(recurrent=True),
+    "ACTORQ_ALGOS": lambda: tuple(a.name for a in ALGORITHMS.entries.values() if a.actorq_learner),
+    "ROLLOUT_ALGOS": lambda: tuple(a.name for a in ALGORITHMS.entries.values() if a.rollout_trainer),
+}
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    if name in _LISTS:
+        return _LISTS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_algo(algo: str) -> str:
@@ -121,6 +132,7 @@ def check_algo(algo: str) -> str:
 
     :raises QuarlError: naming it and those that are.
     """
-    if algo not in ALGOS:
-        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(ALGOS)}")
+    zoo = names(zoo=True)
+    if algo not in zoo:
+        raise QuarlError(f"unknown algo {algo!r}: expected one of {', '.join(zoo)}")
     return algo
