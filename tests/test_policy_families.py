@@ -133,22 +133,17 @@ def test_a_registered_family_reaches_quantization_export_greedy_and_hardening(mo
 
 def test_an_algorithm_outside_rl_zoo3_is_one_registration(tmp_path, monkeypatch) -> None:
     """sb3-contrib's MaskablePPO, which rl-zoo3 does not list and whose policy class is no ActorCriticPolicy: one
-    Algorithm entry naming its model class, and its zips load, are told apart by their policy class, quantize
+    Algorithm entry naming its model class (``ppo_mask``), and its zips load, are told apart by their policy class, quantize
     through the actor-critic family (it is built like one) and export to C."""
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.wrappers import ActionMasker
 
     from quarl_bench import AgentQuery, ResultStore, evaluate_agent, export_artifact, resolve
     from quarl_bench.zoo.agents import load_agent
-    from quarl_bench.zoo.algorithms import ALGORITHMS, Algorithm
+    from quarl_bench.zoo.algorithms import ALGORITHMS
     from quarl_bench.zoo.policy import as_policy
 
-    monkeypatch.setattr(ALGORITHMS, "entries", dict(ALGORITHMS.entries))
-    masks = "sb3_contrib.common.maskable.policies"
-    ALGORITHMS.add(
-        "ppo_mask",
-        Algorithm("ppo_mask", True, ("discrete",), "sampling", masks, zoo=False, model_class="sb3_contrib:MaskablePPO"),
-    )
+    assert ALGORITHMS.get("ppo_mask").model_class == "sb3_contrib:MaskablePPO"  # one entry of the table
     env = ActionMasker(gym.make("CartPole-v1"), lambda _env: np.ones(2, dtype=bool))
     MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=64, seed=0, device="cpu").learn(64).save(tmp_path / "m.zip")
 

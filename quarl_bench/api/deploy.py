@@ -65,6 +65,24 @@ class Export:
     claimed: str = ""  # the fake-quant spec it claims to be, in words
 
 
+def _refuse_masked(agent: Any, backend: str) -> None:
+    """:raises QuarlError: for an agent whose env masks actions: an artifact takes no mask input (yet), so it would
+    play actions the env forbids."""
+    from quarl_bench.evaluation.masks import MASK_METHOD, mask_reader
+
+    env = agent.make_env(1, 0)
+    try:
+        masked = mask_reader(env) is not None
+    finally:
+        env.close()
+    if masked:
+        raise QuarlError(
+            f"{agent.ref.algo}/{agent.ref.env_id}'s env masks actions ({MASK_METHOD}()), and a {backend} artifact "
+            "takes no mask input: it would play actions the env forbids; nothing written (expected an env without "
+            "action masks)"
+        )
+
+
 def export_artifact(
     ref: AgentRef,
     target: DeployTarget | str,
@@ -97,6 +115,7 @@ def export_artifact(
     target = deploy_target(target) if isinstance(target, str) else check_target(target)
     require_backend(target.backend)
     agent, module = _deployable(ref)
+    _refuse_masked(agent, target.backend)
     artifact, _ = _built(agent, target)
     if not artifact.standalone:
         raise QuarlError(

@@ -20,8 +20,17 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, is_vecenv_wrapped
 
 from quarl_bench.action_modes import ActionMode
+from quarl_bench.errors import QuarlError
 from quarl_bench.evaluation.episode_seeds import EpisodeId, seed_every_episode
 from quarl_bench.evaluation.margins import StateReservoir
+from quarl_bench.evaluation.masks import (
+    MaskCounts,
+    mask_reader,
+    mask_summary,
+    masked_argmax,
+    masked_probabilities,
+)
+from quarl_bench.evaluation.masks import decision_values as mask_decision_values
 from quarl_bench.zoo.policy import Policy, as_policy
 from quarl_bench.zoo.quiet import native_output_silenced
 
@@ -67,9 +76,14 @@ class Actor:
         self.greedy = self.adapter.greedy() if mode.kind != "sampled" and not self.stateful else None
         if mode.kind == "epsilon-greedy" and not isinstance(self.action_space, spaces.Discrete):
             raise ValueError(f"epsilon-greedy evaluation needs a discrete action space, not {self.action_space}")
+        self.masks: np.ndarray | None = None  # the env's legal actions this step (play() sets them), None: all
+        self.playing: np.ndarray | slice = slice(None)  # the envs whose decisions count (play() keeps it current)
+        self.mask_counts = MaskCounts()
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         self.last_greedy = None
+        if self.masks is not None:
+            return self.predict_masked(observation, state)
         if self.mode.kind == "sampled":
             if self.categorical:
                 return self.sample(observation, state, episode_start)
@@ -86,17 +100,42 @@ class Actor:
             actions = self.explore(self.last_greedy)
         return actions, state
 
+    def predict_masked(self, observation: np.ndarray, state=None):
+        """The action among the legal ones (:mod:`~quarl_bench.evaluation.masks`): sampled from the renormalised
+        probabilities, or the masked argmax of the decision values (epsilon-greedy explores legal actions only)."""
+        masks = self.masks
+        if self.mode.kind == "sampled" and self.categorical:
+            probs, state = self.adapter.probabilities(observation, state, None)
+            unmasked = probs.argmax(axis=1)
+            probs = masked_probabilities(probs, masks)
+            self.last_greedy = probs.argmax(axis=1)
+            actions = sampled_actions(probs, np.array([generator.random() for generator in self.draws]))
+        else:
+            if self.mode.kind == "sampled":
+                raise QuarlError("this env masks actions: sampled actions under a mask need a categorical policy")
+            values = mask_decision_values(self.adapter, observation)
+            unmasked, self.last_greedy = values.argmax(axis=1), masked_argmax(values, masks)
+            actions = self.last_greedy
+            if self.mode.kind == "epsilon-greedy":
+                actions = self.explore(actions, masks)
+        self.mask_counts.count(masks, unmasked, self.last_greedy, self.playing)
+        return actions, state
+
     def sample(self, observation: np.ndarray, state=None, episode_start=None):
         probs, state = self.adapter.probabilities(observation, state, episode_start)
         self.last_greedy = probs.argmax(axis=1)  # SB3's mode: argmax of the probabilities
         return sampled_actions(probs, np.array([generator.random() for generator in self.draws])), state
 
-    def explore(self, greedy: np.ndarray) -> np.ndarray:
+    def explore(self, greedy: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         actions = greedy.copy()
         space = self.action_space
         for index, generator in enumerate(self.draws):
             if generator.random() < self.mode.epsilon:
-                actions[index] = space.start + generator.integers(space.n)
+                if masks is None:
+                    actions[index] = space.start + generator.integers(space.n)
+                else:  # a uniform legal action
+                    legal = np.flatnonzero(masks[index])
+                    actions[index] = space.start + legal[generator.integers(len(legal))]
         return actions
 
 
@@ -132,7 +171,7 @@ class AgreementMeter:
         # the actor's fast path where it built one (not in sampled mode, where its forward pass yields the greedy)
         self.policy_greedy = actor.greedy or actor.adapter.greedy()
         # a stateful reference carries its own state along the evaluated policy's trajectory
-        adapter = as_policy(reference)
+        adapter = self.reference = as_policy(reference)
         self.reference_state = adapter.follower() if adapter.carries_state else None
         self.reference_greedy = adapter.greedy()
         self.discrete = actor.adapter.discrete
@@ -156,7 +195,13 @@ class AgreementMeter:
                 self._record(np.asarray(greedy)[rows], expected[rows])
         elif np.any(rows):
             observation = np.asarray(observation)[rows]
-            self._record(np.asarray(greedy)[rows], np.asarray(self.reference_greedy(observation)))
+            masks = self.actor.masks
+            expected = (
+                self.reference_greedy(observation)
+                if masks is None  # under a mask, the reference's greedy action among the same legal actions
+                else masked_argmax(mask_decision_values(self.reference, observation), masks[rows])
+            )
+            self._record(np.asarray(greedy)[rows], np.asarray(expected))
         return actions, state
 
     def _record(self, actions: np.ndarray, expected: np.ndarray) -> None:
@@ -265,12 +310,20 @@ def episode_targets(episodes: int, n_envs: int, envs: range) -> np.ndarray:
 
 
 def play(
-    predictor, env: VecEnv, targets: np.ndarray, envs: range, playing: np.ndarray, seed: int
+    predictor,
+    env: VecEnv,
+    targets: np.ndarray,
+    envs: range,
+    playing: np.ndarray,
+    seed: int,
+    actor: Actor | None = None,
 ) -> tuple[list[tuple[int, int, float, int, int, int]], int]:
     """SB3's ``evaluate_policy`` loop for the envs ``envs`` (global indices) of a larger evaluation: every env steps
     until each has finished its target; returns come from ``Monitor`` where the env has one. ``playing`` is kept
     equal to which envs have not finished their target. Each episode starts from its own reset seed
-    (:mod:`~quarl_bench.evaluation.episode_seeds`), -1 where the envs live in other processes."""
+    (:mod:`~quarl_bench.evaluation.episode_seeds`), -1 where the envs live in other processes. Where the env
+    masks actions, ``actor`` is given its masks before every decision and counts the illegal actions played."""
+    read_masks = mask_reader(env) if actor is not None else None
     seeders = seed_every_episode(env, seed, envs)
     monitored = is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0]
     counts = np.zeros(len(envs), dtype=int)
@@ -280,7 +333,11 @@ def play(
     finished: list[tuple[int, int, float, int, int, int]] = []
     step = 0
     while playing.any():
+        if read_masks is not None:
+            actor.masks, actor.playing = read_masks(), playing
         actions, states = predictor.predict(observations, state=states, episode_start=episode_starts)
+        if read_masks is not None:
+            actor.mask_counts.played(actor.masks, actions, playing)
         observations, rewards, dones, infos = env.step(actions)
         current_rewards += rewards
         current_lengths += 1
@@ -331,9 +388,11 @@ def play_envs(
             as_policy(acting).eval()  # what predict does on every call; the greedy fast path relies on it
     targets = episode_targets(episodes, n_envs, envs)
     playing &= targets > 0
-    finished, steps = play(predictor, env, targets, envs, playing, seed)
+    finished, steps = play(predictor, env, targets, envs, playing, seed, actor)
     meter = predictor.inner if isinstance(predictor, ObservationTap) else predictor
     agreement = meter.counts() if isinstance(meter, AgreementMeter) else {}
+    if actor.mask_counts.masked:
+        agreement |= actor.mask_counts.counts()
     states = reservoir.states() if reservoir is not None else None
     return Finished(finished, agreement, states, steps, reservoir.seen if reservoir is not None else 0)
 
@@ -386,13 +445,15 @@ def discrete_actions(policy: BasePolicy | Policy) -> bool:
 def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: np.ndarray | None) -> Episodes:
     """One evaluation from the shares its processes played (episodes in SB3's order) and its state sample."""
     finished = sorted(episode for share in shares for episode in share.episodes)
-    agreement = {name: sum(share.agreement[name] for share in shares) for name in shares[0].agreement}
+    names = dict.fromkeys(name for share in shares for name in share.agreement)
+    agreement = {name: sum(share.agreement.get(name, 0) for share in shares) for name in names}
+    summary = agreement_summary(agreement, discrete) if agreement.get("decisions") else {}
     return Episodes(
         rewards=[reward for _, _, reward, _, _, _ in finished],
         lengths=[length for _, _, _, length, _, _ in finished],
         identities=[(index, number, start) for _, index, _, _, number, start in finished],
         wall_seconds=seconds,
-        agreement=agreement_summary(agreement, discrete) if agreement else {},
+        agreement=summary | mask_summary(agreement),
         states=states,
         vector_steps=max(share.vector_steps for share in shares),
     )

@@ -63,7 +63,10 @@ class ActorCritic(PolicyFamily):
         return policy.get_distribution(observations).distribution.logits
 
     def categorical(self, policy: nn.Module) -> bool:
-        return isinstance(policy.action_dist, CategoricalDistribution)
+        from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
+
+        # MaskablePPO's distribution is categorical too, though no subclass of SB3's
+        return isinstance(policy.action_dist, CategoricalDistribution | MaskableCategoricalDistribution)
 
     def torch_greedy(self, policy: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
         if isinstance(policy, RecurrentActorCriticPolicy) or not self.categorical(policy):

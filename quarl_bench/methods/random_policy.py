@@ -25,6 +25,11 @@ class RandomActions:
         n_envs = len(episode_start) if episode_start is not None else len(observation)
         return np.stack([self.action_space.sample() for _ in range(n_envs)]), state
 
+    def decision_values(self, observation: np.ndarray) -> np.ndarray:
+        """Independent uniform scores per action (its seeded generator's): their argmax over the legal actions is a
+        uniform legal action, which is how it acts on an env that masks actions."""
+        return self.action_space.np_random.random((len(observation), int(self.action_space.n)))
+
 
 @register_evaluator("random")
 def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_workers: int = 1) -> EvalResult:

@@ -96,6 +96,8 @@ for _entry in (
     Algorithm("ars", True, BOTH, "parameter noise", f"{_CONTRIB}.ars.policies"),
     Algorithm("crossq", False, ("continuous",), "entropy", f"{_CONTRIB}.crossq.policies"),
     Algorithm("ppo_lstm", True, BOTH, "sampling", f"{_CONTRIB}.common.recurrent.policies", recurrent=True),
+    # sb3-contrib's MaskablePPO: no zoo agents; its zips load with --model, and evaluation passes the env's masks
+    Algorithm("ppo_mask", True, ("discrete",), "sampling", f"{_CONTRIB}.common.maskable.policies", zoo=False, model_class=f"{_CONTRIB}:MaskablePPO"),
     # ActorQ's distributional learner (quarl_bench/algos/d4pg.py): no zoo agents
     Algorithm("d4pg", False, ("continuous",), "action noise", "", zoo=False, actorq_learner="quarl_bench.algos.d4pg:D4PG"),
 ):

@@ -91,8 +91,10 @@ class Policy:
         raise TypeError(f"a {type(self.network).__name__} exposes no action distribution")
 
     def decision_values(self, states: np.ndarray) -> np.ndarray | None:
-        """Per-action scores whose argmax is the greedy action (None: continuous actions, or none to read)."""
-        return None
+        """Per-action scores whose argmax is the greedy action (None: continuous actions, or none to read); a
+        predictor may give its own (``decision_values(states)``: the random policy's draws, masked on a masked env)."""
+        own = getattr(self.network, "decision_values", None)
+        return None if own is None else own(states)
 
     def acting_layers(self) -> list[tuple[str, nn.Module]]:
         """The Linear/Conv layers that choose actions (what PTQ quantizes), by name."""
