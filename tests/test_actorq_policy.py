@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from quarl_bench.actorq import onnx_policy
-from quarl_bench.actorq.onnx_policy import OnnxPolicy, int8_onnx_model, quantize_symmetric
+from quarl_bench.actorq.onnx_policy import OrtActorPolicy, int8_onnx_model, quantize_symmetric
 from quarl_bench.actorq.policy import acting_network, build_policy, holds_int8_weights, load_payload, policy_payload
 
 
@@ -45,4 +45,4 @@ def test_int8_policy_matches_fp32_within_quantization_error(backend: str, squash
 
 def test_onnx_graph_has_no_float_matmul() -> None:
     net = acting_network(4, 2, [32], squash=False)
-    assert OnnxPolicy(int8_onnx_model(net.state_dict(), squash=False)).int8
+    assert OrtActorPolicy(int8_onnx_model(net.state_dict(), squash=False)).int8

@@ -65,7 +65,7 @@ def test_a_final_clip_to_the_action_bounds_is_left_out_and_the_head_traces_for_c
     box = spaces.Box(-2.0, 2.0, (1,), np.float32)
     reading = chain_reading(graph(nodes, constants), box)
     assert reading.module is not None, reading.reason
-    assert [type(step).__name__ for step in reading.module.steps] == ["Linear", "Tanh", "Scale"]
+    assert [type(step).__name__ for step in reading.module.steps] == ["Linear", "Tanh", "Multiply"]
     chain = traced_chain(reading.module)
     assert [type(item).__name__ if not isinstance(item, tuple) else item[0] for item in chain] == [
         "Linear",

@@ -19,7 +19,7 @@ from quarl_bench.quant.quantize import acting_bytes, quantize
 from quarl_bench.rounding import ROUNDINGS
 from quarl_bench.store.results import load_results
 from quarl_bench.types import Job, QuantSpec
-from quarl_bench.zoo.foreign import ModulePolicy
+from quarl_bench.zoo.foreign import UserModulePolicy
 
 
 def test_group_wise_grid_has_2_to_the_bits_codes_per_32_inputs_with_exact_zero() -> None:
@@ -75,10 +75,10 @@ def test_calibrated_rounding_stays_on_the_rtn_grid_and_lowers_the_layer_error() 
         assert error < (0.8 if name == "gptq" else 0.95) * rtn_error  # measured: 0.58 and 0.85
 
 
-def module_policy(seed: int = 0, hidden: int = 64) -> ModulePolicy:
+def module_policy(seed: int = 0, hidden: int = 64) -> UserModulePolicy:
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(4, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 2))
-    return ModulePolicy(spaces.Box(-5, 5, (4,), np.float32), spaces.Discrete(2), net)
+    return UserModulePolicy(spaces.Box(-5, 5, (4,), np.float32), spaces.Discrete(2), net)
 
 
 def states(count: int = 256) -> np.ndarray:

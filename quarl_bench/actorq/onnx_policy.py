@@ -90,7 +90,7 @@ def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool, activation: st
     return model.SerializeToString()
 
 
-class OnnxPolicy:
+class OrtActorPolicy:
     """An ORT session on one thread, called like the torch policies (a float tensor in, a float tensor out)."""
 
     def __init__(self, model_bytes: bytes) -> None:

@@ -74,9 +74,9 @@ def policy_payload(state: dict[str, torch.Tensor], net: nn.Sequential, precision
 
 def load_payload(kind: str, data: bytes) -> Any:
     if kind == "onnx":
-        from quarl_bench.actorq.onnx_policy import OnnxPolicy
+        from quarl_bench.actorq.onnx_policy import OrtActorPolicy
 
-        return OnnxPolicy(data)
+        return OrtActorPolicy(data)
     return pickle.loads(data)
 
 

@@ -45,7 +45,7 @@ AGENT_OVERHEAD_SECONDS = 3.0  # loading an agent, its fixed fp32-visited states 
 
 
 @dataclass(frozen=True)
-class Artifact:
+class PaperArtifact:
     """One published table or figure and the command that regenerates it.
 
     :param name: its short name (``--only``).
@@ -80,7 +80,7 @@ class Artifact:
 
 
 ARTIFACTS = (
-    Artifact(
+    PaperArtifact(
         "table2",
         "QuaRL Table 2, Figures 2-3, ActorQ appendix Table 4",
         ("sweep", "ptq_table"),
@@ -89,7 +89,7 @@ ARTIFACTS = (
         "quarl_table2.csv",
         "paper_cells.md, reward_error_table.md, weights_*.svg",
     ),
-    Artifact(
+    PaperArtifact(
         "figure7",
         "QuaRL Figure 7 (sweet spot)",
         ("sweep", "sweetspot"),
@@ -98,7 +98,7 @@ ARTIFACTS = (
         None,
         "sweetspot_*.svg, minimum_safe_bits.md",
     ),
-    Artifact(
+    PaperArtifact(
         "qat",
         "QuaRL QAT vs PTQ",
         ("sweep", "qat"),
@@ -108,7 +108,7 @@ ARTIFACTS = (
         "qat_vs_ptq.md, qat_vs_ptq_*.svg",
         (0.0, 10.0),
     ),
-    Artifact(
+    PaperArtifact(
         "table4",
         "QuaRL Table 4 (int8 deployment latency)",
         ("table4",),
@@ -120,7 +120,7 @@ ARTIFACTS = (
         sources=False,
         fixed_from="results of record",
     ),
-    Artifact(
+    PaperArtifact(
         "table5",
         "QuaRL Table 5 (mixed-precision training)",
         ("amp", "--algo", "dqn", "--env", "CartPole", "--seeds", "0", "1", "2"),
@@ -133,7 +133,7 @@ ARTIFACTS = (
         fixed_from="results of record",
         without_bf16=3 * 3600.0,
     ),
-    Artifact(
+    PaperArtifact(
         "actorq",
         "ActorQ Table 2 (speed-ups of fp16/int8 actors)",
         ("actorq", "--grid", "actorq"),
@@ -154,7 +154,7 @@ ARTIFACT_NAMES = tuple(artifact.name for artifact in ARTIFACTS)
 class PlanLine:
     """What ``reproduce`` will do for one artifact, before it does it."""
 
-    artifact: Artifact
+    artifact: PaperArtifact
     command: list[str]
     published_cells: int = 0
     agents: list[str] = field(default_factory=list)  # "algo/env (source)"
@@ -167,7 +167,7 @@ class PlanLine:
 
 
 def artifact_command(
-    artifact: Artifact, quick: bool, store: Path, sources: Any, arguments: tuple[str, ...] = ()
+    artifact: PaperArtifact, quick: bool, store: Path, sources: Any, arguments: tuple[str, ...] = ()
 ) -> list[str]:
     """The CLI arguments of one artifact's command (or ``arguments``), with the store and (where it takes them) the
     agent sources."""
@@ -244,7 +244,7 @@ def published_cell_count(path: Path) -> int:
 
 
 def _plan_sweep(
-    line: PlanLine, artifact: Artifact, quick: bool, sources: Any, store: ResultStore, measured: dict
+    line: PlanLine, artifact: PaperArtifact, quick: bool, sources: Any, store: ResultStore, measured: dict
 ) -> None:
     from quarl_bench.api.sweep import plan_sweep
     from quarl_bench.methods.protocol import handler

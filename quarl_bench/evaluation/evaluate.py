@@ -55,7 +55,7 @@ def env_generators(seed: int, envs: range, stream: int) -> list[np.random.Genera
     return [np.random.default_rng([seed, index, stream]) for index in envs]
 
 
-class Actor:
+class EpisodeActor:
     """The evaluated policy acting in an :class:`ActionMode` as rl-zoo3's ``enjoy`` does, with per-env draws.
 
     ``sampled`` (categorical policies): one uniform draw per env from its generator through the inverse CDF of the
@@ -164,7 +164,7 @@ class AgreementMeter:
     :func:`play`).
     """
 
-    def __init__(self, actor: Actor, reference: BasePolicy, playing: np.ndarray | None = None) -> None:
+    def __init__(self, actor: EpisodeActor, reference: BasePolicy, playing: np.ndarray | None = None) -> None:
         self.actor = actor
         self.playing = playing
         self.policy = actor.policy
@@ -316,7 +316,7 @@ def play(
     envs: range,
     playing: np.ndarray,
     seed: int,
-    actor: Actor | None = None,
+    actor: EpisodeActor | None = None,
 ) -> tuple[list[tuple[int, int, float, int, int, int]], int]:
     """SB3's ``evaluate_policy`` loop for the envs ``envs`` (global indices) of a larger evaluation: every env steps
     until each has finished its target; returns come from ``Monitor`` where the env has one. ``playing`` is kept
@@ -372,7 +372,7 @@ def play_envs(
 ) -> Finished:
     """Play the share of an ``episodes``-episode evaluation over ``n_envs`` envs that falls to ``env``, which holds
     the envs with indices ``envs`` (seeded ``seed + index``). See :func:`evaluate` for the parameters."""
-    actor = Actor(policy, mode, seed, envs)
+    actor = EpisodeActor(policy, mode, seed, envs)
     policy = actor.policy
     # the shared generators, for what draws outside the per-env ones (a non-categorical sampled policy: torch's)
     torch.manual_seed(seed)
@@ -411,7 +411,7 @@ def evaluate(
     """Play ``episodes`` full episodes split evenly over the envs of ``env`` (SB3's unbiased counting and order).
 
     Returns come from the ``Monitor`` wrapper, so an Atari episode ends at game over, not at a lost life.
-    Random draws come from per-env generators seeded from ``seed`` (see :class:`Actor`).
+    Random draws come from per-env generators seeded from ``seed`` (see :class:`EpisodeActor`).
 
     :param actions: how actions are picked (default deterministic).
     :param reference: when given (the fp32 policy), action agreement with it is measured as well.

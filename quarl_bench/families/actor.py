@@ -12,7 +12,7 @@ from torch import nn
 from quarl_bench.families import ActingChain, Output, PolicyFamily, register_family
 
 
-class Actor(PolicyFamily):
+class SeparateActor(PolicyFamily):
     name = "actor"
     acting = ("actor",)
     quarl_code = ((), ("critic", "critic_target"))  # the actor's variables have no ``w``: the critic's, all of them
@@ -44,4 +44,4 @@ class Actor(PolicyFamily):
         return isinstance(policy, SACPolicy | TD3Policy | TQCPolicy)  # CrossQ keeps predict (not checked equal)
 
 
-register_family(Actor())
+register_family(SeparateActor())

@@ -30,7 +30,7 @@ class Scenario:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ScenarioOutcome:
     """What one scenario's replications decided: shares of safe / unsafe verdicts, and the median pairs taken by
     those that decided (None when none did)."""
 
@@ -106,7 +106,7 @@ def scenarios() -> list[Scenario]:
     ]
 
 
-def decided_at_looks(d: np.ndarray, test: SequentialTest, delta: float, batch: int, max_pairs: int) -> Outcome:
+def decided_at_looks(d: np.ndarray, test: SequentialTest, delta: float, batch: int, max_pairs: int) -> ScenarioOutcome:
     """Each replication (a row of ``d``) looked at after every ``batch`` pairs, stopping at its first decision."""
     looks = np.arange(batch - 1, max_pairs, batch)
     codes = test.decide_looks(d, delta, looks)
@@ -115,7 +115,7 @@ def decided_at_looks(d: np.ndarray, test: SequentialTest, delta: float, batch: i
     final = np.where(first >= 0, codes[np.arange(len(d)), np.maximum(first, 0)], 0)
     pairs = (looks[first[first >= 0]] + 1).astype(float)
     median = float(np.median(pairs)) if pairs.size else None
-    return Outcome(float((final == 1).mean()), float((final == -1).mean()), median, len(d))
+    return ScenarioOutcome(float((final == 1).mean()), float((final == -1).mean()), median, len(d))
 
 
 def simulate(
@@ -126,7 +126,7 @@ def simulate(
     batch: int = 20,
     max_pairs: int = 1000,
     seed: int = 0,
-) -> Outcome:
+) -> ScenarioOutcome:
     """Run ``replications`` certifications of ``scenario`` at true mean ``mean`` through ``test``, a look after each
     ``batch`` pairs up to ``max_pairs``, each stopping at its first decision."""
     rng = np.random.default_rng(seed)
@@ -224,7 +224,7 @@ def simulate_batched(
     batch: int = 20,
     max_pairs: int = 1000,
     seed: int = 0,
-) -> Outcome:
+) -> ScenarioOutcome:
     """:func:`simulate` for a batch-structured scenario, its pairs read in ``order``."""
     d = batched_differences(scenario, replications, mean, max_pairs, batch, seed, order)
     return decided_at_looks(d, test, scenario.delta, batch, max_pairs)

@@ -50,10 +50,10 @@ class BehaviourPolicy:
         self.copy.load_state_dict(self.fp32.state_dict())
         self.copy.set_training_mode(False)
         if self.backend == "onnxruntime":
-            from quarl_bench.actorq.onnx_policy import OnnxPolicy, int8_onnx_model
+            from quarl_bench.actorq.onnx_policy import OrtActorPolicy, int8_onnx_model
 
             state, activation = actor_state(self.copy)
-            self.session = OnnxPolicy(int8_onnx_model(state, squash=False, activation=activation))
+            self.session = OrtActorPolicy(int8_onnx_model(state, squash=False, activation=activation))
             return
         with torch.no_grad():
             for tensor in self.tensors:

@@ -213,7 +213,13 @@ _ANNOUNCED: set[str] = set()  # action-output policies already announced in this
 
 def load_foreign(ref: AgentRef) -> LoadedAgent:
     """A torch-module or ONNX agent: the policy on the env's spaces, its output shape checked."""
-    from quarl_bench.zoo.foreign import ModulePolicy, OnnxPolicy, chain_reading, check_output, load_module_function
+    from quarl_bench.zoo.foreign import (
+        UserModulePolicy,
+        UserOnnxPolicy,
+        chain_reading,
+        check_output,
+        load_module_function,
+    )
 
     agent = LoadedAgent(ref, PolicyOnly(None), {}, None, json.loads(ref.env_kwargs or "{}"))
     observation_space, action_space = probe_spaces(agent)
@@ -222,11 +228,11 @@ def load_foreign(ref: AgentRef) -> LoadedAgent:
         announce_outputs(ref.model_path, graph)
         reading = chain_reading(graph, action_space)
         if reading.module is not None:  # an MLP chain: its torch twin takes every method a torch module takes
-            policy = ModulePolicy(observation_space, action_space, reading.module)
+            policy = UserModulePolicy(observation_space, action_space, reading.module)
         else:
-            policy = OnnxPolicy(observation_space, action_space, graph, not_a_chain=reading.reason)
+            policy = UserOnnxPolicy(observation_space, action_space, graph, not_a_chain=reading.reason)
     else:
-        policy = ModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
+        policy = UserModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
     check_output(policy, ref.model_path)
     if policy.outputs_actions and ref.model_path not in _ANNOUNCED:
         _ANNOUNCED.add(ref.model_path)

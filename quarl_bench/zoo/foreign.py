@@ -35,7 +35,7 @@ def expected_output(action_space: spaces.Space) -> tuple[int, ...]:
     raise QuarlError(f"cannot act in a {type(action_space).__name__} action space: expected Discrete or Box")
 
 
-class ModulePolicy(BasePolicy):
+class UserModulePolicy(BasePolicy):
     """A torch module from observations to logits (``Discrete``) or actions (``Box``), acting like an SB3 policy.
 
     Its layers live under ``module``: that is what acts, and what PTQ quantizes (``quant/layers.py``).
@@ -76,7 +76,7 @@ class ModulePolicy(BasePolicy):
         return out.reshape((-1, *self.action_space.shape))
 
 
-def check_output(policy: ModulePolicy, source: str) -> None:
+def check_output(policy: UserModulePolicy, source: str) -> None:
     """Run the policy on two sampled observations; one line naming the shape when it is not the contract's. A
     ``Discrete`` policy returning one value per observation outputs actions: it is marked so (greedy play only).
 
@@ -155,7 +155,7 @@ def load_module_function(target: str) -> nn.Module:
 class OnnxLayers(nn.Module):
     """The ONNX graph's weight initializers as torch layers, so PTQ, statistics and per-layer precisions treat them
     as any other network's: Gemm/MatMul weights as ``nn.Linear`` (out x in), Conv weights as ``nn.ConvNd``. Never
-    run in torch: :class:`OnnxPolicy` writes them back into the graph."""
+    run in torch: :class:`UserOnnxPolicy` writes them back into the graph."""
 
     def __init__(self, graph_bytes: bytes) -> None:
         import onnx
@@ -218,7 +218,7 @@ def _conv(weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
     return layer
 
 
-class OnnxPolicy(ModulePolicy):
+class UserOnnxPolicy(UserModulePolicy):
     """An fp32 ONNX graph (one float observation input; first output: logits or actions; for a ``Discrete`` space
     the action index too, as quarl-bench's exports and SB3's ``OnnxableSB3Policy`` write it) played on ONNX Runtime.
 

@@ -20,7 +20,7 @@ CHAIN_OPS = "Gemm, MatMul, Relu, Tanh, Sigmoid, Clip, and Add, Sub, Mul, Div, Mi
 AGREEMENT = 1e-4  # the twin's largest |difference| to ONNX Runtime, relative to the output's scale
 
 
-class Scale(nn.Module):
+class Multiply(nn.Module):
     """``x * value``: a constant (one, or one per feature) that torch.fx traces as a multiplication."""
 
     def __init__(self, value: np.ndarray) -> None:
@@ -32,7 +32,7 @@ class Scale(nn.Module):
 
 
 class Offset(nn.Module):
-    """``x + value``, as :class:`Scale`."""
+    """``x + value``, as :class:`Multiply`."""
 
     def __init__(self, value: np.ndarray) -> None:
         super().__init__()
@@ -55,7 +55,7 @@ class Bound(nn.Module):
 
 
 class OnnxChain(nn.Module):
-    """The chain's steps applied in order (``steps``: Linear, activations, :class:`Scale`, :class:`Offset`, ...)."""
+    """The chain's steps applied in order (``steps``: Linear, activations, :class:`Multiply`, :class:`Offset`, ...)."""
 
     def __init__(self, steps: list[nn.Module]) -> None:
         super().__init__()
@@ -166,11 +166,11 @@ def _constant_op(op: str, value: np.ndarray, constant_first: bool, steps: list[n
     if op == "Add":
         return Offset(value)
     if op == "Mul":
-        return Scale(value)
+        return Multiply(value)
     if op == "Sub":
-        return nn.Sequential(Scale(-np.ones(1, np.float32)), Offset(value)) if constant_first else Offset(-value)
+        return nn.Sequential(Multiply(-np.ones(1, np.float32)), Offset(value)) if constant_first else Offset(-value)
     if op == "Div" and not constant_first:
-        return Scale(1.0 / value)
+        return Multiply(1.0 / value)
     if op in ("Min", "Max"):
         return Bound(value, upper=op == "Min")
     return f"it divides a constant by the observation's chain ({op}), outside the chain ({CHAIN_OPS})"

@@ -146,7 +146,7 @@ class SB3Policy(Policy):
 
 
 class ModulePolicy(SB3Policy):
-    """A user's torch module (:class:`~quarl_bench.zoo.foreign.ModulePolicy`): logits or actions."""
+    """A user's torch module (:class:`~quarl_bench.zoo.foreign.UserModulePolicy`): logits or actions."""
 
     kind = "module"
 
@@ -232,9 +232,9 @@ def as_policy(network: Any) -> Policy:
     from quarl_bench.quant.recurrent import is_recurrent
     from quarl_bench.zoo import foreign
 
-    if isinstance(network, foreign.OnnxPolicy):
+    if isinstance(network, foreign.UserOnnxPolicy):
         return OnnxGraphPolicy(network)
-    if isinstance(network, foreign.ModulePolicy):
+    if isinstance(network, foreign.UserModulePolicy):
         return ModulePolicy(network)
     if is_recurrent(network):
         return RecurrentSB3Policy(network)
