@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -309,7 +310,11 @@ class DeployTarget:
 FP32_TARGET = DeployTarget("torch-fp32", "fp32")  # the fp32 reference every deployed artifact is compared with
 
 
-def spec_identity(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> dict[str, Any]:
+# The method of a job that names none (quantize and play): a value, not a branch; spec_identity always records it.
+DEFAULT_METHOD = "ptq"
+
+
+def spec_identity(spec: QuantSpec, method: str = DEFAULT_METHOD, target: DeployTarget | None = None) -> dict[str, Any]:
     """A spec as job keys, verdict keys and stored rows record it: its identity, with the method that evaluates it
     and the deployed backend (and that backend's calibration), as when both were the spec's fields (pinned keys)."""
     fields = spec.identity() | {"method": method, "backend": target.backend if target else ""}
@@ -323,9 +328,9 @@ class Job:
     """One evaluation: an agent's policy, quantized per ``spec`` or deployed as ``target``'s artifact, over a fixed
     set of seeded episodes.
 
-    :param method: the registered method whose evaluator plays it (``ptq``, ``mixed``, ``qat``, ``deploy``,
-        ``random``, ...), and that its stored row names.
-    :param target: method ``deploy`` only: the artifact built (its backend sets the spec).
+    :param method: the registered method whose evaluator plays it, and that its stored row names; the job knows
+        none of them by name (a method's module states what differs for its jobs: :data:`REFERENCE_RULES`).
+    :param target: the deployed artifact it plays, where its method builds one (its backend sets the spec).
     """
 
     algo: str
@@ -338,22 +343,14 @@ class Job:
     actions: ActionMode = field(default_factory=ActionMode)
     setting: str = ""  # what produced the policy when no stored agent did (an ActorQ setting's key)
     obs_noise: float = 0.0  # std of Gaussian noise added to every observation the policy sees (robustness)
-    method: str = "ptq"
+    method: str = DEFAULT_METHOD
     target: DeployTarget | None = None
 
     def __post_init__(self) -> None:
-        if (self.method == "deploy") != (self.target is not None):
-            raise QuarlError(
-                f"bad deploy target {self.target} for method {self.method!r}: deploy jobs, and only they, build one"
-            )
+        # which methods take a target or a recipe is each method's to say (its config's spec_flags, its handler's
+        # jobs), checked where a method is named: the grid loader, the method command, the configs
         if self.target is not None:
             object.__setattr__(self, "spec", self.target.spec)
-        if self.spec.layer_precisions and self.method not in ("ptq", "mixed"):
-            raise QuarlError(f"per-layer precisions apply to methods ptq and mixed, not {self.method!r}")
-        if self.spec.recipe_label() and self.method != "ptq":
-            raise QuarlError(
-                f"activation, group, rounding and pruning options apply to method ptq, not {self.method!r}"
-            )
         if self.episodes < 1:
             raise QuarlError(f"bad episode count {self.episodes}: expected an integer >= 1")
         if self.n_envs < 1:
@@ -392,17 +389,30 @@ class Job:
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
     def reference(self) -> Job:
-        """The fp32 job of the same agent on the same episodes: the baseline of this job's E%."""
-        target = FP32_TARGET if self.method == "deploy" else None
-        method = "ptq" if self.method == "mixed" else self.method
-        setting = self.setting
-        if method == "rollout":  # the fp32-rollout run of the same study and seed: "{study}/{correction}"
-            setting = f"{setting.split('/')[0]}/{ROLLOUT_REFERENCE}"
-        return replace(self, spec=QuantSpec("fp32"), method=method, target=target, setting=setting)
+        """The fp32 job of the same agent on the same episodes: the baseline of this job's E%, as the job's method
+        states it (:data:`REFERENCE_RULES`; by default the same job at fp32)."""
+        fp32 = replace(self, spec=QuantSpec("fp32"), target=None)
+        return reference_rule(self.method)(fp32)
 
     @property
     def deterministic(self) -> bool:
         return self.actions.deterministic
+
+
+# How a job's fp32 reference differs from the job at fp32, for a method whose differs: its module registers the rule
+# (a deployed artifact's is the torch-fp32 target's job; a mixed allocation's is PTQ's fp32 job).
+REFERENCE_RULES: dict[str, Callable[[Job], Job]] = {}
+
+
+def reference_rule(method: str) -> Callable[[Job], Job]:
+    """``method``'s reference rule: its module's (imported by the registry's index if it is not yet: the rule
+    must never be missed, or a row would be stored against another reference), else the identity."""
+    if method not in REFERENCE_RULES:
+        from quarl_bench.registry import METHODS
+
+        if method in METHODS.indexed():
+            METHODS.load(method)
+    return REFERENCE_RULES.get(method, lambda job: job)
 
 
 @dataclass(frozen=True)

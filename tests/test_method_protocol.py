@@ -17,6 +17,7 @@ from quarl_bench.jobs.grids import EvalSettings
 from quarl_bench.jobs.work import Work
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, evaluator, handler, register, register_evaluator
+from quarl_bench.methods.ptq import PTQConfig
 from quarl_bench.run.executors import make_executor, run_all
 from quarl_bench.run.runner import run_work
 from quarl_bench.store import ResultStore
@@ -172,6 +173,7 @@ class ReplayedConfig(OfAgent):
 
     specs: tuple[QuantSpec, ...] = ()
     method: ClassVar[str] = "replayed"
+    spec_flags: ClassVar[tuple[str, ...]] = PTQConfig.spec_flags  # a PTQ variant: PTQ's recipe flags
 
 
 @register(ReplayedConfig)
@@ -291,6 +293,17 @@ def test_every_built_in_method_is_reached_by_the_method_command_or_refused_in_on
         assert code == 0, err
         assert all(flag in out for flag in FLAGS[name]), out
         assert "--store" in out and "--executor {local,ray}" in out
+
+
+def test_the_method_command_offers_only_the_spec_flags_a_method_applies(cli) -> None:
+    code, crippled, err = cli("method", "crippled", "--help")  # plays int2 whatever it is asked: takes no recipe
+    assert code == 0, err
+    assert "--bits P [P ...]" in crippled
+    assert not any(flag in crippled for flag in ("--act-bits", "--ptq", "--prune", "--granularity", "--symmetric"))
+    code, _, err = cli("method", "crippled", "--algo", "dqn", "--env", "CartPole-v1", "--bits", "8", "--act-bits", "8")
+    assert code == 2 and "unrecognized arguments: --act-bits 8" in err  # refused before any agent is loaded
+    code, replayed, err = cli("method", "replayed", "--help")  # a PTQ variant: PTQ's flags
+    assert code == 0 and all(flag in replayed for flag in ("--act-bits", "--ptq", "--prune", "--granularity"))
 
 
 @pytest.mark.parametrize("name", ["ptq", "deploy", "qat", "amp", "rollout", "actorq", "fidelity", "harden"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from quarl_bench.deploy.targets import BACKENDS, KINDS
 from quarl_bench.errors import QuarlError
 from quarl_bench.registry import METHODS, Registry
-from quarl_bench.types import DeployTarget
+from quarl_bench.types import FP32_TARGET, DeployTarget, Job, QuantSpec
 
 PLUGIN = """
 from {registry} import ENTRIES
@@ -66,7 +67,7 @@ def test_values_and_their_keys_import_no_implementation() -> None:
         "import sys\n"
         "from quarl_bench.types import FP32_TARGET, DeployTarget, Job, QuantSpec\n"
         "job = Job('ppo', 'CartPole-v1', QuantSpec('int8'), 'h', method='deploy', target=DeployTarget('c-int8', 'int8'))\n"
-        "assert job.spec == QuantSpec('int8') and job.reference().target == FP32_TARGET and job.key\n"
+        "assert job.spec == QuantSpec('int8') and job.key\n"
         "gptq = Job('ppo', 'CartPole-v1', QuantSpec('int4', ptq='gptq', calibration_states=100), 'h')\n"
         "assert gptq.identity()['calibration']['rounding'] == {'damping': 0.1}\n"
         "print(sorted(m for m in sys.modules if m.startswith(('quarl_bench.', 'torch'))))\n"
@@ -75,6 +76,23 @@ def test_values_and_their_keys_import_no_implementation() -> None:
     above = ("quant", "deploy", "methods", "zoo", "store", "jobs", "evaluation", "run", "api", "report", "certify")
     loaded = ast.literal_eval(done.stdout)
     assert "quarl_bench.rounding.gptq" in loaded and not [m for m in loaded if m.split(".")[1] in above or m == "torch"]
+
+
+def test_a_job_names_no_method_and_each_method_states_its_reference() -> None:
+    """``Job.reference`` asks the job's method (its module's rule, loaded by the registry's index where it is not
+    yet): a deployed artifact against the torch-fp32 artifact, a mixed allocation against PTQ's fp32 row, a
+    quantized-rollout run against its study's fp32 naive run; any other method against its own job at fp32."""
+    source = (Path(__file__).resolve().parents[1] / "quarl_bench" / "types.py").read_text()
+    job_class = source[source.index("class Job:") : source.index("class LayerStats")]
+    assert not [name for name in METHODS.indexed() if f'"{name}"' in job_class]  # no method named in Job's code
+    deploy = Job("ppo", "CartPole-v1", QuantSpec("int8"), "h", method="deploy", target=DeployTarget("c-int8", "int8"))
+    assert deploy.reference() == replace(deploy, spec=QuantSpec("fp32"), target=FP32_TARGET)
+    mixed = Job("ppo", "CartPole-v1", QuantSpec("int8", layer_precisions=("int8", "int4")), "h", method="mixed")
+    assert mixed.reference() == replace(mixed, spec=QuantSpec("fp32"), method="ptq")
+    rollout = Job("ppo", "CartPole-v1", QuantSpec("int8"), "", setting="study/tis", method="rollout")
+    assert rollout.reference().setting == "study/none" and rollout.reference().spec == QuantSpec("fp32")
+    qat = Job("ppo", "CartPole-v1", QuantSpec("int8"), "h", method="qat")
+    assert qat.reference() == replace(qat, spec=QuantSpec("fp32"))
 
 
 def test_a_backend_name_becomes_a_target_with_its_registered_facts() -> None:

@@ -182,6 +182,7 @@ def load_study(path: str | Path) -> Study:
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
     from quarl_bench.config import grid_file, missing_grid
+    from quarl_bench.methods.protocol import check_spec_options, spec_options
     from quarl_bench.registry import METHODS
     from quarl_bench.zoo.envs import env_with_packages
 
@@ -215,10 +216,12 @@ def load_study(path: str | Path) -> Study:
                 spec = QuantSpec(precision, **option)
             except QuarlError as error:
                 raise QuarlError(f"{error} (in {path})") from None
-            if spec.recipe_label() and method != "ptq":
-                raise QuarlError(
-                    f"activation, group, rounding and pruning options apply to method ptq, not {method!r} (in {path})"
-                )
+            if any(spec_options(spec).values()):  # what the method applies is its config's to say
+                try:
+                    METHODS.load(method)
+                    check_spec_options(method, METHODS.entries.get(method), spec)
+                except QuarlError as error:
+                    raise QuarlError(f"{error} (in {path})") from None
             cell = GridCell(
                 algo,
                 env_id,

@@ -9,7 +9,7 @@ its own episodes, seeded apart from the evaluation episodes.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,7 +17,16 @@ import numpy as np
 from quarl_bench.deploy.targets import BACKENDS, check_target
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
-from quarl_bench.types import CALIBRATION_SEED, DEFAULT_CALIBRATION_STATES, DeployTarget, EvalResult, Job, QuantSpec
+from quarl_bench.types import (
+    CALIBRATION_SEED,
+    DEFAULT_CALIBRATION_STATES,
+    FP32_TARGET,
+    REFERENCE_RULES,
+    DeployTarget,
+    EvalResult,
+    Job,
+    QuantSpec,
+)
 
 CALIBRATION_SEED_OFFSET = 10_000  # calibration episodes never share seeds with evaluated ones
 
@@ -35,6 +44,9 @@ class DeployConfig(OfAgent):
     def __post_init__(self) -> None:
         for target in self.targets:
             check_target(target)
+
+
+REFERENCE_RULES[DeployConfig.method] = lambda fp32: replace(fp32, target=FP32_TARGET)  # the torch-fp32 artifact
 
 
 @register(DeployConfig)

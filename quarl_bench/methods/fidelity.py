@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.protocol import OfAgent, SideRow, register
+from quarl_bench.methods.protocol import SPEC_GRID, SPEC_RECIPE, OfAgent, SideRow, register
 from quarl_bench.types import AgentRef, Job, QuantSpec
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ class FidelityConfig(OfAgent):
     specs: tuple[QuantSpec, ...] = ()
     threshold: float = 0.1
     method: ClassVar[str] = "fidelity"
+    spec_flags: ClassVar[tuple[str, ...]] = (SPEC_GRID, SPEC_RECIPE)  # its policies are quantized as PTQ's
 
     def __post_init__(self) -> None:
         if not self.threshold >= 0:

@@ -7,7 +7,7 @@ agent-evaluating methods share).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from quarl_bench.evaluation.calibration import states_hash, visited_states
@@ -15,11 +15,11 @@ from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_stat
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.playing import job_result, play_job
-from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
+from quarl_bench.methods.protocol import SPEC_GRID, SPEC_RECIPE, OfAgent, register, register_evaluator
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
-from quarl_bench.types import CALIBRATION_SEED, EvalResult, Job, QuantSpec
+from quarl_bench.types import CALIBRATION_SEED, REFERENCE_RULES, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent
 from quarl_bench.zoo.policy import as_policy
 
@@ -36,12 +36,17 @@ class PTQConfig(OfAgent):
     specs: tuple[QuantSpec, ...] = ()
     mixed: tuple[QuantSpec, ...] = ()
     method: ClassVar[str] = "ptq"
+    spec_flags: ClassVar[tuple[str, ...]] = (SPEC_GRID, SPEC_RECIPE)  # quantize and play applies all of them
+
+
+MIXED = "mixed"  # a per-layer allocation's jobs (``quarl-bench mixed``): played as PTQ, against PTQ's fp32 row
+REFERENCE_RULES[MIXED] = lambda fp32: replace(fp32, method=PTQConfig.method)
 
 
 @register(PTQConfig)
 class PTQHandler(AgentEvaluation):
     def variants(self, config: PTQConfig) -> dict[str, Any]:
-        return {"mixed": config.mixed}
+        return {MIXED: config.mixed}
 
 
 @register_evaluator("ptq")

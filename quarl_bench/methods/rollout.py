@@ -19,7 +19,7 @@ from quarl_bench.config import zoo_hyperparameters
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import register
 from quarl_bench.training.options import ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
-from quarl_bench.types import ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, QuantSpec
+from quarl_bench.types import REFERENCE_RULES, ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.algorithms import ALGOS, ROLLOUT_ALGOS
 
 if TYPE_CHECKING:
@@ -104,6 +104,15 @@ class RolloutConfig:
         return cache_dir / "rollout" / f"{self.study()}-{self.precision}-{self.label()}-seed{self.seed}"
 
 
+def reference_job(fp32: Job) -> Job:
+    """A run's reference: the fp32-rollout run of the same study and seed (``{study}/{correction}``: the naive,
+    uncorrected loss, :data:`ROLLOUT_REFERENCE`)."""
+    return replace(fp32, setting=f"{fp32.setting.split('/')[0]}/{ROLLOUT_REFERENCE}")
+
+
+REFERENCE_RULES[RolloutConfig.method] = reference_job
+
+
 def job_for(config: RolloutConfig) -> Job:
     """The row's identity: precision in the spec, ``{study}/{label}`` in the setting, no agent hash (the agent is
     the run's product, not its input)."""
@@ -120,7 +129,7 @@ def job_for(config: RolloutConfig) -> Job:
         config.seed,
         n_envs,
         setting=f"{config.study()}/{config.label()}",
-        method="rollout",
+        method=RolloutConfig.method,
     )
 
 

@@ -252,8 +252,9 @@ def spec_from_args(args: argparse.Namespace, precision: str, recipe: bool = True
 
     :raises QuarlError: for a combination QuantSpec refuses, naming the bad value.
     """
-    options = recipe_options(args) if recipe else {}
-    return QuantSpec(precision, args.granularity, args.symmetric, args.quantize_bias, layers=args.layers, **options)
+    options = recipe_options(args) if recipe and hasattr(args, "ptq") else {}
+    grid = {name: getattr(args, name) for name in ("granularity", "symmetric", "quantize_bias") if hasattr(args, name)}
+    return QuantSpec(precision, layers=getattr(args, "layers", "paper"), **grid, **options)
 
 
 def recipe_options(args: argparse.Namespace) -> dict[str, object]:

@@ -94,8 +94,11 @@ def method_parser(name: str, config: type, parser_class: type[argparse.ArgumentP
         add_agent(parser)
     if SPEC in roles.values() or SPECS in roles.values():
         add_precisions(parser, "the precisions it quantizes to", required=True, many=SPECS in roles.values())
-        add_spec(parser)
-        add_recipe(parser)
+        takes = getattr(config, "spec_flags", ())  # only the spec flags the method applies (methods.protocol)
+        if "grid" in takes:
+            add_spec(parser)
+        if "recipe" in takes:
+            add_recipe(parser)
     if TARGETS in roles.values():
         backends = BACKENDS.names()
         parser.add_argument(
