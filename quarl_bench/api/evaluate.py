@@ -336,7 +336,8 @@ def certify_request(
     """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
     first, alone); α split over the families; each question played by method ``by`` (one with an evaluator)."""
     from quarl_bench.certify.plan import CertifyRequest, ladders
-    from quarl_bench.methods.protocol import check_spec_options, config_type, evaluated_methods
+    from quarl_bench.methods.protocol import config_type, evaluated_methods
+    from quarl_bench.types import check_spec_options
 
     playable = [m for m in evaluated_methods() if m != "deploy"]  # an artifact is certified by export
     if by != "ptq" and by not in playable:
@@ -344,7 +345,7 @@ def certify_request(
             f"bad method {by!r} for certify: expected one with an evaluator of its own, one of {', '.join(playable)}"
         )
     for spec in specs:  # before anything is played: what the method would not apply
-        check_spec_options(by, config_type(by), spec)
+        check_spec_options(by, getattr(config_type(by), "spec_flags", ()), spec)
     refuse_unfit_specs(ref, specs)
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)

@@ -18,6 +18,7 @@ import yaml
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
+    EVERY_SPEC_OPTION,
     FP32_TARGET,
     GRANULARITIES,
     INPUT_FIELDS,
@@ -27,6 +28,8 @@ from quarl_bench.types import (
     DeployTarget,
     Job,
     QuantSpec,
+    check_spec_options,
+    spec_options,
 )
 from quarl_bench.zoo.algorithms import ALGOS, EPSILON_GREEDY
 from quarl_bench.zoo.ids import FOREIGN_ALGOS
@@ -182,7 +185,6 @@ def load_study(path: str | Path) -> Study:
     :raises QuarlError: for a missing file or a bad algo, env, precision or option in it.
     """
     from quarl_bench.config import grid_file, missing_grid
-    from quarl_bench.methods.protocol import check_spec_options, spec_options
     from quarl_bench.registry import METHODS
     from quarl_bench.zoo.envs import env_with_packages
 
@@ -217,9 +219,10 @@ def load_study(path: str | Path) -> Study:
             except QuarlError as error:
                 raise QuarlError(f"{error} (in {path})") from None
             if any(spec_options(spec).values()):  # what the method applies is its config's to say
+                METHODS.load(method)  # a method without a config of its own (mixed) is played in PTQ's works
+                takes = getattr(METHODS.entries.get(method), "spec_flags", EVERY_SPEC_OPTION)
                 try:
-                    METHODS.load(method)
-                    check_spec_options(method, METHODS.entries.get(method), spec)
+                    check_spec_options(method, takes, spec)
                 except QuarlError as error:
                     raise QuarlError(f"{error} (in {path})") from None
             cell = GridCell(

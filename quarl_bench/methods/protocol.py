@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.registry import METHODS
+from quarl_bench.types import check_spec_options
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work
@@ -61,32 +62,6 @@ class Handler(Protocol):
         ...
 
 
-SPEC_GRID, SPEC_RECIPE = "grid", "recipe"  # the spec flag groups a method may take beyond --bits
-
-
-def spec_options(spec: Any) -> dict[str, list[str]]:
-    """What a spec sets beyond its precision, by flag group (``grid``, ``recipe``), as a user wrote it."""
-    grid = [spec.granularity] if spec.granularity != "auto" else []
-    grid += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
-    grid += [f"layers {spec.layers}"] if spec.layers != "paper" else []
-    recipe = [spec.recipe_label()] if spec.recipe_label() else []
-    recipe += ["per-layer precisions"] if spec.layer_precisions else []
-    return {SPEC_GRID: grid, SPEC_RECIPE: recipe}
-
-
-def check_spec_options(method: str, config: type | None, spec: Any) -> None:
-    """:raises QuarlError: for a spec setting what the method does not apply (its config's ``spec_flags``; a method
-    without a config of its own is played within PTQ's works and takes PTQ's)."""
-    takes = getattr(config, "spec_flags", (SPEC_GRID, SPEC_RECIPE)) if config is not None else (SPEC_GRID, SPEC_RECIPE)
-    options = spec_options(spec)
-    refused = [option for group in options if group not in takes for option in options[group]]
-    if refused:
-        raise QuarlError(
-            f"method {method!r} does not apply {', '.join(refused)} (its specs take "
-            f"{' and '.join(f'{group} options' for group in takes) or 'a precision only'})"
-        )
-
-
 @dataclass(frozen=True)
 class OfAgent:
     """The base of configs whose works evaluate one existing agent: ``ref``, and its algo and env id.
@@ -120,7 +95,7 @@ class OfAgent:
                 f"method {cell.method!r} cannot run from a grid: its config {cls.__name__} has no specs and no "
                 "from_cell(cell, agent)"
             )
-        check_spec_options(cell.method, cls, cell.spec)
+        check_spec_options(cell.method, cls.spec_flags, cell.spec)
         return cls(ref=agent, specs=(cell.spec,))
 
 

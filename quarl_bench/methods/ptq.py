@@ -15,11 +15,11 @@ from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_stat
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.playing import job_result, play_job
-from quarl_bench.methods.protocol import SPEC_GRID, SPEC_RECIPE, OfAgent, register, register_evaluator
+from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
-from quarl_bench.types import CALIBRATION_SEED, REFERENCE_RULES, EvalResult, Job, QuantSpec
+from quarl_bench.types import CALIBRATION_SEED, REFERENCE_RULES, SPEC_GRID, SPEC_RECIPE, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.agents import LoadedAgent
 from quarl_bench.zoo.policy import as_policy
 
