@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -251,7 +252,8 @@ def test_a_backend_is_one_registration(monkeypatch) -> None:
     registry.register_backend(toy)
     target = deploy_target("toy-fp16")
     assert target.spec == QuantSpec("fp16") and claimed_spec("toy-fp16") == QuantSpec("fp16")
-    artifact = build("toy-fp16", "my module", np.zeros((1, 4), np.float32))
-    assert artifact.data == b"toy" and artifact.info("module") == "my module"
+    form = SimpleNamespace(torch_layers=True, carries_state=False)  # what a deployable form says of itself
+    artifact = build("toy-fp16", form, np.zeros((1, 4), np.float32))
+    assert artifact.data == b"toy" and artifact.info("module") is form
     with pytest.raises(QuarlError, match="bad backend 'toy-int3': expected one of torch-fp32, .*toy-fp16"):
         deploy_target("toy-int3")

@@ -244,8 +244,7 @@ def artifact_parity(
     gate's states, the claimed actions and what :func:`~quarl_bench.deploy.parity.parity` records)."""
     import torch
 
-    from quarl_bench.deploy.backends import raw_observations, runner
-    from quarl_bench.deploy.export import RecurrentDeployablePolicy
+    from quarl_bench.deploy.backends import runner
     from quarl_bench.deploy.parity import parity
     from quarl_bench.evaluation.evaluate import greedy_actions, torch_thread_count
     from quarl_bench.evaluation.fixed_states import fixed_states
@@ -258,13 +257,7 @@ def artifact_parity(
     if not len(states):
         raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
     reference = policy if claimed.is_identity else quantized(agent, claimed)[0]
-    sample_dtype = np.uint8 if getattr(module, "image", False) else np.float32
-    if isinstance(module, RecurrentDeployablePolicy):  # its fixed states are Markov states [obs | h | c]
-        from quarl_bench.deploy.backends import raw_markov
-
-        raw = raw_markov(module, states)
-    else:
-        raw = raw_observations(module, states, sample_dtype)
+    raw = module.raw_states(states)  # a recurrent form's fixed states are Markov states [obs | h | c]
     with torch.no_grad():  # what predict does; the fast greedy paths leave it to the caller
         claimed_actions = greedy_actions(reference)(states)
         fp32_actions = greedy_actions(policy)(states)
@@ -420,10 +413,9 @@ def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec
 
     :raises QuarlError: in one line, naming the backends an ONNX policy exports to.
     """
-    from quarl_bench.deploy.export import GraphPolicy
     from quarl_bench.deploy.targets import onnx_capable
 
-    if not isinstance(module, GraphPolicy) or not claimed.activations:
+    if module.torch_layers or not claimed.activations:
         return
     takes = onnx_capable()
     raise QuarlError(

@@ -97,17 +97,16 @@ def build(
         normalisation): backends with ``w8a8_states`` (``litert-int8``, ``executorch-int8``, ``c-int8``) take them.
     :raises QuarlError: in one line, when the backend cannot be built here.
     """
-    from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
     from quarl_bench.deploy.targets import onnx_capable
 
     require_backend(name)
     entry = BACKENDS.get(name)
-    if entry.torch_only and isinstance(module, GraphPolicy):
+    if entry.torch_only and not module.torch_layers:
         raise QuarlError(
             f"backend {name} needs a torch policy, and this ONNX policy is played as its own graph: "
             f"{module.policy.not_a_chain}; expected one of {', '.join(onnx_capable())} for such a graph"
         )
-    if not isinstance(module, RecurrentDeployablePolicy):
+    if not module.carries_state:
         return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
     from quarl_bench.deploy.recurrent import refuse_stateless
 

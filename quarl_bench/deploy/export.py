@@ -25,9 +25,47 @@ from quarl_bench.families import family_of
 OPSET = 17
 
 
-class DeployablePolicy(nn.Module):
+class TorchForm:
+    """What every deployable form answers, so backends never ask which form they hold: ``torch_layers`` (a torch
+    module to trace, quantize or write as C; an ONNX graph played as itself has none), ``carries_state`` (a recurrent
+    policy's state in and out), :meth:`example` (export inputs) and :meth:`onnx` (its ONNX bytes). This base is a
+    torch module's: input ``obs``, output ``action``, batch dimension dynamic."""
+
+    torch_layers = True
+    carries_state = False
+    state_inputs: tuple[str, ...] = ()
+    state_outputs: tuple[str, ...] = ()
+
+    def example(self, sample: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """Export inputs: the observation batch."""
+        return (torch.as_tensor(sample),)
+
+    def onnx(self, sample: np.ndarray) -> bytes:
+        """ONNX bytes of the module (a recurrent form's also ``h``, ``c`` in and ``h_out``, ``c_out`` out:
+        :mod:`quarl_bench.deploy.recurrent`)."""
+        self.eval()
+        inputs, outputs = ["obs", *self.state_inputs], ["action", *self.state_outputs]
+        axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
+        axes |= {name: {1: "batch"} for name in (*self.state_inputs, *self.state_outputs)}
+        buffer = io.BytesIO()
+        with torch.no_grad():
+            torch.onnx.export(
+                self,
+                self.example(sample),
+                buffer,
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_axes=axes,
+                opset_version=OPSET,
+                dynamo=False,
+            )
+        return buffer.getvalue()
+
+
+class DeployablePolicy(TorchForm, nn.Module):
     """``forward(raw_obs) -> action`` for a policy of any family (:mod:`quarl_bench.families`): SB3 actor-critic,
-    DQN, QR-DQN, DDPG/TD3/SAC/TQC, ARS, or a user's torch module."""
+    DQN, QR-DQN, DDPG/TD3/SAC/TQC, ARS, or a user's torch module; :meth:`raw_states` gives the gate's states as
+    its artifact takes them."""
 
     def __init__(
         self, policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None
@@ -89,6 +127,13 @@ class DeployablePolicy(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.action_of(self.scores(self.preprocess(obs)))
 
+    def raw_states(self, states: np.ndarray) -> np.ndarray:
+        """Network states (what the fixed-state set holds: observations after normalisation) as the artifact takes
+        them: raw observations, before VecNormalize's statistics (uint8 images as they come)."""
+        from quarl_bench.deploy.backends import raw_observations
+
+        return raw_observations(self, states, np.uint8 if self.image else np.float32)
+
     def action_of(self, out: torch.Tensor) -> torch.Tensor:
         """The action from the scores: what ``predict`` does after the network."""
         if self.discrete:
@@ -104,6 +149,9 @@ STATE_INPUTS, STATE_OUTPUTS = ("h", "c"), ("h_out", "c_out")  # a recurrent arti
 class RecurrentDeployablePolicy(DeployablePolicy):
     """``forward(raw_obs, h, c) -> (action, h_out, c_out)``: one step of sb3-contrib's recurrent actor, state
     ``(layers, batch, hidden)``, with what ``predict`` does around it (normalisation, argmax or clipping)."""
+
+    carries_state = True
+    state_inputs, state_outputs = STATE_INPUTS, STATE_OUTPUTS
 
     def forward(self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):  # type: ignore[override]
         policy = self.policy
@@ -123,6 +171,12 @@ class RecurrentDeployablePolicy(DeployablePolicy):
         zeros = torch.zeros(layers, len(sample), hidden)
         return torch.as_tensor(sample), zeros, zeros.clone()
 
+    def raw_states(self, states: np.ndarray) -> np.ndarray:
+        """Markov states ``[obs | h | c]`` as the artifact takes them: the observation part raw."""
+        from quarl_bench.deploy.backends import raw_markov
+
+        return raw_markov(self, states)
+
 
 def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:
     """The env that yields raw observations, and the VecNormalize (outermost, as rl-zoo3 builds it) if any."""
@@ -132,31 +186,8 @@ def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:
 
 
 def to_onnx(module: DeployablePolicy | GraphPolicy, sample: np.ndarray) -> bytes:
-    """ONNX bytes of the module, batch dimension dynamic; input ``obs``, output ``action`` (a recurrent policy's
-    also ``h``, ``c`` in and ``h_out``, ``c_out`` out: :mod:`quarl_bench.deploy.recurrent`)."""
-    if isinstance(module, GraphPolicy):
-        return module.graph
-    module.eval()
-    inputs, outputs = ["obs"], ["action"]
-    axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
-    example: tuple[torch.Tensor, ...] = (torch.as_tensor(sample),)
-    if isinstance(module, RecurrentDeployablePolicy):
-        inputs, outputs = inputs + list(STATE_INPUTS), outputs + list(STATE_OUTPUTS)
-        axes |= {name: {1: "batch"} for name in (*STATE_INPUTS, *STATE_OUTPUTS)}
-        example = module.example(sample)
-    buffer = io.BytesIO()
-    with torch.no_grad():
-        torch.onnx.export(
-            module,
-            example,
-            buffer,
-            input_names=inputs,
-            output_names=outputs,
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            dynamo=False,
-        )
-    return buffer.getvalue()
+    """ONNX bytes of a deployable form (:meth:`DeployablePolicy.onnx`; an ONNX policy's own graph)."""
+    return module.onnx(sample)
 
 
 def check_equivalence(actions: np.ndarray, expected: np.ndarray, discrete: bool, tolerance: float = 1e-4) -> float:
@@ -174,6 +205,8 @@ class GraphPolicy:
 
     image = False
     normalize = False
+    torch_layers = False  # played as its own graph: nothing to trace, quantize on torch layers or write as C
+    carries_state = False
 
     def __init__(self, policy, observation_space: spaces.Space, normalizer: VecNormalize | None = None) -> None:
         if normalizer is not None and normalizer.norm_obs:
@@ -189,6 +222,12 @@ class GraphPolicy:
 
     def eval(self) -> GraphPolicy:
         return self
+
+    def onnx(self, sample: np.ndarray) -> bytes:
+        return self.graph
+
+    def raw_states(self, states: np.ndarray) -> np.ndarray:
+        return np.asarray(states, np.float32)  # no normaliser of its own (refused above)
 
 
 def acting_graph(
@@ -232,13 +271,13 @@ def acting_graph(
     return model.SerializeToString()
 
 
+FORMS = {"module": DeployablePolicy, "recurrent": RecurrentDeployablePolicy, "graph": GraphPolicy}
+
+
 def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None):
-    """What a backend builds its artifact from: a :class:`DeployablePolicy`, or an ONNX policy's :class:`GraphPolicy`."""
+    """What a backend builds its artifact from: the deployable form the policy's adapter names
+    (:attr:`~quarl_bench.zoo.policy.Policy.deploy_form`: a :class:`DeployablePolicy`, its recurrent form, or an ONNX
+    policy's own :class:`GraphPolicy`)."""
     from quarl_bench.zoo.policy import as_policy
 
-    # per kind of policy (zoo/policy.py): an ONNX graph is exported as it is, a recurrent policy with its state
-    wrapper = {"onnx": GraphPolicy, "recurrent": RecurrentDeployablePolicy}.get(
-        as_policy(policy).kind, DeployablePolicy
-    )
-    deployable = wrapper(policy, observation_space, normalizer)
-    return deployable if wrapper is GraphPolicy else deployable.eval()
+    return FORMS[as_policy(policy).deploy_form](policy, observation_space, normalizer).eval()

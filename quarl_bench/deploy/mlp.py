@@ -102,7 +102,7 @@ def as_mlp(module) -> Mlp:
     if not isinstance(module, DeployablePolicy) and isinstance(getattr(module, "net", None), nn.Sequential):
         modules, head, quantiles = list(module.net), "argmax", 1  # a greedy MLP (QuaRL Table 4's synthetic policies)
         return _built(modules, head, quantiles, None)
-    if not isinstance(module, DeployablePolicy):
+    if not module.torch_layers:
         raise QuarlError(
             "c-int8 needs a torch policy: expected an SB3 agent, a torch module or an ONNX graph that is one MLP chain"
         )

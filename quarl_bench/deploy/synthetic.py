@@ -26,7 +26,9 @@ def greedy_mlp(hidden: tuple[int, ...], inputs: int = INPUTS, actions: int = ACT
     import torch
     from torch import nn
 
-    class GreedyMLP(nn.Module):
+    from quarl_bench.deploy.export import TorchForm
+
+    class GreedyMLP(TorchForm, nn.Module):
         def __init__(self) -> None:
             super().__init__()
             layers: list[nn.Module] = []

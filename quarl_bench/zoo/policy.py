@@ -33,6 +33,7 @@ class Policy:
 
     kind = "predictor"
     carries_state = False
+    deploy_form = "module"  # what export builds from it (deploy/export.FORMS): a torch module, run as the policy
 
     def __init__(self, network: Any) -> None:
         self.network = network
@@ -155,6 +156,7 @@ class OnnxGraphPolicy(ModulePolicy):
     """An ONNX graph: its torch twin where it is one MLP chain, else ONNX Runtime (a recurrent graph carries state)."""
 
     kind = "onnx"
+    deploy_form = "graph"  # exported as its own graph (its weights current), with an action output appended
 
     @property
     def carries_state(self) -> bool:  # type: ignore[override]
@@ -174,6 +176,7 @@ class RecurrentSB3Policy(SB3Policy):
 
     kind = "recurrent"
     carries_state = True
+    deploy_form = "recurrent"  # one step of its actor, the state in and out
 
     def greedy(self) -> Greedy:
         from quarl_bench.quant.recurrent import act_on

@@ -14,13 +14,11 @@ def build_torchscript(_name: str, module: Any, sample: Any, *_: Any) -> Any:
     import torch
 
     from quarl_bench.deploy.backends import Artifact
-    from quarl_bench.deploy.export import GraphPolicy, RecurrentDeployablePolicy
 
-    if isinstance(module, GraphPolicy):
-        return Artifact("torch-fp32", "onnx", module.graph)
-    example = module.example(sample) if isinstance(module, RecurrentDeployablePolicy) else (torch.as_tensor(sample),)
+    if not module.torch_layers:  # an ONNX policy played as its own graph: its fp32 reference is that graph
+        return Artifact("torch-fp32", "onnx", module.onnx(sample))
     with torch.no_grad():
-        traced = torch.jit.trace(module.eval(), example)
+        traced = torch.jit.trace(module.eval(), module.example(sample))
     buffer = io.BytesIO()
     torch.jit.save(traced, buffer)
     return Artifact("torch-fp32", "torchscript", buffer.getvalue())
