@@ -48,7 +48,8 @@ def main() -> None:
         args.observations = 5
 
     from quarl_bench import QuarlError
-    from quarl_bench.deploy.backends import c_artifact, raw_observations
+    from quarl_bench.deploy.backends import c_artifact
+    from quarl_bench.deploy.export import raw_observations
     from quarl_bench.deploy.synthetic import TABLE4_POLICIES, greedy_mlp, observations
     from quarl_bench.evaluation.calibration import visited_states
 

@@ -87,9 +87,10 @@ def main() -> None:
         args.states, args.algo, args.env = 50, ["dqn"], ["CartPole-v1"]
 
     from quarl_bench import QuarlError
-    from quarl_bench.deploy.backends import raw_observations, runner
+    from quarl_bench.deploy.backends import runner
     from quarl_bench.deploy.c_folder import firmware_files, test_vectors
     from quarl_bench.deploy.c_source import CNames
+    from quarl_bench.deploy.export import raw_observations
     from quarl_bench.deploy.parity import claimed_spec, parity
     from quarl_bench.evaluation.calibration import visited_states
     from quarl_bench.evaluation.margins import decision_values

@@ -24,9 +24,10 @@ class CFirmware:
 
 def c_firmware(agent: Any, module: Any, artifact: Any, prefix: str) -> CFirmware:
     """The C artifact named with ``prefix`` and what a firmware engineer gets with it."""
-    from quarl_bench.deploy.backends import program_artifact, raw_observations
+    from quarl_bench.deploy.backends import program_artifact
     from quarl_bench.deploy.c_folder import c_contract, firmware_files, test_vectors
     from quarl_bench.deploy.c_source import CNames
+    from quarl_bench.deploy.export import raw_observations
     from quarl_bench.evaluation.fixed_states import fixed_states
 
     states = fixed_states(agent.ref.content_hash, agent.model.policy, agent.make_env)

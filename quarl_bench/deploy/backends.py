@@ -143,6 +143,8 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
         module.normalize = False
         raw = np.asarray(network_states, dtype=np.float32)
     else:
+        from quarl_bench.deploy.export import raw_observations
+
         raw = raw_observations(module, network_states, sample.dtype) if int8 else None
     sample = sample if not meta else normalized(sample, dict(meta)["normalization"])
     if entry.kind == "tflite":
@@ -154,24 +156,6 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
 def normalization(module) -> dict[str, object]:
     """VecNormalize's observation statistics as the client applies them: clip((obs - mean) * scale, -clip, clip)."""
     return {"mean": module.obs_mean.tolist(), "scale": module.obs_scale.tolist(), "clip": module.clip_obs}
-
-
-def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
-    """Raw observations that normalise to ``network_states`` (the same states, before VecNormalize's statistics)."""
-    states = np.asarray(network_states, dtype=np.float32)
-    if getattr(module, "normalize", False):
-        states = states / module.obs_scale.numpy() + module.obs_mean.numpy()
-    if getattr(module, "image", False):
-        return np.asarray(network_states).astype(dtype)
-    return states.astype(np.float32)
-
-
-def raw_markov(module, network_states: np.ndarray) -> np.ndarray:
-    """Markov states as a recurrent artifact takes them: the observation part before VecNormalize's statistics."""
-    obs_dim = int(np.prod(module.policy.observation_space.shape))
-    states = np.asarray(network_states, dtype=np.float32)
-    raw = raw_observations(module, states[:, :obs_dim], np.float32)
-    return np.concatenate([raw.reshape(len(states), -1), states[:, obs_dim:]], axis=1)
 
 
 def c_artifact(module, network_states: np.ndarray, weight_bits: int = 8) -> Artifact:

@@ -130,8 +130,6 @@ class DeployablePolicy(TorchForm, nn.Module):
     def raw_states(self, states: np.ndarray) -> np.ndarray:
         """Network states (what the fixed-state set holds: observations after normalisation) as the artifact takes
         them: raw observations, before VecNormalize's statistics (uint8 images as they come)."""
-        from quarl_bench.deploy.backends import raw_observations
-
         return raw_observations(self, states, np.uint8 if self.image else np.float32)
 
     def action_of(self, out: torch.Tensor) -> torch.Tensor:
@@ -173,9 +171,25 @@ class RecurrentDeployablePolicy(DeployablePolicy):
 
     def raw_states(self, states: np.ndarray) -> np.ndarray:
         """Markov states ``[obs | h | c]`` as the artifact takes them: the observation part raw."""
-        from quarl_bench.deploy.backends import raw_markov
-
         return raw_markov(self, states)
+
+
+def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
+    """Raw observations that normalise to ``network_states`` (the same states, before VecNormalize's statistics)."""
+    states = np.asarray(network_states, dtype=np.float32)
+    if getattr(module, "normalize", False):
+        states = states / module.obs_scale.numpy() + module.obs_mean.numpy()
+    if getattr(module, "image", False):
+        return np.asarray(network_states).astype(dtype)
+    return states.astype(np.float32)
+
+
+def raw_markov(module, network_states: np.ndarray) -> np.ndarray:
+    """Markov states as a recurrent artifact takes them: the observation part before VecNormalize's statistics."""
+    obs_dim = int(np.prod(module.policy.observation_space.shape))
+    states = np.asarray(network_states, dtype=np.float32)
+    raw = raw_observations(module, states[:, :obs_dim], np.float32)
+    return np.concatenate([raw.reshape(len(states), -1), states[:, obs_dim:]], axis=1)
 
 
 def split_normalizer(env: VecEnv) -> tuple[VecEnv, VecNormalize | None]:

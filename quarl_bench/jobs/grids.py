@@ -32,7 +32,7 @@ from quarl_bench.types import (
     spec_options,
 )
 from quarl_bench.zoo.algorithms import ALGOS, EPSILON_GREEDY
-from quarl_bench.zoo.ids import FOREIGN_ALGOS
+from quarl_bench.zoo.ids import stored_form
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
 # PTQ recipe keys a block may sweep too, with QuantSpec's defaults (it validates each value and fills in the
@@ -73,7 +73,7 @@ def action_mode(ref: AgentRef) -> ActionMode:
     from quarl_bench.zoo.agents import saved_exploration_rate
     from quarl_bench.zoo.envs import env_kind
 
-    if ref.algo in FOREIGN_ALGOS or env_kind(ref.env_id) != "atari":
+    if not stored_form(ref.algo).sb3_model or env_kind(ref.env_id) != "atari":  # no model to sample or explore
         return ActionMode("deterministic")
     if ref.algo in EPSILON_GREEDY:
         epsilon = saved_exploration_rate(ref)

@@ -28,6 +28,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import THIS_MACHINE, OfAgent, SideRow, register
 from quarl_bench.training.harden.recipes import Recipe
 from quarl_bench.types import AgentRef, QuantSpec, spec_identity
+from quarl_bench.zoo.ids import StoredForm, stored_form
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work
@@ -36,7 +37,6 @@ HARDEN_VERSION = 1  # bump when a recipe's procedure changes what its settings m
 HARDEN_SEED = 3_000_000  # rollout seeds start here: apart from evaluation, calibration and fixed-state seeds
 PROVENANCE_FILE = "harden.json"
 COPIED_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
-MODULE_ALGOS = ("torch-module", "onnx")  # no RL algorithm: distilled only, and written as ONNX
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,9 @@ class HardenConfig(OfAgent):
             )
         if self.budget < 1:
             raise QuarlError(f"bad --budget {self.budget}: expected env steps >= 1 (at most the zoo's training steps)")
-        if self.ref.algo == "onnx":
+        if self.form.graph:
             _refuse_graph(self.ref.model_path)
-        if self.ref.algo in MODULE_ALGOS and not self.recipe.distills:
+        if not self.form.sb3_model and not self.recipe.distills:
             raise QuarlError(
                 f"recipe {self.recipe.name!r} trains with the RL algorithm's loss, and a torch-module or ONNX policy "
                 "has none: expected a distill recipe (distill, distill+noise, distill+sam)"
@@ -93,8 +93,14 @@ class HardenConfig(OfAgent):
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
     @property
+    def form(self) -> StoredForm:
+        """How the parent is stored: no SB3 model (a torch module or ONNX graph) has no RL loss, and is written as
+        ONNX."""
+        return stored_form(self.ref.algo)
+
+    @property
     def suffix(self) -> str:
-        return ".onnx" if self.ref.algo in MODULE_ALGOS else ".zip"
+        return self.form.suffix
 
 
 def _refuse_graph(path: str) -> None:
@@ -119,7 +125,7 @@ class HardenJob:
 
 def default_out(config: HardenConfig, cache: Path) -> Path:
     """Where a study keeps a hardened agent: the cache, one folder per hardening key."""
-    name = config.ref.saved_name if config.ref.algo not in MODULE_ALGOS else "policy"
+    name = config.ref.saved_name if config.form.sb3_model else "policy"
     return cache / "hardened" / config.key / f"{name}{config.suffix}"
 
 
@@ -214,13 +220,13 @@ def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
         cost = rl_fine_tune(parent, config.spec, config.recipe, config.budget, config.seed, staged)
     else:
         cost = distill(parent, config.spec, config.recipe, config.budget, seed)
-        if config.ref.algo not in MODULE_ALGOS:
+        if config.form.sb3_model:
             parent.model.save(staged)
         else:
             _save_onnx(parent.model.policy, staged)
-        if config.ref.algo == "torch-module":  # an ONNX parent's hardened graph is itself read back as torch
+        if config.form.module_file:  # an ONNX parent's hardened graph is itself read back as torch
             _save_module(parent.model.policy, config.ref, staged.with_suffix(""))
-    if config.ref.algo not in MODULE_ALGOS and parent.stats_path:
+    if config.form.sb3_model and parent.stats_path:
         folder = staged.with_suffix("")
         folder.mkdir(exist_ok=True)
         for name in COPIED_FILES:
@@ -294,7 +300,7 @@ def hardened_agent(parent: AgentRef, path: str | Path) -> AgentRef:
     return model_ref(
         path,
         parent.env_id,
-        None if parent.algo in MODULE_ALGOS else parent.algo,
+        parent.algo if stored_form(parent.algo).sb3_model else None,
         env_kwargs=json.loads(parent.env_kwargs or "{}") or None,
         env_packages=parent.env_packages,
     )

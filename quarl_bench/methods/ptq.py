@@ -63,7 +63,7 @@ def evaluate_job(agent: LoadedAgent, job: Job, driver: dict[str, Any], eval_work
     record_states = MARGIN_STATES if as_policy(fp32_policy).discrete else 0  # only these have decision margins
     episodes = play_job(agent, job, policy, reference, eval_workers, record_states)
     margins = margin_change(policy, reference, episodes.states)
-    if reference is not None and as_policy(fp32_policy).kind != "onnx":  # the same fp32-visited states for all
+    if reference is not None and as_policy(fp32_policy).torch_layers:  # the same fp32-visited states for all
         states = fixed_states(agent.ref.content_hash, fp32_policy, agent.make_env)
         margins |= fixed_state_fidelity(policy, reference, states)
     return job_result(

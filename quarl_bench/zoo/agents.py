@@ -22,7 +22,7 @@ from quarl_bench.types import AgentRef, file_name
 from quarl_bench.zoo.algorithms import OFF_POLICY, algorithm, check_algo
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.identity import content_hash
-from quarl_bench.zoo.ids import FOREIGN_ALGOS
+from quarl_bench.zoo.ids import stored_form
 from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, stats_dir
 from quarl_bench.zoo.sb3_zip import saved_action_space, saved_data, saved_observation_shape
 
@@ -139,7 +139,7 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
     from rl_zoo3.utils import get_saved_hyperparams
 
     import_env_packages(ref.env_packages)
-    if ref.algo in FOREIGN_ALGOS:
+    if not stored_form(ref.algo).sb3_model:
         return load_foreign(ref)
     zip_path = Path(ref.model_path) if ref.model_path else Path(ref.run_dir) / f"{ref.saved_name}.zip"
     hyperparams, stats_path = get_saved_hyperparams(str(stats_dir(zip_path)), norm_reward=False, test_mode=True)

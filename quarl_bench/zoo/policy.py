@@ -33,6 +33,7 @@ class Policy:
 
     kind = "predictor"
     carries_state = False
+    torch_layers = True  # its network is torch layers (an ONNX graph played as itself, on ONNX Runtime, is not)
     deploy_form = "module"  # what export builds from it (deploy/export.FORMS): a torch module, run as the policy
 
     def __init__(self, network: Any) -> None:
@@ -156,6 +157,7 @@ class OnnxGraphPolicy(ModulePolicy):
     """An ONNX graph: its torch twin where it is one MLP chain, else ONNX Runtime (a recurrent graph carries state)."""
 
     kind = "onnx"
+    torch_layers = False
     deploy_form = "graph"  # exported as its own graph (its weights current), with an action output appended
 
     @property
