@@ -86,6 +86,25 @@ def test_sampled_and_exploring_actions_stay_legal(masked_agent: Path, mode: str)
     assert min(episodes.rewards) > 0  # no -1 step dragged an episode below zero
 
 
+@pytest.mark.slow
+def test_fidelity_plays_both_policies_under_the_envs_masks(masked_agent: Path) -> None:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from quarl_bench.evaluation.fidelity import side_by_side
+    from quarl_bench.evaluation.fidelity_over_time import over_time
+    from quarl_bench.quant.quantize import quantize
+    from quarl_bench.types import QuantSpec
+
+    fp32 = MaskablePPO.load(masked_agent, device="cpu").policy
+    int4, _ = quantize(fp32, QuantSpec("int4"))
+    envs = [make_vec_env("MaskedPick-v0", n_envs=3, seed=0) for _ in range(3)]
+    over_time(fp32, int4, envs[0])
+    side_by_side(fp32, int4, envs[1], envs[2], threshold=0.1)
+    played = [env.envs[i].unwrapped for env in envs for i in range(3)]
+    assert all(env.played >= 20 for env in played) and sum(env.illegal_played for env in played) == 0
+
+
 def test_export_of_an_agent_on_a_masked_env_is_one_line_and_writes_nothing(
     cli, masked_agent: Path, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
 from quarl_bench.evaluation.evaluate import with_noise
+from quarl_bench.evaluation.masks import greedy_step, mask_reader
 
 ACTION_RANGE_SHARE = 0.01
 
@@ -61,12 +62,13 @@ def side_by_side(
     done_ref, done_q = np.zeros(n, bool), np.zeros(n, bool)
     state_ref = state_q = None  # recurrent policies carry theirs (None for the others)
     start_ref, start_q = np.ones(n, bool), np.ones(n, bool)
+    masks_ref, masks_q = mask_reader(reference_env), mask_reader(env)  # a masked env's legal actions, each side's
     with torch.inference_mode():
         for step in range(max_steps):
             seen_ref, seen_q = with_noise(obs_ref, obs_noise, noise_ref), with_noise(obs_q, obs_noise, noise_q)
             gap = np.max(np.abs(seen_ref.astype(float) - seen_q.astype(float)).reshape(n, -1), axis=1)
-            action_ref, state_ref = reference.predict(seen_ref, state_ref, start_ref, deterministic=True)
-            action_q, state_q = policy.predict(seen_q, state_q, start_q, deterministic=True)
+            action_ref, state_ref = greedy_step(reference, masks_ref, seen_ref, state_ref, start_ref)
+            action_q, state_q = greedy_step(policy, masks_q, seen_q, state_q, start_q)
             differ = actions_differ(np.asarray(action_ref), np.asarray(action_q), env.action_space)
             for i in range(n):
                 if done_ref[i] and done_q[i]:

@@ -18,6 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from quarl_bench.evaluation.evaluate import action_span
 from quarl_bench.evaluation.fidelity import actions_differ
+from quarl_bench.evaluation.masks import greedy_step, mask_reader
 from quarl_bench.zoo.policy import as_policy
 
 
@@ -49,13 +50,14 @@ def over_time(
     observations = env.reset()
     reference_state = policy_state = None
     starts, done = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
+    masks = mask_reader(env)  # a masked env's legal actions: both policies choose among them
     with torch.inference_mode():
         for _ in range(max_steps):
             live = ~done
             if not live.any():
                 break
-            expected, reference_state = reference.predict(observations, reference_state, starts, deterministic=True)
-            actions, policy_state = policy.predict(observations, policy_state, starts, deterministic=True)
+            expected, reference_state = greedy_step(reference, masks, observations, reference_state, starts)
+            actions, policy_state = greedy_step(policy, masks, observations, policy_state, starts)
             expected, actions = np.asarray(expected), np.asarray(actions)
             found.alive.append(int(live.sum()))
             found.flips.append(int(actions_differ(expected, actions, space)[live].sum()))

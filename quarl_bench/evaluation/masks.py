@@ -57,6 +57,16 @@ def decision_values(adapter, observation: np.ndarray) -> np.ndarray:
     return values
 
 
+def greedy_step(policy, read_masks: Callable[[], np.ndarray] | None, observations: np.ndarray, state, starts):
+    """A policy's deterministic actions for a batch (SB3's ``predict``), among the legal ones where the env masks
+    actions (``read_masks``: :func:`mask_reader`'s, or None); returns (actions, next state)."""
+    if read_masks is None:
+        return policy.predict(observations, state, starts, deterministic=True)
+    from quarl_bench.zoo.policy import as_policy
+
+    return masked_argmax(decision_values(as_policy(policy), observations), read_masks()), state
+
+
 @dataclass
 class MaskCounts:
     """What masks did in one evaluation (summed over the processes that played parts of it)."""

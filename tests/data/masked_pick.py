@@ -15,6 +15,8 @@ class MaskedPick(gym.Env):
     observation_space = spaces.Box(0.0, 1.0, (ACTIONS,), np.float32)
     action_space = spaces.Discrete(ACTIONS)
 
+    played = illegal_played = 0  # across episodes: a test checks the second stays 0
+
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.steps = 0
@@ -31,6 +33,8 @@ class MaskedPick(gym.Env):
 
     def step(self, action):
         reward = float(self.values[action]) if self.legal[action] else -1.0
+        self.played += 1
+        self.illegal_played += int(not self.legal[action])
         self.steps += 1
         return self._draw(), reward, False, self.steps >= STEPS, {}
 
