@@ -14,7 +14,7 @@ import numpy as np
 
 from quarl_bench.api.c_firmware import c_firmware
 from quarl_bench.deploy.contract import contract, readme
-from quarl_bench.deploy.parity import claimed_spec, degraded_cause
+from quarl_bench.deploy.parity import artifact_parity, claimed_spec, degraded_cause, divergence_cause
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
@@ -101,7 +101,8 @@ def export_artifact(
 
     :param target: a backend's name (``"c-int8"``), or :func:`~quarl_bench.deploy.targets.deploy_target`'s value
         for a backend that calibrates.
-    :param certify: a :class:`~quarl_bench.certify.plan.CertifyConfig` (default: 20-episode batches, at most 200).
+    :param certify: a :class:`~quarl_bench.certify.plan.CertifyConfig` (default: 20-episode batches, at most
+        :data:`~quarl_bench.certify.config.EXPORT_MAX_EPISODES`).
     :param c_prefix: a C artifact's symbol prefix (``NAME_act``, ``NAME_*`` macros); '' keeps ``quarl_policy_act``.
     :raises QuarlError: for an unwritable or non-empty ``out`` (without ``force``), a missing runtime, a policy the
         backend cannot express, a parity gate failed without ``allow_divergent``, or an artifact certified worse
@@ -127,13 +128,13 @@ def export_artifact(
     size = "C source; flash below" if artifact.kind == "c" else f"{artifact.nbytes} bytes"
     step(f"built {target.backend} ({size}); parity against {spec_text(claimed)} on fixed states")
     detail: dict[str, Any] = {}
-    parity = artifact_parity(agent, module, artifact, claimed, detail)
+    parity = artifact_parity(agent, module, artifact, claimed, claimed_policy(agent, claimed), detail)
     step(_parity_line(parity))
     certification = certify_artifact(ref, target, claimed, store, certify, step)
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
             f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); "
-            f"{_divergence_cause(artifact, claimed, parity)}nothing written, pass --allow-divergent to write it anyway"
+            f"{divergence_cause(artifact, claimed, parity)}nothing written, pass --allow-divergent to write it anyway"
         )
     fp32 = certification["against_fp32"]
     if fp32["verdict"] == "unsafe" and not allow_degraded:
@@ -236,59 +237,11 @@ def _built(agent: Any, target: DeployTarget) -> tuple[Any, float]:
     return built_artifact(agent, target, sample, target_calibration(agent, target))
 
 
-def artifact_parity(
-    agent: Any, module: Any, artifact: Any, claimed: QuantSpec, detail: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The parity gate's figures for ``artifact`` against the fake-quant policy ``claimed`` (see
-    :mod:`quarl_bench.deploy.parity`), on the agent's fixed fp32-visited states (``detail``: filled with the
-    gate's states, the claimed actions and what :func:`~quarl_bench.deploy.parity.parity` records)."""
-    import torch
-
-    from quarl_bench.deploy.backends import runner
-    from quarl_bench.deploy.parity import parity
-    from quarl_bench.evaluation.evaluate import greedy_actions, torch_thread_count
-    from quarl_bench.evaluation.fixed_states import fixed_states
-    from quarl_bench.evaluation.margins import decision_values
+def claimed_policy(agent: Any, claimed: QuantSpec) -> Any:
+    """The fake-quant policy an artifact claims to be: the agent's fp32 policy, or PTQ's quantized copy of it."""
     from quarl_bench.methods.ptq import quantized
 
-    policy = agent.model.policy
-    policy.set_training_mode(False)
-    states = fixed_states(agent.ref.content_hash, policy, agent.make_env)
-    if not len(states):
-        raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
-    reference = policy if claimed.is_identity else quantized(agent, claimed)[0]
-    raw = module.raw_states(states)  # a recurrent form's fixed states are Markov states [obs | h | c]
-    with torch.no_grad():  # what predict does; the fast greedy paths leave it to the caller
-        claimed_actions = greedy_actions(reference)(states)
-        fp32_actions = greedy_actions(policy)(states)
-    bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
-    with torch_thread_count(1):
-        run = runner(artifact, threads=1)
-        if detail is not None:
-            detail.update(raw_states=raw, claimed=np.asarray(claimed_actions))
-        found = parity(
-            run, raw, claimed_actions, fp32_actions, decision_values(policy, states), bounds, claimed.precision, detail
-        )
-    spans = np.ptp(np.asarray(raw, np.float64).reshape(len(raw), -1), axis=0)
-    spans = spans[spans > 0]
-    return found | {"observation_span_ratio": float(spans.max() / spans.min()) if len(spans) else 1.0}
-
-
-def _divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any]) -> str:
-    """The likely cause of a failed gate and its remedy, where the figures name one: an int8 graph that quantizes
-    its raw observation per tensor (one step for features whose ranges differ widely), which its claim does not
-    model (a weights-only claim: ``ort-int8-dynamic``). A claim with activations models the graph's observation
-    grid (or its fp32 observation), so that cause is not theirs."""
-    ratio = parity.get("observation_span_ratio", 1.0)
-    if artifact.kind == "c" or "max_error_steps" not in parity or ratio < 4 or claimed.precision != "int8":
-        return ""
-    if claimed.activations:  # the claim rounds the observation on the graph's grid, or keeps it in fp32 as it does
-        return ""
-    return (
-        f"likely cause: the graph quantizes the raw observation to int8 per tensor, one step for features whose "
-        f"ranges differ {ratio:.0f}x (the fine ones lose their resolution); remedy: c-int8 (its gate models that "
-        "grid), or an agent that normalises its observations (VecNormalize); "
-    )
+    return agent.model.policy if claimed.is_identity else quantized(agent, claimed)[0]
 
 
 def certify_artifact(
@@ -304,13 +257,13 @@ def certify_artifact(
     policy still work?), then equivalent to the fake-quant policy ``claimed`` (within ±δ; fp32's batches, stored
     by then, also tighten δ's bounds). Both verdicts are stored (reused when stored); each carries both policies'
     mean returns with their confidence bounds."""
-    from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.certify.config import EXPORT_MAX_EPISODES, CertifyConfig
     from quarl_bench.certify.driver import certify_all
     from quarl_bench.certify.plan import FP32, CertifyRequest, Ladder, Question
     from quarl_bench.run.executors import make_executor
     from quarl_bench.store.provenance import driver_provenance
 
-    config = config or CertifyConfig(max_episodes=200)
+    config = config or CertifyConfig(max_episodes=EXPORT_MAX_EPISODES)
     store.check()
     questions = (
         Question(target.spec, FP32, equivalence=False, test="non-inferiority", target=target),

@@ -13,6 +13,8 @@ from quarl_bench.zoo.return_bounds import ReturnBounds
 CERTIFY_VERSION = 2  # bump when the procedure changes what a verdict means: stored verdicts are then not reused
 # (2: finite-sample betting sequences on return bounds, δ's own bounds, α split over families, catastrophe rates)
 
+EXPORT_MAX_EPISODES = 200  # an export's closed-loop certification: paired episodes before it is undetermined
+
 
 @dataclass(frozen=True)
 class CertifyConfig:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from quarl_bench.errors import QuarlError
 from quarl_bench.evaluation.fixed_states import NEAR_TIE_SHARE  # the fixed-state fidelity's near-tie split
 from quarl_bench.types import DEFAULT_CALIBRATION_STATES, QuantSpec
 
@@ -141,3 +142,63 @@ def degraded_cause(backend: str, certification: dict[str, Any], claimed: str) ->
             "hardened agent; "
         )
     return f"likely cause: the artifact parts from its claim (verdict {against_claim}), not the quantization; "
+
+
+def artifact_parity(
+    agent: Any,
+    module: Any,
+    artifact: Any,
+    claimed: QuantSpec,
+    reference: Any,
+    detail: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The parity gate's figures for ``artifact`` against ``reference``, the fake-quant policy ``claimed`` (see
+    :func:`parity`), on the agent's fixed fp32-visited states (``detail``: filled with the gate's states, the claimed
+    actions and what :func:`parity` records).
+
+    :raises QuarlError: for a policy with no fixed-state set (dict observations).
+    """
+    import torch
+
+    from quarl_bench.deploy.backends import runner
+    from quarl_bench.evaluation.evaluate import greedy_actions, torch_thread_count
+    from quarl_bench.evaluation.fixed_states import fixed_states
+    from quarl_bench.evaluation.margins import decision_values
+
+    policy = agent.model.policy
+    policy.set_training_mode(False)
+    states = fixed_states(agent.ref.content_hash, policy, agent.make_env)
+    if not len(states):
+        raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
+    raw = module.raw_states(states)  # a recurrent form's fixed states are Markov states [obs | h | c]
+    with torch.no_grad():  # what predict does; the fast greedy paths leave it to the caller
+        claimed_actions = greedy_actions(reference)(states)
+        fp32_actions = greedy_actions(policy)(states)
+    bounds = None if module.discrete else (module.low.numpy(), module.high.numpy())
+    with torch_thread_count(1):
+        run = runner(artifact, threads=1)
+        if detail is not None:
+            detail.update(raw_states=raw, claimed=np.asarray(claimed_actions))
+        found = parity(
+            run, raw, claimed_actions, fp32_actions, decision_values(policy, states), bounds, claimed.precision, detail
+        )
+    spans = np.ptp(np.asarray(raw, np.float64).reshape(len(raw), -1), axis=0)
+    spans = spans[spans > 0]
+    return found | {"observation_span_ratio": float(spans.max() / spans.min()) if len(spans) else 1.0}
+
+
+def divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any]) -> str:
+    """The likely cause of a failed gate and its remedy, where the figures name one: an int8 graph that quantizes
+    its raw observation per tensor (one step for features whose ranges differ widely), which its claim does not
+    model (a weights-only claim: ``ort-int8-dynamic``). A claim with activations models the graph's observation
+    grid (or its fp32 observation), so that cause is not theirs."""
+    ratio = parity.get("observation_span_ratio", 1.0)
+    if artifact.kind == "c" or "max_error_steps" not in parity or ratio < 4 or claimed.precision != "int8":
+        return ""
+    if claimed.activations:  # the claim rounds the observation on the graph's grid, or keeps it in fp32 as it does
+        return ""
+    return (
+        f"likely cause: the graph quantizes the raw observation to int8 per tensor, one step for features whose "
+        f"ranges differ {ratio:.0f}x (the fine ones lose their resolution); remedy: c-int8 (its gate models that "
+        "grid), or an agent that normalises its observations (VecNormalize); "
+    )

@@ -111,11 +111,26 @@ def add_algo(parser: argparse.ArgumentParser, **kwargs) -> None:
     parser.add_argument("--algo", type=str.lower, choices=ALGOS, metavar="ALGO", **kwargs)
 
 
+ENV_HELP = "env id or alias (CartPole, Breakout, my_pkg:MyEnv-v0, ...)"
+
+
+def add_env(parser: argparse.ArgumentParser, required: bool = False, default: str | None = None, **kwargs) -> None:
+    """``--env``, as every command takes it (one id or alias; ``nargs="+"`` where a command filters by several)."""
+    shown = " (default %(default)s)" if default else ""
+    kwargs.setdefault("help", ENV_HELP + shown)
+    parser.add_argument("--env", required=required, default=default, **kwargs)
+
+
+def add_cache(parser: argparse.ArgumentParser, what: str = "agent cache") -> None:
+    """``--cache``: where found and trained agents are kept."""
+    parser.add_argument("--cache", type=Path, default=None, help=f"{what} (default results/agents)")
+
+
 def add_sources(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-f", "--folder", type=Path, default=None, help="rl-zoo3 log folder to take agents from ($QUARL_ZOO)"
     )
-    parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    add_cache(parser)
     parser.add_argument("--train-if-missing", action="store_true", help="train missing fp32 baselines with rl-zoo3")
     parser.add_argument(
         "--trust-remote-code",
@@ -143,9 +158,7 @@ def add_agent(parser: argparse.ArgumentParser, hub: bool = True, env_required: b
     add_algo(
         parser, help=f"one of {', '.join(ALGOS)}; required without --model/--policy-module (a zip's is read from it)"
     )
-    parser.add_argument(
-        "--env", required=env_required, help="env id or alias (CartPole, Breakout, my_pkg:MyEnv-v0, ...)"
-    )
+    add_env(parser, required=env_required)
     parser.add_argument(
         "--model",
         type=Path,
@@ -242,7 +255,7 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
         "--calibration-method",
         choices=ACT_CALIBRATION_METHODS,
         default="minmax",
-        help="activation ranges: min-max, 0.01/99.99 percentiles, or the least-MSE shrink (default minmax)",
+        help="activation ranges: min-max, 0.01/99.99 percentiles, or the least-MSE shrink (default %(default)s)",
     )
 
 
@@ -308,7 +321,7 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=0.0,
         metavar="SIGMA",
-        help="std of Gaussian noise added to every observation the policies see (default 0)",
+        help="std of Gaussian noise added to every observation the policies see (default %(default)s)",
     )
     parser.add_argument(
         "--eval-workers",
@@ -324,13 +337,13 @@ def add_calibration(parser: argparse.ArgumentParser) -> None:
         "--calibration-states",
         type=positive_int,
         default=1000,
-        help="ort-int8-static: visited observations that calibrate activation ranges (default 1000)",
+        help="ort-int8-static: visited observations that calibrate activation ranges (default %(default)s)",
     )
     parser.add_argument(
         "--calibration-method",
         choices=CALIBRATION_METHODS,
         default="minmax",
-        help="ort-int8-static: how ranges are chosen from them (default minmax)",
+        help="ort-int8-static: how ranges are chosen from them (default %(default)s)",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quarl_bench.certify.config import EXPORT_MAX_EPISODES
 from quarl_bench.deploy.targets import BACKENDS
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
@@ -55,15 +56,15 @@ def add_export(commands: Subcommands) -> None:
     export.add_argument(
         "--max-episodes",
         type=positive_int,
-        default=200,
-        help="paired episodes after which the closed-loop certification is undetermined (default 200)",
+        default=EXPORT_MAX_EPISODES,
+        help="paired episodes after which the closed-loop certification is undetermined (default %(default)s)",
     )
     export.add_argument(
         "--allow-degraded",
         action="store_true",
         help="write the artifact even when it is certified worse than fp32 by more than the tolerance",
     )
-    export.add_argument("--seed", type=int, default=0, help="the certification's seed base (default 0)")
+    export.add_argument("--seed", type=int, default=0, help="the certification's seed base (default %(default)s)")
     export.add_argument(
         "--c-prefix",
         default="",
@@ -93,7 +94,7 @@ def add_table4(commands: Subcommands) -> None:
         default=["ort-fp32", "ort-fp16", "ort-int8-dynamic", "ort-int8-static", "torchao-int8"],
         help=f"one or more of {', '.join(BACKENDS.names())} (torch-fp32, the reference, always runs)",
     )
-    table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default 1000)")
+    table4.add_argument("--calls", type=positive_int, default=1000, help="timed batch-1 calls (default %(default)s)")
     add_store(table4)
     table4.add_argument("--force", action="store_true", help="time again what the store already has")
 

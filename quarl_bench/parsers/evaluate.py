@@ -11,6 +11,7 @@ from quarl_bench.parsers.arguments import (
     add_agent,
     add_certification,
     add_certify_settings,
+    add_env,
     add_evaluation,
     add_executor,
     add_precisions,
@@ -140,7 +141,7 @@ def add_sweep(commands: Subcommands) -> None:
     sweep.set_defaults(handler=handler("sweep:sweep"))
     sweep.add_argument("grid", type=Path, help="grid file, e.g. zoo_configs/sweetspot.yaml")
     sweep.add_argument("--algo", nargs="+", type=str.lower, default=None, help="only these algos")
-    sweep.add_argument("--env", nargs="+", default=None, help="only these envs (ids or aliases)")
+    add_env(sweep, nargs="+", help="only these envs (ids or aliases)")
     add_precisions(sweep, "only these precisions of the grid")
     sweep.add_argument("-n", "--episodes", type=positive_int, default=None, help="override the grid's episodes")
     sweep.add_argument(

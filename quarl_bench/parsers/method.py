@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from pathlib import Path
 from typing import Any
 
 from quarl_bench.deploy.targets import BACKENDS
@@ -20,6 +19,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
     add_agent,
+    add_cache,
     add_calibration,
     add_precisions,
     add_recipe,
@@ -114,7 +114,7 @@ def method_parser(name: str, config: type, parser_class: type[argparse.ArgumentP
     if "eval_seed" not in roles:
         parser.add_argument("--eval-seed", type=int, default=0, help="evaluation seed (env i gets seed + i)")
     if AGENT not in roles.values():  # the agent flags have it
-        parser.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+        add_cache(parser)
     parser.add_argument("--force", action="store_true", help="re-run jobs already in the store")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="this process, or a Ray cluster")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local cluster)")

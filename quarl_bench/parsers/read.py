@@ -7,9 +7,7 @@ from pathlib import Path
 from quarl_bench.certify.config import CertifyConfig
 from quarl_bench.config import config_dir
 from quarl_bench.parsers import Subcommands, handler
-from quarl_bench.parsers.arguments import (
-    add_store,
-)
+from quarl_bench.parsers.arguments import add_env, add_store
 from quarl_bench.parsers.config_flags import config_flag
 
 
@@ -53,6 +51,6 @@ def add_results(commands: Subcommands) -> None:
     results.set_defaults(handler=handler("read:results"))
     add_store(results)
     results.add_argument("--algo", default=None)
-    results.add_argument("--env", default=None)
+    add_env(results, help="only this env's rows (id or alias)")
     results.add_argument("--csv", type=Path, default=None, help="write the rows to this CSV file")
     results.add_argument("--parquet", type=Path, default=None, help="write the rows to this Parquet file")

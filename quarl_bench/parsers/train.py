@@ -9,7 +9,10 @@ from quarl_bench.methods.qat import QATConfig
 from quarl_bench.methods.rollout import RolloutConfig
 from quarl_bench.parsers import Subcommands, handler
 from quarl_bench.parsers.arguments import (
+    ENV_HELP,
     add_algo,
+    add_cache,
+    add_env,
     add_executor,
     add_store,
     add_timesteps,
@@ -27,7 +30,7 @@ def add_qat(commands: Subcommands) -> None:
     qat = commands.add_parser("qat", help="quantization-aware training with rl-zoo3 hyperparameters, then evaluation")
     qat.set_defaults(handler=handler("train:qat"))
     add_algo(qat, required=True)
-    qat.add_argument("--env", required=True, help="env id or alias")
+    add_env(qat, required=True)
     # QAT's own set (QATConfig checks it), not every registered precision
     qat.add_argument("--bits", required=True, type=precision_arg, metavar="P", help="int2-int8, int16, fp16 or bf16")
     config_flag(qat, QATConfig, "quant_delay", alone=False)
@@ -36,9 +39,9 @@ def add_qat(commands: Subcommands) -> None:
     )
     config_flag(qat, QATConfig, "seed", alone=False)
     config_flag(qat, QATConfig, "quantize_activations")
-    qat.add_argument("--episodes", type=positive_int, default=100, help="evaluation episodes (default 100)")
+    qat.add_argument("--episodes", type=positive_int, default=100, help="evaluation episodes (default %(default)s)")
     qat.add_argument("--eval-seed", type=int, default=0, help="evaluation seed")
-    qat.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    add_cache(qat)
     add_store(qat)
 
 
@@ -46,7 +49,7 @@ def add_amp(commands: Subcommands) -> None:
     amp = commands.add_parser("amp", help="mixed-precision training timing: fp32 vs autocast for three policy sizes")
     amp.set_defaults(handler=handler("train:amp"))
     add_algo(amp, default="dqn")
-    amp.add_argument("--env", default="CartPole-v1", help="env id or alias (default CartPole-v1)")
+    add_env(amp, default="CartPole-v1")
     amp.add_argument(
         "--policy-arch", nargs="+", choices=("small", "medium", "large"), default=["small", "medium", "large"]
     )
@@ -64,7 +67,7 @@ def add_amp(commands: Subcommands) -> None:
         help="where both trainings run (default: cuda when there is a GPU)",
     )
     amp.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes of each trained agent")
-    amp.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    add_cache(amp)
     add_store(amp)
 
 
@@ -83,7 +86,7 @@ def add_actorq(commands: Subcommands) -> None:
         choices=ACTORQ_ALGOS,
         help="learner: dqn (discrete actions) or td3/ddpg/d4pg (continuous)",
     )
-    actorq.add_argument("--env", default=None, help="env id or alias (default CartPole-v1)")
+    add_env(actorq, help=ENV_HELP + " (default CartPole-v1, or each env of --grid)")
     config_flag(actorq, ActorQConfig, "actor_precision", alone=False, given_only=True, choices=ACTOR_PRECISIONS)
     for name in FLAG_SETTINGS:  # each said once, in ActorQConfig: its default, its help
         custom = {
@@ -116,7 +119,7 @@ def add_rollout(commands: Subcommands) -> None:
     rollout.set_defaults(handler=handler("train:rollout"))
     rollout.add_argument("--grid", type=Path, default=None, help="study file, e.g. zoo_configs/rollout.yaml")
     rollout.add_argument("--algo", default=None, type=str.lower, choices=ALGOS, help="ppo (default) or a2c")
-    rollout.add_argument("--env", default=None, help="env id or alias")
+    add_env(rollout, help=ENV_HELP + " (default: each env of --grid)")
     rollout.add_argument(
         "--rollout-precision",
         nargs="+",
@@ -149,7 +152,7 @@ def add_rollout(commands: Subcommands) -> None:
     )
     config_flag(rollout, RolloutConfig, "episodes", alone=False, given_only=True)
     add_executor(rollout, "runs")
-    rollout.add_argument("--cache", type=Path, default=None, help="trained agents (default results/agents)")
+    add_cache(rollout, "trained agents")
     add_store(rollout)
     rollout.add_argument("--force", action="store_true", help="train again runs the store already has")
 
@@ -158,7 +161,7 @@ def add_train(commands: Subcommands) -> None:
     train = commands.add_parser("train", help="train an fp32 baseline with rl-zoo3's hyperparameters into the cache")
     train.set_defaults(handler=handler("train:train"))
     train.add_argument("--algo", required=True, choices=ALGOS)
-    train.add_argument("--env", required=True)
+    add_env(train, required=True)
     train.add_argument("--seed", type=int, default=0)
     add_timesteps(train, None, "training timesteps (default: rl-zoo3's budget)")
-    train.add_argument("--cache", type=Path, default=None, help="agent cache (default results/agents)")
+    add_cache(train)
