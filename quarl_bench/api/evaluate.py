@@ -75,8 +75,9 @@ def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
     :raises QuarlError: naming what does not fit.
     """
     from quarl_bench.zoo.algorithms import RECURRENT
+    from quarl_bench.zoo.ids import stored_form
 
-    if ref.algo == "onnx" and any(spec.calibrated or spec.activations for spec in specs):
+    if stored_form(ref.algo).graph and any(spec.calibrated or spec.activations for spec in specs):
         from pathlib import Path
 
         from quarl_bench.quant.quantize import onnx_refusal

@@ -75,7 +75,7 @@ def quantize(
         return quantized, ()
     if spec.calibrated and (states is None or not len(states)):
         raise QuarlError(f"{spec.recipe_label()} needs calibration states: none were given")
-    if (spec.calibrated or spec.activations or spec.ptq != "rtn") and hasattr(policy, "graph_bytes"):
+    if (spec.calibrated or spec.activations or spec.ptq != "rtn") and not getattr(policy, "torch_layers", True):
         raise QuarlError(onnx_refusal(policy.not_a_chain))
     fold_actor_batch_norms(quantized)
     tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)

@@ -227,6 +227,8 @@ class UserOnnxPolicy(UserModulePolicy):
     the session is built from the current weights at the first action, so quantize before acting.
     """
 
+    torch_layers = False  # its layers are the graph's initializers: nothing to calibrate activations on in torch
+
     def __init__(
         self,
         observation_space: spaces.Space,
