@@ -111,6 +111,9 @@ def test_an_installed_plugin_adds_a_format_a_rounding_a_method_and_a_backend(
     stochastic = frame[[fields.get("ptq") == "stochastic" for fields in frame["spec_json"]]]
     # one row: the grid's int4 stochastic cell is the job `run` stored (5 episodes, seed 0), found, not played again
     assert len(stochastic) == 1 and all(not f.get("calibration_states") for f in stochastic["spec_json"])
+    nf4 = frame[frame["precision"] == "nf4"]["weights"].iloc[0]["acting_bytes"]
+    int4 = stochastic["weights"].iloc[0]["acting_bytes"]
+    assert int4 < nf4 < 1.2 * int4  # nf4's registered scale bits (one fp32 per 64 weights) are counted
     assert tracked_state() == before  # quarl-bench's own files unchanged
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from quarl_bench.precision import names
+from quarl_bench.precision import names, precision
 
 
 @dataclass(frozen=True)
@@ -138,9 +138,13 @@ def format_round_trip(x: torch.Tensor, name: str, amax: torch.Tensor | None = No
 
 
 def format_scale_bits(name: str, numel: int) -> int:
-    """Bits a tensor of ``numel`` values spends on its format's scales."""
+    """Bits a tensor of ``numel`` values spends on its format's scales: MX's and NVFP4's per block (and NVFP4's
+    per-tensor fp32), fp8's one fp32 per tensor; any other format (a plugin's) what its registered ``scale_bits``
+    per element say, rounded up."""
     if name in MX_ELEMENTS:
         return 8 * -(-numel // MX_BLOCK)
     if name == "nvfp4":
         return 8 * -(-numel // NV_BLOCK) + 32
-    return 32
+    if name in FP8_DTYPES:
+        return 32
+    return math.ceil(precision(name).scale_bits * numel)
