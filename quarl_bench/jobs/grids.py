@@ -18,8 +18,8 @@ import yaml
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import (
+    DEFAULT_METHOD,
     EVERY_SPEC_OPTION,
-    FP32_TARGET,
     GRANULARITIES,
     INPUT_FIELDS,
     LAYER_MODES,
@@ -87,21 +87,22 @@ def build_jobs(
     ref: AgentRef,
     specs: Sequence[QuantSpec],
     settings: EvalSettings,
-    method: str = "ptq",
+    method: str = DEFAULT_METHOD,
     targets: Sequence[DeployTarget] = (),
-    mixed: Sequence[QuantSpec] = (),
+    **by_method: Sequence[QuantSpec],
 ) -> list[Job]:
-    """Per evaluation seed: the fp32 reference job first, then one job per distinct requested spec (all of
-    ``method``), per deploy target (method ``deploy``) and per ``mixed`` allocation (method ``mixed``, its
-    reference the PTQ fp32 job), then the random policy's job if asked for."""
+    """Per evaluation seed: the fp32 reference job first (``method``'s, :meth:`Job.reference`), then one job per
+    distinct requested spec (all of ``method``), per deployed target, and per spec of another method played in the
+    same work (``by_method``: PTQ's works carry ``mixed`` allocations, whose reference is PTQ's fp32 job), then the
+    random policy's job if asked for."""
     from quarl_bench.zoo.envs import default_eval_envs
 
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
     # a deployed artifact acts deterministically (argmax / mean inside the graph), Atari included
-    actions = ActionMode("deterministic") if method == "deploy" else action_mode(ref)
+    actions = ActionMode("deterministic") if targets else action_mode(ref)
     jobs: list[Job] = []
     for seed in settings.all_seeds:
-        base = Job(
+        played = Job(
             ref.algo,
             ref.env_id,
             QuantSpec("fp32"),
@@ -111,13 +112,13 @@ def build_jobs(
             n_envs,
             actions,
             obs_noise=settings.obs_noise,
-            method="ptq" if method == "mixed" else method,
-            target=FP32_TARGET if method == "deploy" else None,
+            method=method,
         )
+        base = played.reference()
         seed_jobs = [base]
-        variants = [replace(base, spec=spec) for spec in specs]
+        variants = [replace(played, spec=spec) for spec in specs]
         variants += [replace(base, target=target) for target in targets]
-        variants += [replace(base, spec=spec, method="mixed") for spec in mixed]
+        variants += [replace(played, spec=spec, method=name) for name, more in by_method.items() for spec in more]
         for job in variants:
             if job not in seed_jobs:
                 seed_jobs.append(job)
