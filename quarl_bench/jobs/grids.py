@@ -141,7 +141,7 @@ class GridCell:
     n_timesteps: int | None = None  # qat only; None = rl-zoo3's budget
     model: str = ""  # a policy file (SB3 zip or ONNX) instead of a zoo agent; algo is then "model"
     env_packages: tuple[str, ...] = ()  # modules imported before the env is made
-    method: str = "ptq"  # the registered method that evaluates it
+    method: str = DEFAULT_METHOD  # the registered method that evaluates it
 
     @property
     def precision(self) -> str:
@@ -196,7 +196,7 @@ def load_study(path: str | Path) -> Study:
         data = yaml.safe_load(handle) or {}
     episodes = int(data.get("episodes", 100))
     seeds = [int(s) for s in data.get("seeds", [0])]
-    method = str(data.get("method", "ptq"))
+    method = str(data.get("method", DEFAULT_METHOD))
     if method not in METHODS:  # a method module in no index is found by name
         raise QuarlError(
             f"bad method {method!r} in {path}: expected a registered method, one of {', '.join(METHODS.names())}"
