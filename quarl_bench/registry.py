@@ -199,6 +199,3 @@ METHODS: Registry[type] = Registry(
         "harden": "quarl_bench.methods.harden",
     },
 )
-# Spec methods evaluated as PTQ of an existing agent: a grid's cells of these are grouped by agent (one work per agent
-# and worker), every other method's cell is a run of its own (its config's ``from_cell``).
-PTQ_METHODS = ("ptq", "mixed")

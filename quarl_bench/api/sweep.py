@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from quarl_bench.errors import QuarlError, note
 from quarl_bench.extras import require
-from quarl_bench.registry import PTQ_METHODS
 
 if TYPE_CHECKING:
     from quarl_bench.store import ResultStore
@@ -30,7 +29,9 @@ class SweepPlan:
 
     @property
     def training_runs(self) -> int:
-        return sum(work.method != "ptq" for work in self.works)
+        from quarl_bench.methods.protocol import grouping
+
+        return sum(grouping(work.method) is None for work in self.works)  # a grouped work trains nothing
 
 
 @dataclass
@@ -76,7 +77,7 @@ def plan_sweep(
         (a training method on a remote one, ActorQ on any).
     """
     from quarl_bench.jobs.grids import load_study, select
-    from quarl_bench.methods.protocol import config_type, handler, refuse_on_ray
+    from quarl_bench.methods.protocol import config_type, grouping, handler, refuse_on_ray
     from quarl_bench.run.executors import default_workers
     from quarl_bench.run.runner import plan
     from quarl_bench.store.provenance import driver_provenance
@@ -87,7 +88,7 @@ def plan_sweep(
         raise QuarlError(f"no job in {grid} matches the filters: check --algo/--env/--bits")
     if executor == "ray":
         require("distributed", "--executor ray", ("ray",))
-        for method in dict.fromkeys(cell.method for cell in cells if cell.method not in PTQ_METHODS):
+        for method in dict.fromkeys(cell.method for cell in cells if grouping(cell.method) is None):
             refuse_on_ray(method, handler(config_type(method)).ray, address is None)
     workers = workers or default_workers()
     works, skipped, already = plan(cells, sources, store, workers, force, driver_provenance(), random_baseline)
@@ -125,7 +126,9 @@ def with_eval_seeds(cells: list[Any], seeds: Sequence[int] | None) -> list[Any]:
     run each (QAT's training seeds) stay."""
     if not seeds:
         return cells
-    seeded = [replace(cell, seed=seed) if cell.method in PTQ_METHODS else cell for cell in cells for seed in seeds]
+    from quarl_bench.methods.protocol import grouping
+
+    seeded = [replace(cell, seed=seed) if grouping(cell.method) else cell for cell in cells for seed in seeds]
     return list(dict.fromkeys(seeded))
 
 
@@ -137,6 +140,7 @@ def study_rows(store: ResultStore, cells: list[Any], sources: Any) -> list[dict[
     """
     from quarl_bench.jobs.grids import EvalSettings, build_jobs
     from quarl_bench.jobs.work import Work
+    from quarl_bench.methods.protocol import grouping
     from quarl_bench.run.runner import cell_agent, cell_config, known_jobs
 
     agents: dict[tuple[str, str, str], Any] = {}
@@ -152,7 +156,7 @@ def study_rows(store: ResultStore, cells: list[Any], sources: Any) -> list[dict[
 
     rows: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        if cell.method not in PTQ_METHODS:
+        if grouping(cell.method) is None:
             try:
                 config = cell_config(cell, sources)
             except QuarlError:  # its agent is not found here: no rows
@@ -160,7 +164,8 @@ def study_rows(store: ResultStore, cells: list[Any], sources: Any) -> list[dict[
             jobs = known_jobs(Work(config, EvalSettings(cell.episodes, 0), sources.cache))
         else:
             ref = ptq_agent(cell)
-            jobs = build_jobs(ref, [cell.spec], EvalSettings(cell.episodes, cell.seed)) if ref is not None else []
+            settings = EvalSettings(cell.episodes, cell.seed)
+            jobs = build_jobs(ref, [cell.spec], settings, cell.method) if ref is not None else []
         for job in jobs:
             row = rows.get(job.key) or store.get(job.key)
             if row is not None:
@@ -173,9 +178,10 @@ def grid_agents(grid: str | Path, algo: str | None, env: str | None, sources: An
     lack are listed on stderr and skipped, as ``sweep`` does."""
     from quarl_bench.jobs.grids import load_study, select
     from quarl_bench.run.runner import resolve_cells
+    from quarl_bench.types import DEFAULT_METHOD
 
     cells = select(load_study(grid).cells, [algo] if algo else None, [env] if env else None)
-    cells = [cell for cell in cells if cell.method == "ptq"]
+    cells = [cell for cell in cells if cell.method == DEFAULT_METHOD]  # quantize-and-play cells
     if not cells:
         raise QuarlError(f"no PTQ cell in {grid} matches the filters: check --algo/--env")
     agents, skipped = resolve_cells(cells, sources)

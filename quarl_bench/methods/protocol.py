@@ -74,6 +74,14 @@ class OfAgent:
 
     ref: AgentRef
     spec_flags: ClassVar[tuple[str, ...]] = ()
+    # the methods whose grid cells of one agent this config plays together: one work per agent, seed and episode
+    # count, split over workers around one fp32 reference (PTQ: ptq and mixed); none: one run per cell
+    groups_cells: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def from_jobs(cls, ref: AgentRef, jobs: list[Job]) -> Any:
+        """A share of a grouped work's jobs as this config (for a config with ``groups_cells``)."""
+        raise NotImplementedError(f"{cls.__name__} groups no cells")
 
     @property
     def algo(self) -> str:
@@ -173,6 +181,16 @@ def evaluated_methods() -> tuple[str, ...]:
     """The methods with an evaluator of their own (what ``certify --method`` takes), every method module loaded."""
     METHODS.load(every=True)
     return tuple(_EVALUATORS)
+
+
+def grouping(method: str) -> type | None:
+    """The config that plays ``method``'s grid cells of one agent together (its ``groups_cells`` names it), or None
+    when each cell is a run of its own."""
+    METHODS.load(method)
+    for config in list(METHODS.entries.values()):
+        if method in getattr(config, "groups_cells", ()):
+            return config
+    return None
 
 
 def config_type(method: str) -> type:

@@ -19,9 +19,20 @@ from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
-from quarl_bench.types import CALIBRATION_SEED, REFERENCE_RULES, SPEC_GRID, SPEC_RECIPE, EvalResult, Job, QuantSpec
+from quarl_bench.types import (
+    CALIBRATION_SEED,
+    REFERENCE_RULES,
+    SPEC_GRID,
+    SPEC_RECIPE,
+    AgentRef,
+    EvalResult,
+    Job,
+    QuantSpec,
+)
 from quarl_bench.zoo.agents import LoadedAgent
 from quarl_bench.zoo.policy import as_policy
+
+MIXED = "mixed"  # a per-layer allocation's jobs (``quarl-bench mixed``): played as PTQ, against PTQ's fp32 row
 
 
 @dataclass(frozen=True)
@@ -37,9 +48,15 @@ class PTQConfig(OfAgent):
     mixed: tuple[QuantSpec, ...] = ()
     method: ClassVar[str] = "ptq"
     spec_flags: ClassVar[tuple[str, ...]] = (SPEC_GRID, SPEC_RECIPE)  # quantize and play applies all of them
+    groups_cells: ClassVar[tuple[str, ...]] = ("ptq", MIXED)  # one agent's cells, split over workers
+
+    @classmethod
+    def from_jobs(cls, ref: AgentRef, jobs: list[Job]) -> PTQConfig:
+        """A share of an agent's grouped jobs: its quantized specs and its mixed allocations."""
+        specs = tuple(job.spec for job in jobs if job.method == cls.method and not job.spec.is_identity)
+        return cls(ref, specs, tuple(job.spec for job in jobs if job.method == MIXED))
 
 
-MIXED = "mixed"  # a per-layer allocation's jobs (``quarl-bench mixed``): played as PTQ, against PTQ's fp32 row
 REFERENCE_RULES[MIXED] = lambda fp32: replace(fp32, method=PTQConfig.method)
 
 

@@ -117,29 +117,28 @@ def plan(
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
     from quarl_bench.jobs.grids import build_jobs
-    from quarl_bench.methods.ptq import PTQConfig
 
     works: list[Work] = []
-    ptq_cells: list[GridCell] = []
+    grouped_cells: list[GridCell] = []
     for cell in cells:
         if (config := cell_config(cell, sources)) is not None:
             works.append(Work(config, EvalSettings(cell.episodes, 0), sources.cache, driver=driver))
         else:
-            ptq_cells.append(cell)
-    agents, skipped = resolve_cells(ptq_cells, sources)
+            grouped_cells.append(cell)
+    agents, skipped = resolve_cells(grouped_cells, sources)
     done = 0
     for ref, group in agents:
-        for (seed, episodes), (specs, mixed) in _by_settings(group).items():
+        for (seed, episodes, config_type), by_method in _by_settings(group).items():
             settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
-            jobs = build_jobs(ref, specs, settings, mixed=mixed)
+            own = by_method.pop(config_type.method, [])
+            jobs = build_jobs(ref, own, settings, config_type.method, **by_method)
             pending = jobs if force else [job for job in jobs if not store.has(job.key)]
             done += len(jobs) - len(pending)
             keys = {job.key for job in jobs}
             shares = [pending[i :: min(workers, len(pending))] for i in range(min(workers, len(pending)))]
             for share in shares:  # the fp32 reference is evaluated by the first share only
                 mine = {job.key for job in share}
-                specs = tuple(j.spec for j in share if not j.spec.is_identity and j.method == "ptq")
-                config = PTQConfig(ref, specs, tuple(j.spec for j in share if j.method == "mixed"))
+                config = config_type.from_jobs(ref, share)
                 works.append(Work(config, settings, sources.cache, frozenset(keys - mine), driver))
     return works, skipped, done
 
@@ -152,10 +151,9 @@ def cell_config(cell: GridCell, sources: AgentSources) -> Any:
     :raises QuarlError: for a method that is not registered, or one a grid cannot plan.
     """
     from quarl_bench.errors import QuarlError
-    from quarl_bench.methods.protocol import OfAgent, config_type
-    from quarl_bench.registry import PTQ_METHODS
+    from quarl_bench.methods.protocol import OfAgent, config_type, grouping
 
-    if cell.method in PTQ_METHODS:
+    if grouping(cell.method) is not None:  # played with the agent's other cells (PTQ's)
         return None
     kind = config_type(cell.method)
     if issubclass(kind, OfAgent):
@@ -206,10 +204,12 @@ def cell_agent(cell: GridCell, sources: AgentSources, use_hub: bool) -> AgentRef
     return resolve(query)
 
 
-def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int], tuple[list[QuantSpec], list[QuantSpec]]]:
-    """PTQ cells by (seed, episodes): their ``ptq`` specs and their ``mixed`` ones."""
-    groups: dict[tuple[int, int], tuple[list[QuantSpec], list[QuantSpec]]] = {}
+def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int, type], dict[str, list[QuantSpec]]]:
+    """Grouped cells by (seed, episodes, the config that groups them): their specs by method."""
+    from quarl_bench.methods.protocol import grouping
+
+    groups: dict[tuple[int, int, type], dict[str, list[QuantSpec]]] = {}
     for cell in cells:
-        ptq, mixed = groups.setdefault((cell.seed, cell.episodes), ([], []))
-        (mixed if cell.method == "mixed" else ptq).append(cell.spec)
+        key = (cell.seed, cell.episodes, grouping(cell.method))
+        groups.setdefault(key, {}).setdefault(cell.method, []).append(cell.spec)
     return groups
