@@ -310,34 +310,7 @@ class DeployTarget:
 FP32_TARGET = DeployTarget("torch-fp32", "fp32")  # the fp32 reference every deployed artifact is compared with
 
 
-SPEC_GRID, SPEC_RECIPE = "grid", "recipe"  # the spec option groups a method may apply beyond the precision
-EVERY_SPEC_OPTION = (SPEC_GRID, SPEC_RECIPE)
-
-
-def spec_options(spec: QuantSpec) -> dict[str, list[str]]:
-    """What a spec sets beyond its precision, by option group (``grid``, ``recipe``), as a user wrote it."""
-    grid = [spec.granularity] if spec.granularity != "auto" else []
-    grid += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
-    grid += [f"layers {spec.layers}"] if spec.layers != "paper" else []
-    recipe = [spec.recipe_label()] if spec.recipe_label() else []
-    recipe += ["per-layer precisions"] if spec.layer_precisions else []
-    return {SPEC_GRID: grid, SPEC_RECIPE: recipe}
-
-
-def check_spec_options(method: str, takes: tuple[str, ...], spec: QuantSpec) -> None:
-    """:raises QuarlError: for a spec setting what ``method`` does not apply (``takes``: its config's
-    ``spec_flags``)."""
-    options = spec_options(spec)
-    refused = [option for group in options if group not in takes for option in options[group]]
-    if refused:
-        raise QuarlError(
-            f"method {method!r} does not apply {', '.join(refused)} (its specs take "
-            f"{' and '.join(f'{group} options' for group in takes) or 'a precision only'})"
-        )
-
-
-# The method of a job that names none (quantize and play): a value, not a branch; spec_identity always records it.
-DEFAULT_METHOD = "ptq"
+DEFAULT_METHOD = "ptq"  # the method of a job that names none (quantize and play): a value, never branched on
 
 
 def spec_identity(spec: QuantSpec, method: str = DEFAULT_METHOD, target: DeployTarget | None = None) -> dict[str, Any]:
@@ -425,14 +398,12 @@ class Job:
         return self.actions.deterministic
 
 
-# How a job's fp32 reference differs from the job at fp32, for a method whose differs: its module registers the rule
-# (a deployed artifact's is the torch-fp32 target's job; a mixed allocation's is PTQ's fp32 job).
+# a method's fp32 reference where it is not its own job at fp32, registered by its module (deploy, mixed, rollout)
 REFERENCE_RULES: dict[str, Callable[[Job], Job]] = {}
 
 
 def reference_rule(method: str) -> Callable[[Job], Job]:
-    """``method``'s reference rule: its module's (imported by the registry's index if it is not yet: the rule
-    must never be missed, or a row would be stored against another reference), else the identity."""
+    """``method``'s reference rule: its module's (imported through the methods' index: never missed), else none."""
     if method not in REFERENCE_RULES:
         from quarl_bench.registry import METHODS
 

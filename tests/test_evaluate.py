@@ -11,7 +11,8 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecNormalize
 
 from quarl_bench.action_modes import ActionMode
-from quarl_bench.evaluation.evaluate import AgreementMeter, evaluate
+from quarl_bench.evaluation.agreement import AgreementMeter
+from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.jobs.grids import EvalSettings, build_jobs
 from quarl_bench.methods.ptq import evaluate_job
 from quarl_bench.quant.quantize import quantize

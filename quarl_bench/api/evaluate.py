@@ -337,8 +337,8 @@ def certify_request(
     """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
     first, alone); α split over the families; each question played by method ``by`` (one with an evaluator)."""
     from quarl_bench.certify.plan import CertifyRequest, ladders
+    from quarl_bench.jobs.spec_options import check_spec_options
     from quarl_bench.methods.protocol import config_type, evaluated_methods
-    from quarl_bench.types import check_spec_options
 
     playable = [m for m in evaluated_methods() if m != "deploy"]  # an artifact is certified by export
     if by != "ptq" and by not in playable:

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.vec_env import VecEnv
 
-from quarl_bench.evaluation.evaluate import action_span
+from quarl_bench.evaluation.agreement import action_span
 from quarl_bench.evaluation.fidelity import actions_differ
 from quarl_bench.evaluation.masks import greedy_step, mask_reader
 from quarl_bench.zoo.policy import as_policy

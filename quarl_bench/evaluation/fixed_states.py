@@ -57,7 +57,7 @@ def _fidelity(policy: BasePolicy, reference: BasePolicy, states: np.ndarray) -> 
     if not discrete_actions(reference):
         actions = np.asarray(greedy_actions(policy)(states), dtype=float).reshape(len(states), -1)
         expected = np.asarray(greedy_actions(reference)(states), dtype=float).reshape(len(states), -1)
-        from quarl_bench.evaluation.evaluate import RELATIVE_FLOOR, action_span
+        from quarl_bench.evaluation.agreement import RELATIVE_FLOOR, action_span
 
         span = action_span(reference.action_space)
         distance = np.linalg.norm(actions - expected, axis=1)

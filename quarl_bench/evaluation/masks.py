@@ -42,12 +42,14 @@ def masked_probabilities(probabilities: np.ndarray, masks: np.ndarray) -> np.nda
     return np.where(totals > 0, kept / np.where(totals > 0, totals, 1.0), uniform)
 
 
-def decision_values(adapter, observation: np.ndarray) -> np.ndarray:
-    """The values a masked greedy action is the argmax of.
+def mask_values(adapter, observation: np.ndarray) -> np.ndarray:
+    """The values a masked greedy action is the argmax of (:func:`~quarl_bench.evaluation.margins.decision_values`).
 
-    :raises QuarlError: for a policy that exposes none (it cannot be played under masks).
+    :raises QuarlError: for a policy that exposes none, or carries a state (it cannot be played under masks).
     """
-    values = None if adapter.carries_state else adapter.decision_values(observation)
+    from quarl_bench.evaluation.margins import decision_values
+
+    values = None if adapter.carries_state else decision_values(adapter, observation)
     if values is None:
         raise QuarlError(
             f"this env masks actions (action_masks()), and a {type(adapter.network).__name__} exposes no per-action "
@@ -64,7 +66,7 @@ def greedy_step(policy, read_masks: Callable[[], np.ndarray] | None, observation
         return policy.predict(observations, state, starts, deterministic=True)
     from quarl_bench.zoo.policy import as_policy
 
-    return masked_argmax(decision_values(as_policy(policy), observations), read_masks()), state
+    return masked_argmax(mask_values(as_policy(policy), observations), read_masks()), state
 
 
 @dataclass

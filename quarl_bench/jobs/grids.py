@@ -17,9 +17,9 @@ import yaml
 
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
+from quarl_bench.jobs.spec_options import EVERY_SPEC_OPTION, check_spec_options, spec_options
 from quarl_bench.types import (
     DEFAULT_METHOD,
-    EVERY_SPEC_OPTION,
     GRANULARITIES,
     INPUT_FIELDS,
     LAYER_MODES,
@@ -28,8 +28,6 @@ from quarl_bench.types import (
     DeployTarget,
     Job,
     QuantSpec,
-    check_spec_options,
-    spec_options,
 )
 from quarl_bench.zoo.algorithms import ALGOS, EPSILON_GREEDY
 from quarl_bench.zoo.ids import stored_form

@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.jobs.spec_options import SPEC_GRID, SPEC_RECIPE
 from quarl_bench.methods.protocol import OfAgent, SideRow, register
-from quarl_bench.types import SPEC_GRID, SPEC_RECIPE, AgentRef, Job, QuantSpec
+from quarl_bench.types import AgentRef, Job, QuantSpec
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work

@@ -14,8 +14,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.jobs.spec_options import check_spec_options
 from quarl_bench.registry import METHODS
-from quarl_bench.types import check_spec_options
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from quarl_bench.evaluation.calibration import states_hash, visited_states
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
+from quarl_bench.jobs.spec_options import SPEC_GRID, SPEC_RECIPE
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.playing import job_result, play_job
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
@@ -22,8 +23,6 @@ from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
 from quarl_bench.types import (
     CALIBRATION_SEED,
     REFERENCE_RULES,
-    SPEC_GRID,
-    SPEC_RECIPE,
     AgentRef,
     EvalResult,
     Job,
