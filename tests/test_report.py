@@ -153,3 +153,44 @@ def test_a_small_store_gets_the_files_a_reader_opens(cli, tmp_path: Path) -> Non
     assert code == 0, err
     every = {p.name for p in (tmp_path / "all").iterdir()}
     assert set(lean) < every and any(name.startswith("reward_error_table__seed-") for name in every)
+
+
+@pytest.fixture(scope="module")
+def one_verdict(zoo: Path, tmp_path_factory: pytest.TempPathFactory) -> pd.Series:
+    """One stored verdict (dqn CartPole int8, safe), as the report reads it from the store."""
+    from quarl_bench.cli import main
+    from quarl_bench.store import ResultStore
+
+    store = tmp_path_factory.mktemp("verdict") / "quarl.sqlite"
+    args = ["certify", "--algo", "dqn", "--env", "CartPole-v1", "--folder", str(zoo), "--no-hub", "--bits", "int8"]
+    args += ["--tolerance-abs", "1000", "--max-episodes", "20", "--batch", "10", "--store", str(store)]
+    assert main(args) == 0
+    with ResultStore(store) as opened:
+        return opened.verdicts().iloc[0]
+
+
+def _other(row: pd.Series, field: str) -> pd.Series:
+    """``row`` answering another question: the same verdict but for one field, and decided unsafe."""
+    other = row.copy()
+    if field == "method":
+        other["spec_json"] = row["spec_json"] | {"method": "replayed"}
+    elif field == "seed":
+        other["settings"] = row["settings"] | {"seed": row["settings"]["seed"] + 1}
+    else:  # tolerance, alpha: columns of their own
+        other[field] = f"{row[field]} (other)" if field == "tolerance" else float(row[field]) / 2
+    other["verdict"], other["key"], other["rows"] = "unsafe", "other", ["other-rows"]
+    return other
+
+
+@pytest.mark.parametrize("field", ["method", "tolerance", "alpha", "seed"])
+def test_two_verdicts_differing_in_one_setting_are_never_one_answer(one_verdict: pd.Series, field: str) -> None:
+    from quarl_bench.report.methods import certified_width_table
+    from quarl_bench.report.verdicts import verdict_grid
+
+    verdicts = pd.DataFrame([one_verdict, _other(one_verdict, field)]).reset_index(drop=True)
+    grid = verdict_grid(verdicts)
+    assert len(grid) == 2 and sorted(grid["int8"].str.split(" ").str[0]) == ["safe", "unsafe"]
+    widths = certified_width_table(verdicts)
+    method_columns = [column for column in widths.columns if column.startswith("RTN") and not column.endswith("rows")]
+    cells = [value for column in method_columns for value in widths[column].dropna()]
+    assert sorted(cells) == ["> 8", "≤ 8"]  # two answers, never one merged minimum

@@ -26,6 +26,7 @@ from quarl_bench.store.agent_names import name_of
 from quarl_bench.store.spec_kinds import method_of, spec_of, weight_method
 
 AGENT = ["algo", "env", "agent"]
+SETTINGS = ("tolerance", "confidence", "seed base")  # a certified line's certification settings
 
 
 def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
@@ -61,13 +62,21 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     frame = frame[frame["method"].notna()]
     frame["seed"] = [settings["seed"] for settings in frame["settings"]]
     records: dict[tuple, dict[str, Any]] = {}
-    for (algo, env, agent, tolerance, seed, method), group in frame.groupby(
-        ["algo", "env_id", "agent_hash", "tolerance", "seed", "method"]
+    # a line per agent and certification settings (tolerance, confidence, seed base), as the verdict grid's
+    for (algo, env, agent, tolerance, alpha, seed, method), group in frame.groupby(
+        ["algo", "env_id", "agent_hash", "tolerance", "alpha", "seed", "method"]
     ):
         group = group.assign(bits=[precision_bits(p) for p in group["precision"]]).sort_values("bits", ascending=False)
         record = records.setdefault(
-            (algo, env, agent, tolerance, seed),
-            {"algo": algo, "env": env, "agent": name_of(group.iloc[0]), "tolerance": tolerance, "seed base": seed},
+            (algo, env, agent, tolerance, alpha, seed),
+            {
+                "algo": algo,
+                "env": env,
+                "agent": name_of(group.iloc[0]),
+                "tolerance": tolerance,
+                "confidence": round(1 - float(alpha), 3),
+                "seed base": seed,
+            },
         )
         if set(group["precision"]) == set(group["weights"]):  # a format certified at its one width
             record[method] = group["verdict"].iloc[0]
@@ -242,7 +251,7 @@ def certified_method_summary(verdicts: pd.DataFrame, certified: pd.DataFrame) ->
     that ended undetermined, and the median paired episodes per decided verdict."""
     frame = verdicts.copy()
     frame["method"] = _verdict_methods(frame)
-    medians = method_medians(certified.drop(columns=["tolerance", "seed base"])).set_index("method")
+    medians = method_medians(certified.drop(columns=list(SETTINGS))).set_index("method")
     records = []
     for method, group in frame[frame["method"].notna()].groupby("method"):
         decided = group[group["verdict"] != "undetermined"]
@@ -264,7 +273,7 @@ def methods_report(
     tables: list[Table] = []
     sections = []
     certified = certified_width_table(verdicts) if verdicts is not None else pd.DataFrame()
-    if len(certified.columns) > 5:
+    if len(certified.columns) > len(AGENT) + len(SETTINGS):  # some method's column
         tables.append(Table("methods_safe_width", SECTION, certified))
         shown = certified[[c for c in certified.columns if not c.endswith(" rows")]]
         sections.append(
