@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 PLUGIN_GROUP = "quarl_bench.plugins"  # entry points of outside packages: ``name = "package.module"`` (or ``:function``)
 _plugins_loaded = False
-# the functions that register on a caller's behalf: a registration's source is the first frame outside them
+# quarl-bench's functions that register on a caller's behalf: a registration's source is the first frame outside them
 _REGISTERING = {
     "add",
     "register",
@@ -76,9 +76,15 @@ def _importing_quarl_bench() -> bool:
 
 
 def _registering_module() -> str:
-    """The module a registration comes from: the first caller outside the registering helpers."""
+    """The module a registration comes from: the first caller outside quarl-bench's registering helpers (a plugin's
+    own function named ``register`` is its source)."""
+
+    def helper(frame: Any) -> bool:
+        module = str(frame.f_globals.get("__name__", ""))
+        return module == __name__ or (module.startswith("quarl_bench.") and frame.f_code.co_name in _REGISTERING)
+
     frame = sys._getframe(1)
-    while frame is not None and (frame.f_globals.get("__name__") == __name__ or frame.f_code.co_name in _REGISTERING):
+    while frame is not None and helper(frame):
         frame = frame.f_back
     return str(frame.f_globals.get("__name__", "?")) if frame is not None else "?"
 
