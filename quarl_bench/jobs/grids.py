@@ -17,7 +17,7 @@ import yaml
 
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
-from quarl_bench.jobs.spec_options import EVERY_SPEC_OPTION, check_spec_options, spec_options
+from quarl_bench.jobs.spec_options import EVERY_SPEC_OPTION, check_spec_options, options_set
 from quarl_bench.types import (
     DEFAULT_METHOD,
     GRANULARITIES,
@@ -217,7 +217,7 @@ def load_study(path: str | Path) -> Study:
                 spec = QuantSpec(precision, **option)
             except QuarlError as error:
                 raise QuarlError(f"{error} (in {path})") from None
-            if any(spec_options(spec).values()):  # what the method applies is its config's to say
+            if any(options_set(spec).values()):  # what the method applies is its config's to say
                 METHODS.load(method)  # a method without a config of its own (mixed) is played in PTQ's works
                 takes = getattr(METHODS.entries.get(method), "spec_flags", EVERY_SPEC_OPTION)
                 try:

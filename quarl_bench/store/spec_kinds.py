@@ -50,12 +50,22 @@ def spec_json(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None 
     return json.dumps(spec_identity(spec, method, target), sort_keys=True)
 
 
+SPEC_GRID, SPEC_RECIPE = "grid", "recipe"  # what a spec sets beyond its precision, by the flags that set it
+
+
+def spec_options(spec: QuantSpec) -> dict[str, list[str]]:
+    """What a spec sets beyond its precision, by option group: ``grid`` (granularity, symmetric, bias, layer mode)
+    and ``recipe`` (activations, groups, rounding, pruning, calibration: its recipe label)."""
+    grid = [spec.granularity] if spec.granularity != "auto" else []
+    grid += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
+    grid += [spec.layers] if spec.layers != "paper" else []
+    return {SPEC_GRID: grid, SPEC_RECIPE: [spec.recipe_label()] if spec.recipe_label() else []}
+
+
 def spec_extras(spec: QuantSpec) -> list[str]:
     """What sets a spec apart from plain weight PTQ at its precision: grid options, layer mode, recipe."""
-    extras = [spec.granularity] if spec.granularity != "auto" else []
-    extras += [name for name in ("symmetric", "quantize_bias") if getattr(spec, name)]
-    extras += [spec.layers] if spec.layers != "paper" else []
-    return extras + ([spec.recipe_label()] if spec.recipe_label() else [])
+    options = spec_options(spec)
+    return options[SPEC_GRID] + options[SPEC_RECIPE]
 
 
 def variant_label(spec: QuantSpec) -> str:
