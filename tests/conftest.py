@@ -25,16 +25,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that takes the pretrained zoo ``zoo`` (``-m "not zoo"``: the tests a fresh clone can run), and
     skip the ``heavy`` ones unless asked (``--heavy`` or ``QUARL_HEAVY_TESTS=1``): the default suite fits ~20 minutes
-    on a 2-core AVX2 machine and still takes every path. Tests marked ``ray`` join one xdist group (``--dist
-    loadgroup``): one worker runs them, one after another."""
+    on a 2-core AVX2 machine and still takes every path."""
     heavy = config.getoption("--heavy") or os.environ.get("QUARL_HEAVY_TESTS") == "1"
     for item in items:
         if "zoo" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.zoo)
-        if item.get_closest_marker("ray"):  # two Ray clusters at once lost an xdist worker on a loaded machine
-            item.add_marker(pytest.mark.xdist_group("ray"))
         if not heavy and item.get_closest_marker("heavy"):
             item.add_marker(pytest.mark.skip(reason="heavy: run with --heavy (or QUARL_HEAVY_TESTS=1)"))
+
+
+@pytest.fixture(autouse=True)
+def one_ray_cluster_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Tests marked ``ray`` hold one lock shared by every xdist worker: two Ray clusters at once on a loaded 2-core
+    machine lost a worker or an actor. A lock, not ``--dist loadgroup``: xdist 3.8 groups by ``item._nodeid``,
+    which pytest 9 no longer reads, so the group marker silently spread Ray tests over both workers."""
+    if request.node.get_closest_marker("ray") is None:
+        yield
+        return
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-N/ above each worker's popen-gwK/
+    with FileLock(shared / "quarl-bench-ray.lock"):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -105,12 +105,15 @@ def run_actorq(
                 outcome.error = f"learner failed: {describe(error)}"
             outcome.wall_seconds = time.perf_counter() - start
         outcome.energy = asdict(energy)
-        outcome.mismatch = ray.get(quantizer.mismatch_series.remote())
-        if outcome.error:
-            return outcome
-        outcome.restarts = ray.get(quantizer.restarts.remote())
-        outcome.learner = ray.get(learner.counters.remote())
-        outcome.final_rewards = ray.get(learner.evaluate.remote(config.eval_episodes))[0]
+        try:
+            outcome.mismatch = ray.get(quantizer.mismatch_series.remote())
+            if outcome.error:
+                return outcome
+            outcome.restarts = ray.get(quantizer.restarts.remote())
+            outcome.learner = ray.get(learner.counters.remote())
+            outcome.final_rewards = ray.get(learner.evaluate.remote(config.eval_episodes))[0]
+        except ray.exceptions.RayError as error:  # what the run measured is kept and stored with the failure
+            outcome.error = outcome.error or f"after the run: {describe(error)}"
         return outcome
     finally:
         ray.shutdown()
