@@ -12,6 +12,7 @@ and its test; specs, PTQ and the command line then take it by name (tests/test_p
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,9 @@ class Precision:
     :param family: formats that form one ladder of widths (MX: mxfp8, mxfp6, mxfp4); '' = the name alone.
     :param tensor_scaled: one scale per tensor (fp8): a calibrated activation range fixes it (``amax``), where
         block-scaled formats (MX, NVFP4) take their scales from each block at run time.
+    :param block: values per shared scale (MX 32, NVFP4 16): a partial block at the end still pays a whole scale;
+        0 = ``scale_bits`` per element, rounded up over the tensor.
+    :param tensor_scale_bits: bits of one scale per tensor (fp8's and NVFP4's fp32).
     """
 
     name: str
@@ -43,6 +47,8 @@ class Precision:
     round_trip_at: str = ""
     family: str = ""
     tensor_scaled: bool = False
+    block: int = 0
+    tensor_scale_bits: int = 0
 
     @property
     def ladder(self) -> str:
@@ -65,6 +71,12 @@ class Precision:
     def bits_per_weight(self) -> float:
         """Storage per weight with its scales counted (an integer grid's per-tensor scale rounds to 0)."""
         return self.bits + self.scale_bits
+
+    def scale_bits_of(self, numel: int) -> int:
+        """Bits a tensor of ``numel`` values spends on this format's scales."""
+        if self.block:
+            return self.tensor_scale_bits + round(self.scale_bits * self.block) * -(-numel // self.block)
+        return self.tensor_scale_bits + math.ceil(self.scale_bits * numel)
 
     def round_trip(self, tensor: Any, amax: Any = None) -> Any:
         """``tensor`` stored at this precision and read back (integers: QuaRL's per-tensor grid); ``amax``: a
@@ -137,13 +149,10 @@ def is_int(name: str) -> bool:
 CAST = "quarl_bench.quant.affine:cast_round_trip_named"
 for _name, _bits in (("fp32", 32), ("fp16", 16), ("bf16", 16)):
     register(Precision(_name, "float", _bits, 0.0, CAST))
-FORMAT_ROUND_TRIP = "quarl_bench.quant.formats:format_round_trip"
-for _name, _bits, _scale, _family, _tensor_scaled in (
-    ("fp8-e4m3", 8, 0.0, "", True),  # one fp32 scale per tensor
-    ("fp8-e5m2", 8, 0.0, "", True),
-    ("mxfp4", 4, 8 / 32, "MX", False),  # an E8M0 exponent per 32 values
-    ("mxfp6", 6, 8 / 32, "MX", False),
-    ("mxfp8", 8, 8 / 32, "MX", False),
-    ("nvfp4", 4, 8 / 16, "", False),  # an e4m3 scale per 16 values (and one fp32 per tensor)
-):
-    register(Precision(_name, "format", _bits, _scale, FORMAT_ROUND_TRIP, _family, _tensor_scaled))
+FORMATS = "quarl_bench.quant.formats"
+for _name in ("fp8-e4m3", "fp8-e5m2"):  # one fp32 scale per tensor
+    register(Precision(_name, "format", 8, 0.0, f"{FORMATS}:fp8_round_trip", tensor_scaled=True, tensor_scale_bits=32))
+for _name, _bits in (("mxfp4", 4), ("mxfp6", 6), ("mxfp8", 8)):  # an E8M0 exponent per 32 values
+    register(Precision(_name, "format", _bits, 8 / 32, f"{FORMATS}:mx_round_trip", "MX", block=32))
+# an e4m3 scale per 16 values, and one fp32 per tensor
+register(Precision("nvfp4", "format", 4, 8 / 16, f"{FORMATS}:nvfp4_round_trip", block=16, tensor_scale_bits=32))

@@ -12,7 +12,6 @@ from quarl_bench.quant.formats import (
     E2M1,
     E4M3,
     E5M2,
-    format_round_trip,
     fp8_round_trip,
     mx_round_trip,
     nvfp4_round_trip,
@@ -111,8 +110,28 @@ def test_nvfp4_scales_each_16_values_in_fp8() -> None:
 
 
 def test_unknown_format_is_refused() -> None:
-    with pytest.raises(ValueError, match="bad format 'fp9'"):
-        format_round_trip(torch.ones(2), "fp9")
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.precision import precision
+
+    with pytest.raises(QuarlError, match="bad precision 'fp9'"):
+        precision("fp9").round_trip(torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("name", "numel", "scale_bits"),
+    [
+        ("mxfp4", 32, 8),  # one E8M0 exponent per 32 values
+        ("mxfp4", 33, 16),  # a partial block pays a whole exponent
+        ("nvfp4", 16, 8 + 32),  # an e4m3 per 16, one fp32 per tensor
+        ("nvfp4", 17, 16 + 32),
+        ("fp8-e4m3", 1000, 32),  # one fp32 per tensor
+        ("int4", 1000, 0),
+    ],
+)
+def test_a_format_s_scales_cost_what_its_layout_stores(name: str, numel: int, scale_bits: int) -> None:
+    from quarl_bench.precision import precision
+
+    assert precision(name).scale_bits_of(numel) == scale_bits
 
 
 def test_every_format_the_cli_accepts_has_a_quantizer() -> None:

@@ -78,7 +78,7 @@ def test_evaluation_plays_sb3_contrib_s_episodes_carrying_the_state(agents: Path
 
 def test_markov_states_replay_the_decisions_taken_along_an_episode(agents: Path) -> None:
     from quarl_bench.evaluation.margins import decision_values
-    from quarl_bench.quant.recurrent import distribution_step, pack, started, zero_state
+    from quarl_bench.families.recurrent import distribution_step, pack, started, zero_state
 
     policy = loaded(agents).model.policy
     env = loaded(agents).make_env(2, seed=0)

@@ -80,7 +80,7 @@ def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
     if stored_form(ref.algo).graph and any(spec.calibrated or spec.activations for spec in specs):
         from pathlib import Path
 
-        from quarl_bench.quant.quantize import onnx_refusal
+        from quarl_bench.families.module import onnx_refusal
         from quarl_bench.zoo.foreign import chain_reading
 
         reading = chain_reading(Path(ref.model_path).read_bytes())

@@ -40,6 +40,10 @@ class TorchForm:
         """Export inputs: the observation batch."""
         return (torch.as_tensor(sample),)
 
+    def written_chain(self) -> tuple[list[nn.Module], str, int]:
+        """What a C artifact writes layer by layer: the modules, the head and the quantiles per action."""
+        raise NotImplementedError
+
     def onnx(self, sample: np.ndarray) -> bytes:
         """ONNX bytes of the module (a recurrent form's also ``h``, ``c`` in and ``h_out``, ``c_out`` out:
         :mod:`quarl_bench.deploy.recurrent`)."""
@@ -131,6 +135,13 @@ class DeployablePolicy(TorchForm, nn.Module):
         """Network states (what the fixed-state set holds: observations after normalisation) as the artifact takes
         them: raw observations, before VecNormalize's statistics (uint8 images as they come)."""
         return raw_observations(self, states, np.uint8 if self.image else np.float32)
+
+    def written_chain(self) -> tuple[list[nn.Module], str, int]:
+        """The acting path's modules (batch norms folded), the head (``argmax``, ``clip``, ``unscale``) and the
+        quantiles averaged per action."""
+        from quarl_bench.deploy.mlp import acting_modules
+
+        return acting_modules(self)
 
     def action_of(self, out: torch.Tensor) -> torch.Tensor:
         """The action from the scores: what ``predict`` does after the network."""

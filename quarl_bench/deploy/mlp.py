@@ -92,23 +92,19 @@ def normalized(observations: np.ndarray, statistics: dict) -> np.ndarray:
 
 
 def as_mlp(module) -> Mlp:
-    """The :class:`~quarl_bench.deploy.export.DeployablePolicy` as an :class:`Mlp`.
+    """A deployable form (``DeployablePolicy``, or a form that writes its own chain such as QuaRL Table 4's
+    synthetic policies) as an :class:`Mlp`.
 
     :raises QuarlError: in one line, for a policy that is not a plain MLP (a CNN, an image observation, another
         activation, a features extractor with layers, an ONNX graph).
     """
-    from quarl_bench.deploy.export import DeployablePolicy
-
-    if not isinstance(module, DeployablePolicy) and isinstance(getattr(module, "net", None), nn.Sequential):
-        modules, head, quantiles = list(module.net), "argmax", 1  # a greedy MLP (QuaRL Table 4's synthetic policies)
-        return _built(modules, head, quantiles, None)
     if not module.torch_layers:
         raise QuarlError(
             "c-int8 needs a torch policy: expected an SB3 agent, a torch module or an ONNX graph that is one MLP chain"
         )
     if module.image:
         raise QuarlError("c-int8 writes MLP policies only: this policy takes images (a CNN); expected a vector policy")
-    modules, head, quantiles = _acting_modules(module)
+    modules, head, quantiles = module.written_chain()
     return _built(modules, head, quantiles, module)
 
 
@@ -141,13 +137,13 @@ def _built(modules: list[nn.Module], head: str, quantiles: int, module) -> Mlp:
     if not layers:
         raise QuarlError("c-int8 writes MLP policies only: this policy has no Linear layer")
     normalizer = {}
-    if module is not None and module.normalize:
+    if module.normalize:
         normalizer = {
             "obs_mean": module.obs_mean.numpy().astype(np.float32),
             "obs_scale": module.obs_scale.numpy().astype(np.float32),
             "clip_obs": module.clip_obs,
         }
-    discrete = module is None or module.discrete
+    discrete = module.discrete
     bounds = {} if discrete else {"low": module.low.numpy(), "high": module.high.numpy()}
     return Mlp(
         tuple(layers),
@@ -277,7 +273,7 @@ def _array(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().float().cpu().numpy().astype(np.float32)
 
 
-def _acting_modules(module) -> tuple[list[nn.Module], str, int]:
+def acting_modules(module) -> tuple[list[nn.Module], str, int]:
     """The acting path's modules in order (batch norms folded), the head and the number of quantiles."""
     from quarl_bench.quant.fold import folded_chain
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.quant.recurrent import split
+from quarl_bench.families.recurrent import split
 
 
 def refuse_stateless(backend: str, carries_state: bool) -> None:

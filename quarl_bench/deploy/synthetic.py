@@ -29,6 +29,8 @@ def greedy_mlp(hidden: tuple[int, ...], inputs: int = INPUTS, actions: int = ACT
     from quarl_bench.deploy.export import TorchForm
 
     class GreedyMLP(TorchForm, nn.Module):
+        image, normalize, discrete = False, False, True
+
         def __init__(self) -> None:
             super().__init__()
             layers: list[nn.Module] = []
@@ -40,6 +42,9 @@ def greedy_mlp(hidden: tuple[int, ...], inputs: int = INPUTS, actions: int = ACT
 
         def forward(self, obs: torch.Tensor) -> torch.Tensor:
             return torch.argmax(self.net(obs), dim=1)
+
+        def written_chain(self) -> tuple[list[nn.Module], str, int]:
+            return list(self.net), "argmax", 1
 
     torch.manual_seed(WEIGHT_SEED)
     return GreedyMLP().eval()

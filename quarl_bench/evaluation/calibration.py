@@ -22,7 +22,7 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
     observations): whole episodes, so landings and late-episode states are in the set, not only starts. ``seed``
     replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity). A recurrent policy carries its
     state through the episodes, and its states are Markov states, ``[obs | h | c]``
-    (:mod:`~quarl_bench.quant.recurrent`)."""
+    (:mod:`~quarl_bench.families.recurrent`)."""
     from quarl_bench.zoo.policy import as_policy
 
     n_envs = min(CALIBRATION_ENVS, count)

@@ -149,7 +149,7 @@ def sampled_actions(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
 
 def greedy_actions(policy: BasePolicy | Policy) -> Callable[[np.ndarray], np.ndarray]:
     """``policy``'s deterministic actions for a batch of the states it acts on (a recurrent policy's Markov states,
-    :mod:`~quarl_bench.quant.recurrent`): the greedy fast path where there is one, else its own ``predict``."""
+    :mod:`~quarl_bench.families.recurrent`): the greedy fast path where there is one, else its own ``predict``."""
     return as_policy(policy).greedy()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
@@ -102,6 +103,19 @@ class PolicyFamily:
     def predicts_continuous(self, policy: nn.Module) -> bool:
         """Whether its own ``_predict`` plus ``predict``'s clipping or unscaling gives SB3's continuous actions."""
         return False
+
+    def play(self, policy: nn.Module, states: np.ndarray) -> None:
+        """Act on stored ``states`` exactly as evaluation acts (for hooks to see): a recurrent policy's states are
+        Markov states (:mod:`quarl_bench.families.recurrent`)."""
+        policy.predict(states, deterministic=True)
+
+    def state_lstm(self, policy: nn.Module) -> nn.LSTM | None:
+        """The LSTM whose state it carries from step to step; None: it carries none."""
+        return None
+
+    def torch_refusal(self, policy: nn.Module) -> str:
+        """Why its layers cannot be calibrated or hooked in torch ('' when they can)."""
+        return ""
 
 
 FAMILIES: Registry[PolicyFamily] = Registry(

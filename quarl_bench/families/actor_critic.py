@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.distributions import CategoricalDistribution
@@ -90,6 +91,16 @@ class ActorCritic(PolicyFamily):
 
     def predicts_continuous(self, policy: nn.Module) -> bool:
         return not isinstance(policy, RecurrentActorCriticPolicy)
+
+    def play(self, policy: nn.Module, states: np.ndarray) -> None:
+        if not isinstance(policy, RecurrentActorCriticPolicy):
+            return super().play(policy, states)
+        from quarl_bench.families.recurrent import act_on
+
+        act_on(policy, states)
+
+    def state_lstm(self, policy: nn.Module) -> nn.LSTM | None:
+        return policy.lstm_actor if isinstance(policy, RecurrentActorCriticPolicy) else None
 
 
 register_family(ActorCritic())

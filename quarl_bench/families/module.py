@@ -33,5 +33,19 @@ class Module(PolicyFamily):
     def decision_values(self, policy: nn.Module, observations: torch.Tensor) -> torch.Tensor | None:
         return None if policy.outputs_actions else policy.decision_values(observations)
 
+    def torch_refusal(self, policy: nn.Module) -> str:
+        if policy.torch_layers:
+            return ""
+        return onnx_refusal(policy.not_a_chain)
+
+
+def onnx_refusal(reason: str) -> str:
+    """One line: calibrated rounding and activation hooks need torch layers that really run, and an ONNX graph that
+    is no MLP chain (``reason``) has none: its layers are the graph's initializers."""
+    return (
+        "calibrated rounding and activation quantization act on torch layers, and this ONNX policy is played as its "
+        f"own graph: {reason} (expected a graph that is one MLP chain, an SB3 zip, a zoo agent or --policy-module)"
+    )
+
 
 register_family(Module())

@@ -69,7 +69,7 @@ class ArtifactPolicy:
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         if not hasattr(self.run, "step"):
             return self.run(np.asarray(observation)), state
-        from quarl_bench.quant.recurrent import started
+        from quarl_bench.families.recurrent import started
 
         state = self.run.zero_state(len(observation)) if state is None else started(state, episode_start)
         return self.run.step(np.asarray(observation), state)

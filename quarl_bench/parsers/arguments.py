@@ -294,7 +294,7 @@ def add_evaluation(parser: argparse.ArgumentParser, per: str, statistics: bool =
         "--episodes",
         type=positive_int,
         default=100,
-        help=f"episodes per {per} (default 100); -n counts episodes in evaluation commands, timesteps in training ones",
+        help=f"episodes per {per} (default %(default)s); -n counts episodes in evaluation commands, timesteps in training ones",
     )
     parser.add_argument(
         "--n-envs", type=positive_int, default=None, help="envs evaluated at once (default per env kind)"

@@ -130,7 +130,7 @@ def add_fidelity(commands: Subcommands) -> None:
         type=non_negative_float,
         default=0.0,
         metavar="SIGMA",
-        help="the same Gaussian noise draws on both runs' observations (default 0)",
+        help="the same Gaussian noise draws on both runs' observations (default %(default)s)",
     )
     add_store(fidelity)
     fidelity.add_argument("--force", action="store_true", help="measure again what the store has")

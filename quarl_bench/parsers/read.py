@@ -15,7 +15,7 @@ def add_report(commands: Subcommands) -> None:
     report = commands.add_parser("report", help="write the paper's tables and figures from the store")
     report.set_defaults(handler=handler("read:report"))
     add_store(report)
-    report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default results/)")
+    report.add_argument("--out", type=Path, default=Path("results"), help="output folder (default %(default)s)")
     report.add_argument(
         "--paper",
         type=Path,

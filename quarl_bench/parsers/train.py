@@ -57,7 +57,9 @@ def add_amp(commands: Subcommands) -> None:
         "--dtype", default=None, choices=("bf16", "fp16"), help="autocast type (default: bf16 on CPU, fp16 on GPU)"
     )
     add_timesteps(
-        amp, 20_000, "training timesteps per run, as in rl-zoo3 (default 20000); evaluation episodes are --episodes"
+        amp,
+        20_000,
+        "training timesteps per run, as in rl-zoo3 (default %(default)s); evaluation episodes are --episodes",
     )
     amp.add_argument("--seeds", "--seed", type=int, nargs="+", default=[0], help="training seeds (default 0)")
     amp.add_argument(

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from quarl_bench.families import family_of
 from quarl_bench.precision import precision as number_format
 from quarl_bench.quant.affine import activation_grid
 from quarl_bench.quant.layers import acting_layers, acting_lstms
@@ -50,14 +51,9 @@ def output_layers(policy: nn.Module) -> list[nn.Module]:
 def run_policy(policy: nn.Module, states: np.ndarray) -> None:
     """Play the acting path on ``states`` (in chunks) for the hooks to see: ``predict`` runs exactly the layers the
     evaluation runs; a recurrent policy's are Markov states, each replayed from its own state."""
-    from quarl_bench.quant.recurrent import act_on, is_recurrent
-
-    recurrent = is_recurrent(policy)
+    family = family_of(policy)
     for start in range(0, len(states), CHUNK):
-        if recurrent:
-            act_on(policy, states[start : start + CHUNK])
-        else:
-            policy.predict(states[start : start + CHUNK], deterministic=True)
+        family.play(policy, states[start : start + CHUNK])
 
 
 def record_tensors(policy: nn.Module, states: np.ndarray, layers: list[nn.Module], output: bool) -> list[torch.Tensor]:

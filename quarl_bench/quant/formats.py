@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import torch
 
-from quarl_bench.precision import names, precision
-
 
 @dataclass(frozen=True)
 class Minifloat:
@@ -113,7 +111,7 @@ def mx_round_trip(x: torch.Tensor, name: str) -> torch.Tensor:
     return _unblock(round_minifloat(blocks / scale, fmt) * scale, pad, x)
 
 
-def nvfp4_round_trip(x: torch.Tensor) -> torch.Tensor:
+def nvfp4_round_trip(x: torch.Tensor, name: str = "nvfp4") -> torch.Tensor:
     """NVFP4: e2m1 values, an e4m3 scale per 16 (along each row), one fp32 scale per tensor."""
     blocks, pad = _blocks(x.detach().float(), NV_BLOCK)
     tensor_amax = blocks.abs().max()
@@ -124,27 +122,3 @@ def nvfp4_round_trip(x: torch.Tensor) -> torch.Tensor:
     block_scale = block_scale.to(torch.float8_e4m3fn).float() * global_scale
     safe = torch.where(block_scale > 0, block_scale, torch.ones_like(block_scale))
     return _unblock(round_minifloat(blocks / safe, E2M1) * block_scale, pad, x)
-
-
-def format_round_trip(x: torch.Tensor, name: str, amax: torch.Tensor | None = None) -> torch.Tensor:
-    """``x`` stored in format ``name`` and read back (same dtype); ``amax`` fixes fp8's per-tensor range."""
-    if name in FP8_DTYPES:
-        return fp8_round_trip(x, name, amax)
-    if name in MX_ELEMENTS:
-        return mx_round_trip(x, name)
-    if name == "nvfp4":
-        return nvfp4_round_trip(x)
-    raise ValueError(f"bad format {name!r}: expected one of {', '.join(names('format'))}")
-
-
-def format_scale_bits(name: str, numel: int) -> int:
-    """Bits a tensor of ``numel`` values spends on its format's scales: MX's and NVFP4's per block (and NVFP4's
-    per-tensor fp32), fp8's one fp32 per tensor; any other format (a plugin's) what its registered ``scale_bits``
-    per element say, rounded up."""
-    if name in MX_ELEMENTS:
-        return 8 * -(-numel // MX_BLOCK)
-    if name == "nvfp4":
-        return 8 * -(-numel // NV_BLOCK) + 32
-    if name in FP8_DTYPES:
-        return 32
-    return math.ceil(precision(name).scale_bits * numel)

@@ -9,22 +9,12 @@ import torch
 from stable_baselines3.common.policies import BasePolicy
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.families import family_of
 from quarl_bench.quant.affine import as_groups, fake_quant, group_grid, quant_step
 from quarl_bench.quant.fold import fold_actor_batch_norms
-from quarl_bench.quant.formats import format_scale_bits
 from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.quant.prune import prune_acting
 from quarl_bench.types import LayerStats, QuantSpec
-
-
-def onnx_refusal(reason: str) -> str:
-    """One line: calibrated rounding and activation hooks need torch layers that really run, and an ONNX graph
-    that is no MLP chain (``reason``) has none."""
-    return (
-        "calibrated rounding and activation quantization act on torch layers, and this ONNX policy is played as its "
-        f"own graph: {reason} (expected a graph that is one MLP chain, an SB3 zip, a zoo agent or --policy-module)"
-    )
-
 
 KL_BINS = 256
 PROFILE_BINS = 100
@@ -75,8 +65,9 @@ def quantize(
         return quantized, ()
     if spec.calibrated and (states is None or not len(states)):
         raise QuarlError(f"{spec.recipe_label()} needs calibration states: none were given")
-    if (spec.calibrated or spec.activations or spec.ptq != "rtn") and not getattr(policy, "torch_layers", True):
-        raise QuarlError(onnx_refusal(policy.not_a_chain))
+    refusal = family_of(policy).torch_refusal(policy)
+    if (spec.calibrated or spec.activations or spec.ptq != "rtn") and refusal:
+        raise QuarlError(refusal)
     fold_actor_batch_norms(quantized)
     tensors = selected_tensors(quantized, spec.layers, spec.quantize_bias)
     if spec.ptq != "rtn" and not any(t.kind == "weight" for t in tensors):
@@ -147,7 +138,7 @@ def acting_bytes(policy: BasePolicy, spec: QuantSpec) -> int:
         if layer_spec.group_size:
             weight_bits += len(as_groups(weight, layer_spec.group_size)[0]) * 32
         if layer_spec.number_format.is_format:
-            weight_bits += format_scale_bits(layer_spec.precision, weight.numel())
+            weight_bits += layer_spec.number_format.scale_bits_of(weight.numel())
         total_bits += -(-weight_bits // 8) * 8
         if module.bias is not None:
             total_bits += module.bias.numel() * (layer_spec.bits if spec.quantize_bias else 32)
@@ -178,7 +169,7 @@ def clone_policy(policy: BasePolicy) -> BasePolicy:
     """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
     policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
     is deep-copied (sb3-contrib's recurrent policy omits its LSTM's size: read from the LSTM)."""
-    from quarl_bench.quant.recurrent import constructor_parameters
+    from quarl_bench.families.recurrent import constructor_parameters
 
     try:
         clone = type(policy)(**policy._get_constructor_parameters(), **constructor_parameters(policy))

@@ -4,7 +4,7 @@ state after every step, as a device holding the state in P-bit registers between
 sb3-contrib runs a whole sequence in one LSTM call where no episode starts in it (training, distillation); the
 quantized LSTM steps through such a sequence one step at a time so every intermediate state is rounded too. The
 hidden and cell state get one calibrated range each (per tensor, as ``--act-bits``), from the Markov states the
-fp32 policy visits (:mod:`quarl_bench.quant.recurrent`).
+fp32 policy visits (:mod:`quarl_bench.families.recurrent`).
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ def install_state_quantizer(policy: nn.Module, spec_state_bits: str, method: str
 
     :raises QuarlError: for a policy without recurrent state.
     """
-    from quarl_bench.quant.recurrent import actor_lstm, is_recurrent, unpack
+    from quarl_bench.families import family_of
+    from quarl_bench.families.recurrent import unpack
 
-    if not is_recurrent(policy):
+    lstm = family_of(policy).state_lstm(policy)
+    if lstm is None:
         raise QuarlError(
             f"--state-bits {spec_state_bits}: this policy carries no recurrent state (expected a recurrent policy: "
             "ppo_lstm)"
         )
-    lstm = actor_lstm(policy)
     _, (hidden, cell) = unpack(policy, states)
     quantized = StateQuantizedLSTM(
         lstm.input_size, lstm.hidden_size, lstm.num_layers, bias=lstm.bias, batch_first=lstm.batch_first

@@ -33,7 +33,7 @@ class Algorithm:
     :param actorq_learner: ``module:Class`` of its fp32 ActorQ learner; empty: none.
     :param rollout_trainer: ``module:Class`` of its trainer on quantized rollouts; empty: none.
     :param recurrent: its policy carries a state from step to step (an LSTM): evaluation passes it on, PTQ reaches
-        it (``--state-bits``), and only ONNX exports it (:mod:`quarl_bench.quant.recurrent`).
+        it (``--state-bits``), and only ONNX exports it (:mod:`quarl_bench.families.recurrent`).
     :param model_class: ``module:Class`` of its SB3 model where rl-zoo3's ``ALGOS`` has none (an sb3-contrib or
         user algorithm: its zips then load with ``--model``); empty: rl-zoo3's.
     """

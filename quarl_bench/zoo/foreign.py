@@ -41,6 +41,9 @@ class UserModulePolicy(BasePolicy):
     Its layers live under ``module``: that is what acts, and what PTQ quantizes (``quant/layers.py``).
     """
 
+    torch_layers = True  # its layers run in torch (an ONNX graph played as itself: False)
+    not_a_chain = ""  # why it has no torch twin, when it has none
+
     def __init__(
         self,
         observation_space: spaces.Space,

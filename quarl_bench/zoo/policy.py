@@ -5,7 +5,7 @@ values, its acting layers) instead of branching on what they hold. The kinds:
 
 - ``sb3``: a Stable-Baselines3 policy (every algorithm of :data:`~quarl_bench.zoo.algorithms.ALGOS`);
 - ``recurrent``: sb3-contrib's ``RecurrentActorCriticPolicy``: it acts on Markov states ``[obs | h | c]``
-  (:mod:`quarl_bench.quant.recurrent`);
+  (:mod:`quarl_bench.families.recurrent`);
 - ``module`` / ``onnx``: a user's torch module or ONNX graph as an SB3 policy (:mod:`quarl_bench.zoo.foreign`);
 - ``predictor``: anything else with SB3's ``predict`` and an ``action_space`` (an exported artifact's runner, the
   random policy): it acts, and has no layers or decision values.
@@ -181,7 +181,7 @@ class RecurrentSB3Policy(SB3Policy):
     deploy_form = "recurrent"  # one step of its actor, the state in and out
 
     def greedy(self) -> Greedy:
-        from quarl_bench.quant.recurrent import act_on
+        from quarl_bench.families.recurrent import act_on
 
         return lambda markov: act_on(self.network, markov)
 
@@ -189,29 +189,29 @@ class RecurrentSB3Policy(SB3Policy):
         return stateful_follower(self.network)
 
     def probabilities(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
-        from quarl_bench.quant.recurrent import distribution_step, zero_state
+        from quarl_bench.families.recurrent import distribution_step, zero_state
 
         state = zero_state(self.network, len(observation)) if state is None else state
         distribution, state = distribution_step(self.network, observation, state, starts)
         return distribution.distribution.probs.cpu().numpy(), state
 
     def initial_state(self, envs: int) -> Any:
-        from quarl_bench.quant.recurrent import zero_state
+        from quarl_bench.families.recurrent import zero_state
 
         return zero_state(self.network, envs)
 
     def observations_of(self, states: np.ndarray) -> np.ndarray:
-        from quarl_bench.quant.recurrent import unpack
+        from quarl_bench.families.recurrent import unpack
 
         return unpack(self.network, states)[0]
 
     def acted_states(self, observation: np.ndarray, state: Any, starts: np.ndarray | None) -> np.ndarray:
-        from quarl_bench.quant.recurrent import pack, started, zero_state
+        from quarl_bench.families.recurrent import pack, started, zero_state
 
         return pack(observation, started(state or zero_state(self.network, len(observation)), starts))
 
     def decision_values(self, states: np.ndarray) -> np.ndarray | None:
-        from quarl_bench.quant.recurrent import distribution_step, unpack
+        from quarl_bench.families.recurrent import distribution_step, unpack
 
         if not isinstance(self.action_space, spaces.Discrete):
             return None
@@ -223,7 +223,7 @@ class RecurrentSB3Policy(SB3Policy):
 def stateful_follower(network: Any) -> Follower:
     """A stateful policy's greedy actions along another's trajectory: its own state carried from call to call,
     reset where an episode starts."""
-    from quarl_bench.quant.recurrent import StatefulGreedy
+    from quarl_bench.families.recurrent import StatefulGreedy
 
     return StatefulGreedy(network)
 
@@ -234,7 +234,7 @@ def as_policy(network: Any) -> Policy:
         return network
     from stable_baselines3.common.policies import BasePolicy
 
-    from quarl_bench.quant.recurrent import is_recurrent
+    from quarl_bench.families.recurrent import is_recurrent
     from quarl_bench.zoo import foreign
 
     if isinstance(network, foreign.UserOnnxPolicy):

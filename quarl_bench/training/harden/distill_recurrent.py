@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from quarl_bench.families import Output, distribution_output
-from quarl_bench.quant.recurrent import distribution_step, pack, started, zero_state
+from quarl_bench.families.recurrent import distribution_step, pack, started, zero_state
 from quarl_bench.training.harden.distill import (
     ROLLOUT_ENVS,
     FineTune,
