@@ -1,4 +1,4 @@
-"""nox sessions mirroring CI: `nox -s lint tests`."""
+"""nox sessions mirroring CI: `nox -s lint types tests`."""
 
 import nox
 
@@ -25,3 +25,11 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+    """mypy on the package, with the libraries it reads types from (pyproject.toml's [tool.mypy])."""
+    session.install("torch==2.13.0")
+    session.install("-e", ".[dev,all]")
+    session.run("mypy")

@@ -76,7 +76,7 @@ class StderrNotes(logging.StreamHandler):
     quarl_cli = True
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self):
         return sys.stderr
 
     @stream.setter

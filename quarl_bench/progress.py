@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import IO, Any
 
 Update = Callable[..., None]  # update(completed=None, last=None)
 
@@ -33,7 +33,7 @@ def remaining(done: float, total: float, elapsed: float) -> float | None:
 class LineProgress:
     """One line per step of at least ``every`` units (and the last): ``[done/total] what, elapsed, ~left``."""
 
-    def __init__(self, total: float, what: str, stream: TextIO, every: float = 1) -> None:
+    def __init__(self, total: float, what: str, stream: IO[str], every: float = 1) -> None:
         self.total, self.what, self.stream, self.every = total, what, stream, every
         self.start = time.perf_counter()
         self.printed = 0.0
@@ -57,7 +57,7 @@ def _count(value: float) -> str:
 
 
 @contextmanager
-def progress(total: float, what: str = "jobs", stream: TextIO | None = None, every: float = 1) -> Iterator[Update]:
+def progress(total: float, what: str = "jobs", stream: IO[str] | None = None, every: float = 1) -> Iterator[Update]:
     """Yields ``update(completed=None, last=None)``: a rich bar on a terminal, lines (every ``every`` units) when
     ``stream`` (default stderr) is redirected."""
     stream = stream or sys.stderr
@@ -82,6 +82,6 @@ def progress(total: float, what: str = "jobs", stream: TextIO | None = None, eve
 
         def update(completed: float | None = None, last: str | None = None) -> None:
             fields: dict[str, Any] = {} if last is None else {"last": last}
-            bar.update(task, **({"completed": completed} if completed is not None else {}), **fields)
+            bar.update(task, completed=completed, **fields)
 
         yield update

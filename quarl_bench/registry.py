@@ -22,9 +22,12 @@ import importlib.util
 import pkgutil
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from quarl_bench.errors import QuarlError
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 T = TypeVar("T")
 
@@ -83,7 +86,7 @@ def _registering_module() -> str:
         module = str(frame.f_globals.get("__name__", ""))
         return module == __name__ or (module.startswith("quarl_bench.") and frame.f_code.co_name in _REGISTERING)
 
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and helper(frame):
         frame = frame.f_back
     return str(frame.f_globals.get("__name__", "?")) if frame is not None else "?"
@@ -178,7 +181,9 @@ class Registry(Generic[T]):
         """Import the package's modules (once), then the installed plugins (once per process): built-in names first."""
         if not self._scanned:
             self._scanned = True
-            found = pkgutil.iter_modules(importlib.util.find_spec(self._package).submodule_search_locations)
+            package = importlib.util.find_spec(self._package)
+            assert package is not None, self._package  # quarl-bench's own package
+            found = pkgutil.iter_modules(package.submodule_search_locations)
             order = {module: i for i, module in enumerate(self._first)}
             for module in sorted(found, key=lambda m: (order.get(m.name, len(order)), m.name)):
                 importlib.import_module(f"{self._package}.{module.name}")

@@ -187,7 +187,7 @@ class QuantSpec:
         """The same weight grid with activations, observations and outputs left in fp32."""
         if not self.activations:
             return self
-        cleared = dict.fromkeys(INPUT_FIELDS, "")
+        cleared: dict[str, Any] = dict.fromkeys(INPUT_FIELDS, "")  # each input's precision: '' for fp32
         return replace(self, **cleared, calibration_states=0, calibration_method="")
 
     @property

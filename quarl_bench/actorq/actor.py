@@ -63,8 +63,8 @@ class Actor:
         self.env = gym.make(env_id)
         self.rng = np.random.default_rng(seed + index)
         self.obs, _ = self.env.reset(seed=seed + index)
-        self.net = network_for(self.env.action_space, self.env.observation_space.shape[0], arch)
-        self.policy = None
+        self.net = network_for(self.env.action_space, int(np.prod(self.env.observation_space.shape or ())), arch)
+        self.policy: Any = None  # the pulled policy (torch module or ORT session), built at the first pull
         self.seconds: dict[str, float] = defaultdict(float)
         self.pulls = self.steps = 0
         self.bytes_pulled = 0

@@ -21,13 +21,13 @@ from quarl_bench.types import EvalResult, Job, QuantSpec
 
 @dataclass
 class RunOutcome:
-    curve: list[dict[str, float]] = field(default_factory=list)  # wall s, actor steps, updates, reward
+    curve: list[dict[str, Any]] = field(default_factory=list)  # wall s, actor steps, updates, reward, episodes
     actors: list[dict[str, Any]] = field(default_factory=list)
     broadcast_bytes: int = 0
     broadcasts: int = 0
     restarts: int = 0
     wall_seconds: float = 0.0
-    learner: dict[str, float] = field(default_factory=dict)
+    learner: dict[str, Any] = field(default_factory=dict)  # counters, and steps per actor
     final_rewards: list[float] = field(default_factory=list)
     energy: dict[str, Any] = field(default_factory=dict)
     mismatch: list[dict[str, float]] = field(default_factory=list)  # actor policy vs learner fp32, per pull
@@ -55,6 +55,11 @@ def run_actorq(
     from quarl_bench.actorq.actor import Actor
     from quarl_bench.actorq.learner import Learner
     from quarl_bench.actorq.param_quantizer import ParameterQuantizer
+
+    # Ray actor classes (@ray.remote): mypy applies no class decorator, so what it would see lacks .remote
+    remote_learner: Any = Learner
+    remote_quantizer: Any = ParameterQuantizer
+    remote_actor: Any = Actor
     from quarl_bench.zoo.devices import training_device
 
     observation_space, action_space = config.env_spaces()
@@ -64,7 +69,7 @@ def run_actorq(
     connect(address, log_path)
     try:
         arch = list(config.policy_arch)
-        learner = Learner.options(num_gpus=1 if device == "cuda" else 0).remote(
+        learner = remote_learner.options(max_concurrency=8, num_gpus=1 if device == "cuda" else 0).remote(
             config.algo,
             config.env_id,
             arch,
@@ -75,13 +80,13 @@ def run_actorq(
             device,
         )
         obs_dim = int(np.prod(observation_space.shape))
-        quantizer = ParameterQuantizer.remote(
+        quantizer = remote_quantizer.remote(
             config.comm_bits, config.actor_precision, config.int8_backend, action_space, obs_dim, arch
         )
         ray.get(quantizer.publish.remote(learner.weights.remote()))
         outcome.broadcast_bytes = ray.get(quantizer.broadcast_nbytes.remote())
         actors = [
-            Actor.remote(
+            remote_actor.remote(
                 i,
                 config.env_id,
                 arch,

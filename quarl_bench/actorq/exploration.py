@@ -37,6 +37,7 @@ def explore(output: np.ndarray, action_space: spaces.Space, level: float, rng: n
     if isinstance(action_space, spaces.Discrete):
         action = int(rng.integers(action_space.n)) if rng.random() < level else int(np.argmax(output))
         return action, action
+    assert isinstance(action_space, spaces.Box)  # ActorQ's action spaces are Discrete or Box (config checks)
     squashed = np.clip(output + rng.normal(0.0, level, size=output.shape), -1.0, 1.0).astype(np.float32)
     low, high = action_space.low, action_space.high
     return low + 0.5 * (squashed + 1.0) * (high - low), squashed

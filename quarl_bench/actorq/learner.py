@@ -92,7 +92,7 @@ def acting_module(model: Any) -> torch.nn.Module:
 
 # A threaded Ray actor: ``add`` (the actors' pushes), ``weights`` and ``evaluate`` run concurrently, so a
 # seconds-long evaluation never holds up ingestion (with one call at a time, actors blocked in ``push`` meanwhile).
-@ray.remote(max_concurrency=8)
+@ray.remote  # started with max_concurrency (the driver's .options): actors push while it trains
 class Learner:
     """An SB3 off-policy algorithm doing only its ``train()``, in a thread of its own, on a replay buffer that the
     actors fill through ``add``. ``add`` only queues: actors never wait for gradient steps. The training thread
@@ -114,7 +114,7 @@ class Learner:
         params = zoo_hyperparams(algo, env_id)
         zoo_starts = params.pop("learning_starts", 1_000)
         self.learning_starts = zoo_starts if learning_starts is None else learning_starts
-        self.target_every = target_sync_every(params)
+        self.target_every: int | None = target_sync_every(params)
         if algo != "dqn":
             self.target_every = None  # TD3/DDPG/D4PG update their targets by polyak averaging (tau) inside train()
         network = policy_kwargs(algo, arch, params)

@@ -96,6 +96,7 @@ class ParameterQuantizer:
         if self.built_version == self.version:
             return 0.0
         start = time.perf_counter()
+        assert self.weights is not None  # the driver publishes the learner's weights before any actor starts
         if self.net is not None:
             self.payload = policy_payload(self.weights, self.net, self.precision, self.int8_backend)
         else:
@@ -110,6 +111,7 @@ class ParameterQuantizer:
 
     def broadcast_nbytes(self) -> int:
         self._build()
+        assert self.payload is not None  # built just now
         kind, data = self.payload
         return state_nbytes(data) if kind == "packed" else len(data)
 

@@ -34,6 +34,7 @@ def network_for(action_space: spaces.Space, obs_dim: int, arch: list[int]) -> nn
     """The acting network for an env's action space: Q-values per discrete action, or a squashed continuous action."""
     if isinstance(action_space, spaces.Discrete):
         return acting_network(obs_dim, int(action_space.n), arch, squash=False)
+    assert isinstance(action_space, spaces.Box)  # ActorQ's action spaces are Discrete or Box (config checks)
     return acting_network(obs_dim, int(np.prod(action_space.shape)), arch, squash=True)
 
 

@@ -70,11 +70,14 @@ class DistributionalCritic(BaseModel):
         self.share_features_extractor = share_features_extractor
         action_dim = get_action_dim(action_space)
         self.z_net = nn.Sequential(*create_mlp(features_dim + action_dim, n_atoms, net_arch, activation_fn))
+        self.support: torch.Tensor
         self.register_buffer("support", torch.linspace(v_min, v_max, n_atoms))
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        extractor = self.features_extractor
+        assert extractor is not None  # TD3's policy builds the critic with one
         with torch.set_grad_enabled(not self.share_features_extractor):
-            features = self.extract_features(obs, self.features_extractor)
+            features = self.extract_features(obs, extractor)
         return self.z_net(torch.cat([features, actions], dim=1))
 
     def q_value(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -88,10 +91,13 @@ class D4PGPolicy(TD3Policy):
     def __init__(
         self, *args: Any, n_atoms: int = 51, v_min: float = -150.0, v_max: float = 150.0, **kwargs: Any
     ) -> None:
-        self.distribution = {"n_atoms": n_atoms, "v_min": v_min, "v_max": v_max}  # read by make_critic in _build
+        # read by make_critic in _build
+        self.distribution: dict[str, Any] = {"n_atoms": n_atoms, "v_min": v_min, "v_max": v_max}
         super().__init__(*args, **kwargs)
 
-    def make_critic(self, features_extractor: BaseFeaturesExtractor | None = None) -> DistributionalCritic:
+    def make_critic(  # type: ignore[override]  # a categorical critic in place of TD3's twin Q-networks
+        self, features_extractor: BaseFeaturesExtractor | None = None
+    ) -> DistributionalCritic:
         kwargs = self._update_features_extractor(self.critic_kwargs, features_extractor)
         kwargs.pop("n_critics", None)
         return DistributionalCritic(**kwargs, **self.distribution).to(self.device)
@@ -116,27 +122,31 @@ class D4PG(TD3):
     def train(self, gradient_steps: int, batch_size: int = 256) -> None:
         self.policy.set_training_mode(True)
         self._update_learning_rate([self.actor.optimizer, self.critic.optimizer])
-        critic_losses, actor_losses = [], []
+        critic_losses: list[float] = []
+        actor_losses: list[float] = []
+        replay, critic, critic_target = self.replay_buffer, self.critic, self.critic_target
+        assert replay is not None  # SB3 builds it in _setup_model
+        assert isinstance(critic, DistributionalCritic) and isinstance(critic_target, DistributionalCritic)
         for _ in range(gradient_steps):
             self._n_updates += 1
-            data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
+            data = replay.sample(batch_size, env=self._vec_normalize_env)
             discounts = data.discounts if data.discounts is not None else torch.full_like(data.rewards, self.gamma)
             with torch.no_grad():
-                next_logits = self.critic_target(data.next_observations, self.actor_target(data.next_observations))
+                next_logits = critic_target(data.next_observations, self.actor_target(data.next_observations))
                 target = categorical_projection(
-                    F.softmax(next_logits, dim=1), data.rewards, (1.0 - data.dones) * discounts, self.critic.support
+                    F.softmax(next_logits, dim=1), data.rewards, (1.0 - data.dones) * discounts, critic.support
                 )
-            critic_loss = -(target * F.log_softmax(self.critic(data.observations, data.actions), dim=1)).sum(1).mean()
-            self.critic.optimizer.zero_grad()
+            critic_loss = -(target * F.log_softmax(critic(data.observations, data.actions), dim=1)).sum(1).mean()
+            critic.optimizer.zero_grad()
             critic_loss.backward()
-            self.critic.optimizer.step()
+            critic.optimizer.step()
 
-            actor_loss = -self.critic.q_value(data.observations, self.actor(data.observations)).mean()
+            actor_loss = -critic.q_value(data.observations, self.actor(data.observations)).mean()
             self.actor.optimizer.zero_grad()
             actor_loss.backward()
             self.actor.optimizer.step()
 
-            polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+            polyak_update(critic.parameters(), critic_target.parameters(), self.tau)
             polyak_update(self.actor.parameters(), self.actor_target.parameters(), self.tau)
             polyak_update(self.critic_batch_norm_stats, self.critic_batch_norm_stats_target, 1.0)
             polyak_update(self.actor_batch_norm_stats, self.actor_batch_norm_stats_target, 1.0)

@@ -35,7 +35,11 @@ def factory_env_id(env: Callable[[], Any]) -> str:
     digest = hashlib.sha256(code_identity(env)).hexdigest()[:8]
     env_id = f"factory/{re.sub(r'[^A-Za-z0-9_.-]', '_', made)}-{digest}-v0"
     if env_id not in gym.registry:
-        gym.register(env_id, entry_point=env)
+
+        def make(**_kwargs: Any) -> gym.Env:  # the factory takes no settings: none are registered with it
+            return env()
+
+        gym.register(env_id, entry_point=make)
     return env_id
 
 

@@ -329,7 +329,7 @@ def _arm_returns(store: ResultStore, keys: list[str], test: Any) -> tuple[dict[s
     confidence bounds on it."""
     arms: tuple[list[float], list[float]] = ([], [])
     for number, key in enumerate(keys):
-        arms[number % 2].extend(store.get(key)["episode_rewards"])
+        arms[number % 2].extend(store.stored(key)["episode_rewards"])
     summaries = []
     for rewards in arms:
         interval = test.mean_interval(np.asarray(rewards, dtype=float))

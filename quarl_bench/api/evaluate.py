@@ -59,7 +59,7 @@ def evaluate_agent(
     path = str(model) if isinstance(model, str | os.PathLike) else model
     query = AgentQuery(env_name, algo, path, None, vecnormalize, env_kwargs, tuple(env_packages), cache=str(cache))
     ref = resolve(query)
-    specs = tuple(QuantSpec(p) for p in precisions)
+    specs = tuple(QuantSpec(str(p)) for p in precisions)
     settings = EvalSettings(episodes, seed, n_envs)
     with tempfile.TemporaryDirectory() as scratch:
         with ResultStore(store or Path(scratch) / "quarl.sqlite") as opened:
@@ -194,8 +194,8 @@ def certify_agent(
         if env is None:
             raise QuarlError("certify_agent on a policy file needs env: expected an env id such as 'CartPole-v1'")
         model = resolve(AgentQuery(env, model=str(model)))
-    specs = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
-    request = certify_request(model, specs, config, baseline, by)
+    asked = tuple(spec if isinstance(spec, QuantSpec) else QuantSpec(str(spec)) for spec in specs)
+    request = certify_request(model, asked, config, baseline, by)
     told = (lambda _agent, found: on_verdict(found)) if on_verdict else None
     if isinstance(store, ResultStore):
         return certify([request], store, on_verdict=told, force=force)[0]
@@ -393,6 +393,7 @@ def certify(
     results = []
     for outcome in outcomes:
         scale = outcome.scale
+        assert scale is not None  # every request's scale walk has ended when certify_all returns
         result = Certification(outcome.request.ref, scale.delta, scale.text, scale.rows)
         for found in outcome.verdict_rows():
             verdict = Verdict.from_row(found.row, found.reused)

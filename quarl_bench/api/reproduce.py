@@ -254,6 +254,7 @@ def _plan_sweep(
     arguments = artifact.quick if quick else artifact.command
     envs = [arguments[arguments.index("--env") + 1]] if "--env" in arguments else None
     episodes = int(arguments[arguments.index("-n") + 1]) if "-n" in arguments else None
+    assert artifact.grid is not None  # a sweep's artifact names its grid (the caller checked)
     planned = plan_sweep(artifact.grid, sources, store, envs=envs, episodes=episodes, workers=1)
     line.already_stored = planned.already_stored
     line.missing = [f"{skip.algo}/{skip.env_id}" for skip in planned.skipped]

@@ -13,6 +13,7 @@ from quarl_bench.errors import QuarlError, note
 from quarl_bench.extras import require
 
 if TYPE_CHECKING:
+    from quarl_bench.jobs.work import Work
     from quarl_bench.store import ResultStore
 
 
@@ -110,7 +111,7 @@ def run_sweep(
 
     outcome = SweepOutcome(planned)
 
-    def done(work, rows, error) -> None:
+    def done(work: Work, rows: list[dict[str, Any]] | None, error: BaseException | None) -> None:
         if error is not None:
             outcome.failures.append(f"{work.algo}/{work.env_id} {work.method}: {error}")
         if on_done:

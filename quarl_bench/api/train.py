@@ -64,7 +64,7 @@ def run_actorq_runs(
             if on_start:
                 on_start(number, config, skipped)
             if skipped:
-                rows.append(store.get(job_for(config).key))
+                rows.append(store.stored(job_for(config).key))
                 continue
             work = Work(
                 config,

@@ -14,6 +14,7 @@ import hashlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +32,9 @@ class Artifact:
     backend: str
     kind: str
     data: bytes
-    module: object = None
+    module: Callable[[Any], Any] | None = None  # a state-dict artifact's module, run in this process
     files: tuple[tuple[str, bytes], ...] = ()
-    meta: tuple[tuple[str, object], ...] = ()
+    meta: tuple[tuple[str, Any], ...] = ()  # JSON-like facts (normalisation, dimensions, a recurrent state's shape)
 
     @property
     def sha256(self) -> str:
@@ -56,7 +57,7 @@ class Artifact:
         """The files an artifact folder holds (besides policy.json and README.md)."""
         return dict(self.files) if self.files else {KINDS.get(self.kind).file_name: self.data}
 
-    def info(self, name: str, default: object = None) -> object:
+    def info(self, name: str, default: Any = None) -> Any:
         return dict(self.meta).get(name, default)
 
 
@@ -132,8 +133,9 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
     if entry.precision != "fp32" and (network_states is None or not len(network_states)):
         raise QuarlError(f"{backend} needs calibration states: none were given")
     if entry.kind == "c":
+        assert network_states is not None  # c-int8 and c-int4 are int8 (checked above)
         return c_artifact(module, network_states, precision(entry.precision).bits)
-    meta: tuple[tuple[str, object], ...] = ()
+    meta: tuple[tuple[str, Any], ...] = ()
     if int8 and getattr(module, "normalize", False):
         # Full-integer graphs quantize their input per tensor: the raw observation's features have very different
         # scales (MountainCar: position +-1.2, velocity +-0.07), so VecNormalize's statistics stay outside, as the
@@ -141,11 +143,11 @@ def edge_artifact(backend: str, module, sample: np.ndarray, network_states: np.n
         meta = (("normalization", normalization(module)),)
         module = copy.copy(module)
         module.normalize = False
-        raw = np.asarray(network_states, dtype=np.float32)
+        raw: np.ndarray | None = np.asarray(network_states, dtype=np.float32)
     else:
         from quarl_bench.deploy.export import raw_observations
 
-        raw = raw_observations(module, network_states, sample.dtype) if int8 else None
+        raw = raw_observations(module, network_states, sample.dtype) if network_states is not None and int8 else None
     sample = sample if not meta else normalized(sample, dict(meta)["normalization"])
     if entry.kind == "tflite":
         first_fp32 = int8 and entry.fp32_observation and not getattr(module, "image", False)
@@ -237,6 +239,7 @@ def torch_runner(artifact: Artifact, _threads: int) -> Callable[[np.ndarray], np
     import torch
 
     module = torch.jit.load(io.BytesIO(artifact.data)).eval() if artifact.kind == "torchscript" else artifact.module
+    assert module is not None  # a state-dict artifact keeps its module
 
     def run(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

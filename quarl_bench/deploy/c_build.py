@@ -136,10 +136,10 @@ def host_runner(sources: dict[str, bytes], obs_dim: int, action_dim: int, discre
             if discrete:
                 out[row] = index
             else:
-                out[row] = np.frombuffer(action, np.float32, action_dim)
+                out[row] = np.ctypeslib.as_array(action)[:action_dim]
         return out
 
-    run.keep = (folder, library)  # the library lives as long as the function
+    setattr(run, "keep", (folder, library))  # noqa: B010 - the library lives as long as the function
     return run
 
 

@@ -145,14 +145,16 @@ def quantize_mlp(mlp: Mlp, states: np.ndarray, weight_bits: int = 8) -> IntProgr
         codes, step = weights[index]
         input_step, input_zero = grids[index]
         accumulator_step = np.float64(input_step) * step.astype(np.float64)
-        common = {"weight": codes, "input_step": input_step, "input_zero": input_zero, "weight_step": step}
         if index == len(mlp.layers) - 1:
             layers.append(
                 IntLayer(
                     bias=layer.bias.astype(np.float32),
                     activation=layer.activation,
                     output_scale=accumulator_step.astype(np.float32),
-                    **common,
+                    weight=codes,
+                    weight_step=step,
+                    input_step=input_step,
+                    input_zero=input_zero,
                 )
             )
             continue
@@ -169,7 +171,10 @@ def quantize_mlp(mlp: Mlp, states: np.ndarray, weight_bits: int = 8) -> IntProgr
                     shift=shift,
                     output_zero=output_zero,
                     thresholds=tanh_thresholds(int16_step, output_step, output_zero),
-                    **common,
+                    weight=codes,
+                    weight_step=step,
+                    input_step=input_step,
+                    input_zero=input_zero,
                 )
             )
             continue
@@ -182,7 +187,10 @@ def quantize_mlp(mlp: Mlp, states: np.ndarray, weight_bits: int = 8) -> IntProgr
                 shift=shift,
                 output_zero=output_zero,
                 output_low=output_zero if layer.activation == "relu" else -128,
-                **common,
+                weight=codes,
+                weight_step=step,
+                input_step=input_step,
+                input_zero=input_zero,
             )
         )
     return IntProgram(mlp, tuple(layers), weight_bits)

@@ -262,6 +262,7 @@ def source(program: IntProgram, names: CNames = CNames()) -> str:
         lines += [_floats("OBS_MEAN", mlp.obs_mean), _floats("OBS_SCALE", mlp.obs_scale)]
         lines += [_floats("OBS_CLIP", [mlp.clip_obs])]
     if mlp.head in ("clip", "unscale"):
+        assert mlp.low is not None and mlp.high is not None  # a continuous head has its bounds
         lines += [_floats("ACTION_LOW", mlp.low.reshape(-1)), _floats("ACTION_HIGH", mlp.high.reshape(-1))]
     for index, layer in enumerate(program.layers):
         lines += _layer_tables(index, layer, bits)

@@ -74,7 +74,7 @@ def contract(
     from quarl_bench.zoo.observation_names import ACTIONS, OBSERVATIONS, named
 
     features = int(np.prod(policy.observation_space.shape))
-    observation = {
+    observation: dict[str, Any] = {
         "shape": list(policy.observation_space.shape),
         "features": named(OBSERVATIONS, ref.env_id, features, "obs") if features <= 512 else [],
         "dtype": "uint8" if getattr(module, "image", False) else "float32",
@@ -89,6 +89,7 @@ def contract(
             if not outside
             else "by the client, before the artifact: clip((obs - mean) * scale, -clip, clip)",
         }
+    action: dict[str, Any]
     if module.discrete:
         action = {"space": "Discrete", "n": int(action_space.n), "dim": 0, "mapping": "argmax"}
         action["meaning"] = named(ACTIONS, ref.env_id, 1, "action")[0]

@@ -15,15 +15,19 @@ import contextlib
 import io
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from quarl_bench.errors import QuarlError
 
+if TYPE_CHECKING:
+    from quarl_bench.deploy.export import DeployablePolicy
+
 
 def litert(
-    module: torch.nn.Module, sample: np.ndarray, calibration: np.ndarray | None, fp32_first_layer: bool = False
+    module: DeployablePolicy, sample: np.ndarray, calibration: np.ndarray | None, fp32_first_layer: bool = False
 ) -> bytes:
     """The ``.tflite`` bytes: fp32, or int8 calibrated on ``calibration`` (raw observations), its first layer (and so
     the observation) in fp32 with ``fp32_first_layer``, its output layer's output in float, as the claim has them."""
@@ -48,14 +52,13 @@ def litert(
                 quantizer.set_module_name(litert_module_key(name), float_output(config))
             if fp32_first_layer:
                 quantizer.set_module_name(litert_module_key(first_module_name(module)), left_in_float(config))
-            module = weights_on_grid(module)
-            prepared = _calibrated(module, example, quantizer, calibration, fold=False)
+            prepared = _calibrated(weights_on_grid(module), example, quantizer, calibration, fold=False)
             litert_torch.convert(prepared, example, quant_config=QuantConfig(pt2e_quantizer=quantizer)).export(path)
         with open(path, "rb") as file:
             return file.read()
 
 
-def first_module_name(module: torch.nn.Module) -> str:
+def first_module_name(module: DeployablePolicy) -> str:
     """The name (in ``module``) of the policy's first acting layer, which takes the observation."""
     from quarl_bench.quant.layers import acting_layers
 

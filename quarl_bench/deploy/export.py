@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import io
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,10 +24,13 @@ from torch import nn
 from quarl_bench.errors import QuarlError
 from quarl_bench.families import family_of
 
+if TYPE_CHECKING:
+    from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+
 OPSET = 17
 
 
-class TorchForm:
+class TorchForm(nn.Module):
     """What every deployable form answers, so backends never ask which form they hold: ``torch_layers`` (a torch
     module to trace, quantize or write as C; an ONNX graph played as itself has none), ``carries_state`` (a recurrent
     policy's state in and out), :meth:`example` (export inputs) and :meth:`onnx` (its ONNX bytes). This base is a
@@ -56,7 +61,7 @@ class TorchForm:
             torch.onnx.export(
                 self,
                 self.example(sample),
-                buffer,
+                buffer,  # type: ignore[arg-type]  # TorchScript export writes to a file object too (dynamo=False)
                 input_names=inputs,
                 output_names=outputs,
                 dynamic_axes=axes,
@@ -66,10 +71,16 @@ class TorchForm:
         return buffer.getvalue()
 
 
-class DeployablePolicy(TorchForm, nn.Module):
+class DeployablePolicy(TorchForm):
     """``forward(raw_obs) -> action`` for a policy of any family (:mod:`quarl_bench.families`): SB3 actor-critic,
     DQN, QR-DQN, DDPG/TD3/SAC/TQC, ARS, or a user's torch module; :meth:`raw_states` gives the gate's states as
     its artifact takes them."""
+
+    obs_mean: torch.Tensor  # buffers: VecNormalize's statistics (with ``normalize``), the action bounds (Box)
+    obs_scale: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+    clip_obs: float
 
     def __init__(
         self, policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None
@@ -91,15 +102,16 @@ class DeployablePolicy(TorchForm, nn.Module):
         self.discrete = isinstance(action_space, spaces.Discrete)
         if not self.discrete and not isinstance(action_space, spaces.Box):
             raise QuarlError(f"cannot export {type(action_space).__name__} actions: expected Discrete or Box")
-        self.normalize = normalizer is not None and normalizer.norm_obs
-        if self.normalize:
-            stats = normalizer.obs_rms
+        self.normalize = False
+        if normalizer is not None and normalizer.norm_obs:
+            self.normalize, stats = True, normalizer.obs_rms
+            assert not isinstance(stats, dict)  # a Box observation space (checked above) has one RunningMeanStd
             self.register_buffer("obs_mean", torch.as_tensor(stats.mean, dtype=torch.float32))
             self.register_buffer(
                 "obs_scale", torch.as_tensor(1.0 / np.sqrt(stats.var + normalizer.epsilon), dtype=torch.float32)
             )
             self.clip_obs = float(normalizer.clip_obs)
-        if not self.discrete:
+        if isinstance(action_space, spaces.Box):
             self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
             self.register_buffer("high", torch.as_tensor(action_space.high, dtype=torch.float32))
 
@@ -110,7 +122,7 @@ class DeployablePolicy(TorchForm, nn.Module):
 
         twin = copy.copy(self)
         twin._parameters = dict(self._parameters)
-        twin._buffers = {name: buffer.clone() for name, buffer in self._buffers.items()}
+        twin._buffers = {name: None if buffer is None else buffer.clone() for name, buffer in self._buffers.items()}
         twin._modules = {**self._modules, "policy": clone_policy(self.policy)}
         return twin
 
@@ -161,8 +173,11 @@ class RecurrentDeployablePolicy(DeployablePolicy):
 
     carries_state = True
     state_inputs, state_outputs = STATE_INPUTS, STATE_OUTPUTS
+    policy: RecurrentActorCriticPolicy
 
-    def forward(self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor):  # type: ignore[override]
+    def forward(  # type: ignore[override]  # one step takes and gives the state: its artifact's inputs and outputs
+        self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         policy = self.policy
         features = policy.pi_features_extractor(self.preprocess(obs))
         latent, (h_out, c_out) = policy.lstm_actor(features.unsqueeze(0), (h, c))
@@ -286,6 +301,7 @@ def acting_graph(
         graph.node.append(helper.make_node("ArgMax", [scores], ["action"], axis=1, keepdims=0))
         output = helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])
     else:
+        assert isinstance(action_space, spaces.Box)  # an ONNX policy's actions are Discrete or Box (zoo/foreign.py)
         for name, bound in (("action_low", action_space.low), ("action_high", action_space.high)):
             graph.initializer.append(numpy_helper.from_array(np.asarray(bound, np.float32), name))
         graph.node.append(helper.make_node("Min", [scores, "action_high"], ["action_below_high"]))
@@ -296,10 +312,15 @@ def acting_graph(
     return model.SerializeToString()
 
 
-FORMS = {"module": DeployablePolicy, "recurrent": RecurrentDeployablePolicy, "graph": GraphPolicy}
+Form = DeployablePolicy | GraphPolicy
+FORMS: dict[str, Callable[[BasePolicy, spaces.Space, VecNormalize | None], Form]] = {
+    "module": DeployablePolicy,
+    "recurrent": RecurrentDeployablePolicy,
+    "graph": GraphPolicy,
+}
 
 
-def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None):
+def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None) -> Form:
     """What a backend builds its artifact from: the deployable form the policy's adapter names
     (:attr:`~quarl_bench.zoo.policy.Policy.deploy_form`: a :class:`DeployablePolicy`, its recurrent form, or an ONNX
     policy's own :class:`GraphPolicy`)."""

@@ -50,7 +50,12 @@ def emulated(model_bytes: bytes, observations: np.ndarray, kernel: str = "exact"
     session = ReferenceEvaluator(model, new_ops=ops)
     name = model.graph.input[0].name
     batch = np.asarray(observations, dtype=np.float32)
-    return np.concatenate([np.asarray(session.run(None, {name: batch[i : i + 1]})[0]) for i in range(len(batch))])
+    outputs = []
+    for i in range(len(batch)):
+        found = session.run(None, {name: batch[i : i + 1]})
+        assert isinstance(found, list)  # not intermediate: the outputs in order
+        outputs.append(np.asarray(found[0]))
+    return np.concatenate(outputs)
 
 
 def _dequantized_tensors(model) -> dict[str, tuple[np.ndarray, np.ndarray, int, bool]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 # the flags (x86) and features (ARM) that decide which int8 kernels run
 INT8_FLAGS = ("avx2", "avx512bw", "avx512_vnni", "avx_vnni", "avx_vnni_int8", "amx_int8", "asimd", "asimddp", "i8mm")
@@ -99,7 +100,7 @@ def runtime_versions(kind: str) -> dict[str, str]:
     return found
 
 
-def load_record() -> dict[str, object]:
+def load_record() -> dict[str, Any]:
     """The machine's load as a timing is taken: the 1-minute load average against the cores; ``busy`` when the
     load exceeds them (other work then shares the cores, and a timing says more about it than about the code)."""
     import os
@@ -112,7 +113,7 @@ def load_record() -> dict[str, object]:
     return {"load_1m": load, "cores": cores, "busy": load > cores}
 
 
-def load_before_run(seconds: float = 1.0) -> dict[str, object]:
+def load_before_run(seconds: float = 1.0) -> dict[str, Any]:
     """The load a run starts under, taken while it has no process of its own: the CPU time every process used over
     the last ``seconds`` (psutil), in cores, beside the 1-minute load average, which still counts a run that ended
     a minute ago (a grid's previous run); ``busy`` when others kept over a quarter of the cores busy."""

@@ -57,13 +57,14 @@ class Mlp:
         """Each layer's input and its output before the activation, from the network's ``inputs`` (observations
         after normalisation), in float32: what ``c-int8`` calibrates its ranges on."""
         x = torch.as_tensor(np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1))
-        inputs, pre_activations = [], []
+        layer_inputs: list[np.ndarray] = []
+        pre_activations: list[np.ndarray] = []
         for layer in self.layers:
-            inputs.append(x.numpy())
+            layer_inputs.append(x.numpy())
             pre = torch.nn.functional.linear(x, torch.as_tensor(layer.weight), torch.as_tensor(layer.bias))
             pre_activations.append(pre.numpy())
             x = {"relu": torch.relu, "tanh": torch.tanh}.get(layer.activation, lambda v: v)(pre)
-        return inputs, pre_activations
+        return layer_inputs, pre_activations
 
     def scores(self, observations: np.ndarray) -> np.ndarray:
         """The last layer's output after the final float ops, in float32 (the head's input)."""
@@ -213,7 +214,7 @@ def traced_chain(module: nn.Module) -> list:
             continue
         label = _node_label(node)
         tensors = [a for a in node.args if isinstance(a, fx.Node) and a not in attributes]
-        constants = [_constant(a, attributes) for a in node.args if _constant(a, attributes) is not None]
+        constants = [value for a in node.args if (value := _constant(a, attributes)) is not None]
         if tensors != [current]:
             raise QuarlError(
                 f"c-int8 writes MLP chains only: this module's {label} does not continue one chain "

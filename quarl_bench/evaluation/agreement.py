@@ -50,7 +50,7 @@ class AgreementMeter:
         greedy = self.actor.last_greedy
         if greedy is None:
             greedy = self.policy_greedy(observation)
-        rows = slice(None) if self.playing is None else self.playing
+        rows = np.ones(len(np.asarray(greedy)), dtype=bool) if self.playing is None else np.asarray(self.playing)
         if self.reference_state is not None:  # stepped on every env, whether it counts or not
             expected = self.reference_state(observation, episode_start)
             if np.any(rows):
@@ -72,12 +72,14 @@ class AgreementMeter:
         if self.discrete:
             self.equal += int(np.sum(np.all(actions.reshape(n, -1) == expected.reshape(n, -1), axis=1)))
             return
+        span = self.span
+        assert span is not None  # continuous actions have one
         difference = (actions - expected).reshape(n, -1)
         distance = np.linalg.norm(difference, axis=1)
         norm = np.linalg.norm(expected.reshape(n, -1), axis=1)
         self.distance_sum += float(distance.sum())
-        self.range_sum += float(np.sum(np.max(np.abs(difference) / self.span, axis=1)))
-        clear = norm >= RELATIVE_FLOOR * float(np.linalg.norm(self.span))
+        self.range_sum += float(np.sum(np.max(np.abs(difference) / span, axis=1)))
+        clear = norm >= RELATIVE_FLOOR * float(np.linalg.norm(span))
         self.relative_sum += float(np.sum(distance[clear] / norm[clear]))
         self.relative_decisions += int(clear.sum())
 

@@ -31,7 +31,8 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
         observations = env.reset()
         if isinstance(observations, dict):
             raise QuarlError("calibration states: dict observations are not supported; expected a Box observation")
-        states, ended = [], np.zeros(n_envs, dtype=bool)
+        states: list[np.ndarray] = []
+        ended = np.zeros(n_envs, dtype=bool)
         acting = as_policy(policy)
         memory, starts = acting.initial_state(n_envs), np.ones(n_envs, dtype=bool)
         while (not ended.all() or len(states) * n_envs < count) and len(states) * n_envs < MAX_STEPS_PER_STATE * count:

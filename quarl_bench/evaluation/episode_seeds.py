@@ -52,8 +52,9 @@ def seed_every_episode(venv: VecEnv, seed: int, envs: range) -> list[EpisodeSeed
             inner.envs[position] = seeder
         else:
             wrapper = outer
-            while wrapper.env is not wrapper.unwrapped:
+            while isinstance(wrapper, gym.Wrapper) and wrapper.env is not wrapper.unwrapped:
                 wrapper = wrapper.env
+            assert isinstance(wrapper, gym.Wrapper)  # the innermost wrapper, around the unwrapped env
             wrapper.env = seeder
         seeders.append(seeder)
     return seeders

@@ -84,7 +84,7 @@ class EpisodeActor:
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         self.last_greedy = None
         if self.masks is not None:
-            return self.predict_masked(observation, state)
+            return self.predict_masked(observation, self.masks, state)
         if self.mode.kind == "sampled":
             if self.categorical:
                 return self.sample(observation, state, episode_start)
@@ -101,10 +101,9 @@ class EpisodeActor:
             actions = self.explore(self.last_greedy)
         return actions, state
 
-    def predict_masked(self, observation: np.ndarray, state=None):
+    def predict_masked(self, observation: np.ndarray, masks: np.ndarray, state=None):
         """The action among the legal ones (:mod:`~quarl_bench.evaluation.masks`): sampled from the renormalised
         probabilities, or the masked argmax of the decision values (epsilon-greedy explores legal actions only)."""
-        masks = self.masks
         if self.mode.kind == "sampled" and self.categorical:
             probs, state = self.adapter.probabilities(observation, state, None)
             unmasked = probs.argmax(axis=1)
@@ -130,6 +129,7 @@ class EpisodeActor:
     def explore(self, greedy: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         actions = greedy.copy()
         space = self.action_space
+        assert isinstance(space, spaces.Discrete)  # epsilon-greedy needs one (checked when built)
         for index, generator in enumerate(self.draws):
             if generator.random() < self.mode.epsilon:
                 if masks is None:
@@ -216,7 +216,8 @@ def play(
     equal to which envs have not finished their target. Each episode starts from its own reset seed
     (:mod:`~quarl_bench.evaluation.episode_seeds`), -1 where the envs live in other processes. Where the env
     masks actions, ``actor`` is given its masks before every decision and counts the illegal actions played."""
-    read_masks = mask_reader(env) if actor is not None else None
+    read_masks = mask_reader(env)
+    masked = actor if read_masks is not None else None
     seeders = seed_every_episode(env, seed, envs)
     monitored = is_vecenv_wrapped(env, VecMonitor) or env.env_is_wrapped(Monitor)[0]
     counts = np.zeros(len(envs), dtype=int)
@@ -226,11 +227,12 @@ def play(
     finished: list[tuple[int, int, float, int, int, int]] = []
     step = 0
     while playing.any():
-        if read_masks is not None:
-            actor.masks, actor.playing = read_masks(), playing
+        masks = read_masks() if masked is not None and read_masks is not None else None
+        if masked is not None:
+            masked.masks, masked.playing = masks, playing
         actions, states = predictor.predict(observations, state=states, episode_start=episode_starts)
-        if read_masks is not None:
-            actor.mask_counts.played(actor.masks, actions, playing)
+        if masked is not None and masks is not None:
+            masked.mask_counts.played(masks, actions, playing)
         observations, rewards, dones, infos = env.step(actions)
         current_rewards += rewards
         current_lengths += 1
@@ -272,7 +274,9 @@ def play_envs(
     np.random.seed(seed)
     actor.action_space.seed(seed)  # what a policy without its own draws (the random baseline) samples from
     playing = np.ones(len(envs), dtype=bool)
-    predictor = AgreementMeter(actor, reference, playing) if reference is not None else actor
+    predictor: EpisodeActor | AgreementMeter | ObservationTap = actor
+    if reference is not None:
+        predictor = AgreementMeter(actor, reference, playing)
     reservoir = StateReservoir(record_states, seed + envs.start) if record_states else None
     if obs_noise > 0 or reservoir is not None:
         predictor = ObservationTap(predictor, obs_noise, seed, envs, reservoir, playing, actor.adapter)

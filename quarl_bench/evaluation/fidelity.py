@@ -54,7 +54,7 @@ def side_by_side(
 ) -> Divergence:
     """Play each env's first episode in both envs (same seeds, same noise draws) and return where they part."""
     n = env.num_envs
-    obs_ref, obs_q = reference_env.reset(), env.reset()
+    obs_ref, obs_q = np.asarray(reference_env.reset()), np.asarray(env.reset())  # Box observations
     noise_ref, noise_q = np.random.default_rng(seed), np.random.default_rng(seed)
     first_action: list[int | None] = [None] * n
     first_obs: list[int | None] = [None] * n
@@ -77,8 +77,9 @@ def side_by_side(
                     first_obs[i] = step
                 if first_action[i] is None and not (done_ref[i] or done_q[i]) and differ[i]:
                     first_action[i] = step
-            obs_ref, _, dones_ref, _ = reference_env.step(action_ref)
-            obs_q, _, dones_q, _ = env.step(action_q)
+            next_ref, _, dones_ref, _ = reference_env.step(action_ref)
+            next_q, _, dones_q, _ = env.step(action_q)
+            obs_ref, obs_q = np.asarray(next_ref), np.asarray(next_q)
             lengths = [lengths[i] + int(not done_ref[i]) for i in range(n)]
             start_ref, start_q = np.asarray(dones_ref, bool), np.asarray(dones_q, bool)
             done_ref |= dones_ref

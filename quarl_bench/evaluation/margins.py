@@ -37,13 +37,15 @@ def margin_summary(gaps: np.ndarray, prefix: str = "") -> dict[str, float]:
 def margin_change(policy: BasePolicy, reference: BasePolicy | None, states: np.ndarray | None) -> dict[str, float]:
     """The policy's margins on ``states`` and, with a reference (the fp32 policy), the reference's margins on the same
     states, the median change and the share of states whose greedy action differs."""
-    values = decision_values(policy, states) if states is not None and len(states) else None
+    if states is None or not len(states):
+        return {}
+    values = decision_values(policy, states)
     if values is None:
         return {}
     gaps = top2_gap(values)
     summary = margin_summary(gaps) | {"margin_states": len(states)}
-    if reference is not None:
-        reference_values = decision_values(reference, states)
+    reference_values = decision_values(reference, states) if reference is not None else None
+    if reference_values is not None:
         reference_gaps = top2_gap(reference_values)
         summary |= margin_summary(reference_gaps, "fp32_")
         summary["margin_change_median"] = float(np.median(gaps - reference_gaps))

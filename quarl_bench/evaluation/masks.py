@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs
 
 from quarl_bench.errors import QuarlError
 
@@ -59,14 +60,14 @@ def mask_values(adapter, observation: np.ndarray) -> np.ndarray:
     return values
 
 
-def greedy_step(policy, read_masks: Callable[[], np.ndarray] | None, observations: np.ndarray, state, starts):
+def greedy_step(policy, read_masks: Callable[[], np.ndarray] | None, observations: VecEnvObs, state, starts):
     """A policy's deterministic actions for a batch (SB3's ``predict``), among the legal ones where the env masks
     actions (``read_masks``: :func:`mask_reader`'s, or None); returns (actions, next state)."""
     if read_masks is None:
         return policy.predict(observations, state, starts, deterministic=True)
     from quarl_bench.zoo.policy import as_policy
 
-    return masked_argmax(mask_values(as_policy(policy), observations), read_masks()), state
+    return masked_argmax(mask_values(as_policy(policy), np.asarray(observations)), read_masks()), state
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,6 +21,10 @@ from torch import nn
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.registry import Registry
+
+# A policy object of some family. Its sub-networks are attributes that torch's stubs type as ``Tensor | Module``
+# (``nn.Module.__getattr__``), so a family reads them untyped; its ``matches`` says which objects it takes.
+PolicyObject = Any
 
 
 @dataclass(frozen=True)
@@ -62,58 +67,58 @@ class PolicyFamily:
     quarl_code: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     raw_observations = False
 
-    def matches(self, policy: nn.Module) -> bool:
+    def matches(self, policy: PolicyObject) -> bool:
         raise NotImplementedError
 
-    def acting_prefixes(self, policy: nn.Module) -> tuple[str, ...]:
+    def acting_prefixes(self, policy: PolicyObject) -> tuple[str, ...]:
         """The acting sub-modules of this policy (a family may drop one that the policy does not act through)."""
         return self.acting
 
-    def squashed(self, policy: nn.Module) -> bool:
+    def squashed(self, policy: PolicyObject) -> bool:
         """Whether its continuous actions come out in [-1, 1] to be unscaled to the bounds (else clipped)."""
         return bool(getattr(policy, "squash_output", False))
 
-    def scores(self, policy: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
         """The network's output on preprocessed observations: logits / values, or the continuous action."""
         raise NotImplementedError
 
-    def acting_chain(self, policy: nn.Module) -> ActingChain:
+    def acting_chain(self, policy: PolicyObject) -> ActingChain:
         raise NotImplementedError
 
-    def decision(self, policy: nn.Module, observations: torch.Tensor) -> Output:
+    def decision(self, policy: PolicyObject, observations: torch.Tensor) -> Output:
         """The differentiable output its deterministic action comes from."""
         raise NotImplementedError
 
-    def decision_values(self, policy: nn.Module, observations: torch.Tensor) -> torch.Tensor | None:
+    def decision_values(self, policy: PolicyObject, observations: torch.Tensor) -> torch.Tensor | None:
         """A discrete policy's per-action scores whose argmax is the greedy action (None: none to read)."""
         return None
 
-    def categorical(self, policy: nn.Module) -> bool:
+    def categorical(self, policy: PolicyObject) -> bool:
         """Whether it exposes a categorical action distribution."""
         return False
 
-    def torch_greedy(self, policy: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    def torch_greedy(self, policy: PolicyObject) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """SB3's deterministic discrete action for a batch tensor without ``predict``'s wrapper; None: none known."""
         return None
 
-    def plain_chain(self, policy: nn.Module) -> list[nn.Module] | None:
+    def plain_chain(self, policy: PolicyObject) -> list[nn.Module] | None:
         """Linear/activation modules from a flat observation to the outputs whose argmax is the action, or None."""
         return None
 
-    def predicts_continuous(self, policy: nn.Module) -> bool:
+    def predicts_continuous(self, policy: PolicyObject) -> bool:
         """Whether its own ``_predict`` plus ``predict``'s clipping or unscaling gives SB3's continuous actions."""
         return False
 
-    def play(self, policy: nn.Module, states: np.ndarray) -> None:
+    def play(self, policy: PolicyObject, states: np.ndarray) -> None:
         """Act on stored ``states`` exactly as evaluation acts (for hooks to see): a recurrent policy's states are
         Markov states (:mod:`quarl_bench.families.recurrent`)."""
         policy.predict(states, deterministic=True)
 
-    def state_lstm(self, policy: nn.Module) -> nn.LSTM | None:
+    def state_lstm(self, policy: PolicyObject) -> nn.LSTM | None:
         """The LSTM whose state it carries from step to step; None: it carries none."""
         return None
 
-    def torch_refusal(self, policy: nn.Module) -> str:
+    def torch_refusal(self, policy: PolicyObject) -> str:
         """Why its layers cannot be calibrated or hooked in torch ('' when they can)."""
         return ""
 
@@ -130,13 +135,13 @@ def register_family(family: PolicyFamily) -> PolicyFamily:
     return FAMILIES.add(family.name, family)
 
 
-def find_family(policy: nn.Module) -> PolicyFamily | None:
+def find_family(policy: PolicyObject) -> PolicyFamily | None:
     """The first registered family that ``policy`` belongs to, or None."""
     FAMILIES.load(every=True)
     return next((family for family in FAMILIES.entries.values() if family.matches(policy)), None)
 
 
-def family_of(policy: nn.Module) -> PolicyFamily:
+def family_of(policy: PolicyObject) -> PolicyFamily:
     """The family ``policy`` belongs to.
 
     :raises QuarlError: for a policy of none of them.
@@ -150,7 +155,7 @@ def family_of(policy: nn.Module) -> PolicyFamily:
     return family
 
 
-def distribution_output(policy: nn.Module, distribution) -> Output:
+def distribution_output(policy: PolicyObject, distribution) -> Output:
     """An actor-critic's decision output from its action distribution (a recurrent policy's too): the logits, or
     the deterministic action scaled to [-1, 1]."""
     if isinstance(policy.action_space, spaces.Discrete):
@@ -158,14 +163,14 @@ def distribution_output(policy: nn.Module, distribution) -> Output:
     return Output("actions", scaled_actions(policy, distribution.mode()))
 
 
-def network_output(policy: nn.Module, out: torch.Tensor) -> Output:
+def network_output(policy: PolicyObject, out: torch.Tensor) -> Output:
     """A network's raw output as its decision: logits for discrete actions, else the actions scaled to [-1, 1]."""
     if isinstance(policy.action_space, spaces.Discrete):
         return Output("logits", out)
     return Output("actions", scaled_actions(policy, out))
 
 
-def scaled_actions(policy: nn.Module, actions: torch.Tensor) -> torch.Tensor:
+def scaled_actions(policy: PolicyObject, actions: torch.Tensor) -> torch.Tensor:
     """Unsquashed Box actions clipped to the space, as the env receives them, then scaled to [-1, 1]."""
     space = policy.action_space
     if getattr(policy, "squash_output", False) or not isinstance(space, spaces.Box):

@@ -9,7 +9,7 @@ from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, register_family
+from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, register_family
 
 
 class SeparateActor(PolicyFamily):
@@ -17,30 +17,30 @@ class SeparateActor(PolicyFamily):
     acting = ("actor",)
     quarl_code = ((), ("critic", "critic_target"))  # the actor's variables have no ``w``: the critic's, all of them
 
-    def matches(self, policy: nn.Module) -> bool:
+    def matches(self, policy: PolicyObject) -> bool:
         return isinstance(getattr(policy, "actor", None), nn.Module)
 
-    def squashed(self, policy: nn.Module) -> bool:
+    def squashed(self, policy: PolicyObject) -> bool:
         return True
 
-    def scores(self, policy: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
         actor = policy.actor
         if hasattr(actor, "latent_pi"):
             return torch.tanh(actor.mu(actor.latent_pi(actor.features_extractor(x))))
         return actor.mu(actor.features_extractor(x))
 
-    def acting_chain(self, policy: nn.Module) -> ActingChain:
+    def acting_chain(self, policy: PolicyObject) -> ActingChain:
         actor = policy.actor
         if hasattr(actor, "latent_pi"):  # CrossQ's batch norms are folded by the reader
             return ActingChain(actor.features_extractor, (*actor.latent_pi, actor.mu, nn.Tanh()), "unscale")
         return ActingChain(actor.features_extractor, tuple(actor.mu), "unscale")
 
-    def decision(self, policy: nn.Module, observations: torch.Tensor) -> Output:
+    def decision(self, policy: PolicyObject, observations: torch.Tensor) -> Output:
         actor = policy.actor
         actions = actor(observations, deterministic=True) if hasattr(actor, "action_dist") else actor(observations)
         return Output("actions", actions)
 
-    def predicts_continuous(self, policy: nn.Module) -> bool:
+    def predicts_continuous(self, policy: PolicyObject) -> bool:
         return isinstance(policy, SACPolicy | TD3Policy | TQCPolicy)  # CrossQ keeps predict (not checked equal)
 
 

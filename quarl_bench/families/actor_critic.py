@@ -13,7 +13,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, distribution_output, register_family
+from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, distribution_output, register_family
 
 SHARED_EXTRACTOR = "features_extractor"
 SHAPE = ("pi_features_extractor", "mlp_extractor", "action_net", "value_net", "get_distribution", "action_dist")
@@ -40,36 +40,36 @@ class ActorCritic(PolicyFamily):
         ),
     )
 
-    def matches(self, policy: nn.Module) -> bool:
+    def matches(self, policy: PolicyObject) -> bool:
         # SB3's class, or one built like it (sb3-contrib's MaskableActorCriticPolicy is not its subclass)
         return isinstance(policy, ActorCriticPolicy) or all(hasattr(policy, name) for name in SHAPE)
 
-    def acting_prefixes(self, policy: nn.Module) -> tuple[str, ...]:
+    def acting_prefixes(self, policy: PolicyObject) -> tuple[str, ...]:
         # the shared extractor acts only when the actor shares it (SB3's default); a critic's own one does not
         pi_extractor = getattr(policy, "pi_features_extractor", None)
         if pi_extractor is not None and getattr(policy, "vf_features_extractor", None) is not pi_extractor:
             return tuple(prefix for prefix in self.acting if prefix != SHARED_EXTRACTOR)
         return self.acting
 
-    def scores(self, policy: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
         return policy.action_net(policy.mlp_extractor.forward_actor(policy.pi_features_extractor(x)))
 
-    def acting_chain(self, policy: nn.Module) -> ActingChain:
+    def acting_chain(self, policy: PolicyObject) -> ActingChain:
         return ActingChain(policy.pi_features_extractor, (*policy.mlp_extractor.policy_net, policy.action_net))
 
-    def decision(self, policy: nn.Module, observations: torch.Tensor) -> Output:
+    def decision(self, policy: PolicyObject, observations: torch.Tensor) -> Output:
         return distribution_output(policy, policy.get_distribution(observations))
 
-    def decision_values(self, policy: nn.Module, observations: torch.Tensor) -> torch.Tensor | None:
+    def decision_values(self, policy: PolicyObject, observations: torch.Tensor) -> torch.Tensor | None:
         return policy.get_distribution(observations).distribution.logits
 
-    def categorical(self, policy: nn.Module) -> bool:
+    def categorical(self, policy: PolicyObject) -> bool:
         from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
 
         # MaskablePPO's distribution is categorical too, though no subclass of SB3's
         return isinstance(policy.action_dist, CategoricalDistribution | MaskableCategoricalDistribution)
 
-    def torch_greedy(self, policy: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    def torch_greedy(self, policy: PolicyObject) -> Callable[[torch.Tensor], torch.Tensor] | None:
         if isinstance(policy, RecurrentActorCriticPolicy) or not self.categorical(policy):
             return None  # a recurrent one acts on its state too: predict carries it
 
@@ -82,24 +82,24 @@ class ActorCritic(PolicyFamily):
 
         return act
 
-    def plain_chain(self, policy: nn.Module) -> list[nn.Module] | None:
+    def plain_chain(self, policy: PolicyObject) -> list[nn.Module] | None:
         if isinstance(policy, RecurrentActorCriticPolicy) or not isinstance(
             policy.pi_features_extractor, FlattenExtractor
         ):
             return None
         return [*policy.mlp_extractor.policy_net, policy.action_net]
 
-    def predicts_continuous(self, policy: nn.Module) -> bool:
+    def predicts_continuous(self, policy: PolicyObject) -> bool:
         return not isinstance(policy, RecurrentActorCriticPolicy)
 
-    def play(self, policy: nn.Module, states: np.ndarray) -> None:
+    def play(self, policy: PolicyObject, states: np.ndarray) -> None:
         if not isinstance(policy, RecurrentActorCriticPolicy):
             return super().play(policy, states)
         from quarl_bench.families.recurrent import act_on
 
         act_on(policy, states)
 
-    def state_lstm(self, policy: nn.Module) -> nn.LSTM | None:
+    def state_lstm(self, policy: PolicyObject) -> nn.LSTM | None:
         return policy.lstm_actor if isinstance(policy, RecurrentActorCriticPolicy) else None
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 from sb3_contrib.ars.policies import ARSPolicy
-from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, network_output, register_family
+from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, network_output, register_family
 
 
 class ARS(PolicyFamily):
@@ -14,21 +13,21 @@ class ARS(PolicyFamily):
     acting = ("features_extractor", "action_net")
     quarl_code = (("action_net",), ())  # not in QuaRL: its policy weights, as QuaRL's ``pi`` selection
 
-    def matches(self, policy: nn.Module) -> bool:
+    def matches(self, policy: PolicyObject) -> bool:
         return isinstance(policy, ARSPolicy)
 
-    def scores(self, policy: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
         return policy.action_net(policy.features_extractor(x))
 
-    def acting_chain(self, policy: nn.Module) -> ActingChain:
+    def acting_chain(self, policy: PolicyObject) -> ActingChain:
         return ActingChain(policy.features_extractor, tuple(policy.action_net))
 
-    def decision(self, policy: nn.Module, observations: torch.Tensor) -> Output:
+    def decision(self, policy: PolicyObject, observations: torch.Tensor) -> Output:
         return network_output(
             policy, policy.action_net(policy.extract_features(observations, policy.features_extractor))
         )
 
-    def decision_values(self, policy: nn.Module, observations: torch.Tensor) -> torch.Tensor | None:
+    def decision_values(self, policy: PolicyObject, observations: torch.Tensor) -> torch.Tensor | None:
         return policy.action_net(policy.extract_features(observations, policy.features_extractor))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, network_output, register_family
+from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, network_output, register_family
 
 
 class Module(PolicyFamily):
@@ -15,25 +15,25 @@ class Module(PolicyFamily):
     quarl_code = (("module",), ())
     raw_observations = True
 
-    def matches(self, policy: nn.Module) -> bool:
+    def matches(self, policy: PolicyObject) -> bool:
         return isinstance(getattr(policy, "module", None), nn.Module)
 
-    def squashed(self, policy: nn.Module) -> bool:
+    def squashed(self, policy: PolicyObject) -> bool:
         return False  # its actions are clipped to the bounds
 
-    def scores(self, policy: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
         return policy.module(x)
 
-    def acting_chain(self, policy: nn.Module) -> ActingChain:
+    def acting_chain(self, policy: PolicyObject) -> ActingChain:
         return ActingChain(None, (policy.module,), traced=True)
 
-    def decision(self, policy: nn.Module, observations: torch.Tensor) -> Output:
+    def decision(self, policy: PolicyObject, observations: torch.Tensor) -> Output:
         return network_output(policy, policy.decision_values(observations))
 
-    def decision_values(self, policy: nn.Module, observations: torch.Tensor) -> torch.Tensor | None:
+    def decision_values(self, policy: PolicyObject, observations: torch.Tensor) -> torch.Tensor | None:
         return None if policy.outputs_actions else policy.decision_values(observations)
 
-    def torch_refusal(self, policy: nn.Module) -> str:
+    def torch_refusal(self, policy: PolicyObject) -> str:
         if policy.torch_layers:
             return ""
         return onnx_refusal(policy.not_a_chain)

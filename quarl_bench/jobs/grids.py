@@ -8,8 +8,8 @@ at once and how actions are chosen (rl-zoo3's ``enjoy`` rule).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,18 +81,26 @@ def action_mode(ref: AgentRef) -> ActionMode:
     return ActionMode("sampled")
 
 
+@dataclass(frozen=True)
+class Variants:
+    """The jobs a work plays beside its specs': deployed ``targets``, and the specs of ``others`` (other methods
+    played in the same work: PTQ's works carry ``mixed`` allocations, whose reference is PTQ's fp32 job)."""
+
+    targets: Sequence[DeployTarget] = ()
+    others: Mapping[str, Sequence[QuantSpec]] = field(default_factory=dict)
+
+
 def build_jobs(
     ref: AgentRef,
     specs: Sequence[QuantSpec],
     settings: EvalSettings,
     method: str = DEFAULT_METHOD,
-    targets: Sequence[DeployTarget] = (),
-    **by_method: Sequence[QuantSpec],
+    variants: Variants = Variants(),
 ) -> list[Job]:
     """Per evaluation seed: the fp32 reference job first (``method``'s, :meth:`Job.reference`), then one job per
-    distinct requested spec (all of ``method``), per deployed target, and per spec of another method played in the
-    same work (``by_method``: PTQ's works carry ``mixed`` allocations, whose reference is PTQ's fp32 job), then the
-    random policy's job if asked for."""
+    distinct requested spec (all of ``method``), per deployed target and per spec of another method (``variants``),
+    then the random policy's job if asked for."""
+    targets = variants.targets
     from quarl_bench.zoo.envs import default_eval_envs
 
     n_envs = min(settings.n_envs or default_eval_envs(ref.env_id), settings.episodes)
@@ -114,10 +122,12 @@ def build_jobs(
         )
         base = played.reference()
         seed_jobs = [base]
-        variants = [replace(played, spec=spec) for spec in specs]
-        variants += [replace(base, target=target) for target in targets]
-        variants += [replace(played, spec=spec, method=name) for name, more in by_method.items() for spec in more]
-        for job in variants:
+        candidates = [replace(played, spec=spec) for spec in specs]
+        candidates += [replace(base, target=target) for target in targets]
+        candidates += [
+            replace(played, spec=spec, method=name) for name, more in variants.others.items() for spec in more
+        ]
+        for job in candidates:
             if job not in seed_jobs:
                 seed_jobs.append(job)
         if settings.random_baseline:
@@ -273,9 +283,9 @@ def grid_return_bounds(path: str | Path) -> dict[str, tuple[float, float]]:
 
 def select(
     cells: tuple[GridCell, ...] | list[GridCell],
-    algos: list[str] | None = None,
-    envs: list[str] | None = None,
-    precisions: list[str] | None = None,
+    algos: Sequence[str] | None = None,
+    envs: Sequence[str] | None = None,
+    precisions: Sequence[str] | None = None,
     episodes: int | None = None,
 ) -> list[GridCell]:
     """The cells matching every given filter (env names may be aliases, precisions any accepted spelling);

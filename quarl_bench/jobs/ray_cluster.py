@@ -55,17 +55,17 @@ def connect(address: str | None, log_path: Path | None = None) -> None:
     if address is not None:
         probe(address)
     # only a process that owns its stderr (the CLI): under a test runner or a notebook, stderr is theirs
-    quiet = log_path is not None and not ray.is_initialized() and sys.stderr is sys.__stderr__
-    if quiet:
-        native_stderr_to(log_path)
+    own_log = log_path if log_path is not None and not ray.is_initialized() and sys.stderr is sys.__stderr__ else None
+    if own_log is not None:
+        native_stderr_to(own_log)
     try:
         ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, ray.exceptions.RayError) as error:
         # Ray 2.60 (measured here) starts clusters with token authentication on; a driver only sends the token in token mode.
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else "; if it uses token auth, set RAY_AUTH_MODE=token"
         raise QuarlError(f"cannot join the Ray cluster at {address!r}: {str(error).splitlines()[0]}{hint}") from error
-    if quiet:
-        cluster_errors_to(log_path)
+    if own_log is not None:
+        cluster_errors_to(own_log)
 
 
 def cluster_errors_to(log_path: Path) -> None:

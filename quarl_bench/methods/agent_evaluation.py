@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from quarl_bench.jobs.grids import Variants
 from quarl_bench.methods.protocol import THIS_MACHINE, OfAgent, evaluator, register
 from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns
@@ -28,16 +29,16 @@ class AgentEvaluation:
     def specs(self, config: Any) -> list[QuantSpec]:
         return list(config.specs)
 
-    def variants(self, config: Any) -> dict[str, Any]:
-        """The jobs beside the specs' (``build_jobs``'s ``targets`` and ``mixed``): none by default."""
-        return {}
+    def variants(self, config: Any) -> Variants:
+        """The jobs beside the specs' (deployed targets, other methods' specs): none by default."""
+        return Variants()
 
     def jobs(self, work: Work, agent: AgentRef | None) -> list[Job]:
         from quarl_bench.jobs.grids import build_jobs
 
         assert agent is not None
         config = work.config
-        return build_jobs(agent, self.specs(config), work.settings, config.method, **self.variants(config))
+        return build_jobs(agent, self.specs(config), work.settings, config.method, self.variants(config))
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
         assert agent is not None

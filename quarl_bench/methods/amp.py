@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
 from quarl_bench.deploy.machine import cpu_model, half_features, load_record
 from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
@@ -63,7 +65,7 @@ class TrainClock:
     updates: int = 0
 
 
-def timed_train(model: BaseAlgorithm, clock: TrainClock) -> None:
+def timed_train(model: OnPolicyAlgorithm | OffPolicyAlgorithm, clock: TrainClock) -> None:
     """Wrap ``model.train`` so its gradient updates are timed (on a GPU, up to the last kernel)."""
     original = model.train
     synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
@@ -77,7 +79,7 @@ def timed_train(model: BaseAlgorithm, clock: TrainClock) -> None:
         clock.seconds += time.perf_counter() - start
         clock.updates += model._n_updates - before
 
-    model.train = train  # type: ignore[method-assign]
+    model.train = train  # type: ignore[method-assign]  # wraps SB3's own update step, the one learn() calls
 
 
 class UnwrapTrainAtEnd(BaseCallback):
@@ -102,6 +104,7 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
     def prepare(model: BaseAlgorithm, n_timesteps: int) -> list[BaseCallback]:
         if config.dtype != "fp32":
             scales.append(enable_mixed_precision(model, config.dtype))
+        assert isinstance(model, OnPolicyAlgorithm | OffPolicyAlgorithm)  # every SB3 algorithm is one of them
         timed_train(model, clock)
         return [UnwrapTrainAtEnd()]
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from quarl_bench.deploy.targets import BACKENDS, check_target
+from quarl_bench.jobs.grids import Variants
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.types import (
@@ -54,8 +55,8 @@ class DeployHandler(AgentEvaluation):
     def specs(self, config: DeployConfig) -> list[QuantSpec]:
         return []
 
-    def variants(self, config: DeployConfig) -> dict[str, Any]:
-        return {"targets": config.targets}
+    def variants(self, config: DeployConfig) -> Variants:
+        return Variants(targets=config.targets)
 
 
 class ArtifactPolicy:
@@ -124,13 +125,14 @@ def deploy_calibration_states(agent, count: int, seed: int, n_envs: int = 4) -> 
     raw, normalizer = split_normalizer(env)
     reference = NormalizedReference(agent.model.policy, normalizer)
     with native_output_silenced():  # pybullet envs print from C when first reset
-        states, obs = [], raw.reset()
+        states: list[np.ndarray] = []
+        obs = np.asarray(raw.reset())  # a deployed policy's observations are one Box array
         memory, starts = None, np.ones(n_envs, dtype=bool)  # a recurrent policy carries its state
         while sum(len(s) for s in states) < count:
             states.append(obs)
             actions, memory = reference.predict(obs, memory, starts, deterministic=True)
-            obs, _, dones, _ = raw.step(actions)
-            starts = np.asarray(dones, dtype=bool)
+            next_obs, _, dones, _ = raw.step(actions)
+            obs, starts = np.asarray(next_obs), np.asarray(dones, dtype=bool)
     env.close()
     return np.concatenate(states)[:count]
 

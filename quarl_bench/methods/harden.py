@@ -272,24 +272,20 @@ def _save_module(policy: Any, parent: AgentRef, folder: Path) -> None:
 
 
 def _save_onnx(policy: Any, path: Path) -> None:
-    import io
-
     import torch
 
     sample = torch.as_tensor(policy.observation_space.sample()[None], dtype=torch.float32)
-    buffer = io.BytesIO()
     module = policy.module.eval()
     with torch.no_grad():
         torch.onnx.export(
             module,
             (sample,),
-            buffer,
+            str(path),
             input_names=["obs"],
             output_names=["out"],
             dynamic_axes={"obs": {0: "batch"}, "out": {0: "batch"}},
             dynamo=False,
         )
-    path.write_bytes(buffer.getvalue())
 
 
 def hardened_agent(parent: AgentRef, path: str | Path) -> AgentRef:

@@ -73,6 +73,7 @@ class OfAgent:
     """
 
     ref: AgentRef
+    method: ClassVar[str] = ""  # the method's name, which its registration makes known
     spec_flags: ClassVar[tuple[str, ...]] = ()
     # the methods whose grid cells of one agent this config plays together: one work per agent, seed and episode
     # count, split over workers around one fp32 reference (PTQ: ptq and mixed); none: one run per cell
@@ -104,7 +105,8 @@ class OfAgent:
                 "from_cell(cell, agent)"
             )
         check_spec_options(cell.method, cls.spec_flags, cell.spec)
-        return cls(ref=agent, specs=(cell.spec,))
+        with_specs: Any = cls  # a subclass with a ``specs`` field (checked above)
+        return with_specs(ref=agent, specs=(cell.spec,))
 
 
 _HANDLERS: dict[type, Handler] = {}
@@ -183,12 +185,12 @@ def evaluated_methods() -> tuple[str, ...]:
     return tuple(_EVALUATORS)
 
 
-def grouping(method: str) -> type | None:
+def grouping(method: str) -> type[OfAgent] | None:
     """The config that plays ``method``'s grid cells of one agent together (its ``groups_cells`` names it), or None
     when each cell is a run of its own."""
     METHODS.load(method)
     for config in list(METHODS.entries.values()):
-        if method in getattr(config, "groups_cells", ()):
+        if issubclass(config, OfAgent) and method in config.groups_cells:
             return config
     return None
 

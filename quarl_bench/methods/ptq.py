@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from quarl_bench.evaluation.calibration import states_hash, visited_states
 from quarl_bench.evaluation.fixed_states import fixed_state_fidelity, fixed_states
 from quarl_bench.evaluation.margins import MARGIN_STATES, margin_change
+from quarl_bench.jobs.grids import Variants
 from quarl_bench.jobs.spec_options import SPEC_GRID, SPEC_RECIPE
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.playing import job_result, play_job
@@ -61,8 +62,8 @@ REFERENCE_RULES[MIXED] = lambda fp32: replace(fp32, method=PTQConfig.method)
 
 @register(PTQConfig)
 class PTQHandler(AgentEvaluation):
-    def variants(self, config: PTQConfig) -> dict[str, Any]:
-        return {MIXED: config.mixed}
+    def variants(self, config: PTQConfig) -> Variants:
+        return Variants(others={MIXED: config.mixed})
 
 
 @register_evaluator("ptq")

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeAlias
 
-Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Subcommands: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 
 def handler(reference: str) -> Callable[[argparse.Namespace], int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import help_text, parse_precision
@@ -265,12 +266,14 @@ def spec_from_args(args: argparse.Namespace, precision: str, recipe: bool = True
 
     :raises QuarlError: for a combination QuantSpec refuses, naming the bad value.
     """
-    options = recipe_options(args) if recipe and hasattr(args, "ptq") else {}
-    grid = {name: getattr(args, name) for name in ("granularity", "symmetric", "quantize_bias") if hasattr(args, name)}
+    options: dict[str, Any] = recipe_options(args) if recipe and hasattr(args, "ptq") else {}
+    grid: dict[str, Any] = {
+        name: getattr(args, name) for name in ("granularity", "symmetric", "quantize_bias") if hasattr(args, name)
+    }
     return QuantSpec(precision, layers=getattr(args, "layers", "paper"), **grid, **options)
 
 
-def recipe_options(args: argparse.Namespace) -> dict[str, object]:
+def recipe_options(args: argparse.Namespace) -> dict[str, Any]:
     """QuantSpec keyword arguments from :func:`add_recipe`'s flags."""
     return {
         "act_bits": args.act_bits or "",
@@ -371,8 +374,15 @@ def add_timesteps(parser: argparse.ArgumentParser, default: int | None, help_tex
     )
 
 
-CERTIFICATION_FLAGS = ("tolerance", "tolerance_abs", "confidence", "guarantee", "return_bounds")
-CERTIFICATION_FLAGS += ("catastrophe", "max_catastrophe_rate")
+CERTIFICATION_FLAGS = (
+    "tolerance",
+    "tolerance_abs",
+    "confidence",
+    "guarantee",
+    "return_bounds",
+    "catastrophe",
+    "max_catastrophe_rate",
+)
 
 
 def add_certification(parser: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from quarl_bench.actorq.config import ACTOR_INT8_RUNTIMES, ACTOR_PRECISIONS, FLAG_SETTINGS, ActorQConfig
 from quarl_bench.methods.qat import QATConfig
@@ -90,14 +91,14 @@ def add_actorq(commands: Subcommands) -> None:
     )
     add_env(actorq, help=ENV_HELP + " (default CartPole-v1, or each env of --grid)")
     config_flag(actorq, ActorQConfig, "actor_precision", alone=False, given_only=True, choices=ACTOR_PRECISIONS)
+    custom: dict[str, dict[str, Any]] = {
+        "int8_backend": {"choices": ACTOR_INT8_RUNTIMES},
+        "learner_device": {"choices": ("cpu", "cuda")},
+        "policy_arch": {"type": widths, "nargs": None, "metavar": "W,W,..."},
+        "eval_every_s": {"flag": "eval_every"},
+    }
     for name in FLAG_SETTINGS:  # each said once, in ActorQConfig: its default, its help
-        custom = {
-            "int8_backend": {"choices": ACTOR_INT8_RUNTIMES},
-            "learner_device": {"choices": ("cpu", "cuda")},
-            "policy_arch": {"type": widths, "nargs": None, "metavar": "W,W,..."},
-            "eval_every_s": {"flag": "eval_every"},
-        }.get(name, {})
-        config_flag(actorq, ActorQConfig, name, alone=False, given_only=True, **custom)
+        config_flag(actorq, ActorQConfig, name, alone=False, given_only=True, **custom.get(name, {}))
     actorq.add_argument(
         "--seeds",
         "--seed",

@@ -13,7 +13,7 @@ scaled per tensor by the calibrated ``max |x|``; MX and NVFP4 scale per block at
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,7 @@ from torch import nn
 from quarl_bench.families import family_of
 from quarl_bench.precision import precision as number_format
 from quarl_bench.quant.affine import activation_grid
-from quarl_bench.quant.layers import acting_layers, acting_lstms
+from quarl_bench.quant.layers import Layer, acting_layers, acting_lstms
 from quarl_bench.types import QuantSpec
 
 PERCENTILE = 99.99  # the percentile method's upper bound (its lower bound: 100 - PERCENTILE)
@@ -40,7 +40,7 @@ class Range:
     high: torch.Tensor
 
 
-def output_layers(policy: nn.Module) -> list[nn.Module]:
+def output_layers(policy: nn.Module) -> list[Layer]:
     """The acting layers whose outputs leave the network: SB3's ``action_net``/``mu``/``log_std`` where they are
     layers, else the last acting layer."""
     layers = list(acting_layers(policy))
@@ -56,7 +56,9 @@ def run_policy(policy: nn.Module, states: np.ndarray) -> None:
         family.play(policy, states[start : start + CHUNK])
 
 
-def record_tensors(policy: nn.Module, states: np.ndarray, layers: list[nn.Module], output: bool) -> list[torch.Tensor]:
+def record_tensors(
+    policy: nn.Module, states: np.ndarray, layers: Sequence[nn.Module], output: bool
+) -> list[torch.Tensor]:
     """Each layer's inputs (or outputs) over ``states``, concatenated over chunks."""
     seen: list[list[torch.Tensor]] = [[] for _ in layers]
 
@@ -121,7 +123,7 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
     :mod:`~quarl_bench.quant.recurrent_state`, installed before."""
     described: list[str] = []
     named = [*acting_lstms(policy), *acting_layers(policy)]
-    layers = [module for _, module in named]
+    layers: list[nn.Module] = [module for _, module in named]
     names = [name for name, _ in named]
     plan: list[tuple[nn.Module, str, bool, str]] = []  # (layer, precision, per_feature, where)
     for i, layer in enumerate(layers):
@@ -134,14 +136,14 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
     outputs = output_layers(policy) if spec.out_bits else []
     inputs = record_tensors(policy, states, [p[0] for p in plan], output=False)
     produced = record_tensors(policy, states, outputs, output=True)
-    for (layer, precision, per_feature, _), values in zip(plan, inputs, strict=True):
+    for (input_layer, precision, per_feature, _), values in zip(plan, inputs, strict=True):
         bounds = calibrate(values, precision, spec.calibration_method, per_feature)
-        layer.register_forward_pre_hook(_input_hook(precision, bounds))
-        described.append(f"{names[layers.index(layer)]} input: {precision}")
-    for layer, values in zip(outputs, produced, strict=True):
+        input_layer.register_forward_pre_hook(_input_hook(precision, bounds))
+        described.append(f"{names[layers.index(input_layer)]} input: {precision}")
+    for output_layer, values in zip(outputs, produced, strict=True):
         bounds = calibrate(values, spec.out_bits, spec.calibration_method, False)
-        layer.register_forward_hook(_output_hook(spec.out_bits, bounds))
-        described.append(f"{names[layers.index(layer)]} output: {spec.out_bits}")
+        output_layer.register_forward_hook(_output_hook(spec.out_bits, bounds))
+        described.append(f"{names[layers.index(output_layer)]} output: {spec.out_bits}")
     return described
 
 

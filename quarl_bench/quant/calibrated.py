@@ -48,6 +48,11 @@ def grid_of(weight: torch.Tensor, spec: QuantSpec, per_channel: bool) -> tuple[t
 def layer_inputs(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     """A layer's inputs as rows matching its flattened weight's columns (im2col for convolutions)."""
     if isinstance(layer, nn.Conv2d):
+        if isinstance(layer.padding, str):
+            raise QuarlError(
+                f"a calibrated rounding reads a Conv2d's inputs as columns: padding={layer.padding!r} is not "
+                "supported (expected numeric padding, as SB3's CNNs use)"
+            )
         columns = nn.functional.unfold(
             inputs, layer.kernel_size, layer.dilation, layer.padding, layer.stride
         )  # (batch, in*kh*kw, positions)
@@ -67,6 +72,8 @@ def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray | 
     :param per_channel_of: ``is_conv -> bool``, the spec's granularity for a layer.
     """
     algorithm = ROUNDINGS.get(spec.ptq)
+    rounding = algorithm.round
+    assert rounding is not None  # RTN, the one rounding without a function, never comes here (quantize)
     names = []
     for index, (name, layer) in enumerate(acting_layers(policy)):
         if not isinstance(layer, nn.Linear) and not (isinstance(layer, nn.Conv2d) and layer.groups == 1):
@@ -76,11 +83,12 @@ def calibrated_weights(policy: nn.Module, spec: QuantSpec, states: np.ndarray | 
             )
         columns = None  # a data-free rounding sees the weights and the grid only
         if algorithm.calibrated:
+            assert states is not None  # a calibrated rounding's spec is calibrated (quantize checks the states)
             [inputs] = record_tensors(policy, states, [layer], output=False)
             columns = layer_inputs(layer, inputs)
         weight = layer.weight.detach().reshape(layer.weight.shape[0], -1).float()
         grid = grid_of(weight, spec, per_channel_of(not isinstance(layer, nn.Linear)))
-        quantized = algorithm.round(weight, columns, grid, index)
+        quantized = rounding(weight, columns, grid, index)
         with torch.no_grad():
             layer.weight.copy_(quantized.reshape(layer.weight.shape))
         names.append(name)

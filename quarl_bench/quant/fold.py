@@ -18,17 +18,24 @@ def is_batch_norm(module: nn.Module) -> bool:
 
 def affine_of(norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """(a, c) with ``norm(x) = a * x + c`` in evaluation mode."""
-    if isinstance(norm, nn.BatchNorm1d):
-        mean, var, eps = norm.running_mean, norm.running_var, norm.eps
-        weight, bias = norm.weight, norm.bias
-    else:
-        mean, var, eps = norm.ra_mean, norm.ra_var, norm.eps
-        weight, bias = (norm.scale, norm.bias) if norm.affine else (None, None)
+    mean, var, eps, weight, bias = _statistics(norm)
     a = 1.0 / torch.sqrt(var + eps)
     if weight is not None:
         a = weight * a
     c = -mean * a + (bias if bias is not None else 0.0)
     return a.detach(), c.detach()
+
+
+def _statistics(norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor, float, torch.Tensor | None, torch.Tensor | None]:
+    """Running mean and variance, epsilon, and the affine scale and shift (None without them)."""
+    from sb3_contrib.common.torch_layers import BatchRenorm
+
+    if isinstance(norm, nn.BatchNorm1d):
+        assert norm.running_mean is not None and norm.running_var is not None  # tracked: SB3 builds it so
+        return norm.running_mean, norm.running_var, norm.eps, norm.weight, norm.bias
+    assert isinstance(norm, BatchRenorm)  # is_batch_norm: one or the other
+    mean, var = (norm.get_buffer(name) for name in ("ra_mean", "ra_var"))
+    return mean, var, norm.eps, *((norm.scale, norm.bias) if norm.affine else (None, None))
 
 
 def fold_into(linear: nn.Linear, a: torch.Tensor, c: torch.Tensor) -> nn.Linear:
@@ -72,7 +79,7 @@ def fold_actor_batch_norms(policy: nn.Module) -> bool:
     ``mu`` and ``log_std``) in place; returns whether there were any."""
     actor = getattr(policy, "actor", None)
     latent = getattr(actor, "latent_pi", None)
-    if not isinstance(latent, nn.Sequential) or not any(is_batch_norm(m) for m in latent):
+    if actor is None or not isinstance(latent, nn.Sequential) or not any(is_batch_norm(m) for m in latent):
         return False
     names = [name for name in ("mu", "log_std") if isinstance(getattr(actor, name, None), nn.Linear)]
     chain, heads = folded_chain(list(latent), [getattr(actor, name) for name in names])

@@ -30,6 +30,7 @@ from torch import nn
 from quarl_bench.families import family_of
 
 LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+Layer = nn.Linear | nn.Conv1d | nn.Conv2d | nn.Conv3d  # a layer PTQ quantizes
 CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 LSTM_GATES = 4  # PyTorch stacks an LSTM's input, forget, cell and output gates in one tensor
 
@@ -57,7 +58,7 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def _layers(policy: BasePolicy, keep: Callable[[str], bool]) -> Iterator[tuple[str, nn.Module]]:
+def _layers(policy: nn.Module, keep: Callable[[str], bool]) -> Iterator[tuple[str, Layer]]:
     """Every Linear/Conv layer whose name ``keep`` accepts, once, under the first such name (a shared features
     extractor appears under several names)."""
     seen: set[int] = set()
@@ -73,13 +74,13 @@ def _acting_filter(policy: nn.Module) -> Callable[[str], bool]:
     return lambda name: _under(name, prefixes)
 
 
-def acting_layers(policy: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+def acting_layers(policy: nn.Module) -> Iterator[tuple[str, Layer]]:
     """Yield ``(name, module)`` for each Linear/Conv layer that the policy acts with, each once, in module order:
     custom ``net_arch``, activations and features extractors included (any Linear/Conv inside them)."""
     yield from _layers(policy, _acting_filter(policy))
 
 
-def acting_lstms(policy: nn.Module) -> list[tuple[str, nn.Module]]:
+def acting_lstms(policy: nn.Module) -> list[tuple[str, nn.LSTM]]:
     """``(name, module)`` for each LSTM the policy acts through (a recurrent actor's), in module order: the first
     acting layers, as their input is the observation."""
     keep = _acting_filter(policy)

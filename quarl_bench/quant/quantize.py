@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -15,6 +16,8 @@ from quarl_bench.quant.fold import fold_actor_batch_norms
 from quarl_bench.quant.layers import acting_layers, selected_tensors
 from quarl_bench.quant.prune import prune_acting
 from quarl_bench.types import LayerStats, QuantSpec
+
+PolicyT = TypeVar("PolicyT", bound=BasePolicy)
 
 KL_BINS = 256
 PROFILE_BINS = 100
@@ -104,10 +107,12 @@ def quantize(
     if spec.state_bits:  # first: the activation ranges are then calibrated with the state rounded
         from quarl_bench.quant.recurrent_state import install_state_quantizer
 
+        assert states is not None  # spec.calibrated (state bits are activations): checked above
         install_state_quantizer(quantized, spec.state_bits, spec.calibration_method or "minmax", states)
     if spec.activations:
         from quarl_bench.quant.activations import install
 
+        assert states is not None
         install(quantized, spec, states)
     return quantized, tuple(stats)
 
@@ -165,7 +170,7 @@ def weight_profile(policy: BasePolicy, bins: int = PROFILE_BINS) -> dict[str, ob
     }
 
 
-def clone_policy(policy: BasePolicy) -> BasePolicy:
+def clone_policy(policy: PolicyT) -> PolicyT:
     """A fresh copy built the way SB3's ``BasePolicy.load`` does (deepcopy fails on gSDE's non-leaf tensors); a
     policy whose saved parameters its own class does not take (sb3-contrib's ARS linear policy reports ``net_arch``)
     is deep-copied (sb3-contrib's recurrent policy omits its LSTM's size: read from the LSTM)."""

@@ -42,7 +42,7 @@ def install_state_quantizer(policy: nn.Module, spec_state_bits: str, method: str
     :raises QuarlError: for a policy without recurrent state.
     """
     from quarl_bench.families import family_of
-    from quarl_bench.families.recurrent import unpack
+    from quarl_bench.families.recurrent import is_recurrent, unpack
 
     lstm = family_of(policy).state_lstm(policy)
     if lstm is None:
@@ -50,6 +50,7 @@ def install_state_quantizer(policy: nn.Module, spec_state_bits: str, method: str
             f"--state-bits {spec_state_bits}: this policy carries no recurrent state (expected a recurrent policy: "
             "ppo_lstm)"
         )
+    assert is_recurrent(policy)  # it carries an LSTM state
     _, (hidden, cell) = unpack(policy, states)
     quantized = StateQuantizedLSTM(
         lstm.input_size, lstm.hidden_size, lstm.num_layers, bias=lstm.bias, batch_first=lstm.batch_first

@@ -79,14 +79,15 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
             timed = [s for s in seeds if not (runs_at.loc[s, "learner_bound"] or fp32.loc[s, "learner_bound"])]
             times = {s: time_to_reward(runs_at.loc[s, "curve"], targets[s]) for s in timed}
             base_times = {s: time_to_reward(fp32.loc[s, "curve"], targets[s]) for s in timed}
-            reached = [s for s in timed if times[s] and base_times[s]]
+            reached_times = {s: (base, time) for s in timed if (base := base_times[s]) and (time := times[s])}
+            reached = list(reached_times)
             speed, speed_low, speed_high = (
                 paired_ratio_ci(runs_at.loc[seeds, "steps_per_s"], fp32.loc[seeds, "steps_per_s"])
                 if seeds
                 else (float("nan"),) * 3
             )
             time_up, time_low, time_high = (
-                paired_ratio_ci([base_times[s] for s in reached], [times[s] for s in reached])
+                paired_ratio_ci([reached_times[s][0] for s in reached], [reached_times[s][1] for s in reached])
                 if reached
                 else (float("nan"),) * 3
             )

@@ -146,7 +146,7 @@ def normalized_scores(rewards: Sequence[float], random_reward: float, fp32_rewar
     return (np.asarray(rewards, dtype=float) - random_reward) / span
 
 
-def performance_profile(scores: Sequence[float], taus: Sequence[float]) -> np.ndarray:
+def performance_profile(scores: Sequence[float] | np.ndarray, taus: Sequence[float] | np.ndarray) -> np.ndarray:
     """rliable's performance profile: for each threshold tau, the fraction of scores above it."""
     values = np.asarray(scores, dtype=float)
     return np.array([float(np.mean(values > tau)) for tau in taus])

@@ -386,7 +386,7 @@ def draw_frontier(frontier: pd.DataFrame) -> Any:
         ax.set_ylabel("IQM reward")
     for ax in list(axes.flat)[len(agents) :]:
         ax.axis("off")
-    legend = {}
+    legend: dict[str, Any] = {}  # a label's artist (its line or marker)
     for ax in axes.flat:
         legend |= dict(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
     labels = sorted(legend, key=lambda f: list(FAMILY_COLORS).index(f) if f in FAMILY_COLORS else 99)

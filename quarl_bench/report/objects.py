@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -43,6 +43,9 @@ SECTIONS = (
 ROW_KEY = re.compile(r"\b[0-9a-f]{24}\b")
 ROW_COLUMNS = ("rows", "row", "row key", "row keys", "key")  # name the stored rows behind the whole line
 CELL_ROWS_SUFFIX = " rows"  # "X rows" names the stored rows behind column X's cell
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 
 def keys_in(values: Iterable[Any]) -> tuple[str, ...]:
@@ -259,6 +262,7 @@ class FileWriter:
 
                 # a fresh server process imports the drawing modules once and forks each worker from itself: no fork
                 # of this process (it may hold torch's threads), no import per worker
+                context: BaseContext
                 if "forkserver" in multiprocessing.get_all_start_methods():
                     context = multiprocessing.get_context("forkserver")
                     context.set_forkserver_preload(DRAWING_MODULES)

@@ -135,7 +135,7 @@ def _status(cell: pd.Series, found: dict) -> str:
     if cell["precision"] == "fp32":
         return "reference"
     low, high = found.get("E % CI low"), found.get("E % CI high")
-    if low is None or np.isnan(low):
+    if low is None or high is None or np.isnan(low):
         return "undetermined"  # rows stored before episode identities: no paired CI to judge by
     # the papers print E % to two decimals: a CI within half a unit of that still holds the printed value
     return "reproduced" if low - 0.005 <= cell["paper E %"] <= high + 0.005 else "outside"

@@ -88,8 +88,10 @@ def reported_methods() -> tuple[str, ...]:
     return tuple(dict.fromkeys(method for section in SECTION_WRITERS for method in section.reads))
 
 
-OTHER_COLUMNS = ("method", "agent", "precision", "recipe", "seed", "episodes", "mean_reward", "std_reward")
-OTHER_COLUMNS += ("fp32_reward", "error_pct", "key")
+OTHER_COLUMNS = (
+    *("method", "agent", "precision", "recipe", "seed", "episodes", "mean_reward", "std_reward"),
+    *("fp32_reward", "error_pct", "key"),
+)
 
 
 def other_methods(inputs: ReportInput) -> list[Item]:
@@ -120,7 +122,7 @@ def verdicts(inputs: ReportInput) -> list[Item]:  # the answer first: certified 
 def papers_cell_by_cell(inputs: ReportInput) -> list[Item]:
     from quarl_bench.report.paper_page import paper_page_report
 
-    return paper_page_report(inputs.default, inputs.paper_dir, inputs.notes, inputs.everything)
+    return [*paper_page_report(inputs.default, inputs.paper_dir, inputs.notes, inputs.everything)]
 
 
 @report_section(reads=("ptq", "mixed", "random"))
@@ -185,7 +187,7 @@ def reward_error_per_variant(inputs: ReportInput) -> list[Item]:
         inputs.notes.append(
             f"Other variants in the store, each in its own reward_error_table__*.md: {'; '.join(others)}"
         )
-    return items + weight_spread_report(inputs.default)
+    return [*items, *weight_spread_report(inputs.default)]
 
 
 @report_section(reads=("qat",))
@@ -237,4 +239,4 @@ def deployment(inputs: ReportInput) -> list[Item]:
 def mixed_precision_training(inputs: ReportInput) -> list[Item]:
     from quarl_bench.report.tables import amp_report
 
-    return amp_report(inputs.everything, inputs.paper_dir)
+    return [*amp_report(inputs.everything, inputs.paper_dir)]

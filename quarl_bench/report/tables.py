@@ -190,7 +190,9 @@ def qat_vs_ptq_table(qat: pd.DataFrame, ptq: pd.DataFrame) -> pd.DataFrame:
         for cell in cells:  # one row per PTQ agent, or one without PTQ numbers
 
             def reward(of: str, cell: pd.DataFrame | None = cell) -> float:
-                found = cell[cell["precision"] == of]["mean_reward"] if cell is not None else []
+                if cell is None:
+                    return float("nan")
+                found = cell[cell["precision"] == of]["mean_reward"]
                 return float(found.iloc[0]) if len(found) else float("nan")
 
             records.append(

@@ -158,7 +158,8 @@ class RayExecutor:
                 continue
             table = handler(work.config).table
             keys = [store_record(self.store, record, self.force) for record in results]
-            yield work, [self.store.get_in(table, key) for key in keys], None
+            rows = [self.store.get_in(table, key) for key in keys]
+            yield work, [row for row in rows if row is not None], None  # stored just now: all of them
 
     def close(self) -> None:
         self.ray.shutdown()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.jobs.grids import EvalSettings, GridCell
 from quarl_bench.jobs.work import Work
@@ -18,8 +18,11 @@ from quarl_bench.methods.protocol import SideRow, handler
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, EvalResult, Job, QuantSpec
 
+if TYPE_CHECKING:
+    from quarl_bench.methods.protocol import OfAgent
 
-def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult]:
+
+def evaluations(work: Work, is_stored: Callable[[str], bool]) -> Iterator[EvalResult | SideRow]:
     """The results of the work's jobs that are not stored (nor left to another work)."""
     method = handler(work.config)
     agent = method.agent(work)
@@ -116,7 +119,7 @@ def plan(
 
     Returns the work, the combinations skipped with their reason, and how many jobs were already stored.
     """
-    from quarl_bench.jobs.grids import build_jobs
+    from quarl_bench.jobs.grids import Variants, build_jobs
 
     works: list[Work] = []
     grouped_cells: list[GridCell] = []
@@ -131,7 +134,7 @@ def plan(
         for (seed, episodes, config_type), by_method in _by_settings(group).items():
             settings = EvalSettings(episodes, seed, random_baseline=random_baseline)
             own = by_method.pop(config_type.method, [])
-            jobs = build_jobs(ref, own, settings, config_type.method, **by_method)
+            jobs = build_jobs(ref, own, settings, config_type.method, Variants(others=by_method))
             pending = jobs if force else [job for job in jobs if not store.has(job.key)]
             done += len(jobs) - len(pending)
             keys = {job.key for job in jobs}
@@ -158,11 +161,12 @@ def cell_config(cell: GridCell, sources: AgentSources) -> Any:
     kind = config_type(cell.method)
     if issubclass(kind, OfAgent):
         return kind.from_cell(cell, cell_agent(cell, sources, sources.use_hub))
-    if not hasattr(kind, "from_cell"):
+    from_cell = getattr(kind, "from_cell", None)
+    if from_cell is None:
         raise QuarlError(
             f"method {cell.method!r} cannot run from a grid: its config {kind.__name__} has no from_cell(cell)"
         )
-    return kind.from_cell(cell)
+    return from_cell(cell)
 
 
 def resolve_cells(
@@ -204,12 +208,14 @@ def cell_agent(cell: GridCell, sources: AgentSources, use_hub: bool) -> AgentRef
     return resolve(query)
 
 
-def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int, type], dict[str, list[QuantSpec]]]:
+def _by_settings(cells: list[GridCell]) -> dict[tuple[int, int, type[OfAgent]], dict[str, list[QuantSpec]]]:
     """Grouped cells by (seed, episodes, the config that groups them): their specs by method."""
     from quarl_bench.methods.protocol import grouping
 
-    groups: dict[tuple[int, int, type], dict[str, list[QuantSpec]]] = {}
+    groups: dict[tuple[int, int, type[OfAgent]], dict[str, list[QuantSpec]]] = {}
     for cell in cells:
-        key = (cell.seed, cell.episodes, grouping(cell.method))
+        config = grouping(cell.method)
+        assert config is not None  # only grouped cells come here (cell_config)
+        key = (cell.seed, cell.episodes, config)
         groups.setdefault(key, {}).setdefault(cell.method, []).append(cell.spec)
     return groups

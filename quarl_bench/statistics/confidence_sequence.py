@@ -57,7 +57,7 @@ def asymptotic_cs(values: Sequence[float] | np.ndarray, alpha: float, planned_pa
     if not 0 < alpha < 0.5:
         raise ValueError(f"bad alpha {alpha}: expected a one-sided level in (0, 0.5)")
     mean, spread = float(x.mean()), float(x.std())
-    radius = float(asymptotic_radius(np.float64(x.size), np.float64(spread), alpha, planned_pairs))
+    radius = float(asymptotic_radius(np.asarray(float(x.size)), np.asarray(spread), alpha, planned_pairs))
     return Interval(x.size, mean, mean - radius, mean + radius)
 
 

@@ -3,14 +3,16 @@ tried is safe (narrower was not tried), ``> 8`` when not even the widest tried i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from quarl_bench.types import QuantSpec
 
 
-def safe_width_text(safe: int | str | None, tried: Iterable[int | str], bits_of=None) -> int | str:
+def safe_width_text(
+    safe: int | str | None, tried: Iterable[int | str], bits_of: Callable[[Any], int] | None = None
+) -> int | str:
     """``safe`` (the minimum safe width or precision, None when none is) worded against the widths ``tried``;
     ``safe`` itself (a number stays a number) when it needs no words.
 

@@ -9,6 +9,7 @@ layer mode never fills a cell.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import time
@@ -129,7 +130,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
 class ResultStore:
     """Embedded SQLite store, WAL mode so several processes can write; each write is one transaction."""
 
-    def __init__(self, path: str | Path = DEFAULT_STORE) -> None:
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE) -> None:
         self.path = Path(path)
         self._db: sqlite3.Connection | None = None
         self._names: tuple[int, dict[str, str]] | None = None  # agent_names() and the row count it was read at
@@ -191,6 +192,16 @@ class ResultStore:
         if not self._readable():
             return False
         return self._connection.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
+
+    def stored(self, key: str) -> dict[str, Any]:
+        """The stored row of a job the caller knows is stored (it was just written or skipped as stored).
+
+        :raises QuarlError: naming the key when the store lacks it.
+        """
+        row = self.get(key)
+        if row is None:
+            raise QuarlError(f"job {key} is not in {self.path}: expected a stored row")
+        return row
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored row of a job as a dict (JSON columns decoded, E% joined), or None."""

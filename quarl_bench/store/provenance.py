@@ -59,7 +59,7 @@ def driver_provenance() -> dict[str, Any]:
 def agent_provenance(ref: AgentRef) -> dict[str, Any]:
     """Where the agent came from, and how quarl-bench trained it if it did (its ``quarl_training.json``)."""
     record = Path(ref.run_dir) / TRAINING_RECORD
-    files = {"vecnormalize": ref.vecnormalize} if ref.vecnormalize else {}
+    files: dict[str, Any] = {"vecnormalize": ref.vecnormalize} if ref.vecnormalize else {}
     files |= {"env_kwargs": ref.env_kwargs} if ref.env_kwargs else {}
     files |= {"env_packages": list(ref.env_packages)} if ref.env_packages else {}
     return files | {

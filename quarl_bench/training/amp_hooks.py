@@ -114,4 +114,4 @@ def skip_non_finite_steps(optimizer: torch.optim.Optimizer, scale: LossScale) ->
             return None
         return original(*args, **kwargs)
 
-    optimizer.step = step  # type: ignore[method-assign]
+    optimizer.step = step  # type: ignore[method-assign]  # this optimizer's steps only: the scaler's skip

@@ -20,6 +20,7 @@ from torch import nn
 from quarl_bench.errors import QuarlError
 from quarl_bench.quant.layers import selected_tensors
 from quarl_bench.quant.quantize import clone_policy, quantize_tensor
+from quarl_bench.training.mismatch import torch_distribution
 from quarl_bench.training.options import ROLLOUT_BACKENDS
 from quarl_bench.types import QuantSpec
 
@@ -77,8 +78,8 @@ class BehaviourPolicy:
         dist = self.distribution(observations)
         actions = dist.get_actions(deterministic=False)
         log_probs = dist.log_prob(actions)
-        actions = actions.reshape((-1, *self.copy.action_space.shape))  # type: ignore[misc]
-        return actions, log_probs, dist.distribution
+        actions = actions.reshape((-1, *(self.copy.action_space.shape or ())))
+        return actions, log_probs, torch_distribution(dist)
 
 
 def check_onnx_actor(policy: ActorCriticPolicy, precision: str) -> None:
@@ -106,7 +107,10 @@ def check_onnx_actor(policy: ActorCriticPolicy, precision: str) -> None:
 def actor_state(policy: ActorCriticPolicy) -> tuple[dict[str, torch.Tensor], str]:
     """The actor (policy net, then action net) as a ``Sequential``-style state dict (``0.weight``, ``2.weight``...)
     and its activation's ONNX op."""
-    layers = [m for m in policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)] + [policy.action_net]
+    head = policy.action_net
+    if not isinstance(head, nn.Linear):
+        raise QuarlError(f"--rollout-backend onnxruntime: the action net is a {type(head).__name__} (expected Linear)")
+    layers = [m for m in policy.mlp_extractor.policy_net if isinstance(m, nn.Linear)] + [head]
     activations = {type(m) for m in policy.mlp_extractor.policy_net if not isinstance(m, nn.Linear)}
     if len(activations) > 1 or not activations <= set(ONNX_ACTIVATIONS):
         raise QuarlError(
@@ -115,5 +119,6 @@ def actor_state(policy: ActorCriticPolicy) -> tuple[dict[str, torch.Tensor], str
         )
     state = {}
     for i, layer in enumerate(layers):
-        state[f"{2 * i}.weight"], state[f"{2 * i}.bias"] = layer.weight.detach(), layer.bias.detach()
+        bias = layer.bias if layer.bias is not None else torch.zeros(layer.out_features)
+        state[f"{2 * i}.weight"], state[f"{2 * i}.bias"] = layer.weight.detach(), bias.detach()
     return state, ONNX_ACTIVATIONS[next(iter(activations))] if activations else "Relu"

@@ -7,17 +7,32 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from stable_baselines3.common.distributions import Distribution as SB3Distribution
 from torch.distributions import Categorical, Distribution, Normal, kl_divergence
+
+from quarl_bench.errors import QuarlError
 
 
 def concat_distributions(parts: Sequence[Distribution]) -> Distribution:
     """One distribution over the states of all ``parts`` (per-step distributions of a rollout, in step order)."""
-    first = parts[0]
-    if isinstance(first, Categorical):
-        return Categorical(logits=torch.cat([p.logits for p in parts]))
-    if isinstance(first, Normal):
-        return Normal(torch.cat([p.loc for p in parts]), torch.cat([p.scale for p in parts]))
-    raise TypeError(f"no rollout diagnostics for {type(first).__name__} policies: expected Categorical or Normal")
+    categorical = [p for p in parts if isinstance(p, Categorical)]
+    if categorical and len(categorical) == len(parts):
+        return Categorical(logits=torch.cat([p.logits for p in categorical]))
+    normal = [p for p in parts if isinstance(p, Normal)]
+    if normal and len(normal) == len(parts):
+        return Normal(torch.cat([p.loc for p in normal]), torch.cat([p.scale for p in normal]))
+    raise TypeError(f"no rollout diagnostics for {type(parts[0]).__name__} policies: expected Categorical or Normal")
+
+
+def torch_distribution(dist: SB3Distribution) -> Distribution:
+    """The torch distribution inside SB3's.
+
+    :raises QuarlError: for a list of them (MultiDiscrete, MultiBinary actions): no rollout diagnostics.
+    """
+    inner = dist.distribution
+    if isinstance(inner, list):
+        raise QuarlError("quantized rollouts take Discrete or Box actions: expected one action distribution")
+    return inner
 
 
 def _per_state(values: torch.Tensor, dist: Distribution) -> torch.Tensor:
@@ -28,9 +43,9 @@ def _per_state(values: torch.Tensor, dist: Distribution) -> torch.Tensor:
 def greedy_agreement(p: Distribution, q: Distribution, low: np.ndarray | None, high: np.ndarray | None) -> float:
     """Share of states where both greedy actions agree (discrete: same argmax). Continuous: 1 - mean |Δ| / range of
     the clipped means, per dimension (1: identical, 0: opposite bounds), as ActorQ's actor-vs-learner agreement."""
-    if isinstance(p, Categorical):
+    if isinstance(p, Categorical) and isinstance(q, Categorical):
         return float((p.probs.argmax(-1) == q.probs.argmax(-1)).float().mean())
-    assert low is not None and high is not None
+    assert isinstance(p, Normal) and isinstance(q, Normal) and low is not None and high is not None
     low_t, high_t = torch.as_tensor(low, dtype=p.loc.dtype), torch.as_tensor(high, dtype=p.loc.dtype)
     span = high_t - low_t
     difference = (torch.clamp(p.loc, low_t, high_t) - torch.clamp(q.loc, low_t, high_t)).abs() / span

@@ -16,6 +16,7 @@ The diagnostics of every rollout (``training/mismatch.py``) go into ``rollout_lo
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,12 +24,19 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor, safe_mean
+from torch.distributions import Distribution
 from torch.nn import functional as F
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.training.behaviour import BehaviourPolicy
-from quarl_bench.training.mismatch import concat_distributions, correction_weights, mismatch_stats
+from quarl_bench.training.mismatch import (
+    concat_distributions,
+    correction_weights,
+    mismatch_stats,
+    torch_distribution,
+)
 from quarl_bench.training.options import ROLLOUT_CORRECTIONS
 
 LEARNER_CHUNK = 4096  # states per batched fp32 forward when the learner re-reads a rollout
@@ -53,23 +61,26 @@ class WeightedRolloutBuffer(RolloutBuffer):
         self.weights = np.ones((self.buffer_size, self.n_envs), dtype=np.float32)
         self.behaviour_log_probs = np.zeros((self.buffer_size, self.n_envs), dtype=np.float32)
 
-    def get(self, batch_size: int | None = None):  # type: ignore[override]
+    def get(self, batch_size: int | None = None):
         if not self.generator_ready:
             self.weights = self.swap_and_flatten(self.weights)
         yield from super().get(batch_size)
 
-    def _get_samples(self, batch_inds: np.ndarray, env=None) -> WeightedSamples:  # type: ignore[override]
+    def _get_samples(  # type: ignore[override]  # SB3's samples and one weight each (a NamedTuple takes no subclass)
+        self, batch_inds: np.ndarray, env=None
+    ) -> WeightedSamples:
         samples = super()._get_samples(batch_inds, env)
         return WeightedSamples(*samples, self.to_torch(self.weights[batch_inds].flatten()))
 
 
-class QuantizedRollouts:
-    """Mixin over SB3's PPO/A2C: ``collect_rollouts`` played by the behaviour policy, then the learner's re-read."""
+class QuantizedRollouts(OnPolicyAlgorithm):
+    """Mixin over SB3's PPO/A2C (first in their bases, so SB3's base is the one ``PPO``/``A2C`` bring):
+    ``collect_rollouts`` played by the behaviour policy, then the learner's re-read."""
 
     behaviour: BehaviourPolicy
     correction: str
     cap: float
-    rollout_log: list[dict[str, float]]
+    rollout_log: list[dict[str, float | None]]  # reward None: no episode has ended yet
 
     def use_quantized_rollouts(self, precision: str, correction: str, cap: float, backend: str = "torch") -> None:
         """Switch this (fresh) model to quantized rollouts; call before ``learn``."""
@@ -100,8 +111,14 @@ class QuantizedRollouts:
             "start": time.perf_counter(),
         }
 
+    def weighted_batches(self, batch_size: int | None) -> Iterator[WeightedSamples]:
+        """The rollout's samples with their weights, shuffled in minibatches (one batch: ``None``)."""
+        buffer = self.rollout_buffer
+        assert isinstance(buffer, WeightedRolloutBuffer)  # use_quantized_rollouts put it there
+        yield from buffer.get(batch_size)
+
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "behaviour", "rollout_log", "_clock"]  # type: ignore[misc]
+        return [*super()._excluded_save_params(), "behaviour", "rollout_log", "_clock"]
 
     def collect_rollouts(self, env, callback, rollout_buffer, n_rollout_steps: int) -> bool:
         """SB3's ``OnPolicyAlgorithm.collect_rollouts`` with the behaviour policy acting and no per-step critic."""
@@ -113,15 +130,17 @@ class QuantizedRollouts:
         if self.use_sde:
             self.behaviour.reset_noise(env.num_envs)
         callback.on_rollout_start()
-        behaviour_dists, truncated = [], []
+        behaviour_dists: list[Distribution] = []
+        truncated: list[tuple[int, int, np.ndarray]] = []
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
                 self.behaviour.reset_noise(env.num_envs)
             with th.no_grad():
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)
-                actions, log_probs, dist = self.behaviour.act(obs_tensor)
+                assert isinstance(obs_tensor, th.Tensor)  # Box observations (Dict spaces are refused)
+                action_tensor, log_probs, dist = self.behaviour.act(obs_tensor)
             behaviour_dists.append(dist)
-            actions = actions.cpu().numpy()
+            actions = action_tensor.cpu().numpy()
             clipped_actions = actions
             if isinstance(self.action_space, spaces.Box):
                 if self.policy.squash_output:
@@ -164,13 +183,15 @@ class QuantizedRollouts:
         actions = th.as_tensor(buffer.actions.reshape(n_steps * n_envs, -1), device=self.device)
         if isinstance(self.action_space, spaces.Discrete):
             actions = actions.long().flatten()
-        values, log_p, fp32_dists = [], [], []
+        values: list[th.Tensor] = []
+        log_p: list[th.Tensor] = []
+        fp32_dists: list[Distribution] = []
         with th.no_grad():
             for start in range(0, len(observations), LEARNER_CHUNK):
                 chunk = obs_as_tensor(observations[start : start + LEARNER_CHUNK], self.device)
                 dist = self.policy.get_distribution(chunk)
                 log_p.append(dist.log_prob(actions[start : start + LEARNER_CHUNK]))
-                fp32_dists.append(dist.distribution)
+                fp32_dists.append(torch_distribution(dist))
                 values.append(self.policy.predict_values(chunk).flatten())
             for step, idx, terminal in truncated:
                 terminal_value = self.policy.predict_values(self.policy.obs_to_tensor(terminal)[0])[0]
@@ -185,15 +206,15 @@ class QuantizedRollouts:
         weights = correction_weights(log_p_all, log_q_all, self.correction, self.cap)
         buffer.weights = weights.cpu().numpy().astype(np.float32).reshape(n_steps, n_envs)
         buffer.compute_returns_and_advantage(last_values=last_values, dones=dones)
-        box = isinstance(self.action_space, spaces.Box)
+        space = self.action_space
         stats = mismatch_stats(
             concat_distributions(fp32_dists),
             concat_distributions(behaviour_dists),
             log_p_all,
             log_q_all,
             self.cap,
-            self.action_space.low if box else None,
-            self.action_space.high if box else None,
+            space.low if isinstance(space, spaces.Box) else None,
+            space.high if isinstance(space, spaces.Box) else None,
         )
         self.rollout_log.append(
             {
@@ -228,17 +249,20 @@ class RolloutPPO(QuantizedRollouts, PPO):
         """SB3's ``PPO.train`` with each sample's policy-gradient term multiplied by its correction weight."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        schedule, value_schedule = self.clip_range, self.clip_range_vf
+        assert callable(schedule)  # PPO's _setup_model made the clip ranges schedules
+        clip_range = schedule(self._current_progress_remaining)
         clip_range_vf = None
-        if self.clip_range_vf is not None:
-            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+        if value_schedule is not None:
+            assert callable(value_schedule)
+            clip_range_vf = value_schedule(self._current_progress_remaining)
         entropy_losses, pg_losses, value_losses, clip_fractions = [], [], [], []
         continue_training = True
         loss = th.zeros(())
         approx_kl_divs: list[Any] = []
         for _ in range(self.n_epochs):
             approx_kl_divs = []
-            for rollout_data in self.rollout_buffer.get(self.batch_size):
+            for rollout_data in self.weighted_batches(self.batch_size):
                 actions = rollout_data.actions
                 if isinstance(self.action_space, spaces.Discrete):
                     actions = rollout_data.actions.long().flatten()
@@ -297,7 +321,7 @@ class RolloutA2C(QuantizedRollouts, A2C):
         """SB3's ``A2C.train`` with each sample's policy-gradient term multiplied by its correction weight."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        for rollout_data in self.rollout_buffer.get(batch_size=None):
+        for rollout_data in self.weighted_batches(None):
             actions = rollout_data.actions
             if isinstance(self.action_space, spaces.Discrete):
                 actions = actions.long().flatten()

@@ -17,6 +17,7 @@ weights, never the perturbation.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import overload
 
 import torch
 
@@ -47,13 +48,13 @@ class SAM(torch.optim.Optimizer):
     @torch.no_grad()
     def first_step(self) -> bool:
         """Move to ``w + rho * g / ||g||`` (remembering ``e``); False when the gradient is zero (nothing to do)."""
-        params = list(self._parameters())
-        norm = torch.norm(torch.stack([p.grad.detach().norm(2) for p in params])) if params else torch.tensor(0.0)
+        grads = [(p, p.grad) for p in self._parameters() if p.grad is not None]
+        norm = torch.norm(torch.stack([g.detach().norm(2) for _, g in grads])) if grads else torch.tensor(0.0)
         if not norm > 0:
             return False
         scale = self.rho / norm
-        for p in params:
-            e = p.grad * scale
+        for p, grad in grads:
+            e = grad * scale
             p.add_(e)
             self.perturbation[p] = e
         return True
@@ -74,7 +75,13 @@ class SAM(torch.optim.Optimizer):
     def perturbed(self) -> bool:
         return bool(self.perturbation)
 
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:  # type: ignore[override]
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One SAM update: ``closure`` (zero the gradients, compute the loss, backward) is called at ``w`` and again
         at ``w + e``; returns the loss at ``w``."""
         if closure is None:
@@ -101,7 +108,7 @@ class AlternatingSAM(SAM):
         self.updates = 0
         self.held: dict[torch.Tensor, torch.Tensor] = {}
 
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> None:  # type: ignore[override]
+    def step(self, closure: None = None) -> None:  # type: ignore[override]  # SB3 calls step() bare: odd ascend, even descend
         if self.perturbed:
             self.second_step()
             self.updates += 1

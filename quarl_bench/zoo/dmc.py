@@ -10,6 +10,7 @@ Nothing renders: ``MUJOCO_GL`` defaults to ``disable`` so no display or GL libra
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -30,10 +31,12 @@ def suite_tasks() -> list[tuple[str, str]]:
     return list(suite.ALL_TASKS)
 
 
-def make_flat(dm_control_id: str, **kwargs) -> gym.Env:
-    """shimmy's env for ``dm_control_id`` with its dict observation flattened to one float32 vector."""
+def make_flat(**kwargs: Any) -> gym.Env:
+    """shimmy's env for ``kwargs["dm_control_id"]`` with its dict observation flattened to one float32 vector; the
+    other ``kwargs`` go to shimmy's env."""
     from gymnasium.wrappers import DtypeObservation, FlattenObservation
 
+    dm_control_id = kwargs.pop("dm_control_id")
     env = gym.make(dm_control_id, disable_env_checker=True, **kwargs)
     return DtypeObservation(FlattenObservation(env), np.float32)
 

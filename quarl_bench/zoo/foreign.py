@@ -72,11 +72,13 @@ class UserModulePolicy(BasePolicy):
     def forward(self, observation: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         return self._predict(observation, deterministic)
 
-    def _predict(self, observation: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+    def _predict(self, observation: torch.Tensor | dict[str, torch.Tensor], deterministic: bool = True) -> torch.Tensor:
+        if isinstance(observation, dict):
+            raise QuarlError("a torch module or ONNX policy takes one observation array: expected a Box observation")
         out = self.decision_values(observation)
         if isinstance(self.action_space, spaces.Discrete):
             return out.reshape(-1).round().long() if self.outputs_actions else out.argmax(dim=1)
-        return out.reshape((-1, *self.action_space.shape))
+        return out.reshape((-1, *(self.action_space.shape or ())))
 
 
 def check_output(policy: UserModulePolicy, source: str) -> None:
@@ -213,10 +215,11 @@ def _conv(weight: np.ndarray, bias: np.ndarray | None) -> nn.Module:
     if weight.ndim not in kinds:
         raise QuarlError(f"cannot read a Conv weight of shape {weight.shape}: expected 1-3 spatial dimensions")
     out_channels, in_per_group, *kernel = weight.shape
-    layer = kinds[weight.ndim](in_per_group, out_channels, tuple(kernel), bias=bias is not None)
+    size: Any = tuple(kernel)  # 1, 2 or 3 sizes, as the class of its dimension takes
+    layer = kinds[weight.ndim](in_per_group, out_channels, size, bias=bias is not None)
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(weight))
-        if bias is not None:
+        if bias is not None and layer.bias is not None:
             layer.bias.copy_(torch.from_numpy(bias))
     return layer
 
@@ -231,6 +234,7 @@ class UserOnnxPolicy(UserModulePolicy):
     """
 
     torch_layers = False  # its layers are the graph's initializers: nothing to calibrate activations on in torch
+    module: OnnxLayers
 
     def __init__(
         self,
@@ -245,7 +249,7 @@ class UserOnnxPolicy(UserModulePolicy):
         self.not_a_chain = not_a_chain  # why it has no torch twin (in the refusals of torch-only methods)
         self.input_name = graph_input(graph_bytes, "the ONNX graph")
         self.one_at_a_time = fixed_batch_of_one(graph_bytes, self.input_name)
-        self._session = None
+        self._session: Any = None  # an ONNX Runtime session, built at the first action
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         return {

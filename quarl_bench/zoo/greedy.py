@@ -43,16 +43,17 @@ def top2_gap(values: np.ndarray) -> np.ndarray:
 
 def numpy_layers(modules: list[nn.Module]) -> list[Layer] | None:
     """The chain as numpy (weight transposed, bias, activation after), or None if it is not Linear/activation only."""
-    layers: list[list] = []
+    layers: list[Layer] = []
     for module in modules:
         if isinstance(module, nn.Linear) and module.bias is not None:
             weight = module.weight.detach().cpu().numpy().astype(np.float32)
-            layers.append([np.ascontiguousarray(weight.T), module.bias.detach().cpu().numpy().astype(np.float32), None])
+            layers.append((np.ascontiguousarray(weight.T), module.bias.detach().cpu().numpy().astype(np.float32), None))
         elif type(module) in ACTIVATIONS and layers and layers[-1][2] is None:
-            layers[-1][2] = ACTIVATIONS[type(module)]
+            weight, bias, _ = layers[-1]
+            layers[-1] = (weight, bias, ACTIVATIONS[type(module)])
         else:
             return None
-    return [tuple(layer) for layer in layers] if layers else None  # type: ignore[misc]
+    return layers or None
 
 
 def numpy_forward(layers: list[Layer], observation: np.ndarray) -> np.ndarray:
@@ -79,7 +80,7 @@ def has_hooks(policy: nn.Module) -> bool:
 
 def plain_mlp(policy: BasePolicy, family: PolicyFamily) -> list[Layer] | None:
     """The numpy chain from a flat observation to the outputs whose argmax is the action, where there is one."""
-    if len(policy.observation_space.shape) != 1:
+    if len(policy.observation_space.shape or ()) != 1:
         return None
     chain = family.plain_chain(policy)
     return None if chain is None else numpy_layers(chain)
@@ -127,6 +128,8 @@ def continuous_greedy(policy: BasePolicy, family: PolicyFamily) -> Greedy | None
     if not family.predicts_continuous(policy):
         return None
     space, shape, device = policy.action_space, policy.observation_space.shape, policy.device
+    if not isinstance(space, spaces.Box):
+        return None
 
     def actions(observation: np.ndarray) -> np.ndarray:
         observation = np.asarray(observation)

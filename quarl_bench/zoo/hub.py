@@ -55,11 +55,12 @@ def optional_files_tolerated() -> Iterator[None]:
     from huggingface_hub import errors
 
     original = zoo_hub.HTTPError
-    zoo_hub.HTTPError = (original, errors.HfHubHTTPError, errors.EntryNotFoundError)  # type: ignore[assignment]
+    # what rl-zoo3's ``except HTTPError`` catches (the module's global, read at the except)
+    zoo_hub.__dict__["HTTPError"] = (original, errors.HfHubHTTPError, errors.EntryNotFoundError)
     try:
         yield
     finally:
-        zoo_hub.HTTPError = original
+        zoo_hub.__dict__["HTTPError"] = original
 
 
 def download(algo: str, env_id: str, cache_dir: Path, trust_remote_code: bool = False) -> None:

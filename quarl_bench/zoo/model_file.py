@@ -4,6 +4,7 @@ policy.onnx``) or a torch module (``--policy-module FILE.py:FUNCTION``), on any 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def stats_dir(zip_path: Path) -> Path:
 
 
 def model_ref(
-    model: str | Path,
+    model: str | os.PathLike[str],
     env_id: str,
     algo: str | None = None,
     vecnormalize: str | Path | None = None,

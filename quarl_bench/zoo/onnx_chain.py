@@ -25,6 +25,7 @@ class Multiply(nn.Module):
 
     def __init__(self, value: np.ndarray) -> None:
         super().__init__()
+        self.value: torch.Tensor
         self.register_buffer("value", torch.from_numpy(np.array(value, np.float32)))  # a copy: ONNX's are read-only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -36,6 +37,7 @@ class Offset(nn.Module):
 
     def __init__(self, value: np.ndarray) -> None:
         super().__init__()
+        self.value: torch.Tensor
         self.register_buffer("value", torch.from_numpy(np.array(value, np.float32)))  # a copy: ONNX's are read-only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -48,6 +50,7 @@ class Bound(nn.Module):
     def __init__(self, value: np.ndarray, upper: bool) -> None:
         super().__init__()
         self.upper = upper
+        self.value: torch.Tensor
         self.register_buffer("value", torch.from_numpy(np.array(value, np.float32)))  # a copy: ONNX's are read-only
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -32,12 +32,16 @@ class Policy:
     """
 
     kind = "predictor"
-    carries_state = False
     torch_layers = True  # its network is torch layers (an ONNX graph played as itself, on ONNX Runtime, is not)
     deploy_form = "module"  # what export builds from it (deploy/export.FORMS): a torch module, run as the policy
 
     def __init__(self, network: Any) -> None:
         self.network = network
+
+    @property
+    def carries_state(self) -> bool:
+        """Whether it acts on a state it carries from step to step (its states are then Markov states)."""
+        return False
 
     @property
     def observation_space(self) -> spaces.Space | None:
@@ -104,8 +108,9 @@ class Policy:
 
     def eval(self) -> Policy:
         """Inference mode for a torch network (what ``predict`` sets on every call; the greedy fast path needs it)."""
-        if isinstance(self.network, nn.Module) and hasattr(self.network, "set_training_mode"):
-            self.network.set_training_mode(False)
+        set_mode = getattr(self.network, "set_training_mode", None)
+        if isinstance(self.network, nn.Module) and callable(set_mode):
+            set_mode(False)
         return self
 
 
@@ -161,7 +166,7 @@ class OnnxGraphPolicy(ModulePolicy):
     deploy_form = "graph"  # exported as its own graph (its weights current), with an action output appended
 
     @property
-    def carries_state(self) -> bool:  # type: ignore[override]
+    def carries_state(self) -> bool:
         return bool(getattr(self.network, "carries_state", False))
 
     def greedy(self) -> Greedy:
@@ -177,8 +182,11 @@ class RecurrentSB3Policy(SB3Policy):
     """sb3-contrib's recurrent PPO: acts on its LSTM state too, so its states are Markov states ``[obs | h | c]``."""
 
     kind = "recurrent"
-    carries_state = True
     deploy_form = "recurrent"  # one step of its actor, the state in and out
+
+    @property
+    def carries_state(self) -> bool:
+        return True
 
     def greedy(self) -> Greedy:
         from quarl_bench.families.recurrent import act_on
@@ -253,7 +261,9 @@ def as_policy(network: Any) -> Policy:
 class StatefulPredictor(Policy):
     """A predictor that carries its own state (a recurrent artifact, a recurrent reference behind a normaliser)."""
 
-    carries_state = True
+    @property
+    def carries_state(self) -> bool:
+        return True
 
     def follower(self) -> Follower:
         return stateful_follower(self.network)

@@ -149,18 +149,18 @@ class Step:
     settings: Distill
     scale: float
 
-    def closure(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+    def closure(self, optimizer: torch.optim.Optimizer) -> float:
         optimizer.zero_grad()
         loss = student_loss(self.output_of, self.switch, self.target, self.settings, self.scale)
         loss.backward()
-        return loss
+        return float(loss.detach())
 
     def take(self, optimizer: torch.optim.Optimizer, sharpness_aware: bool) -> float:
         if sharpness_aware:
             return float(optimizer.step(lambda: self.closure(optimizer)))
         loss = self.closure(optimizer)
         optimizer.step()
-        return float(loss.detach())
+        return loss
 
 
 def wider_grids(spec: QuantSpec) -> list[QuantSpec]:
@@ -237,7 +237,7 @@ def rollout_states(policy, make_env: Callable, steps: int, seed: int) -> np.ndar
     env = make_env(n_envs, seed)
     try:
         observations = env.reset()
-        states = []
+        states: list[np.ndarray] = []
         while len(states) * n_envs < steps:
             states.append(np.asarray(observations, dtype=np.float32).copy())
             with torch.no_grad():

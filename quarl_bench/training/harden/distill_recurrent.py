@@ -76,8 +76,8 @@ def rollout_sequences(actor, teacher, make_env: Callable, steps: int, seed: int,
     # (rounds, envs, ...) -> chunks of `length` per env, env by env
     chunks = rounds // length
 
-    def chunked(array: np.ndarray) -> np.ndarray:
-        array = np.asarray(array)
+    def chunked(steps: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        array = np.asarray(steps)
         shaped = array.reshape(chunks, length, envs, *array.shape[2:])
         return np.moveaxis(shaped, 2, 0).reshape(envs * chunks, length, *array.shape[2:])
 
@@ -100,7 +100,7 @@ def joined(parts: list[Sequences]) -> Sequences:
     return Sequences(
         np.concatenate([p.observations for p in parts]),
         np.concatenate([p.starts for p in parts]),
-        tuple(np.concatenate([p.state[i] for p in parts], axis=1) for i in range(2)),  # type: ignore[arg-type]
+        (np.concatenate([p.state[0] for p in parts], axis=1), np.concatenate([p.state[1] for p in parts], axis=1)),
         Output(parts[0].targets.kind, torch.cat([p.targets.tensor for p in parts])),
         np.concatenate([p.markov for p in parts]),
     )

@@ -93,7 +93,7 @@ class Recipe:
     def name(self) -> str:
         return "+".join(part.name for part in self.parts)
 
-    def part(self, name: str) -> Any | None:
+    def part(self, name: str) -> Any:  # the named part's settings (Distill, Noise, Sam...), None when absent
         return next((p for p in self.parts if p.name == name), None)
 
     @property

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
 from quarl_bench.training.harden.distill import FineTune
@@ -74,23 +76,27 @@ class _Harden(BaseCallback):
         self.holders: list[Any] = []
 
     def _on_training_start(self) -> None:
-        model: BaseAlgorithm = self.model
+        model = self.model
+        assert isinstance(model, OnPolicyAlgorithm | OffPolicyAlgorithm)  # every SB3 algorithm is one of them
         model.policy.load_state_dict(self.source.model.policy.state_dict())
         learned = getattr(self.source.model, "log_ent_coef", None)  # SAC/TQC's learned entropy coefficient
-        if isinstance(learned, torch.Tensor) and isinstance(getattr(model, "log_ent_coef", None), torch.Tensor):
+        own = getattr(model, "log_ent_coef", None)
+        if isinstance(learned, torch.Tensor) and isinstance(own, torch.Tensor):
             with torch.no_grad():
-                model.log_ent_coef.copy_(learned)
+                own.copy_(learned)
         _freeze_parent_statistics(model, self.source)
         noise = self.recipe.part("noise")
         if noise:
             convert(model.policy, target_switch(self.spec, noise.scale))
         sam = self.recipe.part("sam")
         if sam:
+            holder: Any  # an SB3 network that carries its optimizer as an attribute (actor, critic, policy)
             for holder in model.policy.modules():
                 optimizer = getattr(holder, "optimizer", None)
                 if isinstance(optimizer, torch.optim.Optimizer) and not isinstance(optimizer, AlternatingSAM):
-                    holder.optimizer = AlternatingSAM(optimizer, sam.rho)
-                    self.sams.append(holder.optimizer)
+                    wrapped_optimizer = AlternatingSAM(optimizer, sam.rho)
+                    holder.optimizer = wrapped_optimizer
+                    self.sams.append(wrapped_optimizer)
                     self.holders.append(holder)
             learn_step = model.train
 
@@ -103,7 +109,7 @@ class _Harden(BaseCallback):
                     for wrapped in self.sams:
                         wrapped.hold()
 
-            model.train = train  # type: ignore[method-assign]
+            model.train = train  # type: ignore[method-assign]  # wraps SB3's own update step, the one learn() calls
 
     def _on_step(self) -> bool:
         return True
@@ -122,7 +128,8 @@ class _Harden(BaseCallback):
 
 
 def _freeze_parent_statistics(model: BaseAlgorithm, parent: Any) -> None:
-    normalizer = unwrap_vec_normalize(model.get_env())
+    env = model.get_env()
+    normalizer = unwrap_vec_normalize(env) if env is not None else None
     if normalizer is None or not parent.stats_path:
         return
     stats = Path(parent.stats_path) / "vecnormalize.pkl"

@@ -51,7 +51,7 @@ def calibrate_inputs(policy: BasePolicy, switch: QATSwitch, states: np.ndarray, 
     inputs = record_tensors(policy, states, layers, output=False)
     for layer, values in zip(layers, inputs, strict=True):
         bounds = calibrate(values, switch.spec.act_bits, method or "minmax", False)
-        layer.qat_input_range = (bounds.low, bounds.high)
+        layer.__dict__["qat_input_range"] = (bounds.low, bounds.high)
 
 
 def decision_output(policy: BasePolicy, observations: torch.Tensor) -> Output:
