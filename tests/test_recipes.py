@@ -75,6 +75,21 @@ def test_calibrated_rounding_stays_on_the_rtn_grid_and_lowers_the_layer_error() 
         assert error < (0.8 if name == "gptq" else 0.95) * rtn_error  # measured: 0.58 and 0.85
 
 
+def test_a_calibrated_rounding_refuses_a_conv_padded_by_name_in_one_line() -> None:
+    """mypy found it: GPTQ reads a Conv2d's inputs as unfolded columns, and ``torch.nn.functional.unfold`` takes
+    numeric padding only, so ``padding="same"`` failed with a TypeError from inside torch."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 2, 3, padding="same"), nn.Flatten(), nn.Linear(72, 2))
+    policy = UserModulePolicy(spaces.Box(0, 1, (1, 6, 6), np.float32), spaces.Discrete(2), net)
+    observations = np.random.default_rng(0).random((32, 1, 6, 6)).astype(np.float32)
+    with pytest.raises(QuarlError, match="padding='same' is not supported"):
+        quantize(policy, QuantSpec("int4", ptq="gptq", calibration_states=32), observations)
+    padded = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Flatten(), nn.Linear(72, 2))
+    numeric = UserModulePolicy(spaces.Box(0, 1, (1, 6, 6), np.float32), spaces.Discrete(2), padded)
+    quantized, layers = quantize(numeric, QuantSpec("int4", ptq="gptq", calibration_states=32), observations)
+    assert len(layers) == 2  # the same layer with numeric padding is rounded
+
+
 def module_policy(seed: int = 0, hidden: int = 64) -> UserModulePolicy:
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(4, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 2))
