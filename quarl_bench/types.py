@@ -439,6 +439,7 @@ class EvalResult:
     weights: dict[str, Any] = field(default_factory=dict)  # fp32 acting-weight profile, see ptq.weight_profile
     # per episode (as episode_rewards): (env index, episode number in that env, reset seed); see episode_seeds
     episode_ids: tuple[tuple[int, int, int], ...] = ()
+    episode_outcomes: dict[str, tuple[float, ...]] = field(default_factory=dict)  # see evaluation/outcomes
 
     @property
     def mean_reward(self) -> float:

@@ -348,10 +348,28 @@ def certify_request(
     for spec in specs:  # before anything is played: what the method would not apply
         check_spec_options(by, getattr(config_type(by), "spec_flags", ()), spec)
     refuse_unfit_specs(ref, specs)
+    if config.outcome != "return":
+        probe_outcome(ref, config.outcome, config.success)
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)
     walks = ladders(tuple(specs), keep_fp32=baseline is not None, by=by)
     return CertifyRequest(ref, walks, config, baseline, families=len(walks))
+
+
+def probe_outcome(ref: AgentRef, outcome: str, success: str) -> None:
+    """One step of the agent's env before anything is played: it must report what ``outcome`` reads.
+
+    :raises QuarlError: naming the info key the env does not report.
+    """
+    import json
+
+    from quarl_bench.certify.outcome import probe_reports
+    from quarl_bench.zoo.envs import import_env_packages, register_env, register_env_packages
+
+    register_env_packages()
+    import_env_packages(ref.env_packages)
+    register_env(ref.env_id)
+    probe_reports(ref.env_id, json.loads(ref.env_kwargs) if ref.env_kwargs else {}, outcome, success)
 
 
 def certify(

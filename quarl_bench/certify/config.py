@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from quarl_bench.certify.outcome import check_outcome
 from quarl_bench.errors import QuarlError
 from quarl_bench.statistics import GUARANTEES, TOLERANCE_PCT
 from quarl_bench.zoo.return_bounds import ReturnBounds
@@ -38,6 +39,10 @@ class CertifyConfig:
         (default: half of R_fp32 - R_random).
     :param max_catastrophe_rate: "safe" also needs the catastrophe rate certified below this share, in (0, 1).
     :param random_episodes: the random policy's episodes in the scale set (its mean's bound sets δ_low).
+    :param outcome: what is certified per paired episode: return, success (the rate: --tolerance-abs is the ε it may
+        fall), progress (in [0, 1]) or cost (lower is better; --return-bounds is its range).
+    :param success: what counts as a success: info (``info["is_success"]`` at the episode's end), terminated (it
+        ended on its own), truncated (a time limit cut it: CartPole's balance) or ``return>=X``.
     """
 
     tolerance: float = TOLERANCE_PCT
@@ -54,6 +59,8 @@ class CertifyConfig:
     catastrophe: float | None = None
     max_catastrophe_rate: float | None = None
     random_episodes: int = 300  # 100 left δ_low 1.64x the floor for identical play; random episodes are cheap
+    outcome: str = "return"
+    success: str = "info"
 
     def __post_init__(self) -> None:
         if self.tolerance_abs is None and not 0 < self.tolerance < 100:
@@ -85,6 +92,11 @@ class CertifyConfig:
             )
         if self.random_episodes < 2:
             raise QuarlError(f"bad random episodes {self.random_episodes}: expected an integer >= 2")
+        check_outcome(self.outcome, self.success, self.tolerance_abs, self.return_bounds)
+        if self.outcome != "return" and (self.catastrophe is not None or self.max_catastrophe_rate is not None):
+            raise QuarlError(
+                f"--catastrophe and --max-catastrophe-rate judge return losses: not with --outcome {self.outcome}"
+            )
 
     @property
     def alpha(self) -> float:
@@ -94,6 +106,10 @@ class CertifyConfig:
         """What decides a verdict besides the agent and the precision (``every_width`` decides nothing)."""
         fields = asdict(self)
         del fields["every_width"], fields["n_envs"]
+        if self.outcome == "return":  # keys of return verdicts stay those stored before outcomes existed
+            del fields["outcome"], fields["success"]
+        elif self.outcome != "success":
+            del fields["success"]
         fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
         fields["version"] = CERTIFY_VERSION
         return fields

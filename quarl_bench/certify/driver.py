@@ -119,7 +119,7 @@ def certify_all(
         return found | {job.key: store.get(job.key) for job in need.optional}
 
     def submit(job: Job, certifier: Certifier) -> None:
-        config = PlannedJobs(certifier.agent_of(job), (job,), certifier.checked_bounds)
+        config = PlannedJobs(certifier.agent_of(job), (job,), certifier.return_bounds_checked)
         executor.submit(Work(config, driver=driver))  # an agent already resolved: no cache is read
 
     def advance(walk: _Walk, sent: Any) -> None:

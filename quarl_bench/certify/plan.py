@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.certify.config import CertifyConfig
+from quarl_bench.certify.outcome import outcome_bounds, outcome_values, success_rule
 from quarl_bench.certify.result import Verdict
 from quarl_bench.errors import QuarlError
 from quarl_bench.statistics.certification import (
@@ -166,7 +167,9 @@ class Certifier:
                 f"bad baseline {self.baseline.algo}/{self.baseline.env_id}: expected an agent on {ref.env_id}, "
                 "whose episodes pair with this agent's"
             )
-        self.bounds = return_bounds(ref.env_id, config.return_bounds)
+        self.bounds = outcome_bounds(config.outcome, config.return_bounds) or return_bounds(
+            ref.env_id, config.return_bounds
+        )
         self.guarantee = config.guarantee or ("finite-sample" if self.bounds else "asymptotic")
         if self.guarantee == "finite-sample" and self.bounds is None:
             raise QuarlError(
@@ -175,6 +178,12 @@ class Certifier:
             )
         self.n_envs = min(config.n_envs or default_eval_envs(ref.env_id), config.batch)
         self.actions = action_mode(ref)
+
+    @property
+    def return_bounds_checked(self) -> ReturnBounds | None:
+        """The bounds every played return is checked against before its row is stored: the guarantee's, when it
+        rests on returns (an outcome's own range is checked as it is read)."""
+        return self.checked_bounds if self.config.outcome == "return" else None
 
     @property
     def checked_bounds(self) -> ReturnBounds | None:
@@ -206,8 +215,12 @@ class Certifier:
 
         :raises QuarlError: in one line, naming the episode and the bounds; no verdict is stored then.
         """
-        check_returns(self.checked_bounds, row["episode_rewards"], row["episode_ids"], spec_name(job.spec))
+        check_returns(self.checked_bounds, self.values(row), row["episode_ids"], spec_name(job.spec))
         return row
+
+    def values(self, row: dict[str, Any]) -> np.ndarray:
+        """Each episode's value of the certified outcome (the return by default), higher is better."""
+        return outcome_values(row, self.config.outcome, self.config.success)
 
     def test(self, alpha: float) -> SequentialTest:
         """The sequential test at one-sided level ``alpha``, on this certification's guarantee and bounds."""
@@ -223,8 +236,12 @@ class Certifier:
         """δ, how it was set, the scale rows it came from and their returns (the fp32 policy's ``batch`` episodes,
         the random policy's ``random_episodes``), and the catastrophe threshold."""
         config = self.config
+        empty = np.zeros(0)
+        if config.outcome != "return":  # ε is given in the outcome's units; a return loss is no catastrophe of it
+            assert config.tolerance_abs is not None  # CertifyConfig asks for it
+            what = f"success ({success_rule(config.success)})" if config.outcome == "success" else config.outcome
+            return Scale(config.tolerance_abs, f"ε {config.tolerance_abs:g} {what}", (), empty, empty, None, "")
         if config.tolerance_abs is not None and config.catastrophe is not None:
-            empty = np.zeros(0)
             return Scale(config.tolerance_abs, f"{config.tolerance_abs:g} reward", (), empty, empty, config.catastrophe)
         seed = batch_seed(config.seed, SCALE_STREAM)
         fp32_job = self.job(QuantSpec("fp32"), seed, self.baseline)
@@ -304,7 +321,7 @@ class Certifier:
             fp32 = self.checked(played[reference_job.key], reference_job)
             quantized = self.checked(played[quantized_job.key], quantized_job)
             q, r = paired_rewards(
-                quantized["episode_rewards"], quantized["episode_ids"], fp32["episode_rewards"], fp32["episode_ids"]
+                self.values(quantized), quantized["episode_ids"], self.values(fp32), fp32["episode_ids"]
             )
             differences.append(q - r)
             if reference.is_identity:
@@ -327,6 +344,8 @@ class Certifier:
                 break
         interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
+            "outcome": config.outcome,
+            "success_rule": success_rule(config.success) if config.outcome == "success" else None,
             "guarantee": self.guarantee,
             "bounds": [self.bounds.low, self.bounds.high] if self.bounds and test.finite else None,
             "bounds_source": self.bounds.source if self.bounds and test.finite else None,

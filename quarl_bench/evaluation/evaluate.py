@@ -32,6 +32,7 @@ from quarl_bench.evaluation.masks import (
     masked_argmax,
     masked_probabilities,
 )
+from quarl_bench.evaluation.outcomes import OutcomeTracker, per_outcome
 from quarl_bench.zoo.policy import Policy, as_policy
 from quarl_bench.zoo.quiet import native_output_silenced
 
@@ -49,6 +50,7 @@ class Episodes:
     states: np.ndarray | None = None  # a uniform sample of the observations the policy acted on (record_states)
     vector_steps: int = 0  # batched decisions made (each steps every env once)
     identities: list[EpisodeId] = field(default_factory=list)  # per episode, as rewards: see episode_seeds
+    outcomes: dict[str, list[float]] = field(default_factory=dict)  # per outcome, as rewards: see outcomes
 
 
 def env_generators(seed: int, envs: range, stream: int) -> list[np.random.Generator]:
@@ -187,10 +189,10 @@ class ObservationTap:
 
 @dataclass
 class Finished:
-    """Episodes a process played for its envs: SB3's order key (vector step, env index), return, length, and the
-    episode's number within its env and its reset seed."""
+    """Episodes a process played for its envs: SB3's order key (vector step, env index), return, length, the
+    episode's number within its env, its reset seed and its outcomes (:mod:`~quarl_bench.evaluation.outcomes`)."""
 
-    episodes: list[tuple[int, int, float, int, int, int]]
+    episodes: list[tuple[int, int, float, int, int, int, dict[str, float]]]
     agreement: dict[str, float]
     states: np.ndarray | None
     vector_steps: int
@@ -210,7 +212,7 @@ def play(
     playing: np.ndarray,
     seed: int,
     actor: EpisodeActor | None = None,
-) -> tuple[list[tuple[int, int, float, int, int, int]], int]:
+) -> tuple[list[tuple[int, int, float, int, int, int, dict[str, float]]], int]:
     """SB3's ``evaluate_policy`` loop for the envs ``envs`` (global indices) of a larger evaluation: every env steps
     until each has finished its target; returns come from ``Monitor`` where the env has one. ``playing`` is kept
     equal to which envs have not finished their target. Each episode starts from its own reset seed
@@ -224,7 +226,8 @@ def play(
     current_rewards, current_lengths = np.zeros(len(envs)), np.zeros(len(envs), dtype=int)
     observations, states = env.reset(), None
     episode_starts = np.ones(len(envs), dtype=bool)
-    finished: list[tuple[int, int, float, int, int, int]] = []
+    finished: list[tuple[int, int, float, int, int, int, dict[str, float]]] = []
+    outcomes = OutcomeTracker(len(envs))
     step = 0
     while playing.any():
         masks = read_masks() if masked is not None and read_masks is not None else None
@@ -236,6 +239,7 @@ def play(
         observations, rewards, dones, infos = env.step(actions)
         current_rewards += rewards
         current_lengths += 1
+        outcomes.step(infos)
         episode_starts[playing] = dones[playing]
         for i in np.flatnonzero(playing & dones):
             if not monitored or "episode" in infos[i]:
@@ -245,7 +249,8 @@ def play(
                     else (current_rewards[i], current_lengths[i])
                 )
                 start = seeders[i].seeds[counts[i]] if seeders else -1
-                finished.append((step, envs[i], float(reward), int(length), int(counts[i]), start))
+                ended = outcomes.finish(int(i), infos[i])
+                finished.append((step, envs[i], float(reward), int(length), int(counts[i]), start, ended))
                 counts[i] += 1
             current_rewards[i], current_lengths[i] = 0, 0
         playing[:] = counts < targets
@@ -346,9 +351,10 @@ def episodes_of(shares: list[Finished], seconds: float, discrete: bool, states: 
     agreement = {name: sum(share.agreement.get(name, 0) for share in shares) for name in names}
     summary = agreement_summary(agreement, discrete) if agreement.get("decisions") else {}
     return Episodes(
-        rewards=[reward for _, _, reward, _, _, _ in finished],
-        lengths=[length for _, _, _, length, _, _ in finished],
-        identities=[(index, number, start) for _, index, _, _, number, start in finished],
+        rewards=[reward for _, _, reward, *_ in finished],
+        lengths=[length for _, _, _, length, *_ in finished],
+        identities=[(index, number, start) for _, index, _, _, number, start, _ in finished],
+        outcomes=per_outcome([ended for *_, ended in finished]),
         wall_seconds=seconds,
         agreement=summary | mask_summary(agreement),
         states=states,

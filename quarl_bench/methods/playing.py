@@ -74,6 +74,7 @@ def job_result(agent: LoadedAgent, job: Job, episodes: Episodes, driver: dict[st
         episode_rewards=tuple(episodes.rewards),
         episode_lengths=tuple(episodes.lengths),
         episode_ids=tuple(episodes.identities),
+        episode_outcomes={name: tuple(values) for name, values in episodes.outcomes.items()},
         wall_seconds=episodes.wall_seconds,
         action_agreement=agreement,
         provenance=provenance,

@@ -382,6 +382,8 @@ CERTIFICATION_FLAGS = (
     "return_bounds",
     "catastrophe",
     "max_catastrophe_rate",
+    "outcome",
+    "success",
 )
 
 
@@ -389,6 +391,7 @@ def add_certification(parser: argparse.ArgumentParser) -> None:
     """The flags that say what a certification's verdict is judged against and guarantees (certify, export), from
     ``CertifyConfig``'s fields: their defaults and help are said there once."""
     from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.certify.outcome import OUTCOMES
     from quarl_bench.parsers.config_flags import config_flag
     from quarl_bench.statistics import GUARANTEES
 
@@ -397,6 +400,10 @@ def add_certification(parser: argparse.ArgumentParser) -> None:
         extra: dict = {"metavar": metavars[name]} if name in metavars else {}
         if name == "guarantee":
             extra = {"choices": GUARANTEES}
+        if name == "outcome":
+            extra = {"choices": OUTCOMES}
+        if name == "success":
+            extra = {"metavar": "RULE"}
         if name == "return_bounds":
             extra = {"metavar": ("LO", "HI")}
         config_flag(parser, CertifyConfig, name, **extra)

@@ -410,5 +410,6 @@ def guarantee_text(verdicts: list) -> str:
     )
     if evidence["guarantee"] == "finite-sample":
         low, high = evidence["bounds"]
-        return f"finite-sample (betting, returns in [{low:g}, {high:g}]: {evidence['bounds_source']}), {shares}"
+        what = "returns" if evidence.get("outcome", "return") == "return" else f"each episode's {evidence['outcome']}"
+        return f"finite-sample (betting, {what} in [{low:g}, {high:g}]: {evidence['bounds_source']}), {shares}"
     return f"asymptotic (no return bounds; no decision before {evidence['min_pairs']} pairs), {shares}"

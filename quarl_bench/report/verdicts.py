@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from quarl_bench.certify.outcome import success_rule
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.objects import Table
 from quarl_bench.statistics.certification import family, minimum_safe
@@ -19,7 +20,8 @@ from quarl_bench.store.spec_kinds import method_of, spec_of
 from quarl_bench.types import QuantSpec
 
 # A line is one walk: the method that played it is part of it (two methods' verdicts never share a line or a minimum).
-LINE = ("algo", "env_id", "agent_hash", "method", "family", "tolerance", "alpha", "seed")
+# So is the outcome it certified (a success rate's verdicts never share a line with the return's).
+LINE = ("algo", "env_id", "agent_hash", "method", "outcome", "family", "tolerance", "alpha", "seed")
 
 
 def _column(spec: QuantSpec) -> str:
@@ -37,6 +39,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
     frame = verdicts.assign(
         seed=[settings["seed"] for settings in verdicts["settings"]],
         method=[method_of(fields) for fields in verdicts["spec_json"]],
+        outcome=[outcome_of(settings) for settings in verdicts["settings"]],
         family=[family(spec_of(fields)) for fields in verdicts["spec_json"]],
         column=[_column(spec_of(fields)) for fields in verdicts["spec_json"]],
     )
@@ -53,6 +56,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
             "env": line_of["env_id"],
             "agent": name_of(line.iloc[0]),
             "method": line_of["method"],
+            "outcome": line_of["outcome"],
             "family": line_of["family"],
             # δ as a number: its rule ("5% of (R_fp32 98.64 - R_random -218.33)") sits at the line's end, so the
             # precision columns stay in a laptop's window
@@ -69,6 +73,12 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         record["rows"] = " ".join(dict.fromkeys(key for row in cells.values() for key in row["rows"]))
         records.append(record)
     return pd.DataFrame.from_records(records)
+
+
+def outcome_of(settings: dict) -> str:
+    """What a verdict certified: ``return``, ``success (ran to its time limit)``, ``progress`` or ``cost``."""
+    outcome = settings.get("outcome", "return")  # verdicts stored before outcomes certified the return
+    return f"success ({success_rule(settings.get('success', 'info'))})" if outcome == "success" else outcome
 
 
 def _evidence(row: pd.Series) -> dict:

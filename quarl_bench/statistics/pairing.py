@@ -14,9 +14,9 @@ import numpy as np
 
 
 def paired_rewards(
-    quantized: Sequence[float],
+    quantized: Sequence[float] | np.ndarray,
     quantized_ids: Sequence[Sequence[int]],
-    reference: Sequence[float],
+    reference: Sequence[float] | np.ndarray,
     reference_ids: Sequence[Sequence[int]],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The two rows' rewards on the episodes both played, matched by episode identity (env index, episode number,

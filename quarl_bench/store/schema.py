@@ -12,11 +12,11 @@ from typing import Any
 from quarl_bench.store.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
-SCHEMA_VERSION = 12  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 13  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
 # 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence;
-# 11: before fidelity's over_time
+# 11: before fidelity's over_time; 12: before episode_outcomes
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -86,6 +86,13 @@ COLUMNS = (
     Column(
         "episode_ids", "TEXT NOT NULL DEFAULT '[]'", lambda r: json.dumps([list(e) for e in r.episode_ids]), added=True
     ),
+    # {outcome: [value per episode, in episode_rewards' order]} (evaluation/outcomes.py); {} in rows stored before
+    Column(
+        "episode_outcomes",
+        "TEXT NOT NULL DEFAULT '{}'",
+        lambda r: json.dumps({name: list(values) for name, values in r.episode_outcomes.items()}),
+        added=True,
+    ),
     Column("created_at", "TEXT NOT NULL", lambda r: datetime.now(timezone.utc).isoformat(timespec="microseconds")),
 )
 JSON_COLUMNS = (
@@ -97,6 +104,7 @@ JSON_COLUMNS = (
     "provenance",
     "weights",
     "episode_ids",
+    "episode_outcomes",
 )
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS results (\n    " + ",\n    ".join(f"{c.name} {c.definition}" for c in COLUMNS) + "\n)"

@@ -1,0 +1,107 @@
+"""What a certification compares on each paired episode: the return, or an outcome people who ship policies decide
+on (:mod:`quarl_bench.evaluation.outcomes` records them as the episodes are played).
+
+Every outcome is read "higher is better": a success is 1, a failure 0; a cost enters negated. So one question serves
+them all, the paired mean difference ``mean(quantized - fp32) >= -ε`` on a known range, which the finite-sample
+betting sequence decides at every look (docs/statistics.md): for a success rate, a difference lies in {-1, 0, 1},
+and only discordant pairs move the capital.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.zoo.return_bounds import ReturnBounds
+
+OUTCOMES = ("return", "success", "progress", "cost")
+SUCCESS_RULES = ("info", "terminated", "truncated", "return>=X")
+THRESHOLD = re.compile(r"^return>=(-?\d+(?:\.\d+)?)$")
+INFO_KEYS = {"success": "is_success", "progress": "progress", "cost": "cost"}  # what the env must report
+
+
+def check_outcome(outcome: str, success: str, tolerance_abs: float | None, bounds: tuple | None) -> None:
+    """:raises QuarlError: in one line, for an outcome, success rule or ε that does not fit."""
+    if outcome not in OUTCOMES:
+        raise QuarlError(f"bad outcome {outcome!r}: expected one of {', '.join(OUTCOMES)}")
+    if outcome == "success" and success not in SUCCESS_RULES[:3] and not THRESHOLD.match(success):
+        raise QuarlError(f"bad success rule {success!r}: expected one of {', '.join(SUCCESS_RULES)} (X a number)")
+    if outcome == "return":
+        return
+    if tolerance_abs is None:
+        raise QuarlError(
+            f"--outcome {outcome} needs --tolerance-abs EPS: how far the quantized policy's {outcome} may fall "
+            f"{'above' if outcome == 'cost' else 'below'} fp32's"
+        )
+    if outcome in ("success", "progress") and not 0 < tolerance_abs < 1:
+        raise QuarlError(f"bad ε {tolerance_abs:g} for --outcome {outcome}: expected a share in (0, 1), e.g. 0.05")
+    if outcome == "cost" and bounds is None:
+        raise QuarlError("--outcome cost needs --return-bounds LO HI: the range every episode's summed cost lies in")
+
+
+def success_rule(success: str) -> str:
+    """The rule in words, for verdicts and reports."""
+    return {"info": "info['is_success']", "terminated": "ended on its own", "truncated": "ran to its time limit"}.get(
+        success, success
+    )
+
+
+def outcome_bounds(outcome: str, declared: tuple[float, float] | None) -> ReturnBounds | None:
+    """The range of an outcome's per-episode value, higher is better (None for the return: the env's bounds)."""
+    if outcome in ("success", "progress"):
+        return ReturnBounds(0.0, 1.0, f"a {outcome} lies in [0, 1]")
+    if outcome == "cost":
+        assert declared is not None  # check_outcome asks for it
+        return ReturnBounds(-declared[1], -declared[0], "--return-bounds: the cost's range, negated")
+    return None
+
+
+def outcome_values(row: dict[str, Any], outcome: str, success: str) -> np.ndarray:
+    """Each episode's value of ``outcome`` in ``row`` (in the row's episode order), higher is better.
+
+    :raises QuarlError: for a row whose env did not report the outcome (or stored before outcomes were).
+    """
+    rewards = np.asarray(row["episode_rewards"], dtype=float)
+    if outcome == "return":
+        return rewards
+    stored = row.get("episode_outcomes") or {}
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    if outcome == "success" and (threshold := THRESHOLD.match(success)):
+        return (rewards >= float(threshold.group(1))).astype(float)
+    name = "terminated" if outcome == "success" and success in ("terminated", "truncated") else outcome
+    if name not in stored:
+        raise QuarlError(
+            f"{row.get('env_id', 'this env')} reported no {INFO_KEYS.get(name, name)!r} in its info "
+            f"(row {row.get('key', '?')}): expected an env that does, "
+            + ("or --success terminated, truncated or return>=X" if outcome == "success" else "or another --outcome")
+        )
+    values = np.asarray(stored[name], dtype=float)
+    if outcome == "success" and success == "truncated":
+        return 1.0 - values
+    return -values if outcome == "cost" else values
+
+
+def probe_reports(env_id: str, env_kwargs: dict[str, Any], outcome: str, success: str) -> None:
+    """Before anything is played: one step of the env, to see it reports what the outcome reads.
+
+    :raises QuarlError: naming the info key the env does not report.
+    """
+    key = INFO_KEYS.get(outcome)
+    if key is None or (outcome == "success" and success != "info"):
+        return
+    import gymnasium as gym
+
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(env.action_space.sample())
+    finally:
+        env.close()
+    if key not in info:
+        hint = "or --success terminated, truncated or return>=X" if outcome == "success" else "or another --outcome"
+        raise QuarlError(f"{env_id} reports no {key!r} in its info: --outcome {outcome} needs an env that does, {hint}")

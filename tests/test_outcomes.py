@@ -1,0 +1,125 @@
+"""Outcomes beside the return: success, progress, cost and whether an episode ended on its own are recorded as
+episodes are played, stored per episode, and certified as a paired rate (``certify --outcome``): a success rate's
+verdicts are their own line in the report, never merged with the return's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quarl_bench.certify.outcome import outcome_values
+from quarl_bench.errors import QuarlError
+from quarl_bench.evaluation.outcomes import OutcomeTracker, per_outcome
+from quarl_bench.store import ResultStore
+
+DATA = Path(__file__).parent / "data"
+REACH_POLICY = """import torch
+
+
+def make():
+    net = torch.nn.Linear(2, 3)  # (position, target) -> left, stay, right: move toward the target
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[10.0, -10.0], [0.0, 0.0], [-10.0, 10.0]]))
+        net.bias.copy_(torch.tensor([0.0, 0.3, 0.0]))
+    return net
+"""
+
+
+def test_an_episode_s_outcomes_come_from_its_last_info_and_its_summed_cost() -> None:
+    tracker = OutcomeTracker(2)
+    tracker.step([{"cost": 1.0}, {}])
+    tracker.step([{"cost": 0.5}, {}])
+    last = {"is_success": True, "progress": 0.75, "TimeLimit.truncated": True}
+    assert tracker.finish(0, last) == {"terminated": 0.0, "success": 1.0, "progress": 0.75, "cost": 1.5}
+    assert tracker.finish(1, {}) == {"terminated": 1.0}  # no cost reported: none recorded, not a cost of 0
+    tracker.step([{"cost": 2.0}, {}])
+    assert tracker.finish(0, {})["cost"] == 2.0  # the next episode's cost starts from 0
+    # an outcome some episodes lack is dropped: its rate would not pair with another row's
+    assert per_outcome([{"terminated": 1.0, "success": 1.0}, {"terminated": 0.0}]) == {"terminated": [1.0, 0.0]}
+
+
+def test_each_success_rule_reads_the_stored_episodes_higher_is_better() -> None:
+    row = {
+        "key": "k",
+        "env_id": "Env-v0",
+        "episode_rewards": [500.0, 120.0, 480.0],
+        "episode_outcomes": {"success": [1.0, 0.0, 1.0], "terminated": [0.0, 1.0, 1.0], "cost": [0.0, 3.0, 1.0]},
+    }
+    assert list(outcome_values(row, "success", "info")) == [1.0, 0.0, 1.0]
+    assert list(outcome_values(row, "success", "terminated")) == [0.0, 1.0, 1.0]
+    assert list(outcome_values(row, "success", "truncated")) == [1.0, 0.0, 0.0]
+    assert list(outcome_values(row, "success", "return>=475")) == [1.0, 0.0, 1.0]
+    assert list(outcome_values(row, "cost", "info")) == [-0.0, -3.0, -1.0]  # lower cost is better
+    with pytest.raises(QuarlError, match="reported no 'progress'") as refused:
+        outcome_values(row, "progress", "info")
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_a_success_rate_is_certified_on_its_own_line(cli, zoo: Path, tmp_path: Path) -> None:
+    """dqn CartPole balances to the time limit: int8 keeps every episode's success (certified within ε 0.1 in 40
+    pairs: (1 - 0.1)^t <= 0.05 needs t >= 29, so two batches of 20), int2 loses them all."""
+    store = tmp_path / "q.sqlite"
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--store", store)
+    success = ("--outcome", "success", "--success", "truncated", "--tolerance-abs", "0.1")
+    code, out, err = cli("certify", *agent, "--bits", "8", "2", *success)
+    assert code == 0, err
+    assert "int8: safe" in out and "int2: unsafe" in out and "certified minimum safe precision int8" in out
+    code, out, err = cli("certify", *agent, "--bits", "8")
+    assert code == 0, err
+    with ResultStore(store) as opened:
+        verdicts = opened.verdicts()
+        rows = opened.to_dataframe()
+    int8 = verdicts[verdicts["precision"] == "int8"]
+    assert sorted(s.get("outcome", "return") for s in int8["settings"]) == ["return", "success"]
+    assert int8["key"].nunique() == 2 and {e["outcome"] for e in int8["evidence"]} == {"return", "success"}
+    assert all(len(o["terminated"]) == n for o, n in zip(rows["episode_outcomes"], rows["episodes"], strict=True))
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    lines = (tmp_path / "report" / "certified_verdicts.csv").read_text().splitlines()
+    outcomes = sorted(line.split(",")[4] for line in lines[1:])
+    assert outcomes == ["return", "success (ran to its time limit)"]
+
+
+@pytest.mark.slow
+def test_success_and_cost_of_an_env_that_reports_them(cli, tmp_path: Path) -> None:
+    sys.path.insert(0, str(DATA))
+    (tmp_path / "reach.py").write_text(REACH_POLICY)
+    store = tmp_path / "q.sqlite"
+    agent = ("--policy-module", f"{tmp_path / 'reach.py'}:make", "--env", "ReachLine-v0", "--env-package", "reach_line")
+    code, out, err = cli(
+        "certify", *agent, "--bits", "8", "--outcome", "success", "--tolerance-abs", "0.1", "--store", store
+    )
+    assert code == 0, err
+    assert "int8: safe" in out
+    cost = ("--outcome", "cost", "--tolerance-abs", "1", "--return-bounds", "0", "40")
+    code, out, err = cli("certify", *agent, "--bits", "8", *cost, "--store", store)
+    assert code == 0, err
+    assert "int8: safe" in out
+    with ResultStore(store) as opened:
+        rows = opened.to_dataframe()
+    fp32 = rows[rows["precision"] == "fp32"].iloc[0]
+    assert set(fp32["episode_outcomes"]) == {"success", "cost", "terminated"}
+    assert np.mean(fp32["episode_outcomes"]["success"]) == 1.0  # it reaches the target in every episode
+    assert fp32["episode_outcomes"]["terminated"] == fp32["episode_outcomes"]["success"]  # reaching ends it
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--outcome", "success", "--tolerance-abs", "0.1"), "CartPole-v1 reports no 'is_success' in its info"),
+        (("--outcome", "success", "--tolerance-abs", "1.5"), "bad ε 1.5 for --outcome success"),
+        (("--outcome", "success"), "--outcome success needs --tolerance-abs EPS"),
+        (("--outcome", "cost", "--tolerance-abs", "1"), "--outcome cost needs --return-bounds LO HI"),
+        (("--outcome", "success", "--success", "return>", "--tolerance-abs", "0.1"), "bad success rule 'return>'"),
+        (("--outcome", "latency", "--tolerance-abs", "0.1"), "invalid choice: 'latency'"),
+    ],
+)
+def test_bad_outcomes_are_one_line_exit_2_nothing_stored(cli, zoo: Path, tmp_path: Path, flags, message) -> None:
+    store = tmp_path / "q.sqlite"
+    code, _, err = cli("certify", "--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, *flags, "--store", store)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not store.exists()
