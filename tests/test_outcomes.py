@@ -105,6 +105,11 @@ def test_success_and_cost_of_an_env_that_reports_them(cli, tmp_path: Path) -> No
     assert set(fp32["episode_outcomes"]) == {"success", "cost", "terminated"}
     assert np.mean(fp32["episode_outcomes"]["success"]) == 1.0  # it reaches the target in every episode
     assert fp32["episode_outcomes"]["terminated"] == fp32["episode_outcomes"]["success"]  # reaching ends it
+    code, out, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    table = (tmp_path / "report" / "outcomes.csv").read_text()
+    first = f"{len(fp32['episode_rewards'])}/{len(fp32['episode_rewards'])} (100%, 95% CI"
+    assert first in table and "mean cost" in table.splitlines()[0]  # the success rate with its Wilson interval
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ SECTIONS = (
     "The papers, cell by cell",
     "Hardened agents",
     "Reward and E% per variant",
+    "Outcomes: success, progress, cost",
     "Minimum safe bits",
     "Sweet spot: reward against bits",
     "Weight distributions",

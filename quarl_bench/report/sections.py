@@ -146,6 +146,13 @@ def methods_and_figures(inputs: ReportInput) -> list[Item]:
 
 
 @report_section()
+def outcomes(inputs: ReportInput) -> list[Item]:
+    from quarl_bench.report.outcomes import outcome_report
+
+    return [*outcome_report(inputs.everything)]
+
+
+@report_section()
 def fidelity(inputs: ReportInput) -> list[Item]:
     from quarl_bench.report.divergence import fidelity_report
 
