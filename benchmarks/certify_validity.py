@@ -54,6 +54,7 @@ def main() -> None:
         print(f"{scenario.name:36s} {scenario.delta:6.2f} | {cells[0]:27s} | {cells[1]:27s}")
     print(f"\nworst P(false safe), finite-sample: {worst_finite:.3f} (valid: <= {alpha})")
     batched(alpha, reps, limit, 200 if args.quick else 1000, 5 if args.quick else 20)
+    outcomes(alpha, reps, limit, 200 if args.quick else 1000, 5 if args.quick else 20)
     for minimum, worst in sweep.items():
         print(f"worst P(false safe), asymptotic with no decision before {minimum:4d} pairs: {worst:.3f}")
 
@@ -79,7 +80,7 @@ def batched(alpha: float, reps: int, limit: float, max_pairs: int, checked: int)
     print(f"worst P(false safe), batch-structured, identity order: {worst:.3f} (alpha + 3 SE: {limit:.3f})")
 
 
-def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int) -> int:
+def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int, outcome: str = "return") -> int:
     """How many of the first ``replications`` boundary runs end with the same verdict through the real
     ``Certifier.certify`` generator (stored rows sent batch by batch) as through the vectorised path."""
     import numpy as np
@@ -90,14 +91,19 @@ def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int) 
     from quarl_bench.types import AgentRef, QuantSpec
 
     ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "folder", "/nowhere", "0" * 64)
-    config = CertifyConfig(
-        tolerance_abs=scenario.delta,
-        catastrophe=scenario.bounds[1] - scenario.bounds[0],
-        max_episodes=max_pairs,
-        confidence=1 - alpha,
-        return_bounds=scenario.bounds,
-        guarantee="finite-sample",
-    )
+    if outcome == "return":
+        config = CertifyConfig(
+            tolerance_abs=scenario.delta,
+            catastrophe=scenario.bounds[1] - scenario.bounds[0],
+            max_episodes=max_pairs,
+            confidence=1 - alpha,
+            return_bounds=scenario.bounds,
+            guarantee="finite-sample",
+        )
+    else:  # certify --outcome success: the rows' episode_outcomes, read by the Certifier's own outcome path
+        config = CertifyConfig(
+            tolerance_abs=scenario.delta, max_episodes=max_pairs, confidence=1 - alpha, outcome=outcome
+        )
     test = SequentialTest("finite-sample", alpha, scenario.bounds)
     looks = np.arange(19, max_pairs, 20)
     d = batched_differences(scenario, replications, -scenario.delta, max_pairs, 20, 0, "identity")
@@ -115,8 +121,8 @@ def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int) 
             (f_rewards, f_ids), (q_rewards, q_ids) = stored_batch(scenario, rng, 20, -scenario.delta)
             drawn += 20
             rows = {
-                need.jobs[0].key: {"key": "f", "episode_rewards": f_rewards, "episode_ids": f_ids},
-                need.jobs[1].key: {"key": "q", "episode_rewards": q_rewards, "episode_ids": q_ids},
+                need.jobs[0].key: stored_row("f", f_rewards, f_ids, outcome),
+                need.jobs[1].key: stored_row("q", q_rewards, q_ids, outcome),
             }
             try:
                 need = walk.send(rows)
@@ -126,6 +132,51 @@ def driver_agreement(scenario, alpha: float, replications: int, max_pairs: int) 
             stored_batch(scenario, rng, 20, -scenario.delta)
         agree += found == expected
     return agree
+
+
+def stored_row(key: str, values: list, ids: list, outcome: str) -> dict:
+    """A batch row as the store holds it: the values as returns, or as the episodes' outcome."""
+    if outcome == "return":
+        return {"key": key, "episode_rewards": values, "episode_ids": ids}
+    return {
+        "key": key,
+        "episode_rewards": [0.0] * len(values),
+        "episode_ids": ids,
+        "episode_outcomes": {outcome: values},
+    }
+
+
+def outcomes(alpha: float, reps: int, limit: float, max_pairs: int, checked: int) -> None:
+    """certify --outcome: success rates and progress (each episode's value in [0, 1]), paired differences at the
+    boundary (-ε) and at 0; then two policies drawn independently, stored as rows with episode_outcomes and decided
+    through the Certifier's outcome path (its verdicts must agree with the vectorised ones)."""
+    from quarl_bench.statistics.validity import outcome_scenarios, success_batch_scenarios
+
+    print(f"\noutcomes (certify --outcome), finite-sample on [0, 1], at most {max_pairs} pairs")
+    print(f"{'scenario':40s} {'eps':>5s} | P(f.safe) P(f.unsafe) median | driver")
+    worst = 0.0
+    for scenario in outcome_scenarios():
+        test = SequentialTest("finite-sample", alpha, scenario.bounds)
+        wrong_safe = simulate(scenario, test, -scenario.delta, reps, max_pairs=max_pairs)
+        truly_safe = simulate(scenario, test, 0.0, reps, max_pairs=max_pairs, seed=1)
+        worst = max(worst, wrong_safe.safe)
+        median = truly_safe.median_pairs
+        print(
+            f"{scenario.name:40s} {scenario.delta:5.2f} | {wrong_safe.safe:9.3f} {truly_safe.unsafe:10.3f} "
+            f"{median if median else '-':>6} | -"
+        )
+    for scenario in success_batch_scenarios():
+        test = SequentialTest("finite-sample", alpha, scenario.bounds)
+        wrong_safe = simulate_batched(scenario, test, -scenario.delta, reps, max_pairs=max_pairs)
+        truly_safe = simulate_batched(scenario, test, 0.0, reps, max_pairs=max_pairs, seed=1)
+        worst = max(worst, wrong_safe.safe)
+        agree = driver_agreement(scenario, alpha, checked, max_pairs, outcome="success")
+        median = truly_safe.median_pairs
+        print(
+            f"{scenario.name:40s} {scenario.delta:5.2f} | {wrong_safe.safe:9.3f} {truly_safe.unsafe:10.3f} "
+            f"{median if median else '-':>6} | {agree}/{checked}"
+        )
+    print(f"worst P(false safe), outcomes: {worst:.3f} (alpha + 3 SE: {limit:.3f})")
 
 
 if __name__ == "__main__":

@@ -106,6 +106,51 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def discordant_pairs(agreement: float) -> Sampler:
+    """Paired success differences in {-1, 0, 1}: both policies succeed or fail alike in a share ``agreement`` of
+    the pairs; of the others, losses (-1) and gains (+1) in the shares that give the mean ``(gains - losses)``."""
+
+    def sample(rng: np.random.Generator, shape: tuple[int, int], mean: float) -> np.ndarray:
+        losses, gains = round((1 - agreement - mean) / 2, 12), round((1 - agreement + mean) / 2, 12)
+        assert losses >= 0 and gains >= 0, "a mean beyond the discordant share"
+        draw = rng.random(shape)
+        return np.where(draw < losses, -1.0, np.where(draw < losses + gains, 1.0, 0.0))
+
+    return sample
+
+
+def progress_pairs(rng: np.random.Generator, shape: tuple[int, int], mean: float) -> np.ndarray:
+    """Paired progress in [0, 1]: fp32's Beta(8, 2) (mean 0.8); the quantized policy's the same draw but for a
+    share of pairs where it stalls at a uniform share of fp32's progress, that share set by the mean."""
+    reference = rng.beta(8, 2, shape)
+    stalled = rng.uniform(0, 1, shape) * reference
+    rate = -mean / float(0.8 * 0.5) if mean < 0 else 0.0  # E[reference - stalled] = 0.8 * 0.5
+    return np.where(rng.random(shape) < rate, stalled, reference) - reference
+
+
+def outcome_scenarios() -> list[Scenario]:
+    """Success rates (differences in {-1, 0, 1}, bounds [0, 1]) at several agreements, and progress in [0, 1]."""
+    rate = (0.0, 1.0)
+    return [
+        Scenario("success, 90% of pairs agree, eps 0.1", discordant_pairs(0.90), 0.10, rate),
+        Scenario("success, 70% of pairs agree, eps 0.1", discordant_pairs(0.70), 0.10, rate),
+        Scenario("success, 50% of pairs agree, eps 0.05", discordant_pairs(0.50), 0.05, rate),
+        Scenario("success, 98% of pairs agree, eps 0.02", discordant_pairs(0.98), 0.02, rate),
+        Scenario("progress stalls, eps 0.05", progress_pairs, 0.05, rate),
+    ]
+
+
+def independent_successes(rate: float) -> Episodes:
+    """Two policies' successes drawn independently (no shared initial conditions: a real robot's trials): fp32
+    succeeds with probability ``rate``, the quantized policy with ``rate + shift``."""
+
+    def play(rng: np.random.Generator, n: int, shift: float) -> tuple[np.ndarray, np.ndarray]:
+        successes = (rng.random(n) < rate + shift).astype(float)
+        return successes, rng.integers(10, 100, n).astype(float)  # lengths: the order episodes finish in
+
+    return play
+
+
 def decided_at_looks(d: np.ndarray, test: SequentialTest, delta: float, batch: int, max_pairs: int) -> ScenarioOutcome:
     """Each replication (a row of ``d``) looked at after every ``batch`` pairs, stopping at its first decision."""
     looks = np.arange(batch - 1, max_pairs, batch)
@@ -177,6 +222,15 @@ def batch_scenarios() -> list[BatchScenario]:
     return [
         *[BatchScenario(f"fp32 fails early in {r:.0%}", early_failures(r), 20.0, cartpole) for r in (0.1, 0.25, 0.5)],
         BatchScenario("returns fall with length", falling_with_length, 5.0, acrobot),
+    ]
+
+
+def success_batch_scenarios() -> list[BatchScenario]:
+    """Success rates of two independently drawn policies (``certify --outcome success``), stored as rows with
+    ``episode_outcomes`` and decided through the Certifier's outcome path."""
+    return [
+        BatchScenario(f"success {r:.0%} vs {r - 0.1:.0%}", independent_successes(r), 0.1, (0.0, 1.0))
+        for r in (0.9, 0.5)
     ]
 
 
