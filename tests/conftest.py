@@ -22,6 +22,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that takes the pretrained zoo ``zoo`` (``-m "not zoo"``: the tests a fresh clone can run), and
     skip the ``heavy`` ones unless asked (``--heavy`` or ``QUARL_HEAVY_TESTS=1``): the default suite fits ~20 minutes
@@ -30,6 +31,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "zoo" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.zoo)
+        if item.get_closest_marker("ray"):  # one worker plays them, one after another (--dist loadgroup)
+            item.add_marker(pytest.mark.xdist_group("ray"))
         if not heavy and item.get_closest_marker("heavy"):
             item.add_marker(pytest.mark.skip(reason="heavy: run with --heavy (or QUARL_HEAVY_TESTS=1)"))
 
@@ -37,8 +40,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def one_ray_cluster_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """Tests marked ``ray`` hold one lock shared by every xdist worker: two Ray clusters at once on a loaded 2-core
-    machine lost a worker or an actor. A lock, not ``--dist loadgroup``: xdist 3.8 groups by ``item._nodeid``,
-    which pytest 9 no longer reads, so the group marker silently spread Ray tests over both workers."""
+    machine lost a worker or an actor. ``--dist loadgroup`` sends them to one worker already (pytest < 9: pytest 9
+    no longer reads the node ids xdist 3.8 rewrites, and the group silently spread over both workers); the lock
+    keeps them apart whatever the scheduler does."""
     if request.node.get_closest_marker("ray") is None:
         yield
         return
