@@ -69,7 +69,7 @@ def run_actorq(
     connect(address, log_path)
     try:
         arch = list(config.policy_arch)
-        learner = remote_learner.options(max_concurrency=8, num_gpus=1 if device == "cuda" else 0).remote(
+        learner = remote_learner.options(num_gpus=1 if device == "cuda" else 0).remote(
             config.algo,
             config.env_id,
             arch,

@@ -92,7 +92,12 @@ def acting_module(model: Any) -> torch.nn.Module:
 
 # A threaded Ray actor: ``add`` (the actors' pushes), ``weights`` and ``evaluate`` run concurrently, so a
 # seconds-long evaluation never holds up ingestion (with one call at a time, actors blocked in ``push`` meanwhile).
-@ray.remote  # started with max_concurrency (the driver's .options): actors push while it trains
+# actors push and the driver asks for counters while it trains and evaluates (threads; mypy's view of ray.remote
+# lists no actor options, so they pass as a mapping)
+LEARNER_OPTIONS: dict[str, Any] = {"max_concurrency": 8}
+
+
+@ray.remote(**LEARNER_OPTIONS)
 class Learner:
     """An SB3 off-policy algorithm doing only its ``train()``, in a thread of its own, on a replay buffer that the
     actors fill through ``add``. ``add`` only queues: actors never wait for gradient steps. The training thread
