@@ -343,6 +343,7 @@ class Job:
     setting: str = ""  # what produced the policy when no stored agent did (an ActorQ setting's key)
     obs_noise: float = 0.0  # std of Gaussian noise added to every observation the policy sees (robustness)
     method: str = DEFAULT_METHOD
+    perturbation: str = ""  # the condition it plays under (evaluation/perturbations.py), canonical; '' = nominal
     target: DeployTarget | None = None
 
     def __post_init__(self) -> None:
@@ -363,7 +364,8 @@ class Job:
         del fields["method"], fields["target"]  # recorded in the spec's identity, where they always were
         fields["quantizer_version"] = QUANTIZER_VERSION
         # fields added later leave the keys of rows stored before them unchanged while unused
-        for name, unused in (("setting", not self.setting), ("obs_noise", not self.obs_noise)):
+        unused_fields = (("setting", not self.setting), ("obs_noise", not self.obs_noise))
+        for name, unused in (*unused_fields, ("perturbation", not self.perturbation)):
             if unused:
                 del fields[name]
         fields["spec"] = spec_identity(self.spec, self.method, self.target)

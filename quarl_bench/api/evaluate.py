@@ -348,6 +348,12 @@ def certify_request(
     for spec in specs:  # before anything is played: what the method would not apply
         check_spec_options(by, getattr(config_type(by), "spec_flags", ()), spec)
     refuse_unfit_specs(ref, specs)
+    if config.perturb:
+        from dataclasses import replace
+
+        from quarl_bench.evaluation.perturbations import condition_for
+
+        config = replace(config, perturb=condition_for(config.perturb, ref.env_id))
     if config.outcome != "return":
         probe_outcome(ref, config.outcome, config.success)
     if baseline is not None and not any(spec.is_identity for spec in specs):

@@ -43,6 +43,8 @@ class CertifyConfig:
         fall), progress (in [0, 1]) or cost (lower is better; --return-bounds is its range).
     :param success: what counts as a success: info (``info["is_success"]`` at the episode's end), terminated (it
         ended on its own), truncated (a time limit cut it: CartPole's balance) or ``return>=X``.
+    :param perturb: the condition every paired episode plays under, fp32's and the quantized policy's alike (the
+        scale set's too): NAME=SEVERITY,... (docs/evaluation.md); '' = the nominal simulator.
     """
 
     tolerance: float = TOLERANCE_PCT
@@ -61,6 +63,7 @@ class CertifyConfig:
     random_episodes: int = 300  # 100 left δ_low 1.64x the floor for identical play; random episodes are cheap
     outcome: str = "return"
     success: str = "info"
+    perturb: str = ""
 
     def __post_init__(self) -> None:
         if self.tolerance_abs is None and not 0 < self.tolerance < 100:
@@ -110,6 +113,8 @@ class CertifyConfig:
             del fields["outcome"], fields["success"]
         elif self.outcome != "success":
             del fields["success"]
+        if not self.perturb:  # nor those of verdicts on the nominal simulator
+            del fields["perturb"]
         fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
         fields["version"] = CERTIFY_VERSION
         return fields

@@ -202,7 +202,17 @@ class Certifier:
         agent = agent or self.ref
         episodes = episodes or self.config.batch
         n_envs = min(self.n_envs, episodes)
-        job = Job(agent.algo, agent.env_id, spec, agent.content_hash, episodes, seed, n_envs, self.actions)
+        job = Job(
+            agent.algo,
+            agent.env_id,
+            spec,
+            agent.content_hash,
+            episodes,
+            seed,
+            n_envs,
+            self.actions,
+            perturbation=self.config.perturb,
+        )
         return replace(job, method="deploy", target=target) if target is not None else replace(job, method=method)
 
     def agent_of(self, job: Job) -> AgentRef:
@@ -344,6 +354,7 @@ class Certifier:
                 break
         interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
+            "perturbation": config.perturb,
             "outcome": config.outcome,
             "success_rule": success_rule(config.success) if config.outcome == "success" else None,
             "guarantee": self.guarantee,

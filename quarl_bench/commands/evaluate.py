@@ -15,6 +15,7 @@ from quarl_bench.store.agent_names import ref_title
 
 def run(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_ptq
+    from quarl_bench.evaluation.perturbations import condition_for
     from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import result_line, result_table
@@ -23,7 +24,13 @@ def run(args: argparse.Namespace) -> int:
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
         settings = EvalSettings(
-            args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise, args.random_baseline
+            args.episodes,
+            args.seed,
+            args.n_envs,
+            tuple(args.eval_seeds or ()),
+            args.obs_noise,
+            args.random_baseline,
+            condition_for(args.perturb, ref.env_id),
         )
         rows = run_ptq(
             ref,
@@ -112,13 +119,21 @@ def sensitivity(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from quarl_bench.api import run_sensitivity
+    from quarl_bench.evaluation.perturbations import condition_for
     from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.report.console import sensitivity_table
     from quarl_bench.report.layers import sensitivity_frame
 
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        settings = EvalSettings(args.episodes, args.seed, args.n_envs, tuple(args.eval_seeds or ()), args.obs_noise)
+        settings = EvalSettings(
+            args.episodes,
+            args.seed,
+            args.n_envs,
+            tuple(args.eval_seeds or ()),
+            args.obs_noise,
+            perturbation=condition_for(args.perturb, ref.env_id),
+        )
 
         def planned(layers: int, evaluations: int) -> None:
             console.print(f"{layers} acting layers x {len(args.bits)} precisions = {evaluations} evaluations per seed")

@@ -51,6 +51,7 @@ class EvalSettings:
         ``seed`` alone.
     :param obs_noise: std of Gaussian noise on every observation the policies see (0: none).
     :param random_baseline: also evaluate the uniform-random policy (the 0 of normalised scores), once per seed.
+    :param perturbation: the condition every job plays under (``--perturb``, canonical; '' = nominal).
     """
 
     episodes: int = 100
@@ -59,6 +60,7 @@ class EvalSettings:
     seeds: tuple[int, ...] = ()
     obs_noise: float = 0.0
     random_baseline: bool = False
+    perturbation: str = ""
 
     @property
     def all_seeds(self) -> tuple[int, ...]:
@@ -119,6 +121,7 @@ def build_jobs(
             actions,
             obs_noise=settings.obs_noise,
             method=method,
+            perturbation=settings.perturbation,
         )
         base = played.reference()
         seed_jobs = [base]

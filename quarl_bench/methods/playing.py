@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.evaluation.evaluate import Episodes, evaluate
 from quarl_bench.evaluation.workers import evaluate_in_workers
@@ -34,6 +36,8 @@ def play_job(
     :param make_env: the envs instead of the agent's ``make_env`` (an artifact plays on the un-normalised envs).
     """
     make_env = make_env or agent.make_env
+    if job.perturbation:
+        make_env = perturbed(agent, job, make_env)
     actions = actions or job.actions
     if eval_workers > 1:
         return evaluate_in_workers(
@@ -62,6 +66,21 @@ def play_job(
         )
     finally:
         env.close()
+
+
+def perturbed(agent: LoadedAgent, job: Job, make_env: Callable[[int, int], Any]) -> Callable[[int, int], Any]:
+    """``make_env`` under the job's condition; observation noise scaled per dimension by the spread of the fp32
+    policy's fixed-state set (a set every job of the agent shares)."""
+    from quarl_bench.evaluation.perturbations import parse_perturbation, perturbed_envs
+
+    condition = parse_perturbation(job.perturbation)
+    scale = None
+    if condition.get("obs-noise"):
+        from quarl_bench.evaluation.fixed_states import fixed_states
+
+        states = fixed_states(agent.ref.content_hash, agent.model.policy, agent.make_env)
+        scale = np.maximum(np.asarray(states, dtype=np.float32).reshape(len(states), -1).std(axis=0), 1e-6)
+    return perturbed_envs(make_env, condition, scale)
 
 
 def job_result(agent: LoadedAgent, job: Job, episodes: Episodes, driver: dict[str, Any], **fields: Any) -> EvalResult:

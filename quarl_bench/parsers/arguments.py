@@ -327,6 +327,14 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         help="std of Gaussian noise added to every observation the policies see (default %(default)s)",
     )
     parser.add_argument(
+        "--perturb",
+        default="",
+        metavar="COND",
+        help="play every episode under a condition, NAME=SEVERITY,...: obs-noise (x each dimension's spread), "
+        "action-noise, action-delay (steps), sticky (probability), or a dynamics parameter's spread (masspole, "
+        "length, force_mag, m, l, g, link_mass_1, link_mass_2, force, power): docs/evaluation.md",
+    )
+    parser.add_argument(
         "--eval-workers",
         type=positive_int,
         default=1,
@@ -384,6 +392,7 @@ CERTIFICATION_FLAGS = (
     "max_catastrophe_rate",
     "outcome",
     "success",
+    "perturb",
 )
 
 
@@ -404,6 +413,8 @@ def add_certification(parser: argparse.ArgumentParser) -> None:
             extra = {"choices": OUTCOMES}
         if name == "success":
             extra = {"metavar": "RULE"}
+        if name == "perturb":
+            extra = {"metavar": "COND"}
         if name == "return_bounds":
             extra = {"metavar": ("LO", "HI")}
         config_flag(parser, CertifyConfig, name, **extra)

@@ -371,9 +371,11 @@ def certification_table(result: Any) -> Table:
     ref = result.agent
     minimum = result.minimum_safe_text
     alpha = result.verdicts[0].alpha if result.verdicts else 0.05
+    condition = result.verdicts[0].evidence.get("perturbation") if result.verdicts else ""
     table = Table(
         title=f"{escape(ref_title(ref))}: certified minimum safe precision {minimum}\n"
-        f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}, "
+        + (f"under {condition} (every paired episode, fp32's alike)\n" if condition else "")
+        + f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}, "
         f"{guarantee_text(result.verdicts)}",
     )
     for column in ("precision", "verdict", "episodes", "mean q - fp32", "lower", "upper", "catastrophes"):

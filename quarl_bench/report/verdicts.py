@@ -21,7 +21,8 @@ from quarl_bench.types import QuantSpec
 
 # A line is one walk: the method that played it is part of it (two methods' verdicts never share a line or a minimum).
 # So is the outcome it certified (a success rate's verdicts never share a line with the return's).
-LINE = ("algo", "env_id", "agent_hash", "method", "outcome", "family", "tolerance", "alpha", "seed")
+# and the condition it was played under (a perturbed verdict never shares a line with a nominal one).
+LINE = ("algo", "env_id", "agent_hash", "method", "outcome", "condition", "family", "tolerance", "alpha", "seed")
 
 
 def _column(spec: QuantSpec) -> str:
@@ -40,6 +41,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         seed=[settings["seed"] for settings in verdicts["settings"]],
         method=[method_of(fields) for fields in verdicts["spec_json"]],
         outcome=[outcome_of(settings) for settings in verdicts["settings"]],
+        condition=[settings.get("perturb") or "nominal" for settings in verdicts["settings"]],
         family=[family(spec_of(fields)) for fields in verdicts["spec_json"]],
         column=[_column(spec_of(fields)) for fields in verdicts["spec_json"]],
     )
@@ -57,6 +59,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
             "agent": name_of(line.iloc[0]),
             "method": line_of["method"],
             "outcome": line_of["outcome"],
+            "condition": line_of["condition"],
             "family": line_of["family"],
             # δ as a number: its rule ("5% of (R_fp32 98.64 - R_random -218.33)") sits at the line's end, so the
             # precision columns stay in a laptop's window

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sqlite3
 import time
 from dataclasses import asdict, dataclass
@@ -71,6 +72,7 @@ class Variant:
     quantizer_version: int = QUANTIZER_VERSION
     obs_noise: float = 0.0
     recipe: str = ""  # QuantSpec.recipe_label(): activations, groups, calibrated rounding, pruning
+    perturbation: str = ""  # the condition played under ('' = nominal): a perturbed row never joins a nominal table
 
     def __post_init__(self) -> None:
         spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, layers=self.layers)
@@ -93,10 +95,16 @@ class Variant:
             parts.append(f"obs noise {self.obs_noise:g}")
         if self.recipe:
             parts.append(self.recipe)
+        if self.perturbation:
+            parts.append(f"perturbed {self.perturbation}")
         return ", ".join(parts) or "default"
 
     def slug(self) -> str:
-        return "" if self.is_default else "__" + self.label().replace(", ", "_").replace(" ", "-")
+        """The label as a file-name suffix (a condition's ``=`` and ``,`` too: ``masspole-0.5+sticky-0.1``)."""
+        if self.is_default:
+            return ""
+        text = self.label().replace(", ", "_").replace(" ", "-").replace(",", "+").replace("=", "-")
+        return "__" + re.sub(r"[^A-Za-z0-9._+-]", "-", text)
 
 
 def _prepare(db: sqlite3.Connection, path: Path) -> None:
@@ -349,6 +357,7 @@ class ResultStore:
             "(r.precision = 'fp32' OR r.layer_mode = :layers)",
             "r.layer_bits = ''",
             "r.obs_noise = :obs_noise",
+            "r.perturbation = :perturbation",
             # the reference is the plain fp32 row; a pruned fp32 row belongs to its recipe's frontier, not here
             "((r.precision = 'fp32' AND r.recipe = '') OR (r.precision != 'fp32' AND r.recipe = :recipe))",
         ]
@@ -375,6 +384,7 @@ class ResultStore:
             "quantizer_version",
             "obs_noise",
             "recipe",
+            "perturbation",
         )
         rows = self._connection.execute(
             f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND (precision != 'fp32' OR "
@@ -382,8 +392,8 @@ class ResultStore:
             (method,),
         ).fetchall()
         found = {
-            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise, recipe)
-            for seed, episodes, granularity, symmetric, bias, layers, version, noise, recipe in rows
+            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise, recipe, p)
+            for seed, episodes, granularity, symmetric, bias, layers, version, noise, recipe, p in rows
         }
         return sorted(found, key=lambda v: (not v.is_default, v.label()))
 

@@ -16,7 +16,7 @@ SCHEMA_VERSION = 13  # PRAGMA user_version; 0/1: before layers, action modes, qu
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
 # 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence;
-# 11: before fidelity's over_time; 12: before episode_outcomes
+# 11: before fidelity's over_time; 12: before episode_outcomes and perturbation
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -62,6 +62,8 @@ COLUMNS = (
         added=True,
     ),
     Column("obs_noise", "REAL NOT NULL DEFAULT 0", lambda r: r.job.obs_noise, added=True),
+    # the condition the episodes were played under (evaluation/perturbations.py): '' = the nominal simulator
+    Column("perturbation", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.perturbation, added=True),
     # activations, groups, calibrated rounding, pruning (QuantSpec.recipe_label): '' for plain weight PTQ; a column
     # for queries (Variant); reports read the spec's fields from spec_json
     Column("recipe", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.recipe_label(), added=True),

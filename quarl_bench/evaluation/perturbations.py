@@ -1,0 +1,215 @@
+"""Conditions a policy is played under besides the nominal simulator (``--perturb``): sensor noise, actuator noise,
+delayed and sticky actions, and dynamics a robot will meet.
+
+A condition is ``name=severity`` pairs, comma-separated (``obs-noise=0.1,action-delay=1``):
+
+- ``obs-noise=σ``: Gaussian noise on every observation, σ times each dimension's spread over the fp32 policy's
+  fixed-state set (so one σ means the same for a position and a velocity);
+- ``action-noise=σ``: Box actions get Gaussian noise of σ times half their range (clipped to the bounds); Discrete
+  actions are replaced by a uniformly drawn one with probability σ;
+- ``action-delay=k``: the env receives the action chosen k steps before (the first action until then);
+- ``sticky=p``: the env repeats the previous action with probability p;
+- a dynamics parameter, ``PARAM=s``: the env's ``PARAM`` is scaled by a factor drawn from U[1 - s, 1 + s] at every
+  episode's start (:data:`DYNAMICS`: CartPole's ``masspole``, ``length``, ``force_mag``; Pendulum's ``m``, ``l``,
+  ``g``; Acrobot's ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``).
+
+Every episode draws its perturbation from its own generator, seeded by (job seed, env index, episode number): the
+fp32 and the quantized policy meet the same noise and the same dynamics on the same paired episode, whatever
+either did in the episodes before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+from quarl_bench.errors import QuarlError
+
+STREAM = 0x5EED  # the generators' stream, apart from the evaluation's own draws
+KINDS = {"obs-noise": (0.0, 10.0), "action-noise": (0.0, 1.0), "action-delay": (0, 50), "sticky": (0.0, 1.0)}
+# the dynamics parameters each classic-control env takes (by env id prefix; attribute names as in gymnasium)
+DYNAMICS = {
+    "CartPole": ("masspole", "length", "force_mag"),
+    "Pendulum": ("m", "l", "g"),
+    "Acrobot": ("link_mass_1", "link_mass_2"),
+    "MountainCarContinuous": ("power",),
+    "MountainCar": ("force",),
+}
+ALIASES = {"link_mass_1": "LINK_MASS_1", "link_mass_2": "LINK_MASS_2"}  # Acrobot's are class constants
+
+
+def _derived(env: Any) -> None:
+    """CartPole derives these in its constructor: keep them true to a new pole mass or length."""
+    if hasattr(env, "masscart") and hasattr(env, "polemass_length"):
+        env.total_mass = env.masspole + env.masscart
+        env.polemass_length = env.masspole * env.length
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """One condition: severities by name (``obs-noise``, ``action-noise``, ``action-delay``, ``sticky``, or a
+    dynamics parameter); ``text`` is its canonical spelling, part of a job's identity."""
+
+    severities: tuple[tuple[str, float], ...]
+
+    @property
+    def text(self) -> str:
+        return ",".join(f"{name}={value:g}" for name, value in self.severities)
+
+    def get(self, name: str, default: float = 0.0) -> float:
+        return dict(self.severities).get(name, default)
+
+    @property
+    def dynamics(self) -> tuple[tuple[str, float], ...]:
+        return tuple((name, value) for name, value in self.severities if name not in KINDS)
+
+
+def parse_perturbation(text: str) -> Perturbation:
+    """A condition from ``name=severity,...`` (empty: none).
+
+    :raises QuarlError: in one line, for a name or severity outside what is accepted.
+    """
+    found: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, equals, value = part.partition("=")
+        try:
+            severity = float(value)
+        except ValueError:
+            severity = float("nan")
+        if not equals or not np.isfinite(severity):
+            raise QuarlError(f"bad perturbation {part!r}: expected NAME=SEVERITY, e.g. obs-noise=0.1 or masspole=0.2")
+        low, high = KINDS.get(name, (0.0, 0.9))  # a dynamics factor stays in [0.1, 1.9]
+        if not low <= severity <= high or (name == "action-delay" and severity != int(severity)):
+            what = "an integer" if name == "action-delay" else "a severity"
+            raise QuarlError(f"bad severity {value} for {name}: expected {what} in [{low:g}, {high:g}]")
+        found[name] = severity
+    return Perturbation(tuple(sorted((name, value) for name, value in found.items() if value)))
+
+
+def check_dynamics(perturbation: Perturbation, env_id: str) -> None:
+    """:raises QuarlError: naming a dynamics parameter ``env_id`` does not have, and the ones it has."""
+    if not perturbation.dynamics:
+        return
+    family = next((name for name in sorted(DYNAMICS, key=len, reverse=True) if env_id.startswith(name)), None)
+    known = DYNAMICS.get(family or "", ())
+    for name, _ in perturbation.dynamics:
+        if name not in known:
+            has = ", ".join(known) if known else "none quarl-bench can change"
+            raise QuarlError(
+                f"bad perturbation {name!r} for {env_id}: expected obs-noise, action-noise, action-delay, sticky or "
+                f"one of its dynamics parameters ({has})"
+            )
+
+
+def condition_for(text: str, env_id: str) -> str:
+    """The canonical spelling of ``text`` for ``env_id`` ('' for none).
+
+    :raises QuarlError: in one line, for a bad name or severity, or a dynamics parameter the env does not have.
+    """
+    condition = parse_perturbation(text)
+    check_dynamics(condition, env_id)
+    return condition.text
+
+
+class PerturbedEnv(VecEnvWrapper):
+    """The agent's envs under one condition, each episode's perturbation drawn from its own generator."""
+
+    def __init__(self, venv: VecEnv, perturbation: Perturbation, seed: int, obs_scale: np.ndarray | None) -> None:
+        super().__init__(venv)
+        self.perturbation, self.base_seed, self.obs_scale = perturbation, seed, obs_scale
+        self.episode = np.zeros(self.num_envs, dtype=int)
+        self.rngs = [self._generator(i) for i in range(self.num_envs)]
+        self.previous: list[Any] = [None] * self.num_envs
+        self.delayed: list[list[Any]] = [[] for _ in range(self.num_envs)]
+        self.bases = _base_envs(venv)
+        self.nominal = [{name: _read(env, name) for name, _ in perturbation.dynamics} for env in self.bases]
+
+    def _generator(self, index: int) -> np.random.Generator:
+        return np.random.default_rng([self.base_seed, STREAM, index, int(self.episode[index])])
+
+    def _start_episode(self, index: int) -> None:
+        self.rngs[index] = self._generator(index)
+        self.previous[index], self.delayed[index] = None, []
+        env, rng = self.bases[index], self.rngs[index]
+        for name, spread in self.perturbation.dynamics:
+            _write(env, name, self.nominal[index][name] * rng.uniform(1 - spread, 1 + spread))
+
+    def reset(self) -> Any:
+        self.episode[:] = 0
+        for index in range(self.num_envs):
+            self._start_episode(index)
+        return self._observed(self.venv.reset())
+
+    def step_async(self, actions: np.ndarray) -> None:
+        played = np.array(actions, copy=True)
+        for index in range(self.num_envs):
+            played[index] = self._acted(index, played[index])
+        self.venv.step_async(played)
+
+    def _acted(self, index: int, action: Any) -> Any:
+        rng, space, severity = self.rngs[index], self.action_space, self.perturbation
+        noise = severity.get("action-noise")
+        if noise and isinstance(space, spaces.Discrete) and rng.random() < noise:
+            action = space.start + rng.integers(space.n)
+        elif noise and isinstance(space, spaces.Box):
+            action = np.clip(action + rng.normal(0.0, noise * (space.high - space.low) / 2), space.low, space.high)
+        delay = int(severity.get("action-delay"))
+        if delay:
+            self.delayed[index].append(action)
+            action = self.delayed[index].pop(0) if len(self.delayed[index]) > delay else self.delayed[index][0]
+        sticky = severity.get("sticky")
+        if sticky and self.previous[index] is not None and rng.random() < sticky:
+            action = self.previous[index]
+        self.previous[index] = action
+        return action
+
+    def step_wait(self) -> Any:
+        observations, rewards, dones, infos = self.venv.step_wait()
+        for index in np.flatnonzero(dones):
+            self.episode[index] += 1
+            self._start_episode(int(index))
+        return self._observed(observations), rewards, dones, infos
+
+    def _observed(self, observations: Any) -> Any:
+        sigma = self.perturbation.get("obs-noise")
+        if not sigma or self.obs_scale is None:
+            return observations
+        noisy = np.array(observations, dtype=np.float32, copy=True)
+        for index in range(self.num_envs):
+            noisy[index] += (sigma * self.obs_scale * self.rngs[index].standard_normal(self.obs_scale.shape)).astype(
+                np.float32
+            )
+        return noisy
+
+
+def _base_envs(venv: VecEnv) -> list[Any]:
+    """The unwrapped gymnasium envs inside ``venv`` (a DummyVecEnv under any VecEnv wrappers)."""
+    inner: Any = venv
+    while hasattr(inner, "venv"):
+        inner = inner.venv
+    return [env.unwrapped for env in getattr(inner, "envs", [])]
+
+
+def _read(env: Any, name: str) -> float:
+    return float(getattr(env, ALIASES.get(name, name)))
+
+
+def _write(env: Any, name: str, value: float) -> None:
+    setattr(env, ALIASES.get(name, name), value)
+    _derived(env)
+
+
+def perturbed_envs(
+    make_env: Callable[[int, int], VecEnv], perturbation: Perturbation, obs_scale: np.ndarray | None
+) -> Callable[[int, int], VecEnv]:
+    """``make_env`` whose envs play under ``perturbation``."""
+
+    def make(n_envs: int, seed: int) -> VecEnv:
+        return PerturbedEnv(make_env(n_envs, seed), perturbation, seed, obs_scale)
+
+    return make

@@ -1,0 +1,106 @@
+"""Conditions (``--perturb``): each paired episode draws its perturbation from its own generator, so fp32 and the
+quantized policy meet the same noise and dynamics on the same episode whatever happened before; the condition is
+part of every row's and verdict's identity, and a perturbed row or verdict never joins a nominal table or line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.evaluation.perturbations import PerturbedEnv, condition_for, parse_perturbation
+from quarl_bench.store import ResultStore, Variant
+
+
+def test_a_condition_has_one_spelling_and_bad_ones_are_named() -> None:
+    assert parse_perturbation(" sticky=0.1, masspole=0.2,action-delay=0").text == "masspole=0.2,sticky=0.1"
+    assert condition_for("", "CartPole-v1") == ""
+    for text, message in (
+        ("obs-noise", "bad perturbation 'obs-noise': expected NAME=SEVERITY"),
+        ("sticky=1.5", "bad severity 1.5 for sticky: expected a severity in [0, 1]"),
+        ("action-delay=1.5", "bad severity 1.5 for action-delay: expected an integer in [0, 50]"),
+        ("masspole=0.95", "bad severity 0.95 for masspole"),
+    ):
+        with pytest.raises(QuarlError, match=re.escape(message)):
+            parse_perturbation(text)
+    with pytest.raises(QuarlError, match=r"bad perturbation 'g' for CartPole-v1: .*\(masspole, length, force_mag\)"):
+        condition_for("g=0.1", "CartPole-v1")
+    assert condition_for("g=0.1", "Pendulum-v1") == "g=0.1"
+
+
+def episode_masses(policy, episodes: int = 12) -> dict[tuple[int, int], float]:
+    """(env, episode) -> the pole mass that episode played with, under masspole=0.5."""
+    venv = DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
+    env = PerturbedEnv(venv, parse_perturbation("masspole=0.5"), seed=3, obs_scale=None)
+    observations = env.reset()
+    seen = {(i, 0): env.bases[i].masspole for i in range(2)}
+    steps = 0
+    while min(env.episode) < episodes:
+        observations, _, dones, _ = env.step(np.array([policy(o, steps) for o in observations]))
+        steps += 1
+        for i in np.flatnonzero(dones):
+            seen[(int(i), int(env.episode[i]))] = env.bases[i].masspole
+    env.close()
+    return seen
+
+
+def test_each_episode_draws_its_dynamics_from_its_own_seed_whatever_came_before() -> None:
+    falls_fast = episode_masses(lambda observation, step: 0)  # always left: short episodes
+    balances = episode_masses(lambda observation, step: int(observation[2] > 0))  # longer, other lengths
+    shared = falls_fast.keys() & balances.keys()
+    assert len(shared) >= 20
+    assert all(falls_fast[k] == balances[k] for k in shared)  # the same paired episode, the same pole
+    masses = np.array([falls_fast[k] for k in shared])
+    assert masses.min() >= 0.05 and masses.max() <= 0.15 and len(set(masses)) == len(masses)  # 0.1 x U[0.5, 1.5]
+
+
+def test_a_delayed_env_receives_the_action_chosen_k_steps_before() -> None:
+    venv = DummyVecEnv([lambda: gym.make("CartPole-v1")])
+    env = PerturbedEnv(venv, parse_perturbation("action-delay=2"), seed=0, obs_scale=None)
+    env.reset()
+    received = [int(env._acted(0, action)) for action in (1, 0, 0, 1, 1)]
+    assert received == [1, 1, 1, 0, 0]  # the first action until the delay has passed, then the one 2 steps before
+    env.close()
+
+
+@pytest.mark.slow
+def test_a_condition_reaches_run_certify_and_report_on_its_own_rows_and_line(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "q.sqlite"
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--store", store)
+    condition = ("--perturb", "masspole=0.5,action-noise=0.05")
+    for flags in ((), condition):
+        code, _, err = cli("run", *agent, "--bits", "8", "-n", "10", *flags)
+        assert code == 0, err
+    with ResultStore(store) as opened:
+        rows = opened.to_dataframe()
+        assert set(rows["perturbation"]) == {"", "action-noise=0.05,masspole=0.5"}
+        assert rows["key"].nunique() == len(rows) == 4  # the condition is part of every key
+        nominal = opened.select(Variant(episodes=10))
+        assert set(nominal["perturbation"]) == {""} and len(nominal) == 2  # a table never mixes the two
+    code, out, err = cli("certify", *agent, "--bits", "8", *condition)
+    assert code == 0, err
+    assert "under action-noise=0.05,masspole=0.5" in out and "int8: safe" in out
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    line = (tmp_path / "report" / "certified_verdicts.csv").read_text().splitlines()[1]
+    assert '"action-noise=0.05,masspole=0.5"' in line
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--perturb", "friction=0.2"), "bad perturbation 'friction' for CartPole-v1"),
+        (("--perturb", "obs-noise=-1"), "bad severity -1 for obs-noise"),
+    ],
+)
+def test_bad_conditions_are_one_line_exit_2_nothing_stored(cli, zoo: Path, tmp_path: Path, flags, message) -> None:
+    store = tmp_path / "q.sqlite"
+    for command in ("run", "certify"):
+        code, _, err = cli(command, "--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, *flags, "--store", store)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not store.exists() or ResultStore(store).to_dataframe().empty
