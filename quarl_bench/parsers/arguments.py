@@ -390,22 +390,21 @@ CERTIFICATION_FLAGS = (
     "return_bounds",
     "catastrophe",
     "max_catastrophe_rate",
-    "outcome",
-    "success",
-    "perturb",
 )
+OUTCOME_FLAGS = ("outcome", "success", "perturb")  # what certify asks besides the return on the nominal simulator
 
 
-def add_certification(parser: argparse.ArgumentParser) -> None:
+def add_certification(parser: argparse.ArgumentParser, outcomes: bool = True) -> None:
     """The flags that say what a certification's verdict is judged against and guarantees (certify, export), from
-    ``CertifyConfig``'s fields: their defaults and help are said there once."""
+    ``CertifyConfig``'s fields: their defaults and help are said there once; with ``outcomes``, the outcome and the
+    condition (certify's: export's closed loop judges the artifact's return on the nominal simulator)."""
     from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.certify.outcome import OUTCOMES
     from quarl_bench.parsers.config_flags import config_flag
     from quarl_bench.statistics import GUARANTEES
 
     metavars = {"tolerance": "PCT", "tolerance_abs": "R", "catastrophe": "R", "max_catastrophe_rate": "EPS"}
-    for name in CERTIFICATION_FLAGS:
+    for name in CERTIFICATION_FLAGS + (OUTCOME_FLAGS if outcomes else ()):
         extra: dict = {"metavar": metavars[name]} if name in metavars else {}
         if name == "guarantee":
             extra = {"choices": GUARANTEES}
