@@ -13,7 +13,7 @@ import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.evaluation.perturbations import PerturbedEnv, condition_for, parse_perturbation
+from quarl_bench.evaluation.perturbations import PerturbedEnv, condition_for, condition_grid, parse_perturbation
 from quarl_bench.store import ResultStore, Variant
 
 
@@ -31,6 +31,12 @@ def test_a_condition_has_one_spelling_and_bad_ones_are_named() -> None:
     with pytest.raises(QuarlError, match=r"bad perturbation 'g' for CartPole-v1: .*\(masspole, length, force_mag\)"):
         condition_for("g=0.1", "CartPole-v1")
     assert condition_for("g=0.1", "Pendulum-v1") == "g=0.1"
+
+
+def test_a_severity_grid_spells_one_condition_per_combination() -> None:
+    assert condition_grid("") == [""]
+    assert condition_grid("obs-noise=0.05/0.1") == ["obs-noise=0.05", "obs-noise=0.1"]
+    assert condition_grid("sticky=0.1,masspole=0.2/0.4") == ["sticky=0.1,masspole=0.2", "sticky=0.1,masspole=0.4"]
 
 
 def episode_masses(policy, episodes: int = 12) -> dict[tuple[int, int], float]:
@@ -89,6 +95,20 @@ def test_a_condition_reaches_run_certify_and_report_on_its_own_rows_and_line(cli
     assert code == 0, err
     line = (tmp_path / "report" / "certified_verdicts.csv").read_text().splitlines()[1]
     assert '"action-noise=0.05,masspole=0.5"' in line
+
+
+@pytest.mark.slow
+def test_a_severity_grid_certifies_each_condition_sharing_alpha(cli, zoo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "q.sqlite"
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--store", store)
+    code, out, err = cli("certify", *agent, "--bits", "8", "--perturb", "action-noise=0.05/0.3")
+    assert code == 0, err
+    assert "under action-noise=0.05 " in out and "under action-noise=0.3 " in out
+    with ResultStore(store) as opened:
+        verdicts = opened.verdicts()
+    assert sorted(s["perturb"] for s in verdicts["settings"]) == ["action-noise=0.05", "action-noise=0.3"]
+    assert [e["families"] for e in verdicts["evidence"]] == [2, 2]  # α split over the two conditions
+    assert all(e["alpha_test"] <= 0.025 for e in verdicts["evidence"])
 
 
 @pytest.mark.parametrize(

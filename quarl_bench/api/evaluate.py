@@ -332,10 +332,16 @@ def measure_fidelity(
 
 
 def certify_request(
-    ref: AgentRef, specs: Sequence[QuantSpec], config: CertifyConfig, baseline: AgentRef | None = None, by: str = "ptq"
+    ref: AgentRef,
+    specs: Sequence[QuantSpec],
+    config: CertifyConfig,
+    baseline: AgentRef | None = None,
+    by: str = "ptq",
+    conditions: int = 1,
 ) -> Any:
     """One agent's certification: its specs walked by family, each widest first (against a ``baseline``, its own fp32
-    first, alone); α split over the families; each question played by method ``by`` (one with an evaluator)."""
+    first, alone); α split over the families, and over ``conditions`` (a severity grid's: one request each, the
+    family-wise α shared by all); each question played by method ``by`` (one with an evaluator)."""
     from quarl_bench.certify.plan import CertifyRequest, ladders
     from quarl_bench.jobs.spec_options import check_spec_options
     from quarl_bench.methods.protocol import config_type, evaluated_methods
@@ -359,7 +365,7 @@ def certify_request(
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)
     walks = ladders(tuple(specs), keep_fp32=baseline is not None, by=by)
-    return CertifyRequest(ref, walks, config, baseline, families=len(walks))
+    return CertifyRequest(ref, walks, config, baseline, families=len(walks) * conditions)
 
 
 def probe_outcome(ref: AgentRef, outcome: str, success: str) -> None:

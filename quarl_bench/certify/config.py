@@ -44,7 +44,8 @@ class CertifyConfig:
     :param success: what counts as a success: info (``info["is_success"]`` at the episode's end), terminated (it
         ended on its own), truncated (a time limit cut it: CartPole's balance) or ``return>=X``.
     :param perturb: the condition every paired episode plays under, fp32's and the quantized policy's alike (the
-        scale set's too): NAME=SEVERITY,... (docs/evaluation.md); '' = the nominal simulator.
+        scale set's too): NAME=SEVERITY,... (docs/evaluation.md); '' = the nominal simulator. A severity grid
+        (``obs-noise=0.05/0.1/0.2``) certifies each condition, α shared family-wise over all of them.
     """
 
     tolerance: float = TOLERANCE_PCT

@@ -56,6 +56,7 @@ def certify(args: argparse.Namespace) -> int:
     from quarl_bench.api.evaluate import certify, certify_request
     from quarl_bench.api.harden import parent_agent
     from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.evaluation.perturbations import condition_grid
     from quarl_bench.jobs.grids import grid_return_bounds
     from quarl_bench.parsers.arguments import check_executor, spec_from_args
     from quarl_bench.parsers.config_flags import config_from_args
@@ -81,7 +82,10 @@ def certify(args: argparse.Namespace) -> int:
                 console.print(f"{escape(ref_title(ref))} against the parent's fp32: {escape(ref_title(baseline))}")
             bounds = grid_bounds.get(ref.env_id) if config.return_bounds is None else None
             agent_config = replace(config, return_bounds=bounds) if bounds else config
-            requests.append(certify_request(ref, agent_specs, agent_config, baseline, by=args.method))
+            grid = condition_grid(config.perturb)  # a severity grid: one request per condition, α shared by all
+            for condition in grid:
+                condition_config = replace(agent_config, perturb=condition)
+                requests.append(certify_request(ref, agent_specs, condition_config, baseline, args.method, len(grid)))
         several = len(requests) > 1
 
         def on_verdict(ref, found) -> None:

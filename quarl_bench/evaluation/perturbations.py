@@ -91,6 +91,18 @@ def parse_perturbation(text: str) -> Perturbation:
     return Perturbation(tuple(sorted((name, value) for name, value in found.items() if value)))
 
 
+def condition_grid(text: str) -> list[str]:
+    """The conditions a severity grid spells (``obs-noise=0.05/0.1/0.2``: one per severity; several names with
+    several severities: every combination), each as :func:`parse_perturbation` reads it; ``[""]`` for none."""
+    import itertools
+
+    options = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, equals, values = part.partition("=")
+        options.append([f"{name}={value}" for value in values.split("/")] if equals else [part])
+    return [",".join(combination) for combination in itertools.product(*options)] or [""]
+
+
 def check_dynamics(perturbation: Perturbation, env_id: str) -> None:
     """:raises QuarlError: naming a dynamics parameter ``env_id`` does not have, and the ones it has."""
     if not perturbation.dynamics:
