@@ -37,6 +37,13 @@ def test_a_severity_grid_spells_one_condition_per_combination() -> None:
     assert condition_grid("") == [""]
     assert condition_grid("obs-noise=0.05/0.1") == ["obs-noise=0.05", "obs-noise=0.1"]
     assert condition_grid("sticky=0.1,masspole=0.2/0.4") == ["sticky=0.1,masspole=0.2", "sticky=0.1,masspole=0.4"]
+    # a name from zoo_configs/perturbations.yaml stands for its condition
+    assert condition_grid("sensor-noise") == ["obs-noise=0.05", "obs-noise=0.1", "obs-noise=0.2"]
+    assert condition_for("robot-light", "CartPole-v1") == "action-noise=0.05,obs-noise=0.05,sticky=0.05"
+    with pytest.raises(QuarlError, match="a severity grid .* is certify's"):
+        condition_for("sensor-noise", "CartPole-v1")
+    with pytest.raises(QuarlError, match=r"bad perturbation 'wind': expected .* a named condition \(sensor-noise"):
+        condition_grid("wind")
 
 
 def episode_masses(policy, episodes: int = 12) -> dict[tuple[int, int], float]:

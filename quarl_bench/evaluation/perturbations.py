@@ -77,6 +77,11 @@ def parse_perturbation(text: str) -> Perturbation:
     found: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, equals, value = part.partition("=")
+        if "/" in value:
+            raise QuarlError(
+                f"bad perturbation {part!r}: a severity grid (a/b/c) is certify's; run and sensitivity play one "
+                "condition, NAME=SEVERITY"
+            )
         try:
             severity = float(value)
         except ValueError:
@@ -91,11 +96,32 @@ def parse_perturbation(text: str) -> Perturbation:
     return Perturbation(tuple(sorted((name, value) for name, value in found.items() if value)))
 
 
+def named_condition(text: str) -> str:
+    """``text``, or the condition it names in ``zoo_configs/perturbations.yaml`` (``sensor-noise``).
+
+    :raises QuarlError: for a bare word that names none, listing the names.
+    """
+    if not text or "=" in text:
+        return text
+    import yaml
+
+    from quarl_bench.config import config_dir
+
+    named = yaml.safe_load((config_dir() / "perturbations.yaml").read_text()) or {}
+    if text not in named:
+        raise QuarlError(
+            f"bad perturbation {text!r}: expected NAME=SEVERITY,... or a named condition ({', '.join(named)})"
+        )
+    return str(named[text])
+
+
 def condition_grid(text: str) -> list[str]:
     """The conditions a severity grid spells (``obs-noise=0.05/0.1/0.2``: one per severity; several names with
-    several severities: every combination), each as :func:`parse_perturbation` reads it; ``[""]`` for none."""
+    several severities: every combination), each as :func:`parse_perturbation` reads it; ``[""]`` for none. A name
+    from ``zoo_configs/perturbations.yaml`` stands for its condition."""
     import itertools
 
+    text = named_condition(text.strip())
     options = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, equals, values = part.partition("=")
@@ -123,7 +149,7 @@ def condition_for(text: str, env_id: str) -> str:
 
     :raises QuarlError: in one line, for a bad name or severity, or a dynamics parameter the env does not have.
     """
-    condition = parse_perturbation(text)
+    condition = parse_perturbation(named_condition(text.strip()))
     check_dynamics(condition, env_id)
     return condition.text
 
