@@ -364,10 +364,8 @@ class Job:
         del fields["method"], fields["target"]  # recorded in the spec's identity, where they always were
         fields["quantizer_version"] = QUANTIZER_VERSION
         # fields added later leave the keys of rows stored before them unchanged while unused
-        unused_fields = (("setting", not self.setting), ("obs_noise", not self.obs_noise))
-        for name, unused in (*unused_fields, ("perturbation", not self.perturbation)):
-            if unused:
-                del fields[name]
+        for name in [name for name in ("setting", "obs_noise", "perturbation") if not getattr(self, name)]:
+            del fields[name]
         fields["spec"] = spec_identity(self.spec, self.method, self.target)
         if self.target is not None and self.target.calibration_states:  # rows before it: calibrated per job seed
             fields["deploy_calibration"] = "the claim's states"

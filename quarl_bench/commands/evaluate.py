@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -12,26 +13,33 @@ from quarl_bench.report.console import console
 from quarl_bench.store import DEFAULT_STORE, ResultStore
 from quarl_bench.store.agent_names import ref_title
 
+if TYPE_CHECKING:
+    from quarl_bench.jobs.grids import EvalSettings
+
+
+def settings_from_args(args: argparse.Namespace, env_id: str, random_baseline: bool = False) -> EvalSettings:
+    """The evaluation flags (:func:`~quarl_bench.parsers.arguments.add_evaluation` with statistics) as settings,
+    the condition checked against the agent's env.
+
+    :raises QuarlError: for a condition the env cannot play under.
+    """
+    from quarl_bench.evaluation.perturbations import condition_for
+    from quarl_bench.jobs.grids import EvalSettings
+
+    condition = condition_for(args.perturb, env_id)
+    seeds = tuple(args.eval_seeds or ())
+    return EvalSettings(args.episodes, args.seed, args.n_envs, seeds, args.obs_noise, random_baseline, condition)
+
 
 def run(args: argparse.Namespace) -> int:
     from quarl_bench.api import run_ptq
-    from quarl_bench.evaluation.perturbations import condition_for
-    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.parsers.arguments import spec_from_args
     from quarl_bench.report.console import result_line, result_table
 
     specs = tuple(spec_from_args(args, p) for p in args.bits)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        settings = EvalSettings(
-            args.episodes,
-            args.seed,
-            args.n_envs,
-            tuple(args.eval_seeds or ()),
-            args.obs_noise,
-            args.random_baseline,
-            condition_for(args.perturb, ref.env_id),
-        )
+        settings = settings_from_args(args, ref.env_id, random_baseline=args.random_baseline)
         rows = run_ptq(
             ref,
             specs,
@@ -123,21 +131,12 @@ def sensitivity(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from quarl_bench.api import run_sensitivity
-    from quarl_bench.evaluation.perturbations import condition_for
-    from quarl_bench.jobs.grids import EvalSettings
     from quarl_bench.report.console import sensitivity_table
     from quarl_bench.report.layers import sensitivity_frame
 
     with ResultStore(args.store or DEFAULT_STORE) as store:
         ref = _agent_for(args, store)
-        settings = EvalSettings(
-            args.episodes,
-            args.seed,
-            args.n_envs,
-            tuple(args.eval_seeds or ()),
-            args.obs_noise,
-            perturbation=condition_for(args.perturb, ref.env_id),
-        )
+        settings = settings_from_args(args, ref.env_id)
 
         def planned(layers: int, evaluations: int) -> None:
             console.print(f"{layers} acting layers x {len(args.bits)} precisions = {evaluations} evaluations per seed")
