@@ -343,8 +343,8 @@ class Job:
     setting: str = ""  # what produced the policy when no stored agent did (an ActorQ setting's key)
     obs_noise: float = 0.0  # std of Gaussian noise added to every observation the policy sees (robustness)
     method: str = DEFAULT_METHOD
-    perturbation: str = ""  # the condition it plays under (evaluation/perturbations.py), canonical; '' = nominal
     target: DeployTarget | None = None
+    perturbation: str = ""  # the condition it plays under (evaluation/perturbations.py), canonical; '' = nominal
 
     def __post_init__(self) -> None:
         # which methods take a target or a recipe is each method's to say (its config's spec_flags, its handler's
