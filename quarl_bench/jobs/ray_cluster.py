@@ -59,7 +59,9 @@ def connect(address: str | None, log_path: Path | None = None) -> None:
     if own_log is not None:
         native_stderr_to(own_log)
     try:
-        ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        # None: a new local cluster, as "local" says (Ray's default joins the cluster /tmp/ray last recorded, and
+        # hangs for minutes when that cluster died: measured after a killed run)
+        ray.init(address=address or "local", include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     except (ConnectionError, ray.exceptions.RayError) as error:
         # Ray 2.60 (measured here) starts clusters with token authentication on; a driver only sends the token in token mode.
         hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else "; if it uses token auth, set RAY_AUTH_MODE=token"
