@@ -72,6 +72,22 @@ def test_each_episode_draws_its_dynamics_from_its_own_seed_whatever_came_before(
     assert masses.min() >= 0.05 and masses.max() <= 0.15 and len(set(masses)) == len(masses)  # 0.1 x U[0.5, 1.5]
 
 
+def test_a_mujoco_model_s_arrays_are_scaled_as_a_whole_per_episode() -> None:
+    pytest.importorskip("mujoco")
+    assert condition_for("body_mass=0.3,friction=0.2", "Hopper-v4") == "body_mass=0.3,friction=0.2"
+    with pytest.raises(QuarlError, match=r"\(masspole, length, force_mag\)"):  # CartPole's are named, no MuJoCo one
+        condition_for("body_mass=0.3", "CartPole-v1")
+    venv = DummyVecEnv([lambda: gym.make("Hopper-v4") for _ in range(2)])
+    env = PerturbedEnv(venv, parse_perturbation("body_mass=0.3"), seed=0, obs_scale=None)
+    env.reset()
+    nominal = env.nominal[0]["body_mass"]
+    factors = [env.bases[i].model.body_mass[1:] / nominal[1:] for i in range(2)]
+    for factor in factors:  # one factor for every body of an episode, within [0.7, 1.3]
+        assert np.allclose(factor, factor[0]) and 0.7 <= factor[0] <= 1.3
+    assert not np.isclose(factors[0][0], factors[1][0])  # each env's episode draws its own
+    env.close()
+
+
 def test_a_delayed_env_receives_the_action_chosen_k_steps_before() -> None:
     venv = DummyVecEnv([lambda: gym.make("CartPole-v1")])
     env = PerturbedEnv(venv, parse_perturbation("action-delay=2"), seed=0, obs_scale=None)

@@ -11,7 +11,8 @@ A condition is ``name=severity`` pairs, comma-separated (``obs-noise=0.1,action-
 - ``sticky=p``: the env repeats the previous action with probability p;
 - a dynamics parameter, ``PARAM=s``: the env's ``PARAM`` is scaled by a factor drawn from U[1 - s, 1 + s] at every
   episode's start (:data:`DYNAMICS`: CartPole's ``masspole``, ``length``, ``force_mag``; Pendulum's ``m``, ``l``,
-  ``g``; Acrobot's ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``).
+  ``g``; Acrobot's ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``; a
+  MuJoCo env's ``body_mass``, ``friction`` and ``actuator_gear``, every body, geom or actuator by the same factor).
 
 Every episode draws its perturbation from its own generator, seeded by (job seed, env index, episode number): the
 fp32 and the quantized policy meet the same noise and the same dynamics on the same paired episode, whatever
@@ -41,6 +42,8 @@ DYNAMICS = {
     "MountainCar": ("force",),
 }
 ALIASES = {"link_mass_1": "LINK_MASS_1", "link_mass_2": "LINK_MASS_2"}  # Acrobot's are class constants
+# a MuJoCo env's model arrays, each scaled as a whole by one factor per episode
+MUJOCO = {"body_mass": "body_mass", "friction": "geom_friction", "actuator_gear": "actuator_gear"}
 
 
 def _derived(env: Any) -> None:
@@ -134,7 +137,7 @@ def check_dynamics(perturbation: Perturbation, env_id: str) -> None:
     if not perturbation.dynamics:
         return
     family = next((name for name in sorted(DYNAMICS, key=len, reverse=True) if env_id.startswith(name)), None)
-    known = DYNAMICS.get(family or "", ())
+    known = DYNAMICS.get(family or "", ()) + (tuple(MUJOCO) if is_mujoco(env_id) else ())
     for name, _ in perturbation.dynamics:
         if name not in known:
             has = ", ".join(known) if known else "none quarl-bench can change"
@@ -233,11 +236,28 @@ def _base_envs(venv: VecEnv) -> list[Any]:
     return [env.unwrapped for env in getattr(inner, "envs", [])]
 
 
-def _read(env: Any, name: str) -> float:
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` is a MuJoCo env (its model's arrays are what ``body_mass``, ``friction`` and
+    ``actuator_gear`` scale)."""
+    import gymnasium as gym
+
+    try:
+        return "mujoco" in str(gym.spec(env_id).entry_point)
+    except gym.error.Error:
+        return False
+
+
+def _read(env: Any, name: str) -> Any:
+    """A parameter's nominal value: a number, or a copy of a MuJoCo model's array."""
+    if name in MUJOCO:
+        return np.array(getattr(env.model, MUJOCO[name]), copy=True)
     return float(getattr(env, ALIASES.get(name, name)))
 
 
-def _write(env: Any, name: str, value: float) -> None:
+def _write(env: Any, name: str, value: Any) -> None:
+    if name in MUJOCO:
+        getattr(env.model, MUJOCO[name])[:] = value
+        return
     setattr(env, ALIASES.get(name, name), value)
     _derived(env)
 

@@ -332,7 +332,8 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         metavar="COND",
         help="play every episode under a condition, NAME=SEVERITY,...: obs-noise (x each dimension's spread), "
         "action-noise, action-delay (steps), sticky (probability), or a dynamics parameter's spread (masspole, "
-        "length, force_mag, m, l, g, link_mass_1, link_mass_2, force, power): docs/evaluation.md",
+        "length, force_mag, m, l, g, link_mass_1, link_mass_2, force, power; MuJoCo: body_mass, friction, "
+        "actuator_gear), or a name from zoo_configs/perturbations.yaml: docs/evaluation.md",
     )
     parser.add_argument(
         "--eval-workers",
