@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pandas as pd
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -118,6 +119,10 @@ def test_a_condition_reaches_run_certify_and_report_on_its_own_rows_and_line(cli
     assert code == 0, err
     line = (tmp_path / "report" / "certified_verdicts.csv").read_text().splitlines()[1]
     assert '"action-noise=0.05,masspole=0.5"' in line
+    robustness = pd.read_csv(tmp_path / "report" / "robustness.csv")
+    ten = robustness[robustness["episodes"] == 10]  # run's rows: the nominal line first, then the condition's
+    assert list(ten["condition"]) == ["nominal", "action-noise=0.05,masspole=0.5"]
+    assert ten["int8"].str.match(r"^\d+\.\d\d \[").all()  # the mean with its interval, per condition
 
 
 @pytest.mark.slow

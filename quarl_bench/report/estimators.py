@@ -9,7 +9,7 @@ import numpy as np
 from scipy import stats
 
 
-def bootstrap_ci(rewards: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(rewards: Sequence[float] | np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of the mean (a constant sample gives a zero-width interval).
     Remembered per sample: a report asks for the same fp32 row's interval once per table it appears in."""
     return _bootstrap_ci(tuple(float(r) for r in rewards), confidence, seed)

@@ -148,8 +148,9 @@ def methods_and_figures(inputs: ReportInput) -> list[Item]:
 @report_section()
 def outcomes(inputs: ReportInput) -> list[Item]:
     from quarl_bench.report.outcomes import outcome_report
+    from quarl_bench.report.robustness import robustness_report
 
-    return [*outcome_report(inputs.everything)]
+    return [*outcome_report(inputs.everything), *robustness_report(inputs.everything)]
 
 
 @report_section()
