@@ -176,13 +176,17 @@ def _other(row: pd.Series, field: str) -> pd.Series:
         other["spec_json"] = row["spec_json"] | {"method": "replayed"}
     elif field == "seed":
         other["settings"] = row["settings"] | {"seed": row["settings"]["seed"] + 1}
+    elif field == "outcome":
+        other["settings"] = row["settings"] | {"outcome": "success", "success": "truncated"}
+    elif field == "condition":
+        other["settings"] = row["settings"] | {"perturb": "action-noise=0.1"}
     else:  # tolerance, alpha: columns of their own
         other[field] = f"{row[field]} (other)" if field == "tolerance" else float(row[field]) / 2
     other["verdict"], other["key"], other["rows"] = "unsafe", "other", ["other-rows"]
     return other
 
 
-@pytest.mark.parametrize("field", ["method", "tolerance", "alpha", "seed"])
+@pytest.mark.parametrize("field", ["method", "tolerance", "alpha", "seed", "outcome", "condition"])
 def test_two_verdicts_differing_in_one_setting_are_never_one_answer(one_verdict: pd.Series, field: str) -> None:
     from quarl_bench.report.methods import certified_width_table
     from quarl_bench.report.verdicts import verdict_grid

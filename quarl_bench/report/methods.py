@@ -21,12 +21,14 @@ from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins, plain_log_axis
 from quarl_bench.report.safe_bits import safe_rule, sequence_lower
+from quarl_bench.report.verdicts import condition_of, outcome_of
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.store.agent_names import name_of
 from quarl_bench.store.spec_kinds import method_of, spec_of, weight_method
 
 AGENT = ["algo", "env", "agent"]
-SETTINGS = ("tolerance", "confidence", "seed base")  # a certified line's certification settings
+# a certified line's question and certification settings
+SETTINGS = ("outcome", "condition", "tolerance", "confidence", "seed base")
 
 
 def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
@@ -61,18 +63,23 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     frame["weights"] = [weight_method(spec_of(fields)) for fields in frame["spec_json"]]
     frame = frame[frame["method"].notna()]
     frame["seed"] = [settings["seed"] for settings in frame["settings"]]
+    frame["outcome"] = [outcome_of(settings) for settings in frame["settings"]]
+    frame["condition"] = [condition_of(settings) for settings in frame["settings"]]
     records: dict[tuple, dict[str, Any]] = {}
-    # a line per agent and certification settings (tolerance, confidence, seed base), as the verdict grid's
-    for (algo, env, agent, tolerance, alpha, seed, method), group in frame.groupby(
-        ["algo", "env_id", "agent_hash", "tolerance", "alpha", "seed", "method"]
+    # a line per agent, question (outcome, condition) and certification settings, as the verdict grid's
+    line = ["algo", "env_id", "agent_hash", "outcome", "condition", "tolerance", "alpha", "seed"]
+    for (algo, env, agent, outcome, condition, tolerance, alpha, seed, method), group in frame.groupby(
+        [*line, "method"]
     ):
         group = group.assign(bits=[precision_bits(p) for p in group["precision"]]).sort_values("bits", ascending=False)
         record = records.setdefault(
-            (algo, env, agent, tolerance, alpha, seed),
+            (algo, env, agent, outcome, condition, tolerance, alpha, seed),
             {
                 "algo": algo,
                 "env": env,
                 "agent": name_of(group.iloc[0]),
+                "outcome": outcome,
+                "condition": condition,
                 "tolerance": tolerance,
                 "confidence": round(1 - float(alpha), 3),
                 "seed base": seed,

@@ -41,7 +41,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         seed=[settings["seed"] for settings in verdicts["settings"]],
         method=[method_of(fields) for fields in verdicts["spec_json"]],
         outcome=[outcome_of(settings) for settings in verdicts["settings"]],
-        condition=[settings.get("perturb") or "nominal" for settings in verdicts["settings"]],
+        condition=[condition_of(settings) for settings in verdicts["settings"]],
         family=[family(spec_of(fields)) for fields in verdicts["spec_json"]],
         column=[_column(spec_of(fields)) for fields in verdicts["spec_json"]],
     )
@@ -82,6 +82,11 @@ def outcome_of(settings: dict) -> str:
     """What a verdict certified: ``return``, ``success (ran to its time limit)``, ``progress`` or ``cost``."""
     outcome = settings.get("outcome", "return")  # verdicts stored before outcomes certified the return
     return f"success ({success_rule(settings.get('success', 'info'))})" if outcome == "success" else outcome
+
+
+def condition_of(settings: dict) -> str:
+    """What a verdict was played under: its ``--perturb`` condition, or ``nominal``."""
+    return settings.get("perturb") or "nominal"
 
 
 def _evidence(row: pd.Series) -> dict:
