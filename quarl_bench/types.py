@@ -347,8 +347,7 @@ class Job:
     perturbation: str = ""  # the condition it plays under (evaluation/perturbations.py), canonical; '' = nominal
 
     def __post_init__(self) -> None:
-        # which methods take a target or a recipe is each method's to say (its config's spec_flags, its handler's
-        # jobs), checked where a method is named: the grid loader, the method command, the configs
+        # which methods take a target or a recipe is each method's to say, checked where a method is named
         if self.target is not None:
             object.__setattr__(self, "spec", self.target.spec)
         if self.episodes < 1:

@@ -39,6 +39,7 @@ def outcome_report(rows: pd.DataFrame) -> list[Table]:
                 "precision": row["precision"],
                 "seed": row["seed"],
                 "episodes": len(row["episode_rewards"]),
+                "condition": row.get("perturbation") or "nominal",
                 "success": success_cell(outcomes["success"]) if "success" in outcomes else "-",
                 "mean progress": float(np.mean(outcomes["progress"])) if "progress" in outcomes else None,
                 "mean cost": float(np.mean(outcomes["cost"])) if "cost" in outcomes else None,
