@@ -9,7 +9,6 @@ and only discordant pairs move the capital.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 from quarl_bench.errors import QuarlError
 from quarl_bench.zoo.return_bounds import ReturnBounds
 
-OUTCOMES = ("return", "success", "progress", "cost")
+CERTIFIED_OUTCOMES = ("return", "success", "progress", "cost")  # what certify --outcome takes
 SUCCESS_RULES = ("info", "terminated", "truncated", "return>=X")
 THRESHOLD = re.compile(r"^return>=(-?\d+(?:\.\d+)?)$")
 INFO_KEYS = {"success": "is_success", "progress": "progress", "cost": "cost"}  # what the env must report
@@ -26,8 +25,8 @@ INFO_KEYS = {"success": "is_success", "progress": "progress", "cost": "cost"}  #
 
 def check_outcome(outcome: str, success: str, tolerance_abs: float | None, bounds: tuple | None) -> None:
     """:raises QuarlError: in one line, for an outcome, success rule or ε that does not fit."""
-    if outcome not in OUTCOMES:
-        raise QuarlError(f"bad outcome {outcome!r}: expected one of {', '.join(OUTCOMES)}")
+    if outcome not in CERTIFIED_OUTCOMES:
+        raise QuarlError(f"bad outcome {outcome!r}: expected one of {', '.join(CERTIFIED_OUTCOMES)}")
     if outcome == "success" and success not in SUCCESS_RULES[:3] and not THRESHOLD.match(success):
         raise QuarlError(f"bad success rule {success!r}: expected one of {', '.join(SUCCESS_RULES)} (X a number)")
     if outcome == "return":
@@ -68,9 +67,7 @@ def outcome_values(row: dict[str, Any], outcome: str, success: str) -> np.ndarra
     rewards = np.asarray(row["episode_rewards"], dtype=float)
     if outcome == "return":
         return rewards
-    stored = row.get("episode_outcomes") or {}
-    if isinstance(stored, str):
-        stored = json.loads(stored)
+    stored = row.get("episode_outcomes") or {}  # rows stored before outcomes were recorded have none
     if outcome == "success" and (threshold := THRESHOLD.match(success)):
         return (rewards >= float(threshold.group(1))).astype(float)
     name = "terminated" if outcome == "success" and success in ("terminated", "truncated") else outcome

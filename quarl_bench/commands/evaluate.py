@@ -82,6 +82,7 @@ def certify(args: argparse.Namespace) -> int:
         agents = grid_certify_agents(args) if args.grid else [(None, specs)]
         grid_bounds = grid_return_bounds(args.grid) if args.grid else {}
         requests = []
+        grid = condition_grid(config.perturb)  # a severity grid: one request per condition, α shared by all
         for ref, agent_specs in agents:
             if ref is None:
                 ref = resolve(agent_query(args)) if args.json else _agent_for(args, store)
@@ -90,7 +91,6 @@ def certify(args: argparse.Namespace) -> int:
                 console.print(f"{escape(ref_title(ref))} against the parent's fp32: {escape(ref_title(baseline))}")
             bounds = grid_bounds.get(ref.env_id) if config.return_bounds is None else None
             agent_config = replace(config, return_bounds=bounds) if bounds else config
-            grid = condition_grid(config.perturb)  # a severity grid: one request per condition, α shared by all
             for condition in grid:
                 condition_config = replace(agent_config, perturb=condition)
                 requests.append(certify_request(ref, agent_specs, condition_config, baseline, args.method, len(grid)))

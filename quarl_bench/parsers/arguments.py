@@ -400,7 +400,7 @@ def add_certification(parser: argparse.ArgumentParser, outcomes: bool = True) ->
     ``CertifyConfig``'s fields: their defaults and help are said there once; with ``outcomes``, the outcome and the
     condition (certify's: export's closed loop judges the artifact's return on the nominal simulator)."""
     from quarl_bench.certify.config import CertifyConfig
-    from quarl_bench.certify.outcome import OUTCOMES
+    from quarl_bench.certify.outcome import CERTIFIED_OUTCOMES
     from quarl_bench.parsers.config_flags import config_flag
     from quarl_bench.statistics import GUARANTEES
 
@@ -410,7 +410,7 @@ def add_certification(parser: argparse.ArgumentParser, outcomes: bool = True) ->
         if name == "guarantee":
             extra = {"choices": GUARANTEES}
         if name == "outcome":
-            extra = {"choices": OUTCOMES}
+            extra = {"choices": CERTIFIED_OUTCOMES}
         if name == "success":
             extra = {"metavar": "RULE"}
         if name == "perturb":

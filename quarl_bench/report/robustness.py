@@ -11,9 +11,8 @@ import pandas as pd
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
+from quarl_bench.report.outcomes import SECTION
 from quarl_bench.store.agent_names import name_of
-
-SECTION = "Outcomes: success, progress, cost"
 
 
 def robustness_report(rows: pd.DataFrame) -> list[Table]:
