@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from quarl_bench.certify.outcome import outcome_values
@@ -70,18 +71,24 @@ def test_a_success_rate_is_certified_on_its_own_line(cli, zoo: Path, tmp_path: P
     assert "int8: safe" in out and "int2: unsafe" in out and "certified minimum safe precision int8" in out
     code, out, err = cli("certify", *agent, "--bits", "8")
     assert code == 0, err
+    code, out, err = cli("certify", *agent, "--bits", "8", *success, "--unpaired")  # a real robot's design
+    assert code == 0, err
+    assert "int8: safe" in out and "40 unpaired episodes" in out
     with ResultStore(store) as opened:
         verdicts = opened.verdicts()
         rows = opened.to_dataframe()
     int8 = verdicts[verdicts["precision"] == "int8"]
-    assert sorted(s.get("outcome", "return") for s in int8["settings"]) == ["return", "success"]
-    assert int8["key"].nunique() == 2 and {e["outcome"] for e in int8["evidence"]} == {"return", "success"}
+    assert sorted(s.get("outcome", "return") for s in int8["settings"]) == ["return", "success", "success"]
+    assert int8["key"].nunique() == 3 and {e["outcome"] for e in int8["evidence"]} == {"return", "success"}
+    assert sorted(e.get("design") for e in int8["evidence"]) == ["paired", "paired", "unpaired"]
+    fp32_seeds, int8_seeds = (set(rows[rows["precision"] == p]["seed"]) for p in ("fp32", "int8"))
+    assert len(int8_seeds - fp32_seeds) == 2  # the unpaired int8 batches played seeds fp32 never did
     assert all(len(o["terminated"]) == n for o, n in zip(rows["episode_outcomes"], rows["episodes"], strict=True))
     code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
     assert code == 0, err
-    lines = (tmp_path / "report" / "certified_verdicts.csv").read_text().splitlines()
-    outcomes = sorted(line.split(",")[4] for line in lines[1:])
-    assert outcomes == ["return", "success (ran to its time limit)"]
+    outcomes = sorted(pd.read_csv(tmp_path / "report" / "certified_verdicts.csv")["outcome"])
+    success = "success (ran to its time limit)"
+    assert outcomes == ["return", success, f"{success}, unpaired"]  # the unpaired verdict: a line of its own
 
 
 @pytest.mark.slow

@@ -89,6 +89,30 @@ def test_a_mujoco_model_s_arrays_are_scaled_as_a_whole_per_episode() -> None:
     env.close()
 
 
+@pytest.mark.parametrize(
+    ("env_id", "dimension", "half_width"),
+    [("CartPole-v1", 0, 0.05), ("Acrobot-v1", 1, 0.1), ("MountainCar-v0", 0, 0.1), ("Pendulum-v1", 2, 1.0)],
+)
+def test_wider_initial_states_draw_from_a_range_1_plus_s_times_as_wide_alike_for_both_policies(
+    env_id: str, dimension: int, half_width: float
+) -> None:
+    def starts(spread: float) -> np.ndarray:
+        venv = DummyVecEnv([lambda: gym.make(env_id) for _ in range(40)])
+        venv.seed(7)
+        env = PerturbedEnv(venv, parse_perturbation(f"init-spread={spread}" if spread else ""), 7, None)
+        first = env.reset()[:, dimension]
+        env.close()
+        return first
+
+    nominal, wider = starts(0), starts(3)
+    centre = -0.5 if env_id.startswith("MountainCar") else 0.0
+    assert np.abs(nominal - centre).max() <= half_width  # Acrobot's start shows as sin(θ1), within ±0.1 too
+    assert np.abs(wider - centre).max() <= 4 * half_width and np.abs(wider - centre).max() > 1.5 * half_width
+    assert np.array_equal(wider, starts(3))  # the env's own seeded draw: the same starts for fp32 and quantized
+    with pytest.raises(QuarlError, match=r"bad perturbation 'init-spread' for LunarLander-v3: .*Pendulum"):
+        condition_for("init-spread=1", "LunarLander-v3")
+
+
 def test_a_delayed_env_receives_the_action_chosen_k_steps_before() -> None:
     venv = DummyVecEnv([lambda: gym.make("CartPole-v1")])
     env = PerturbedEnv(venv, parse_perturbation("action-delay=2"), seed=0, obs_scale=None)

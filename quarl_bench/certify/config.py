@@ -46,6 +46,8 @@ class CertifyConfig:
     :param perturb: the condition every paired episode plays under, fp32's and the quantized policy's alike (the
         scale set's too): NAME=SEVERITY,... (docs/evaluation.md); '' = the nominal simulator. A severity grid
         (``obs-noise=0.05/0.1/0.2``) certifies each condition, α shared family-wise over all of them.
+    :param unpaired: the quantized policy plays other episodes than fp32 (independent seeds), as trials on a real
+        robot cannot share initial conditions: the same test, on differences of independent trials (more of them).
     """
 
     tolerance: float = TOLERANCE_PCT
@@ -65,6 +67,7 @@ class CertifyConfig:
     outcome: str = "return"
     success: str = "info"
     perturb: str = ""
+    unpaired: bool = False
 
     def __post_init__(self) -> None:
         if self.tolerance_abs is None and not 0 < self.tolerance < 100:
@@ -116,6 +119,8 @@ class CertifyConfig:
             del fields["success"]
         if not self.perturb:  # nor those of verdicts on the nominal simulator
             del fields["perturb"]
+        if not self.unpaired:  # nor those of paired verdicts
+            del fields["unpaired"]
         fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
         fields["version"] = CERTIFY_VERSION
         return fields

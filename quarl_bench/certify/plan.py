@@ -40,13 +40,14 @@ from quarl_bench.statistics.certification import (
     tolerance_bounds,
     tolerance_delta,
 )
-from quarl_bench.statistics.pairing import in_identity_order, paired_rewards
+from quarl_bench.statistics.pairing import in_identity_order, paired_rewards, unpaired_differences
 from quarl_bench.statistics.wording import spec_name
 from quarl_bench.types import AgentRef, DeployTarget, Job, QuantSpec, spec_identity
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns, return_bounds
 
 FP32 = QuantSpec("fp32")
 SCALE_STREAM = 2**31  # batch_seed's stream for the scale set (δ's fp32 and random episodes)
+UNPAIRED_STREAM = 2**30  # batch_seed's stream for an unpaired certification's quantized episodes
 
 
 @dataclass(frozen=True)
@@ -322,20 +323,23 @@ class Certifier:
         decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
         for number in range(-(-config.max_episodes // config.batch)):
             seed = batch_seed(config.seed, number)
+            own_seed = batch_seed(config.seed, UNPAIRED_STREAM + number) if config.unpaired else seed
             reference_job, quantized_job = (
                 self.job(reference, seed, self.baseline),
-                self.job(spec, seed, method=by, target=target),
+                self.job(spec, own_seed, method=by, target=target),
             )
             fp32_job = self.job(FP32, seed, self.baseline)
             played = yield Need((reference_job, quantized_job), () if reference.is_identity else (fp32_job,))
             fp32 = self.checked(played[reference_job.key], reference_job)
             quantized = self.checked(played[quantized_job.key], quantized_job)
-            q, r = paired_rewards(
-                self.values(quantized), quantized["episode_ids"], self.values(fp32), fp32["episode_ids"]
-            )
-            differences.append(q - r)
+            ours = (self.values(quantized), quantized["episode_ids"], self.values(fp32), fp32["episode_ids"])
+            if config.unpaired:
+                differences.append(unpaired_differences(*ours))
+            else:
+                q, r = paired_rewards(*ours)
+                differences.append(q - r)
             if reference.is_identity:
-                fp32_returns.append(r)
+                fp32_returns.append(in_identity_order(self.values(fp32), fp32["episode_ids"]))
             elif played.get(fp32_job.key) is not None:  # stored already: δ's bound for free
                 row = played[fp32_job.key]
                 fp32_returns.append(in_identity_order(row["episode_rewards"], row["episode_ids"]))
@@ -355,6 +359,7 @@ class Certifier:
         interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
             "perturbation": config.perturb,
+            "design": "unpaired" if config.unpaired else "paired",
             "outcome": config.outcome,
             "success_rule": success_rule(config.success) if config.outcome == "success" else None,
             "guarantee": self.guarantee,

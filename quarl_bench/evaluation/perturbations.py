@@ -9,6 +9,9 @@ A condition is ``name=severity`` pairs, comma-separated (``obs-noise=0.1,action-
   actions are replaced by a uniformly drawn one with probability σ;
 - ``action-delay=k``: the env receives the action chosen k steps before (the first action until then);
 - ``sticky=p``: the env repeats the previous action with probability p;
+- ``init-spread=s``: wider initial states, the range the env draws its start from (1 + s) times as wide about its
+  centre (CartPole's, Acrobot's and MountainCar's reset bounds, Pendulum's initial angular velocity, a MuJoCo env's
+  reset noise scale); the env's own seeded generator draws the start, so paired episodes start alike;
 - a dynamics parameter, ``PARAM=s``: the env's ``PARAM`` is scaled by a factor drawn from U[1 - s, 1 + s] at every
   episode's start (:data:`DYNAMICS`: CartPole's ``masspole``, ``length``, ``force_mag``; Pendulum's ``m``, ``l``,
   ``g``; Acrobot's ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``; a
@@ -32,7 +35,16 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from quarl_bench.errors import QuarlError
 
 STREAM = 0x5EED  # the generators' stream, apart from the evaluation's own draws
-KINDS = {"obs-noise": (0.0, 10.0), "action-noise": (0.0, 1.0), "action-delay": (0, 50), "sticky": (0.0, 1.0)}
+KINDS = {
+    "obs-noise": (0.0, 10.0),
+    "action-noise": (0.0, 1.0),
+    "action-delay": (0, 50),
+    "sticky": (0.0, 1.0),
+    "init-spread": (0.0, 10.0),
+}
+# the reset bounds (gymnasium's defaults) init-spread widens, by env id prefix
+RESET_BOUNDS = {"CartPole": (-0.05, 0.05), "Acrobot": (-0.1, 0.1), "MountainCar": (-0.6, -0.4)}
+PENDULUM_SPEED = 1.0  # Pendulum draws its initial angular velocity from U[-1, 1] (its reset option y_init)
 # the dynamics parameters each classic-control env takes (by env id prefix; attribute names as in gymnasium)
 DYNAMICS = {
     "CartPole": ("masspole", "length", "force_mag"),
@@ -133,7 +145,13 @@ def condition_grid(text: str) -> list[str]:
 
 
 def check_dynamics(perturbation: Perturbation, env_id: str) -> None:
-    """:raises QuarlError: naming a dynamics parameter ``env_id`` does not have, and the ones it has."""
+    """:raises QuarlError: naming a dynamics parameter ``env_id`` does not have, and the ones it has (or wider
+    initial states for an env whose start quarl-bench cannot widen)."""
+    if perturbation.get("init-spread") and wider_start_options(env_id, 1.0) is None and not is_mujoco(env_id):
+        raise QuarlError(
+            f"bad perturbation 'init-spread' for {env_id}: expected an env whose start quarl-bench can widen "
+            f"({', '.join(RESET_BOUNDS)}, Pendulum or a MuJoCo env)"
+        )
     if not perturbation.dynamics:
         return
     family = next((name for name in sorted(DYNAMICS, key=len, reverse=True) if env_id.startswith(name)), None)
@@ -169,6 +187,9 @@ class PerturbedEnv(VecEnvWrapper):
         self.delayed: list[list[Any]] = [[] for _ in range(self.num_envs)]
         self.bases = _base_envs(venv)
         self.nominal = [{name: _read(env, name) for name, _ in perturbation.dynamics} for env in self.bases]
+        if perturbation.get("init-spread"):
+            for env in self.bases:
+                _widen_start(env, 1 + perturbation.get("init-spread"))
 
     def _generator(self, index: int) -> np.random.Generator:
         return np.random.default_rng([self.base_seed, STREAM, index, int(self.episode[index])])
@@ -226,6 +247,35 @@ class PerturbedEnv(VecEnvWrapper):
                 np.float32
             )
         return noisy
+
+
+def wider_start_options(env_id: str, factor: float) -> dict[str, Any] | None:
+    """The reset options that draw a classic-control env's start from a range ``factor`` times as wide about its
+    centre (None: not a classic-control env with reset bounds)."""
+    if env_id.startswith("Pendulum"):
+        return {"y_init": PENDULUM_SPEED * factor}
+    family = next((name for name in RESET_BOUNDS if env_id.startswith(name)), None)
+    if family is None:
+        return None
+    low, high = RESET_BOUNDS[family]
+    centre, half = (low + high) / 2, (high - low) / 2 * factor
+    return {"low": centre - half, "high": centre + half}
+
+
+def _widen_start(env: Any, factor: float) -> None:
+    """Every later reset of ``env`` (an unwrapped gymnasium env) draws from a start range ``factor`` times as wide:
+    a MuJoCo env's reset noise scale, or a classic-control env's reset options (the vectorised env's automatic
+    resets pass none, so the env's own ``reset`` is given them)."""
+    if hasattr(env, "_reset_noise_scale"):
+        env._reset_noise_scale = env._reset_noise_scale * factor
+        return
+    wider = wider_start_options(env.spec.id, factor)
+    reset = env.reset
+
+    def wider_reset(*, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        return reset(seed=seed, options=options or wider)
+
+    env.reset = wider_reset
 
 
 def _base_envs(venv: VecEnv) -> list[Any]:

@@ -392,7 +392,8 @@ CERTIFICATION_FLAGS = (
     "catastrophe",
     "max_catastrophe_rate",
 )
-OUTCOME_FLAGS = ("outcome", "success", "perturb")  # what certify asks besides the return on the nominal simulator
+# what certify asks besides the paired return on the nominal simulator
+OUTCOME_FLAGS = ("outcome", "success", "perturb", "unpaired")
 
 
 def add_certification(parser: argparse.ArgumentParser, outcomes: bool = True) -> None:

@@ -357,7 +357,8 @@ VERDICT_STYLE = {"safe": "green", "unsafe": "red", "undetermined": "yellow"}
 def verdict_line(found: Any) -> str:
     """One certified verdict as it is decided (or found stored)."""
     style = VERDICT_STYLE[found.verdict]
-    where = "stored" if found.reused else f"{found.episodes} paired episodes"
+    unpaired = found.evidence.get("design") == "unpaired"
+    where = "stored" if found.reused else f"{found.episodes} {'unpaired' if unpaired else 'paired'} episodes"
     extra = "".join(f"; {text}" for text in (found.catastrophe_text(), found.guarantee) if text)
     label = " [dim](exploratory)[/]" if found.exploratory else ""
     return (
@@ -372,9 +373,11 @@ def certification_table(result: Any) -> Table:
     minimum = result.minimum_safe_text
     alpha = result.verdicts[0].alpha if result.verdicts else 0.05
     condition = result.verdicts[0].evidence.get("perturbation") if result.verdicts else ""
+    unpaired = bool(result.verdicts) and result.verdicts[0].evidence.get("design") == "unpaired"
     table = Table(
         title=f"{escape(ref_title(ref))}: certified minimum safe precision {minimum}\n"
         + (f"under {condition} (every paired episode, fp32's alike)\n" if condition else "")
+        + ("unpaired: the quantized policy played other episodes than fp32 (independent trials)\n" if unpaired else "")
         + f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}, "
         f"{guarantee_text(result.verdicts)}",
     )

@@ -79,9 +79,11 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 def outcome_of(settings: dict) -> str:
-    """What a verdict certified: ``return``, ``success (ran to its time limit)``, ``progress`` or ``cost``."""
+    """What a verdict certified: ``return``, ``success (ran to its time limit)``, ``progress`` or ``cost``, and
+    ``, unpaired`` when the two policies played independent episodes (a line of its own)."""
     outcome = settings.get("outcome", "return")  # verdicts stored before outcomes certified the return
-    return f"success ({success_rule(settings.get('success', 'info'))})" if outcome == "success" else outcome
+    text = f"success ({success_rule(settings.get('success', 'info'))})" if outcome == "success" else outcome
+    return text + (", unpaired" if settings.get("unpaired") else "")
 
 
 def condition_of(settings: dict) -> str:

@@ -39,3 +39,17 @@ def in_identity_order(rewards: Sequence[float], identities: Sequence[Sequence[in
         return values
     order = sorted(range(len(values)), key=lambda n: tuple(identities[n]))
     return values[order]
+
+
+def unpaired_differences(
+    quantized: Sequence[float] | np.ndarray,
+    quantized_ids: Sequence[Sequence[int]],
+    reference: Sequence[float] | np.ndarray,
+    reference_ids: Sequence[Sequence[int]],
+) -> np.ndarray:
+    """Differences of two rows played on independent episodes (the unpaired design: trials that cannot share
+    initial conditions), the i-th of each in identity order: independent pairs whose mean is the difference of the
+    two policies' means, so the paired test reads them unchanged; pairing gains nothing here, and costs nothing."""
+    q, r = in_identity_order(quantized, quantized_ids), in_identity_order(reference, reference_ids)
+    n = min(len(q), len(r))
+    return q[:n] - r[:n]
