@@ -4,6 +4,7 @@ verdicts are their own line in the report, never merged with the return's."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -135,3 +136,27 @@ def test_bad_outcomes_are_one_line_exit_2_nothing_stored(cli, zoo: Path, tmp_pat
     code, _, err = cli("certify", "--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, *flags, "--store", store)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not store.exists()
+
+
+@pytest.mark.slow
+def test_a_goal_reaching_arm_trained_with_her_is_certified_on_its_success(cli, tmp_path: Path) -> None:
+    """panda-gym's PandaReach-v3 (the robot extra): TQC + HER from rl-zoo3's settings, Dict observations, success
+    from ``info["is_success"]``. 1,500 steps train no good arm; what is checked is the path a trained one takes:
+    the HER zip loads without its buffer, Dict observations play and pair, and the rate is certified."""
+    pytest.importorskip("panda_gym")
+    cache = tmp_path / "agents"
+    code, out, err = cli("train", "--algo", "tqc", "--env", "PandaReach-v3", "-n", "1500", "--cache", cache)
+    assert code == 0, err
+    store = tmp_path / "q.sqlite"
+    agent = ("--algo", "tqc", "--env", "PandaReach-v3", "--folder", cache, "--store", store)
+    success = ("--outcome", "success", "--tolerance-abs", "0.5", "--max-episodes", "40")
+    code, out, err = cli("certify", *agent, "--bits", "8", *success, "--perturb", "action-noise=0.1")
+    assert code == 0, err
+    assert re.search(r"int8: (safe|unsafe|undetermined)", out)
+    with ResultStore(store) as opened:
+        rows = opened.to_dataframe()
+    assert set(rows["perturbation"]) == {"action-noise=0.1"}
+    for outcomes, episodes in zip(rows["episode_outcomes"], rows["episodes"], strict=True):
+        assert len(outcomes["success"]) == episodes and set(outcomes["success"]) <= {0.0, 1.0}
+    code, _, err = cli("run", *agent, "--bits", "8", "-n", "4", "--perturb", "obs-noise=0.1")
+    assert code == 2 and "its observations are a Dict" in err  # refused in one line, before anything is played

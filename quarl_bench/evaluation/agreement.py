@@ -56,7 +56,7 @@ class AgreementMeter:
             if np.any(rows):
                 self._record(np.asarray(greedy)[rows], expected[rows])
         elif np.any(rows):
-            observation = np.asarray(observation)[rows]
+            observation = observation_rows(observation, rows)
             masks = self.actor.masks
             expected = (
                 self.reference_greedy(observation)
@@ -122,3 +122,11 @@ def action_span(space) -> np.ndarray:
     """high - low of a Box action space, flattened (1 where a bound is infinite: errors then in the action's units)."""
     span = (np.asarray(space.high, float) - np.asarray(space.low, float)).reshape(-1)
     return np.where(np.isfinite(span) & (span > 0), span, 1.0)
+
+
+def observation_rows(observation: Any, rows: np.ndarray) -> Any:
+    """The rows ``rows`` of a batch of observations: an array's, or each key's of a Dict observation (goal-reaching
+    envs: observation, achieved and desired goal)."""
+    if isinstance(observation, dict):
+        return {key: np.asarray(value)[rows] for key, value in observation.items()}
+    return np.asarray(observation)[rows]

@@ -172,7 +172,28 @@ def condition_for(text: str, env_id: str) -> str:
     """
     condition = parse_perturbation(named_condition(text.strip()))
     check_dynamics(condition, env_id)
+    if condition.get("obs-noise") and _has_dict_observations(env_id):
+        raise QuarlError(
+            f"bad perturbation 'obs-noise' for {env_id}: its observations are a Dict (a goal-reaching env), whose "
+            "per-dimension spread quarl-bench does not measure; expected action-noise, action-delay, sticky, "
+            "init-spread or a dynamics parameter"
+        )
     return condition.text
+
+
+def _has_dict_observations(env_id: str) -> bool:
+    import gymnasium as gym
+
+    from quarl_bench.zoo.envs import register_env_packages
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    register_env_packages()
+    with native_output_silenced():  # pybullet envs print from C as they start
+        env = gym.make(env_id)
+    try:
+        return isinstance(env.observation_space, spaces.Dict)
+    finally:
+        env.close()
 
 
 class PerturbedEnv(VecEnvWrapper):

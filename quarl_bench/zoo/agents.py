@@ -173,6 +173,8 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
         "exploration_schedule": lambda _: 0.0,
     }
     kwargs: dict[str, Any] = {"buffer_size": 1} if ref.algo in OFF_POLICY else {}
+    if ref.algo in OFF_POLICY:  # a HER buffer needs the training env to be built: evaluation needs no buffer
+        kwargs |= {"replay_buffer_class": None, "replay_buffer_kwargs": {}}
     if "optimize_memory_usage" in hyperparams:
         kwargs["optimize_memory_usage"] = False
     try:
