@@ -184,6 +184,31 @@ def test_bad_deploy_input(cli, zoo: Path, tmp_path: Path, args: tuple[str, ...],
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow
+def test_export_certifies_the_artifact_s_success_under_each_condition_of_a_suite(
+    cli, zoo: Path, tmp_path: Path
+) -> None:
+    """ppo CartPole's int8 artifact keeps every episode's balance under both action-noise severities: policy.json
+    and the README name the outcome, the suite and each condition's two verdicts; a bad condition is one line
+    before anything is built."""
+    out, store = tmp_path / "artifact", ("--store", tmp_path / "q.sqlite")
+    agent = ("--algo", "ppo", "--env", "CartPole", "--folder", zoo, "--backend", "ort-int8-static")
+    success = ("--outcome", "success", "--success", "truncated", "--tolerance-abs", "0.1")
+    code, out_text, err = cli("export", *agent, *success, "--perturb", "action-noise=0.05/0.2", "--out", out, *store)
+    assert code == 0, err
+    certification = json.loads((out / "policy.json").read_text())["certification"]
+    assert certification["outcome"] == "success (ran to its time limit)"
+    assert certification["suite"] == "action-noise=0.05/0.2"
+    verdicts = [(c["condition"], c["against_fp32"]["verdict"]) for c in certification["conditions"]]
+    assert verdicts == [("action-noise=0.05", "safe"), ("action-noise=0.2", "safe")]
+    assert certification["against_fp32"] == certification["conditions"][0]["against_fp32"]
+    assert "against the fp32 policy under action-noise=0.2: safe" in (out / "README.md").read_text()
+    with ResultStore(tmp_path / "q.sqlite") as opened:
+        assert set(opened.to_dataframe()["perturbation"]) == {"action-noise=0.05", "action-noise=0.2"}
+    code, _, err = cli("export", *agent, "--perturb", "masspole=2", "--out", tmp_path / "bad", *store)
+    assert code == 2 and "bad severity 2 for masspole" in err and not (tmp_path / "bad").exists()
+
+
 def test_export_to_an_unwritable_place(cli, zoo: Path, tmp_path: Path) -> None:
     code, _, err = cli(
         "export",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,7 @@ def export_artifact(
 
     step = on_step or (lambda text: None)
     check_out(out, force)
+    export_conditions(certify, ref.env_id)  # a bad condition: one line, before anything is built
     target = deploy_target(target) if isinstance(target, str) else check_target(target)
     require_backend(target.backend)
     agent, module = _deployable(ref)
@@ -136,12 +138,14 @@ def export_artifact(
             f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); "
             f"{divergence_cause(artifact, claimed, parity)}nothing written, pass --allow-divergent to write it anyway"
         )
-    fp32 = certification["against_fp32"]
-    if fp32["verdict"] == "unsafe" and not allow_degraded:
+    worse = [c for c in certification["conditions"] if c["against_fp32"]["verdict"] == "unsafe"]
+    if worse and not allow_degraded:
+        fp32, under = worse[0]["against_fp32"], worse[0]["condition"]
         raise QuarlError(
-            f"the {target.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}: mean "
-            f"return {fp32['artifact_return']['mean']:.2f} against fp32 {fp32['reference_return']['mean']:.2f} "
-            f"over {fp32['episodes']} paired episodes; "
+            f"the {target.backend} artifact is certified worse than fp32 by more than δ = {fp32['delta']:.3g}"
+            + (f" under {under}" if under != "nominal" else "")
+            + f": mean {certification['outcome']} {fp32['artifact_return']['mean']:.2f} against fp32 "
+            f"{fp32['reference_return']['mean']:.2f} over {fp32['episodes']} paired episodes; "
             f"{degraded_cause(target.backend, certification, spec_text(claimed))}"
             "nothing written, pass --allow-degraded to write it anyway"
         )
@@ -256,49 +260,77 @@ def certify_artifact(
     command's sequential test and driver: not worse than the **fp32** policy by more than δ (does the deployed
     policy still work?), then equivalent to the fake-quant policy ``claimed`` (within ±δ; fp32's batches, stored
     by then, also tighten δ's bounds). Both verdicts are stored (reused when stored); each carries both policies'
-    mean returns with their confidence bounds."""
+    means of the certified outcome with their confidence bounds. Under a suite (``config.perturb``, a severity grid)
+    both are certified under each condition, α shared family-wise; the first condition's verdicts lead."""
     from quarl_bench.certify.config import EXPORT_MAX_EPISODES, CertifyConfig
     from quarl_bench.certify.driver import certify_all
     from quarl_bench.certify.plan import FP32, CertifyRequest, Ladder, Question
+    from quarl_bench.report.verdicts import outcome_of
     from quarl_bench.run.executors import make_executor
     from quarl_bench.store.provenance import driver_provenance
 
     config = config or CertifyConfig(max_episodes=EXPORT_MAX_EPISODES)
     store.check()
+    grid = export_conditions(config, ref.env_id)
     questions = (
         Question(target.spec, FP32, equivalence=False, test="non-inferiority", target=target),
         Question(target.spec, claimed, equivalence=True, test="equivalence", target=target),
     )
-    request = CertifyRequest(ref, (Ladder(questions, stops=False),), config)
+    requests = [
+        CertifyRequest(ref, (Ladder(questions, stops=False),), replace(config, perturb=condition), families=len(grid))
+        for condition in grid
+    ]
 
-    def decided(_number: int, found: Any) -> None:
+    def decided(number: int, found: Any) -> None:
         question = questions[found.question]
         verb = "found stored" if found.reused else "certified"
+        under = f" under {grid[number]}" if grid[number] else ""
         step(
-            f"{verb}: {found.row['verdict']} against {spec_text(question.reference)} ({question.test}, "
+            f"{verb}{under}: {found.row['verdict']} against {spec_text(question.reference)} ({question.test}, "
             f"δ = {found.row['delta']:.3g}, {found.row['episodes']} paired episodes)"
         )
 
-    step(f"certifying the closed-loop reward against {spec_text(FP32)} and {spec_text(claimed)}")
+    what = outcome_of(dataclasses.asdict(config))
+    step(f"certifying the closed-loop {what} against {spec_text(FP32)} and {spec_text(claimed)}")
     executor = make_executor("local", store, 1)
-    [outcome] = certify_all([request], store, executor, driver_provenance(), on_verdict=decided)
-    against_fp32, against_claimed = (
-        _closed_loop(found.row, questions[found.question], store, outcome.certifier.test)
-        for found in outcome.verdict_rows()
-    )
+    conditions = []
+    for condition, outcome in zip(
+        grid, certify_all(requests, store, executor, driver_provenance(), on_verdict=decided), strict=True
+    ):
+        against_fp32, against_claimed = (
+            _closed_loop(found.row, questions[found.question], store, outcome.certifier)
+            for found in outcome.verdict_rows()
+        )
+        conditions.append(
+            {"condition": condition or "nominal", "against_fp32": against_fp32, "against_claimed": against_claimed}
+        )
     return {
-        "guarantee": against_fp32["guarantee"],
-        "against_claimed": against_claimed,
-        "against_fp32": against_fp32,
+        "guarantee": conditions[0]["against_fp32"]["guarantee"],
+        "outcome": what,
+        "suite": config.perturb or "nominal",
+        "against_claimed": conditions[0]["against_claimed"],
+        "against_fp32": conditions[0]["against_fp32"],
+        "conditions": conditions,
         "store": str(store.path),
     }
 
 
-def _closed_loop(stored: dict[str, Any], question: Any, store: ResultStore, test: Any) -> dict[str, Any]:
-    """One stored verdict of an artifact, with both arms' mean returns and their bounds."""
+def export_conditions(config: Any, env_id: str) -> list[str]:
+    """The conditions an export certifies its artifact under: each of ``config.perturb``'s severity grid, in its
+    canonical spelling ('' for the nominal simulator).
+
+    :raises QuarlError: in one line, for a condition the env cannot play under (before anything is built).
+    """
+    from quarl_bench.evaluation.perturbations import condition_for, condition_grid
+
+    return [condition_for(condition, env_id) for condition in condition_grid(config.perturb if config else "")]
+
+
+def _closed_loop(stored: dict[str, Any], question: Any, store: ResultStore, certifier: Any) -> dict[str, Any]:
+    """One stored verdict of an artifact, with both arms' means of the certified outcome and their bounds."""
     evidence = stored.get("evidence") or {}
     alpha = evidence.get("alpha_test", stored["alpha"])
-    returns = _arm_returns(store, stored["rows"], test(alpha))
+    returns = _arm_means(store, stored["rows"], certifier, alpha)
     return {
         "verdict": stored["verdict"],
         "test": (
@@ -324,15 +356,15 @@ def _closed_loop(stored: dict[str, Any], question: Any, store: ResultStore, test
     }
 
 
-def _arm_returns(store: ResultStore, keys: list[str], test: Any) -> tuple[dict[str, float], dict[str, float]]:
-    """Each arm's mean return over the verdict's batches (keys alternate artifact, reference) with the test's
-    confidence bounds on it."""
+def _arm_means(store: ResultStore, keys: list[str], certifier: Any, alpha: float) -> tuple[dict, dict]:
+    """Each arm's mean of the certified outcome (the return by default) over the verdict's batches (keys alternate
+    artifact, reference) with the test's confidence bounds on it."""
     arms: tuple[list[float], list[float]] = ([], [])
     for number, key in enumerate(keys):
-        arms[number % 2].extend(store.stored(key)["episode_rewards"])
+        arms[number % 2].extend(certifier.values(store.stored(key)))
     summaries = []
-    for rewards in arms:
-        interval = test.mean_interval(np.asarray(rewards, dtype=float))
+    for values in arms:
+        interval = certifier.test(alpha).mean_interval(np.asarray(values, dtype=float))
         summaries.append({"mean": interval.mean, "lower": interval.lower, "upper": interval.upper})
     return summaries[0], summaries[1]
 

@@ -111,13 +111,15 @@ def export(args: argparse.Namespace) -> int:
         )
     document = done.contract
     certification = document["certification"]
-    for name, reference in (("against_claimed", done.claimed), ("against_fp32", "fp32")):
-        found = certification[name]
-        console.print(
-            f"closed loop against {reference}: {found['verdict']} after {found['episodes']} paired episodes "
-            f"(δ = {found['delta']:.3g}, {found['guarantee']}; artifact {found['artifact_return']['mean']:.2f}, "
-            f"{reference} {found['reference_return']['mean']:.2f})"
-        )
+    for condition in certification["conditions"]:
+        under = "" if condition["condition"] == "nominal" else f" under {condition['condition']}"
+        for name, reference in (("against_claimed", done.claimed), ("against_fp32", "fp32")):
+            found = condition[name]
+            console.print(
+                f"closed-loop {certification['outcome']} against {reference}{under}: {found['verdict']} after "
+                f"{found['episodes']} paired episodes (δ = {found['delta']:.3g}, {found['guarantee']}; artifact "
+                f"{found['artifact_return']['mean']:.2f}, {reference} {found['reference_return']['mean']:.2f})"
+            )
     console.print(f"verdicts stored in {certification['store']}")
     if "cortex_m4" in document:
         from quarl_bench.deploy.contract import cortex_m4_text

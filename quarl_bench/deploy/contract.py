@@ -239,17 +239,21 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
         f"- Parity gate against the fake-quant policy it claims to be ({parity['limit']}): "
         f"{'passed' if parity['passed'] else 'FAILED, written with --allow-divergent'}.",
     ]
-    for name, against in (("against_claimed", "that policy"), ("against_fp32", "the fp32 policy")):
-        found = certification.get(name)
-        if found:
-            lines.append(
-                f"- Closed-loop reward against {against}: {found['verdict']} ({found['test'].split(':')[0]}, "
-                f"δ = {found['delta']:.3g}) after {found['episodes']} paired episodes, confidence "
-                f"{found['confidence']:.2f}, {found['guarantee']} guarantee; mean return "
-                f"{found['artifact_return']['mean']:.2f} [{found['artifact_return']['lower']:.2f}, "
-                f"{found['artifact_return']['upper']:.2f}] against {found['reference_return']['mean']:.2f} "
-                f"[{found['reference_return']['lower']:.2f}, {found['reference_return']['upper']:.2f}]."
-            )
+    what = certification.get("outcome", "return")
+    for condition in certification.get("conditions") or [certification]:
+        under = condition.get("condition", "nominal")
+        for name, against in (("against_claimed", "that policy"), ("against_fp32", "the fp32 policy")):
+            found = condition.get(name)
+            if found:
+                lines.append(
+                    f"- Closed-loop {what} against {against}"
+                    + (f" under {under}" if under != "nominal" else "")
+                    + f": {found['verdict']} ({found['test'].split(':')[0]}, δ = {found['delta']:.3g}) after "
+                    f"{found['episodes']} paired episodes, confidence {found['confidence']:.2f}, {found['guarantee']} "
+                    f"guarantee; mean {found['artifact_return']['mean']:.2f} [{found['artifact_return']['lower']:.2f}, "
+                    f"{found['artifact_return']['upper']:.2f}] against {found['reference_return']['mean']:.2f} "
+                    f"[{found['reference_return']['lower']:.2f}, {found['reference_return']['upper']:.2f}]."
+                )
     if "check" in document and "vectors" in document["check"]:
         check = document["check"]
         machine = check["machine"]

@@ -396,17 +396,17 @@ CERTIFICATION_FLAGS = (
 OUTCOME_FLAGS = ("outcome", "success", "perturb", "unpaired")
 
 
-def add_certification(parser: argparse.ArgumentParser, outcomes: bool = True) -> None:
+def add_certification(parser: argparse.ArgumentParser, outcomes: tuple[str, ...] = OUTCOME_FLAGS) -> None:
     """The flags that say what a certification's verdict is judged against and guarantees (certify, export), from
-    ``CertifyConfig``'s fields: their defaults and help are said there once; with ``outcomes``, the outcome and the
-    condition (certify's: export's closed loop judges the artifact's return on the nominal simulator)."""
+    ``CertifyConfig``'s fields: their defaults and help are said there once; ``outcomes``: which of the outcome,
+    the condition and the design the command takes (export's artifact always plays paired episodes)."""
     from quarl_bench.certify.config import CertifyConfig
     from quarl_bench.certify.outcome import CERTIFIED_OUTCOMES
     from quarl_bench.parsers.config_flags import config_flag
     from quarl_bench.statistics import GUARANTEES
 
     metavars = {"tolerance": "PCT", "tolerance_abs": "R", "catastrophe": "R", "max_catastrophe_rate": "EPS"}
-    for name in CERTIFICATION_FLAGS + (OUTCOME_FLAGS if outcomes else ()):
+    for name in CERTIFICATION_FLAGS + outcomes:
         extra: dict = {"metavar": metavars[name]} if name in metavars else {}
         if name == "guarantee":
             extra = {"choices": GUARANTEES}
