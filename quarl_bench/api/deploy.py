@@ -293,7 +293,7 @@ def certify_artifact(
     what = outcome_of(dataclasses.asdict(config))
     step(f"certifying the closed-loop {what} against {spec_text(FP32)} and {spec_text(claimed)}")
     executor = make_executor("local", store, 1)
-    conditions = []
+    conditions: list[dict[str, Any]] = []
     for condition, outcome in zip(
         grid, certify_all(requests, store, executor, driver_provenance(), on_verdict=decided), strict=True
     ):

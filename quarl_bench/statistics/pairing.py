@@ -32,7 +32,7 @@ def paired_rewards(
     return np.array([q for q, _ in pairs], dtype=float), np.array([r for _, r in pairs], dtype=float)
 
 
-def in_identity_order(rewards: Sequence[float], identities: Sequence[Sequence[int]]) -> np.ndarray:
+def in_identity_order(rewards: Sequence[float] | np.ndarray, identities: Sequence[Sequence[int]]) -> np.ndarray:
     """One row's rewards in its episodes' identity order (a row without identities: as stored)."""
     values = np.asarray(rewards, dtype=float)
     if not len(identities):
