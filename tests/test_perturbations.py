@@ -147,6 +147,8 @@ def test_a_condition_reaches_run_certify_and_report_on_its_own_rows_and_line(cli
     ten = robustness[robustness["episodes"] == 10]  # run's rows: the nominal line first, then the condition's
     assert list(ten["condition"]) == ["nominal", "action-noise=0.05,masspole=0.5"]
     assert ten["int8"].str.match(r"^\d+\.\d\d \[").all()  # the mean with its interval, per condition
+    curves = sorted(path.name for path in (tmp_path / "report").glob("robustness_*.svg"))
+    assert curves == [f"robustness_{rows['agent_hash'].iloc[0][:8]}_action-noise_masspole.svg"]
 
 
 @pytest.mark.slow
@@ -161,6 +163,10 @@ def test_a_severity_grid_certifies_each_condition_sharing_alpha(cli, zoo: Path, 
     assert sorted(s["perturb"] for s in verdicts["settings"]) == ["action-noise=0.05", "action-noise=0.3"]
     assert [e["families"] for e in verdicts["evidence"]] == [2, 2]  # α split over the two conditions
     assert all(e["alpha_test"] <= 0.025 for e in verdicts["evidence"])
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    [curve] = (tmp_path / "report").glob("robustness_*_action-noise.svg")  # int8 and fp32 against the severity
+    assert "int8" in curve.read_text() and "fp32" in curve.read_text()
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,20 @@ SECTION = "Outcomes: success, progress, cost"
 REPORTED = ("success", "progress", "cost")  # "terminated" alone is every env's, and no task outcome
 
 
-def success_cell(successes: list[float]) -> str:
-    """``18/20 (90%, 95% CI 70-97%)``: the count, the rate and its Wilson interval."""
+def wilson_interval(successes) -> tuple[float, float]:
+    """The success rate's Wilson 95% interval."""
     from scipy import stats
 
-    hits, trials = int(round(sum(successes))), len(successes)
+    hits, trials = int(round(float(np.sum(successes)))), len(successes)
     interval = stats.binomtest(hits, trials).proportion_ci(confidence_level=0.95, method="wilson")
-    return f"{hits}/{trials} ({100 * hits / trials:.0f}%, 95% CI {100 * interval.low:.0f}-{100 * interval.high:.0f}%)"
+    return float(interval.low), float(interval.high)
+
+
+def success_cell(successes: list[float]) -> str:
+    """``18/20 (90%, 95% CI 70-97%)``: the count, the rate and its Wilson interval."""
+    hits, trials = int(round(sum(successes))), len(successes)
+    low, high = wilson_interval(successes)
+    return f"{hits}/{trials} ({100 * hits / trials:.0f}%, 95% CI {100 * low:.0f}-{100 * high:.0f}%)"
 
 
 def outcome_report(rows: pd.DataFrame) -> list[Table]:
