@@ -345,6 +345,7 @@ class Job:
     method: str = DEFAULT_METHOD
     target: DeployTarget | None = None
     perturbation: str = ""  # the condition it plays under (evaluation/perturbations.py), canonical; '' = nominal
+    judge: str = ""  # a user's function deciding each episode's outcome (evaluation/judges.py): success=FILE.py:FN
 
     def __post_init__(self) -> None:
         # which methods take a target or a recipe is each method's to say, checked where a method is named
@@ -363,7 +364,7 @@ class Job:
         del fields["method"], fields["target"]  # recorded in the spec's identity, where they always were
         fields["quantizer_version"] = QUANTIZER_VERSION
         # fields added later leave the keys of rows stored before them unchanged while unused
-        for name in [name for name in ("setting", "obs_noise", "perturbation") if not getattr(self, name)]:
+        for name in [name for name in ("setting", "obs_noise", "perturbation", "judge") if not getattr(self, name)]:
             del fields[name]
         fields["spec"] = spec_identity(self.spec, self.method, self.target)
         if self.target is not None and self.target.calibration_states:  # rows before it: calibrated per job seed
@@ -378,6 +379,8 @@ class Job:
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         fields["episode_starts"] = EPISODE_SEEDS
+        if self.perturbation:  # 2: Box actions delayed or repeated as chosen (1 replayed the first action)
+            fields["perturbation_version"] = 2
         return fields
 
     @property

@@ -160,3 +160,45 @@ def test_a_goal_reaching_arm_trained_with_her_is_certified_on_its_success(cli, t
         assert len(outcomes["success"]) == episodes and set(outcomes["success"]) <= {0.0, 1.0}
     code, _, err = cli("run", *agent, "--bits", "8", "-n", "4", "--perturb", "obs-noise=0.1")
     assert code == 2 and "its observations are a Dict" in err  # refused in one line, before anything is played
+
+
+JUDGE = """def reached(episode):
+    position, target = episode.final_observation
+    return abs(position - target) < 0.05
+
+
+def closeness(episode):
+    position, target = episode.final_observation
+    return max(0.0, 1.0 - abs(position - target))
+"""
+
+
+@pytest.mark.slow
+def test_a_user_function_judges_success_and_progress_on_rows_of_its_own(cli, tmp_path: Path) -> None:
+    sys.path.insert(0, str(DATA))
+    (tmp_path / "reach.py").write_text(REACH_POLICY)
+    (tmp_path / "judge.py").write_text(JUDGE)
+    store = tmp_path / "q.sqlite"
+    agent = ("--policy-module", f"{tmp_path / 'reach.py'}:make", "--env", "ReachLine-v0", "--env-package", "reach_line")
+    judge = f"{tmp_path / 'judge.py'}"
+    code, _, err = cli("run", *agent, "--bits", "8", "-n", "10", "--success", f"{judge}:reached", "--store", store)
+    assert code == 0, err
+    progress = ("--outcome", "progress", "--progress", f"{judge}:closeness", "--tolerance-abs", "0.1")
+    code, out, err = cli("certify", *agent, "--bits", "8", *progress, "--store", store)
+    assert code == 0, err
+    assert "int8: safe" in out
+    with ResultStore(store) as opened:
+        rows = opened.to_dataframe()
+        verdicts = opened.verdicts()
+    assert set(rows["judge"]) == {f"success={judge}:reached", f"progress={judge}:closeness"}
+    judged = rows[rows["judge"].str.startswith("progress")]
+    values = np.concatenate([o["progress"] for o in judged["episode_outcomes"]])
+    assert 0.9 < values.min() <= values.max() <= 1.0  # the reach policy ends within 0.1 of its target
+    assert verdicts.iloc[0]["settings"]["progress"] == f"{judge}:closeness"
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    assert f"success={judge}:reached" in (tmp_path / "report" / "outcomes.csv").read_text()
+    code, _, err = cli(
+        "certify", *agent, "--outcome", "success", "--success", f"{judge}:nothing", "--tolerance-abs", "0.1"
+    )
+    assert code == 2 and "has no function 'nothing'" in err and len(err.strip().splitlines()) == 1

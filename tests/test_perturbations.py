@@ -122,6 +122,23 @@ def test_a_delayed_env_receives_the_action_chosen_k_steps_before() -> None:
     env.close()
 
 
+@pytest.mark.parametrize("delay", [1, 2])
+def test_a_delayed_box_action_is_the_one_chosen_k_steps_before_not_the_first(delay: int) -> None:
+    """Box actions travel as rows of the batch the env is sent: the delay keeps what the policy chose, not the row
+    that step overwrote with what it played (which replayed the first action forever)."""
+    venv = DummyVecEnv([lambda: gym.make("Pendulum-v1")])
+    env = PerturbedEnv(venv, parse_perturbation(f"action-delay={delay}"), seed=0, obs_scale=None)
+    env.reset()
+    torques = [0.5, -1.0, 1.5, -2.0, 0.25]
+    sent = []
+    for torque in torques:
+        env.step_async(np.array([[torque]], dtype=np.float32))
+        sent.append(float(env.venv.actions[0][0]))  # what DummyVecEnv was handed
+        env.step_wait()
+    assert sent == [torques[0]] * delay + torques[: len(torques) - delay]
+    env.close()
+
+
 @pytest.mark.slow
 def test_a_condition_reaches_run_certify_and_report_on_its_own_rows_and_line(cli, zoo: Path, tmp_path: Path) -> None:
     store = tmp_path / "q.sqlite"

@@ -361,14 +361,16 @@ def certify_request(
 
         config = replace(config, perturb=condition_for(config.perturb, ref.env_id))
     if config.outcome != "return":
-        probe_outcome(ref, config.outcome, config.success)
+        from quarl_bench.certify.outcome import outcome_rule
+
+        probe_outcome(ref, config.outcome, outcome_rule(config.outcome, config.success, config.progress))
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)
     walks = ladders(tuple(specs), keep_fp32=baseline is not None, by=by)
     return CertifyRequest(ref, walks, config, baseline, families=len(walks) * conditions)
 
 
-def probe_outcome(ref: AgentRef, outcome: str, success: str) -> None:
+def probe_outcome(ref: AgentRef, outcome: str, rule: str) -> None:
     """One step of the agent's env before anything is played: it must report what ``outcome`` reads.
 
     :raises QuarlError: naming the info key the env does not report.
@@ -381,7 +383,7 @@ def probe_outcome(ref: AgentRef, outcome: str, success: str) -> None:
     register_env_packages()
     import_env_packages(ref.env_packages)
     register_env(ref.env_id)
-    probe_reports(ref.env_id, json.loads(ref.env_kwargs) if ref.env_kwargs else {}, outcome, success)
+    probe_reports(ref.env_id, json.loads(ref.env_kwargs) if ref.env_kwargs else {}, outcome, rule)
 
 
 def certify(

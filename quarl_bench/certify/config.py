@@ -42,7 +42,10 @@ class CertifyConfig:
     :param outcome: what is certified per paired episode: return, success (the rate: --tolerance-abs is the ε it may
         fall), progress (in [0, 1]) or cost (lower is better; --return-bounds is its range).
     :param success: what counts as a success: info (``info["is_success"]`` at the episode's end), terminated (it
-        ended on its own), truncated (a time limit cut it: CartPole's balance) or ``return>=X``.
+        ended on its own), truncated (a time limit cut it: CartPole's balance), ``return>=X``, or a function of the
+        episode, FILE.py:FN or package.module:FN (evaluation/judges.py's Episode; its truth is the success).
+    :param progress: what an episode's progress is: info (``info["progress"]`` at its end) or a function of the
+        episode, FILE.py:FN, returning a share in [0, 1].
     :param perturb: the condition every paired episode plays under, fp32's and the quantized policy's alike (the
         scale set's too): NAME=SEVERITY,... (docs/evaluation.md); '' = the nominal simulator. A severity grid
         (``obs-noise=0.05/0.1/0.2``) certifies each condition, α shared family-wise over all of them.
@@ -66,6 +69,7 @@ class CertifyConfig:
     random_episodes: int = 300  # 100 left δ_low 1.64x the floor for identical play; random episodes are cheap
     outcome: str = "return"
     success: str = "info"
+    progress: str = "info"
     perturb: str = ""
     unpaired: bool = False
 
@@ -99,7 +103,7 @@ class CertifyConfig:
             )
         if self.random_episodes < 2:
             raise QuarlError(f"bad random episodes {self.random_episodes}: expected an integer >= 2")
-        check_outcome(self.outcome, self.success, self.tolerance_abs, self.return_bounds)
+        check_outcome(self.outcome, self.success, self.tolerance_abs, self.return_bounds, self.progress)
         if self.outcome != "return" and (self.catastrophe is not None or self.max_catastrophe_rate is not None):
             raise QuarlError(
                 f"--catastrophe and --max-catastrophe-rate judge return losses: not with --outcome {self.outcome}"
@@ -117,6 +121,8 @@ class CertifyConfig:
             del fields["outcome"], fields["success"]
         elif self.outcome != "success":
             del fields["success"]
+        if self.outcome != "progress" or self.progress == "info":  # keys stored before progress rules existed
+            del fields["progress"]
         if not self.perturb:  # nor those of verdicts on the nominal simulator
             del fields["perturb"]
         if not self.unpaired:  # nor those of paired verdicts

@@ -18,17 +18,31 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.zoo.return_bounds import ReturnBounds
 
 CERTIFIED_OUTCOMES = ("return", "success", "progress", "cost")  # what certify --outcome takes
-SUCCESS_RULES = ("info", "terminated", "truncated", "return>=X")
+SUCCESS_RULES = ("info", "terminated", "truncated", "return>=X", "FILE.py:FN")
 THRESHOLD = re.compile(r"^return>=(-?\d+(?:\.\d+)?)$")
 INFO_KEYS = {"success": "is_success", "progress": "progress", "cost": "cost"}  # what the env must report
 
 
-def check_outcome(outcome: str, success: str, tolerance_abs: float | None, bounds: tuple | None) -> None:
-    """:raises QuarlError: in one line, for an outcome, success rule or ε that does not fit."""
+def check_outcome(
+    outcome: str, success: str, tolerance_abs: float | None, bounds: tuple | None, progress: str = "info"
+) -> None:
+    """:raises QuarlError: in one line, for an outcome, success or progress rule or ε that does not fit (a
+    function rule is imported to see that it is there)."""
+    from quarl_bench.evaluation.judges import is_function_rule, load_judge
+
     if outcome not in CERTIFIED_OUTCOMES:
         raise QuarlError(f"bad outcome {outcome!r}: expected one of {', '.join(CERTIFIED_OUTCOMES)}")
-    if outcome == "success" and success not in SUCCESS_RULES[:3] and not THRESHOLD.match(success):
-        raise QuarlError(f"bad success rule {success!r}: expected one of {', '.join(SUCCESS_RULES)} (X a number)")
+    if is_function_rule(success):
+        load_judge(success, "--success")
+    elif success not in SUCCESS_RULES[:3] and not THRESHOLD.match(success):
+        raise QuarlError(
+            f"bad success rule {success!r}: expected one of {', '.join(SUCCESS_RULES)} (X a number, FN a function "
+            "of the episode)"
+        )
+    if is_function_rule(progress):
+        load_judge(progress, "--progress")
+    elif progress != "info":
+        raise QuarlError(f"bad progress rule {progress!r}: expected info or FILE.py:FN (a function of the episode)")
     if outcome == "return":
         return
     if tolerance_abs is None:
@@ -40,6 +54,11 @@ def check_outcome(outcome: str, success: str, tolerance_abs: float | None, bound
         raise QuarlError(f"bad ε {tolerance_abs:g} for --outcome {outcome}: expected a share in (0, 1), e.g. 0.05")
     if outcome == "cost" and bounds is None:
         raise QuarlError("--outcome cost needs --return-bounds LO HI: the range every episode's summed cost lies in")
+
+
+def outcome_rule(outcome: str, success: str, progress: str) -> str:
+    """The rule that decides ``outcome``: its success or progress rule ('' for the return and the cost)."""
+    return {"success": success, "progress": progress}.get(outcome, "")
 
 
 def success_rule(success: str) -> str:
@@ -83,13 +102,14 @@ def outcome_values(row: dict[str, Any], outcome: str, success: str) -> np.ndarra
     return -values if outcome == "cost" else values
 
 
-def probe_reports(env_id: str, env_kwargs: dict[str, Any], outcome: str, success: str) -> None:
-    """Before anything is played: one step of the env, to see it reports what the outcome reads.
+def probe_reports(env_id: str, env_kwargs: dict[str, Any], outcome: str, rule: str) -> None:
+    """Before anything is played: one step of the env, to see it reports what the outcome reads (``rule``: the
+    outcome's success or progress rule; a function judges without the env).
 
     :raises QuarlError: naming the info key the env does not report.
     """
     key = INFO_KEYS.get(outcome)
-    if key is None or (outcome == "success" and success != "info"):
+    if key is None or (outcome in ("success", "progress") and rule != "info"):
         return
     import gymnasium as gym
 

@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.certify.config import CertifyConfig
-from quarl_bench.certify.outcome import outcome_bounds, outcome_values, success_rule
+from quarl_bench.certify.outcome import outcome_bounds, outcome_rule, outcome_values, success_rule
 from quarl_bench.certify.result import Verdict
 from quarl_bench.errors import QuarlError
+from quarl_bench.evaluation.judges import judge_text
 from quarl_bench.statistics.certification import (
     SequentialTest,
     family,
@@ -213,6 +214,9 @@ class Certifier:
             n_envs,
             self.actions,
             perturbation=self.config.perturb,
+            judge=judge_text(
+                self.config.outcome, outcome_rule(self.config.outcome, self.config.success, self.config.progress)
+            ),
         )
         return replace(job, method="deploy", target=target) if target is not None else replace(job, method=method)
 

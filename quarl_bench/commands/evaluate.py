@@ -23,12 +23,33 @@ def settings_from_args(args: argparse.Namespace, env_id: str, random_baseline: b
 
     :raises QuarlError: for a condition the env cannot play under.
     """
+    from dataclasses import replace
+
     from quarl_bench.evaluation.perturbations import condition_for
     from quarl_bench.jobs.grids import EvalSettings
 
     condition = condition_for(args.perturb, env_id)
     seeds = tuple(args.eval_seeds or ())
-    return EvalSettings(args.episodes, args.seed, args.n_envs, seeds, args.obs_noise, random_baseline, condition)
+    settings = EvalSettings(args.episodes, args.seed, args.n_envs, seeds, args.obs_noise, random_baseline, condition)
+    return replace(settings, judge=judge_from_args(args))
+
+
+def judge_from_args(args: argparse.Namespace) -> str:
+    """The job's judge from ``--success FN`` or ``--progress FN`` ('' for neither).
+
+    :raises QuarlError: for both at once (one function judges a job), or a function that is not there.
+    """
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.evaluation.judges import judge_text, load_judge
+
+    given = [(outcome, getattr(args, outcome, "")) for outcome in ("success", "progress")]
+    given = [(outcome, rule) for outcome, rule in given if rule]
+    if len(given) > 1:
+        raise QuarlError("bad --success with --progress: expected one function judging each episode, not two")
+    for outcome, rule in given:
+        load_judge(rule, f"--{outcome}")
+        return judge_text(outcome, rule)
+    return ""
 
 
 def run(args: argparse.Namespace) -> int:

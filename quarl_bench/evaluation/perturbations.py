@@ -235,6 +235,8 @@ class PerturbedEnv(VecEnvWrapper):
         self.venv.step_async(played)
 
     def _acted(self, index: int, action: Any) -> Any:
+        # a copy: a Box action is a row of the batch the env is sent, which this step overwrites with what it plays
+        action = np.array(action, copy=True)
         rng, space, severity = self.rngs[index], self.action_space, self.perturbation
         noise = severity.get("action-noise")
         if noise and isinstance(space, spaces.Discrete) and rng.random() < noise:

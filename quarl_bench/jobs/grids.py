@@ -52,6 +52,8 @@ class EvalSettings:
     :param obs_noise: std of Gaussian noise on every observation the policies see (0: none).
     :param random_baseline: also evaluate the uniform-random policy (the 0 of normalised scores), once per seed.
     :param perturbation: the condition every job plays under (``--perturb``, canonical; '' = nominal).
+    :param judge: a user's function deciding each episode's success or progress (``success=FILE.py:FN``; '' =
+        the env's info).
     """
 
     episodes: int = 100
@@ -61,6 +63,7 @@ class EvalSettings:
     obs_noise: float = 0.0
     random_baseline: bool = False
     perturbation: str = ""
+    judge: str = ""
 
     @property
     def all_seeds(self) -> tuple[int, ...]:
@@ -122,6 +125,7 @@ def build_jobs(
             obs_noise=settings.obs_noise,
             method=method,
             perturbation=settings.perturbation,
+            judge=settings.judge,
         )
         base = played.reference()
         seed_jobs = [base]

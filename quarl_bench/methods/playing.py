@@ -38,6 +38,10 @@ def play_job(
     make_env = make_env or agent.make_env
     if job.perturbation:
         make_env = perturbed(agent, job, make_env)
+    if job.judge:
+        from quarl_bench.evaluation.judges import judged_envs
+
+        make_env = judged_envs(make_env, job.judge)
     actions = actions or job.actions
     if eval_workers > 1:
         return evaluate_in_workers(

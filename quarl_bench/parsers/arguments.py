@@ -335,6 +335,15 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         "length, force_mag, m, l, g, link_mass_1, link_mass_2, force, power; MuJoCo: body_mass, friction, "
         "actuator_gear), or a name from zoo_configs/perturbations.yaml: docs/evaluation.md",
     )
+    for outcome, what in (("success", "truthy: a success"), ("progress", "a share in [0, 1]")):
+        parser.add_argument(
+            f"--{outcome}",
+            default="",
+            metavar="FN",
+            help=f"judge each episode's {outcome} with your function, FILE.py:FN or package.module:FN, called with "
+            f"the finished episode (return, length, terminated, last info; its value {what}) instead of the env's "
+            "info: docs/evaluation.md",
+        )
     parser.add_argument(
         "--eval-workers",
         type=positive_int,
@@ -393,7 +402,7 @@ CERTIFICATION_FLAGS = (
     "max_catastrophe_rate",
 )
 # what certify asks besides the paired return on the nominal simulator
-OUTCOME_FLAGS = ("outcome", "success", "perturb", "unpaired")
+OUTCOME_FLAGS = ("outcome", "success", "progress", "perturb", "unpaired")
 
 
 def add_certification(parser: argparse.ArgumentParser, outcomes: tuple[str, ...] = OUTCOME_FLAGS) -> None:
@@ -412,7 +421,7 @@ def add_certification(parser: argparse.ArgumentParser, outcomes: tuple[str, ...]
             extra = {"choices": GUARANTEES}
         if name == "outcome":
             extra = {"choices": CERTIFIED_OUTCOMES}
-        if name == "success":
+        if name in ("success", "progress"):
             extra = {"metavar": "RULE"}
         if name == "perturb":
             extra = {"metavar": "COND"}

@@ -72,7 +72,7 @@ def add_export(commands: Subcommands) -> None:
         help="c-int8: name the entry point NAME_act and the macros NAME_* (upper case), so two policies link into "
         "one image (default: quarl_policy_act, QUARL_*)",
     )
-    add_certification(export, outcomes=("outcome", "success", "perturb"))
+    add_certification(export, outcomes=("outcome", "success", "progress", "perturb"))
     add_store(export)
 
 

@@ -47,6 +47,7 @@ def outcome_report(rows: pd.DataFrame) -> list[Table]:
                 "seed": row["seed"],
                 "episodes": len(row["episode_rewards"]),
                 "condition": row.get("perturbation") or "nominal",
+                "judged by": row.get("judge") or "the env's info",
                 "success": success_cell(outcomes["success"]) if "success" in outcomes else "-",
                 "mean progress": float(np.mean(outcomes["progress"])) if "progress" in outcomes else None,
                 "mean cost": float(np.mean(outcomes["cost"])) if "cost" in outcomes else None,
@@ -56,7 +57,8 @@ def outcome_report(rows: pd.DataFrame) -> list[Table]:
     if not records:
         return []
     caption = (
-        "Per stored row: success (the env's info['is_success'] at each episode's end) with its Wilson 95% interval, "
-        "mean progress and mean summed cost; certify --outcome decides a quantized rate against fp32's, paired"
+        "Per stored row: success (the env's info['is_success'] at each episode's end, or the function that judged "
+        "it) with its Wilson 95% interval, mean progress and mean summed cost; certify --outcome decides a quantized "
+        "rate against fp32's, paired"
     )
     return [Table("outcomes", SECTION, pd.DataFrame.from_records(records), caption, console=True)]

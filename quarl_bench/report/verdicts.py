@@ -83,6 +83,8 @@ def outcome_of(settings: dict) -> str:
     ``, unpaired`` when the two policies played independent episodes (a line of its own)."""
     outcome = settings.get("outcome", "return")  # verdicts stored before outcomes certified the return
     text = f"success ({success_rule(settings.get('success', 'info'))})" if outcome == "success" else outcome
+    if outcome == "progress" and settings.get("progress", "info") != "info":
+        text = f"progress ({settings['progress']})"
     return text + (", unpaired" if settings.get("unpaired") else "")
 
 

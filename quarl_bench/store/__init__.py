@@ -73,6 +73,7 @@ class Variant:
     obs_noise: float = 0.0
     recipe: str = ""  # QuantSpec.recipe_label(): activations, groups, calibrated rounding, pruning
     perturbation: str = ""  # the condition played under ('' = nominal): a perturbed row never joins a nominal table
+    judge: str = ""  # the user's function that judged each episode's outcome ('' = the env's info)
 
     def __post_init__(self) -> None:
         spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, layers=self.layers)
@@ -97,6 +98,8 @@ class Variant:
             parts.append(self.recipe)
         if self.perturbation:
             parts.append(f"perturbed {self.perturbation}")
+        if self.judge:
+            parts.append(f"judged {self.judge}")
         return ", ".join(parts) or "default"
 
     def slug(self) -> str:
@@ -358,6 +361,7 @@ class ResultStore:
             "r.layer_bits = ''",
             "r.obs_noise = :obs_noise",
             "r.perturbation = :perturbation",
+            "r.judge = :judge",
             # the reference is the plain fp32 row; a pruned fp32 row belongs to its recipe's frontier, not here
             "((r.precision = 'fp32' AND r.recipe = '') OR (r.precision != 'fp32' AND r.recipe = :recipe))",
         ]
@@ -385,6 +389,7 @@ class ResultStore:
             "obs_noise",
             "recipe",
             "perturbation",
+            "judge",
         )
         rows = self._connection.execute(
             f"SELECT DISTINCT {', '.join(names)} FROM results WHERE method = ? AND (precision != 'fp32' OR "
@@ -392,8 +397,10 @@ class ResultStore:
             (method,),
         ).fetchall()
         found = {
-            Variant(method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise, recipe, p)
-            for seed, episodes, granularity, symmetric, bias, layers, version, noise, recipe, p in rows
+            Variant(
+                method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise, recipe, p, j
+            )
+            for seed, episodes, granularity, symmetric, bias, layers, version, noise, recipe, p, j in rows
         }
         return sorted(found, key=lambda v: (not v.is_default, v.label()))
 

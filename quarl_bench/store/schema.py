@@ -12,11 +12,11 @@ from typing import Any
 from quarl_bench.store.spec_kinds import spec_json
 from quarl_bench.types import QUANTIZER_VERSION, EvalResult
 
-SCHEMA_VERSION = 13  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
+SCHEMA_VERSION = 14  # PRAGMA user_version; 0/1: before layers, action modes, quantizer versions; 2: before backend;
 # 3: before the timings table; 4: before the setting column; 5: before per-layer precisions, observation noise
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
 # 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence;
-# 11: before fidelity's over_time; 12: before episode_outcomes and perturbation
+# 11: before fidelity's over_time; 12: before episode_outcomes and perturbation; 13: before judge
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -64,6 +64,8 @@ COLUMNS = (
     Column("obs_noise", "REAL NOT NULL DEFAULT 0", lambda r: r.job.obs_noise, added=True),
     # the condition the episodes were played under (evaluation/perturbations.py): '' = the nominal simulator
     Column("perturbation", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.perturbation, added=True),
+    # the user's function that decided each episode's success or progress (evaluation/judges.py): '' = the env's info
+    Column("judge", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.judge, added=True),
     # activations, groups, calibrated rounding, pruning (QuantSpec.recipe_label): '' for plain weight PTQ; a column
     # for queries (Variant); reports read the spec's fields from spec_json
     Column("recipe", "TEXT NOT NULL DEFAULT ''", lambda r: r.job.spec.recipe_label(), added=True),
