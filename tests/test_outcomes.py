@@ -202,3 +202,19 @@ def test_a_user_function_judges_success_and_progress_on_rows_of_its_own(cli, tmp
         "certify", *agent, "--outcome", "success", "--success", f"{judge}:nothing", "--tolerance-abs", "0.1"
     )
     assert code == 2 and "has no function 'nothing'" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_equivalence_form_of_a_success_rate_walks_on_equivalent_and_has_its_own_line(
+    cli, zoo: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "q.sqlite"
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--store", store)
+    success = ("--outcome", "success", "--success", "truncated", "--tolerance-abs", "0.1")
+    code, out, err = cli("certify", *agent, "--bits", "8", "4", *success, "--equivalence")
+    assert code == 0, err
+    assert "int8: equivalent" in out and "int4: different" in out and "minimum equivalent precision int8" in out
+    code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
+    assert code == 0, err
+    grid = pd.read_csv(tmp_path / "report" / "certified_verdicts.csv")
+    assert set(grid["outcome"]) == {"success (ran to its time limit), equivalence"}

@@ -73,6 +73,46 @@ def test_each_episode_draws_its_dynamics_from_its_own_seed_whatever_came_before(
     assert masses.min() >= 0.05 and masses.max() <= 0.15 and len(set(masses)) == len(masses)  # 0.1 x U[0.5, 1.5]
 
 
+def episode_severities(policy, text: str, episodes: int = 12) -> dict[tuple[int, int], dict[str, float]]:
+    """(env, episode) -> the severities that episode played under."""
+    venv = DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(2)])
+    env = PerturbedEnv(venv, parse_perturbation(text), seed=5, obs_scale=None)
+    observations = env.reset()
+    seen = {(i, 0): dict(env.current[i]) for i in range(2)}
+    steps = 0
+    while min(env.episode) < episodes:
+        observations, _, dones, _ = env.step(np.array([policy(o, steps) for o in observations]))
+        steps += 1
+        for i in np.flatnonzero(dones):
+            seen[(int(i), int(env.episode[i]))] = dict(env.current[i])
+    env.close()
+    return seen
+
+
+def test_a_mixture_draws_each_episode_s_severity_from_its_list_alike_for_both_policies() -> None:
+    condition = parse_perturbation("action-noise~0.05/0.3,masspole=0.2")
+    assert condition.text == "action-noise~0.05/0.3,masspole=0.2"
+    assert condition_grid("action-noise~0.05/0.3,masspole=0.2/0.4") == [
+        "action-noise~0.05/0.3,masspole=0.2",
+        "action-noise~0.05/0.3,masspole=0.4",
+    ]  # a mixture is one condition; a grid's severities are several
+    falls = episode_severities(lambda observation, step: 0, "action-noise~0.05/0.3,masspole=0.2")
+    balances = episode_severities(
+        lambda observation, step: int(observation[2] > 0), "action-noise~0.05/0.3,masspole=0.2"
+    )
+    shared = falls.keys() & balances.keys()
+    assert all(falls[k] == balances[k] for k in shared)
+    drawn = [falls[k]["action-noise"] for k in shared]
+    assert set(drawn) == {0.05, 0.3} and all(falls[k]["masspole"] == 0.2 for k in shared)
+    for text, message in (
+        ("init-spread~1/2", "the start range is set once"),
+        ("sticky~0.1/2", "bad severity 2 for sticky"),
+        ("sticky~0.1/0.2,sticky=0.1", "given both fixed (=) and mixed (~)"),
+    ):
+        with pytest.raises(QuarlError, match=re.escape(message)):
+            parse_perturbation(text)
+
+
 def test_a_mujoco_model_s_arrays_are_scaled_as_a_whole_per_episode() -> None:
     pytest.importorskip("mujoco")
     assert condition_for("body_mass=0.3,friction=0.2", "Hopper-v4") == "body_mass=0.3,friction=0.2"

@@ -3,18 +3,12 @@ decision: valid at the null, and, paired, far below Barnard's fixed n when most 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.stats import barnard_exact
 
 from quarl_bench.statistics.barnard import FixedTrials, p_values, power
 from quarl_bench.statistics.trial_counts import paired, simulate, success_test, unpaired
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("n", [8, 25, 40])
@@ -44,15 +38,3 @@ def test_certify_s_success_test_holds_alpha_at_the_null_and_pairing_saves_trials
     assert found.below > 0.99 and found.mean_trials < 200
     n, _ = FixedTrials(0.05, [100, 200]).trials_for(0.8, 0.75, 0.99)
     assert n > 10 * found.mean_trials  # Barnard's unpaired test at the same power: thousands of trials
-
-
-@pytest.mark.slow
-def test_the_trial_count_benchmark_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "trial_counts.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "worst FPR at the null" in done.stdout and "(b) paired" in done.stdout

@@ -366,7 +366,7 @@ def certify_request(
         probe_outcome(ref, config.outcome, outcome_rule(config.outcome, config.success, config.progress))
     if baseline is not None and not any(spec.is_identity for spec in specs):
         specs = (QuantSpec("fp32"), *specs)
-    walks = ladders(tuple(specs), keep_fp32=baseline is not None, by=by)
+    walks = ladders(tuple(specs), keep_fp32=baseline is not None, by=by, equivalence=config.equivalence)
     return CertifyRequest(ref, walks, config, baseline, families=len(walks) * conditions)
 
 

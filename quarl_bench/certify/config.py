@@ -49,6 +49,8 @@ class CertifyConfig:
     :param perturb: the condition every paired episode plays under, fp32's and the quantized policy's alike (the
         scale set's too): NAME=SEVERITY,... (docs/evaluation.md); '' = the nominal simulator. A severity grid
         (``obs-noise=0.05/0.1/0.2``) certifies each condition, α shared family-wise over all of them.
+    :param equivalence: the two-sided question: is the quantized policy's mean within ±δ (±ε) of fp32's, not
+        only not more than δ below it ("equivalent", "different" or "undetermined"; each side at α).
     :param unpaired: the quantized policy plays other episodes than fp32 (independent seeds), as trials on a real
         robot cannot share initial conditions: the same test, on differences of independent trials (more of them).
     """
@@ -72,6 +74,7 @@ class CertifyConfig:
     progress: str = "info"
     perturb: str = ""
     unpaired: bool = False
+    equivalence: bool = False
 
     def __post_init__(self) -> None:
         if self.tolerance_abs is None and not 0 < self.tolerance < 100:
@@ -127,6 +130,8 @@ class CertifyConfig:
             del fields["perturb"]
         if not self.unpaired:  # nor those of paired verdicts
             del fields["unpaired"]
+        if not self.equivalence:  # nor those of one-sided verdicts
+            del fields["equivalence"]
         fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
         fields["version"] = CERTIFY_VERSION
         return fields

@@ -31,6 +31,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.jobs.work import Work
 from quarl_bench.methods.agent_evaluation import PlannedJobs
 from quarl_bench.run.executors import Executor
+from quarl_bench.statistics.certification import PASSING
 from quarl_bench.store import ResultStore
 from quarl_bench.types import AgentRef, Job, spec_identity
 
@@ -246,7 +247,7 @@ def ladder_walk(
             row = verdict_row(found, request.ref, question, settings, scale.text, driver, request.baseline)
             yield Decided(number, index, row, False, family)
             decided = found.verdict
-        if ladder.stops and decided != "safe":
+        if ladder.stops and decided not in PASSING:
             stopped = True
 
 

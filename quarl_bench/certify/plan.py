@@ -139,13 +139,17 @@ class CertifyRequest:
     families: int = 1
 
 
-def ladders(specs: tuple[QuantSpec, ...], keep_fp32: bool = False, by: str = "ptq") -> tuple[Ladder, ...]:
+def ladders(
+    specs: tuple[QuantSpec, ...], keep_fp32: bool = False, by: str = "ptq", equivalence: bool = False
+) -> tuple[Ladder, ...]:
     """Certify's walks: the specs by family (:func:`walk_family`), each widest first (:func:`widest_first`), each
-    played by method ``by``."""
+    played by method ``by``; with ``equivalence`` each question is two-sided against fp32."""
     by_family: dict[str, list[QuantSpec]] = {}
     for spec in widest_first(specs, keep_fp32):
         by_family.setdefault(walk_family(spec), []).append(spec)
-    return tuple(Ladder(tuple(Question(s, by=by) for s in family)) for family in by_family.values())
+    return tuple(
+        Ladder(tuple(Question(s, equivalence=equivalence, by=by) for s in family)) for family in by_family.values()
+    )
 
 
 class Certifier:

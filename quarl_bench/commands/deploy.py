@@ -115,10 +115,11 @@ def export(args: argparse.Namespace) -> int:
         under = "" if condition["condition"] == "nominal" else f" under {condition['condition']}"
         for name, reference in (("against_claimed", done.claimed), ("against_fp32", "fp32")):
             found = condition[name]
+            what = "" if certification["outcome"] == "return" else f", {certification['outcome']}"
             console.print(
-                f"closed-loop {certification['outcome']} against {reference}{under}: {found['verdict']} after "
-                f"{found['episodes']} paired episodes (δ = {found['delta']:.3g}, {found['guarantee']}; artifact "
-                f"{found['artifact_return']['mean']:.2f}, {reference} {found['reference_return']['mean']:.2f})"
+                f"closed loop against {reference}{under}: {found['verdict']} after {found['episodes']} paired episodes "
+                f"(δ = {found['delta']:.3g}, {found['guarantee']}{what}; artifact {found['artifact_return']['mean']:.2f}, "
+                f"{reference} {found['reference_return']['mean']:.2f})"
             )
     console.print(f"verdicts stored in {certification['store']}")
     if "cortex_m4" in document:

@@ -17,6 +17,10 @@ A condition is ``name=severity`` pairs, comma-separated (``obs-noise=0.1,action-
   ``g``; Acrobot's ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``; a
   MuJoCo env's ``body_mass``, ``friction`` and ``actuator_gear``, every body, geom or actuator by the same factor).
 
+A **mixture**, ``name~a/b/c``, draws the severity of each episode uniformly from the list (the suite's
+distribution, decided over in one certification), where ``name=a/b/c`` is a grid of three conditions, decided
+one by one.
+
 Every episode draws its perturbation from its own generator, seeded by (job seed, env index, episode number): the
 fp32 and the quantized policy meet the same noise and the same dynamics on the same paired episode, whatever
 either did in the episodes before.
@@ -67,21 +71,35 @@ def _derived(env: Any) -> None:
 
 @dataclass(frozen=True)
 class Perturbation:
-    """One condition: severities by name (``obs-noise``, ``action-noise``, ``action-delay``, ``sticky``, or a
-    dynamics parameter); ``text`` is its canonical spelling, part of a job's identity."""
+    """One condition: severities by name (``obs-noise``, ``action-noise``, ``action-delay``, ``sticky``,
+    ``init-spread`` or a dynamics parameter), and mixtures (a severity drawn per episode from a list); ``text`` is
+    its canonical spelling, part of a job's identity."""
 
     severities: tuple[tuple[str, float], ...]
+    mixtures: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     @property
     def text(self) -> str:
-        return ",".join(f"{name}={value:g}" for name, value in self.severities)
+        parts = {name: f"{name}={value:g}" for name, value in self.severities}
+        parts |= {name: f"{name}~" + "/".join(f"{v:g}" for v in values) for name, values in self.mixtures}
+        return ",".join(parts[name] for name in sorted(parts))
 
     def get(self, name: str, default: float = 0.0) -> float:
+        """A fixed severity (a mixture's is drawn per episode: :meth:`drawn`)."""
         return dict(self.severities).get(name, default)
 
+    def uses(self, name: str) -> bool:
+        return name in dict(self.severities) or name in dict(self.mixtures)
+
     @property
-    def dynamics(self) -> tuple[tuple[str, float], ...]:
-        return tuple((name, value) for name, value in self.severities if name not in KINDS)
+    def dynamics(self) -> tuple[str, ...]:
+        """The dynamics parameters it changes, fixed or mixed."""
+        names = [name for name, _ in self.severities] + [name for name, _ in self.mixtures]
+        return tuple(sorted(name for name in names if name not in KINDS))
+
+    def drawn(self, rng: np.random.Generator) -> dict[str, float]:
+        """One episode's severities: the fixed ones, and each mixture's drawn uniformly from its list."""
+        return dict(self.severities) | {name: float(rng.choice(values)) for name, values in self.mixtures}
 
 
 def parse_perturbation(text: str) -> Perturbation:
@@ -90,25 +108,45 @@ def parse_perturbation(text: str) -> Perturbation:
     :raises QuarlError: in one line, for a name or severity outside what is accepted.
     """
     found: dict[str, float] = {}
+    mixed: dict[str, tuple[float, ...]] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if "~" in part and "=" not in part:
+            name, _, values = part.partition("~")
+            if name == "init-spread":
+                raise QuarlError(f"bad perturbation {part!r}: the start range is set once, expected init-spread=S")
+            mixed[name] = tuple(_severity(name, value, part) for value in values.split("/"))
+            continue
         name, equals, value = part.partition("=")
         if "/" in value:
             raise QuarlError(
                 f"bad perturbation {part!r}: a severity grid (a/b/c) is certify's; run and sensitivity play one "
                 "condition, NAME=SEVERITY"
             )
-        try:
-            severity = float(value)
-        except ValueError:
-            severity = float("nan")
-        if not equals or not np.isfinite(severity):
+        if not equals:
             raise QuarlError(f"bad perturbation {part!r}: expected NAME=SEVERITY, e.g. obs-noise=0.1 or masspole=0.2")
-        low, high = KINDS.get(name, (0.0, 0.9))  # a dynamics factor stays in [0.1, 1.9]
-        if not low <= severity <= high or (name == "action-delay" and severity != int(severity)):
-            what = "an integer" if name == "action-delay" else "a severity"
-            raise QuarlError(f"bad severity {value} for {name}: expected {what} in [{low:g}, {high:g}]")
-        found[name] = severity
-    return Perturbation(tuple(sorted((name, value) for name, value in found.items() if value)))
+        found[name] = _severity(name, value, part)
+    both = sorted(found.keys() & mixed.keys())
+    if both:
+        raise QuarlError(f"bad perturbation {both[0]!r}: given both fixed (=) and mixed (~), expected one")
+    return Perturbation(
+        tuple(sorted((name, value) for name, value in found.items() if value)),
+        tuple(sorted(mixed.items())),
+    )
+
+
+def _severity(name: str, value: str, part: str) -> float:
+    """:raises QuarlError: for a severity that is no number or lies outside its name's range."""
+    try:
+        severity = float(value)
+    except ValueError:
+        severity = float("nan")
+    if not np.isfinite(severity):
+        raise QuarlError(f"bad perturbation {part!r}: expected NAME=SEVERITY, e.g. obs-noise=0.1 or masspole=0.2")
+    low, high = KINDS.get(name, (0.0, 0.9))  # a dynamics factor stays in [0.1, 1.9]
+    if not low <= severity <= high or (name == "action-delay" and severity != int(severity)):
+        what = "an integer" if name == "action-delay" else "a severity"
+        raise QuarlError(f"bad severity {value} for {name}: expected {what} in [{low:g}, {high:g}]")
+    return severity
 
 
 def named_condition(text: str) -> str:
@@ -116,7 +154,7 @@ def named_condition(text: str) -> str:
 
     :raises QuarlError: for a bare word that names none, listing the names.
     """
-    if not text or "=" in text:
+    if not text or "=" in text or "~" in text:
         return text
     import yaml
 
@@ -156,7 +194,7 @@ def check_dynamics(perturbation: Perturbation, env_id: str) -> None:
         return
     family = next((name for name in sorted(DYNAMICS, key=len, reverse=True) if env_id.startswith(name)), None)
     known = DYNAMICS.get(family or "", ()) + (tuple(MUJOCO) if is_mujoco(env_id) else ())
-    for name, _ in perturbation.dynamics:
+    for name in perturbation.dynamics:
         if name not in known:
             has = ", ".join(known) if known else "none quarl-bench can change"
             raise QuarlError(
@@ -172,7 +210,7 @@ def condition_for(text: str, env_id: str) -> str:
     """
     condition = parse_perturbation(named_condition(text.strip()))
     check_dynamics(condition, env_id)
-    if condition.get("obs-noise") and _has_dict_observations(env_id):
+    if condition.uses("obs-noise") and _has_dict_observations(env_id):
         raise QuarlError(
             f"bad perturbation 'obs-noise' for {env_id}: its observations are a Dict (a goal-reaching env), whose "
             "per-dimension spread quarl-bench does not measure; expected action-noise, action-delay, sticky, "
@@ -207,7 +245,8 @@ class PerturbedEnv(VecEnvWrapper):
         self.previous: list[Any] = [None] * self.num_envs
         self.delayed: list[list[Any]] = [[] for _ in range(self.num_envs)]
         self.bases = _base_envs(venv)
-        self.nominal = [{name: _read(env, name) for name, _ in perturbation.dynamics} for env in self.bases]
+        self.nominal = [{name: _read(env, name) for name in perturbation.dynamics} for env in self.bases]
+        self.current: list[dict[str, float]] = [dict(perturbation.severities) for _ in range(self.num_envs)]
         if perturbation.get("init-spread"):
             for env in self.bases:
                 _widen_start(env, 1 + perturbation.get("init-spread"))
@@ -219,7 +258,9 @@ class PerturbedEnv(VecEnvWrapper):
         self.rngs[index] = self._generator(index)
         self.previous[index], self.delayed[index] = None, []
         env, rng = self.bases[index], self.rngs[index]
-        for name, spread in self.perturbation.dynamics:
+        self.current[index] = severity = self.perturbation.drawn(rng)
+        for name in self.perturbation.dynamics:
+            spread = severity.get(name, 0.0)
             _write(env, name, self.nominal[index][name] * rng.uniform(1 - spread, 1 + spread))
 
     def reset(self) -> Any:
@@ -237,17 +278,17 @@ class PerturbedEnv(VecEnvWrapper):
     def _acted(self, index: int, action: Any) -> Any:
         # a copy: a Box action is a row of the batch the env is sent, which this step overwrites with what it plays
         action = np.array(action, copy=True)
-        rng, space, severity = self.rngs[index], self.action_space, self.perturbation
-        noise = severity.get("action-noise")
+        rng, space, severity = self.rngs[index], self.action_space, self.current[index]
+        noise = severity.get("action-noise", 0.0)
         if noise and isinstance(space, spaces.Discrete) and rng.random() < noise:
             action = space.start + rng.integers(space.n)
         elif noise and isinstance(space, spaces.Box):
             action = np.clip(action + rng.normal(0.0, noise * (space.high - space.low) / 2), space.low, space.high)
-        delay = int(severity.get("action-delay"))
+        delay = int(severity.get("action-delay", 0))
         if delay:
             self.delayed[index].append(action)
             action = self.delayed[index].pop(0) if len(self.delayed[index]) > delay else self.delayed[index][0]
-        sticky = severity.get("sticky")
+        sticky = severity.get("sticky", 0.0)
         if sticky and self.previous[index] is not None and rng.random() < sticky:
             action = self.previous[index]
         self.previous[index] = action
@@ -261,11 +302,11 @@ class PerturbedEnv(VecEnvWrapper):
         return self._observed(observations), rewards, dones, infos
 
     def _observed(self, observations: Any) -> Any:
-        sigma = self.perturbation.get("obs-noise")
-        if not sigma or self.obs_scale is None:
+        if not self.perturbation.uses("obs-noise") or self.obs_scale is None:
             return observations
         noisy = np.array(observations, dtype=np.float32, copy=True)
         for index in range(self.num_envs):
+            sigma = self.current[index].get("obs-noise", 0.0)
             noisy[index] += (sigma * self.obs_scale * self.rngs[index].standard_normal(self.obs_scale.shape)).astype(
                 np.float32
             )

@@ -402,7 +402,7 @@ CERTIFICATION_FLAGS = (
     "max_catastrophe_rate",
 )
 # what certify asks besides the paired return on the nominal simulator
-OUTCOME_FLAGS = ("outcome", "success", "progress", "perturb", "unpaired")
+OUTCOME_FLAGS = ("outcome", "success", "progress", "perturb", "unpaired", "equivalence")
 
 
 def add_certification(parser: argparse.ArgumentParser, outcomes: tuple[str, ...] = OUTCOME_FLAGS) -> None:

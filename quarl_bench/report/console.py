@@ -351,7 +351,13 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-VERDICT_STYLE = {"safe": "green", "unsafe": "red", "undetermined": "yellow"}
+VERDICT_STYLE = {
+    "safe": "green",
+    "equivalent": "green",
+    "unsafe": "red",
+    "different": "red",
+    "undetermined": "yellow",
+}
 
 
 def verdict_line(found: Any) -> str:
@@ -374,8 +380,9 @@ def certification_table(result: Any) -> Table:
     alpha = result.verdicts[0].alpha if result.verdicts else 0.05
     condition = result.verdicts[0].evidence.get("perturbation") if result.verdicts else ""
     unpaired = bool(result.verdicts) and result.verdicts[0].evidence.get("design") == "unpaired"
+    two_sided = any(found.verdict in ("equivalent", "different") for found in result.verdicts)
     table = Table(
-        title=f"{escape(ref_title(ref))}: certified minimum safe precision {minimum}\n"
+        title=f"{escape(ref_title(ref))}: certified minimum {'equivalent' if two_sided else 'safe'} precision {minimum}\n"
         + (f"under {condition} (every paired episode, fp32's alike)\n" if condition else "")
         + ("unpaired: the quantized policy played other episodes than fp32 (independent trials)\n" if unpaired else "")
         + f"tolerance δ = {result.delta:.2f} ({result.tolerance}), confidence {1 - alpha:.2f}, "

@@ -85,6 +85,7 @@ def outcome_of(settings: dict) -> str:
     text = f"success ({success_rule(settings.get('success', 'info'))})" if outcome == "success" else outcome
     if outcome == "progress" and settings.get("progress", "info") != "info":
         text = f"progress ({settings['progress']})"
+    text += ", equivalence" if settings.get("equivalence") else ""
     return text + (", unpaired" if settings.get("unpaired") else "")
 
 

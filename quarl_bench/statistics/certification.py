@@ -21,6 +21,7 @@ from quarl_bench.types import QuantSpec
 
 VERDICTS = ("safe", "unsafe", "undetermined")
 EQUIVALENCE_VERDICTS = ("equivalent", "different", "undetermined")
+PASSING = ("safe", "equivalent")  # the verdicts a walk goes on after (one-sided and two-sided)
 
 ASYMPTOTIC_MIN_PAIRS = 100  # no asymptotic decision before this many pairs (docs/statistics.md: the benchmark)
 DELTA_ALPHA_SHARE = 0.2  # the share of α spent on δ's own uncertainty when δ is a share of measured returns
@@ -217,11 +218,11 @@ def tolerance_delta(tolerance_pct: float, fp32_reward: float, random_reward: flo
 
 
 def minimum_safe(verdicts: Sequence[tuple[str, str]]) -> str | None:
-    """The narrowest precision certified safe with every wider one tried also safe; ``verdicts`` is
-    (precision, verdict) from the widest down. None when the widest is not safe."""
+    """The narrowest precision certified safe (or equivalent) with every wider one tried also so; ``verdicts`` is
+    (precision, verdict) from the widest down. None when the widest is not."""
     safe = None
     for precision, decided in verdicts:
-        if decided != "safe":
+        if decided not in PASSING:
             break
         safe = precision
     return safe
