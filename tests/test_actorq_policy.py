@@ -12,14 +12,14 @@ from quarl_bench.actorq.onnx_policy import OrtActorPolicy, int8_onnx_model, quan
 from quarl_bench.actorq.policy import acting_network, build_policy, holds_int8_weights, load_payload, policy_payload
 
 
-def test_symmetric_int8_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_actors_weights_are_the_symmetric_int8_grid_stored_portably() -> None:
+    """uint8 codes with zero point 128 on the claim's grid (scale max|w| / 127): ORT's uint8 x uint8 kernels compute
+    the same integers on every CPU, so no CPU feature picks another grid (7 bits on AVX2 did before)."""
     weight = np.array([[-0.5, 0.25], [1.27, 0.0]], np.float32)
-    monkeypatch.setattr(onnx_policy, "weight_bits", lambda: 8)
     codes, scale = quantize_symmetric(weight)
-    assert scale == pytest.approx(0.01) and codes.tolist() == [[-50, 25], [127, 0]]
-    monkeypatch.setattr(onnx_policy, "weight_bits", lambda: 7)  # reduce_range on CPUs without VNNI: step 1.27 / 63
-    codes, scale = quantize_symmetric(weight)
-    assert scale == pytest.approx(1.27 / 63) and codes.tolist() == [[-25, 12], [63, 0]]
+    assert codes.dtype == np.uint8 and scale == pytest.approx(0.01)
+    assert (codes.astype(int) - 128).tolist() == [[-50, 25], [127, 0]]
+    assert not hasattr(onnx_policy, "weight_bits")
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "torch"])

@@ -5,12 +5,14 @@ Measured on this project's 2-core CPU (``python benchmarks/actor_inference.py``)
 ``onnxruntime.quantization.quantize_dynamic`` emits (DynamicQuantizeLinear -> MatMulInteger -> scale -> bias),
 built here straight from the learner's state dict: exporting and re-quantizing with ORT takes ~1.5 s per broadcast,
 this ~90 ms for 2048x3 (one thread, idle).
+
+The weights take deploy's portable format (``deploy/ort_int8.py``): uint8 codes with zero point 128 on the symmetric
+int8 grid, which ORT's uint8 x uint8 kernels compute exactly on every x86 and ARM CPU. Int8 weights would saturate
+on a CPU without VNNI, where ORT's remedy drops them to 7 bits: the actors of one run on a cluster of mixed CPUs
+then computed different policies.
 """
 
 from __future__ import annotations
-
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,27 +20,15 @@ import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from quarl_bench.deploy.ort_int8 import WEIGHT_ZERO_POINT
 from quarl_bench.quant.affine import to_grid
 
 
-@cache
-def weight_bits() -> int:
-    """8, or 7 on an x86 CPU without VNNI. There ORT's u8 x s8 ``MatMulInteger`` uses ``vpmaddubsw``, which
-    saturates int16 sums of pairs of products; ORT's ``quantize_dynamic(reduce_range=True)`` exists for this. Measured
-    here (AVX2, no VNNI, ORT 1.32): 8-bit weights gave errors of 11% of a 256x256 policy's output, 7-bit ones 2%."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return 8
-    x86 = " avx2 " in flags or " sse4_2 " in flags
-    return 7 if x86 and not any(f" {vnni} " in flags for vnni in ("avx512_vnni", "avx_vnni", "amx_int8")) else 8
-
-
 def quantize_symmetric(weight: np.ndarray) -> tuple[np.ndarray, np.float32]:
-    """Per-tensor symmetric int8 (scale = max|w| / (2**(b-1) - 1), zero point 0), as ORT's QInt8 weights: the
-    ``symmetric`` grid of ``quant.affine`` at :func:`weight_bits` bits, stored as int8."""
-    grid = to_grid(torch.from_numpy(np.ascontiguousarray(weight)), weight_bits(), "symmetric")
-    return grid.codes.numpy().astype(np.int8), np.float32(grid.step)
+    """Per-tensor symmetric int8 (scale = max|w| / 127, codes in [-127, 127]), the ``symmetric`` grid of
+    ``quant.affine``, stored portably: uint8 codes + 128 (the same integers on every CPU)."""
+    grid = to_grid(torch.from_numpy(np.ascontiguousarray(weight)), 8, "symmetric")
+    return (grid.codes.numpy().astype(np.int16) + WEIGHT_ZERO_POINT).astype(np.uint8), np.float32(grid.step)
 
 
 def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool, activation: str = "Relu") -> bytes:
@@ -55,7 +45,7 @@ def int8_onnx_model(state: dict[str, torch.Tensor], squash: bool, activation: st
         initializers += [
             numpy_helper.from_array(np.ascontiguousarray(weight_q), f"{name}_w"),
             numpy_helper.from_array(np.array(weight_scale, np.float32), f"{name}_w_scale"),
-            numpy_helper.from_array(np.array(0, np.int8), f"{name}_w_zero"),
+            numpy_helper.from_array(np.array(WEIGHT_ZERO_POINT, np.uint8), f"{name}_w_zero"),
             numpy_helper.from_array(bias, f"{name}_b"),
         ]
         nodes += [
@@ -98,7 +88,8 @@ class OrtActorPolicy:
         options.intra_op_num_threads = options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
         graph = onnx.load_from_string(model_bytes).graph
-        int8_weights = {i.name for i in graph.initializer if i.data_type == TensorProto.INT8 and i.dims}
+        eight_bit = (TensorProto.INT8, TensorProto.UINT8)
+        int8_weights = {i.name for i in graph.initializer if i.data_type in eight_bit and i.dims}
         matmuls = [node for node in graph.node if node.op_type.startswith("MatMul") or node.op_type == "Gemm"]
         self.int8 = bool(matmuls) and all(n.op_type == "MatMulInteger" and n.input[1] in int8_weights for n in matmuls)
 
