@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from quarl_bench.errors import QuarlError
+from quarl_bench.errors import Interrupted, QuarlError
 from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, reproduce, train
 from quarl_bench.registry import load_plugins
 
@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with quiet_libraries():
             return args.handler(args)
+    except Interrupted as error:
+        print(f"quarl-bench: interrupted: {error}", file=sys.stderr)
+        return 130
     except QuarlError as error:
         print(f"quarl-bench: error: {error}", file=sys.stderr)
         return 2

@@ -22,3 +22,8 @@ class QuarlError(Exception):
 
     The message is one line that names the bad value and what is accepted.
     """
+
+
+class Interrupted(QuarlError):
+    """A run stopped from outside (SIGTERM, SIGINT) after storing what it measured: the CLI says so in one line and
+    exits 130, as a shell does for an interrupted command."""

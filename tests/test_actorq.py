@@ -227,3 +227,36 @@ def test_rays_own_output_goes_to_a_log_beside_the_store(tmp_path: Path) -> None:
     assert done.stderr == "" and "core_worker" not in done.stdout
     assert "core_worker" in (tmp_path / "quarl.ray.log").read_text()
     assert len(load_results(store)) == 1
+
+
+def test_a_run_stopped_by_sigterm_keeps_its_curve_on_its_clock_marked_interrupted(tmp_path: Path) -> None:
+    """Evaluations every 400 actor steps (a clock that does not depend on the machine's speed); SIGTERM after the
+    second one: the command stores the curve so far, marked interrupted, says so and exits 130."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "q.sqlite"
+    command = [sys.executable, "-m", "quarl_bench", "actorq", "--env", "CartPole-v1", "--actor-precision", "int8"]
+    command += ["--n-actors", "1", "--policy-arch", "32", "--pull-period", "200", "--batch-size", "32"]
+    command += ["--eval-clock", "actor_steps", "--eval-every-count", "400", "--eval-episodes", "2"]
+    command += ["--max-actor-steps", "1000000", "--max-seconds", "300", "--store", str(store)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    evaluations = 0
+    for line in process.stdout:
+        if "actor steps" in line and "updates" in line:
+            evaluations += 1
+            if evaluations == 2:
+                process.send_signal(signal.SIGTERM)
+                break
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted: ActorQ run stopped by SIGTERM" in err and "marked interrupted" in err
+    frame = load_results(store)
+    prov = frame.iloc[0]["provenance"]
+    assert prov["interrupted"] == "SIGTERM" and prov["error"].startswith("interrupted by SIGTERM")
+    steps = [point["actor_steps"] for point in prov["curve"]]
+    assert len(steps) >= 2 and all(b - a >= 400 for a, b in zip(steps, steps[1:], strict=False))
+    from quarl_bench.report.actorq import actorq_runs
+
+    assert actorq_runs(frame).empty  # no speed-up is derived from an interrupted run

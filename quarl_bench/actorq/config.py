@@ -14,7 +14,14 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.zoo.algorithms import ACTORQ_ALGOS
 
 ACTOR_PRECISIONS = ("fp32", "fp16", "int8")
-ACTOR_INT8_RUNTIMES = ("onnxruntime", "torch")  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
+ACTOR_INT8_RUNTIMES = ("onnxruntime", "torch")
+EVAL_CLOCKS = ("seconds", "actor_steps", "updates")  # what the evaluation schedule counts (statistics/time_to_target)
+# fields added after runs were stored: left out of a run's key while at their defaults, so stored runs keep theirs
+LATER_FIELDS = {
+    "eval_clock": "seconds",
+    "eval_every_count": 5000,
+    "near_target_episodes": 0,
+}  # onnxruntime measured ~2x faster at batch 1 here (actor_inference.py)
 # the settings a flag overrides (in a study file's runs too): every field but the run's identity (env, algo,
 # precision, seed: chosen by the study file or their own flags)
 FLAG_SETTINGS = (
@@ -32,6 +39,9 @@ FLAG_SETTINGS = (
     "eval_every_s",
     "eval_episodes",
     "learner_device",
+    "eval_clock",
+    "eval_every_count",
+    "near_target_episodes",
 )
 
 
@@ -58,6 +68,12 @@ class ActorQConfig:
     :param int8_backend: int8 actor kernels: onnxruntime (the faster one here) or torch.
     :param learner_device: where the learner trains, cpu or cuda; None: cuda when there is a GPU (actors stay on
         CPU cores).
+    :param eval_clock: what schedules the learner's evaluations: seconds (every eval_every_s), or actor_steps or
+        updates (every eval_every_count of them): a machine-independent clock for time to target.
+    :param eval_every_count: actor steps or learner updates between evaluations, with eval_clock actor_steps or
+        updates.
+    :param near_target_episodes: with target_reward, extra episodes for an evaluation whose mean lies within 10% of
+        the target (where a crossing is decided, the mean is read from more episodes).
     """
 
     method: ClassVar[str] = "actorq"
@@ -79,6 +95,9 @@ class ActorQConfig:
     learning_starts: int | None = None  # None: rl-zoo3's value for algo/env
     int8_backend: str = "onnxruntime"  # how int8 actors run: ONNX Runtime's int8 kernels, or torch's
     learner_device: str | None = None  # None: cuda when torch sees a GPU, else cpu (actors always run on CPU cores)
+    eval_clock: str = "seconds"
+    eval_every_count: int = 5000
+    near_target_episodes: int = 0
 
     def __post_init__(self) -> None:
         if self.actor_precision not in ACTOR_PRECISIONS:
@@ -91,11 +110,15 @@ class ActorQConfig:
             )
         if self.comm_bits not in (32, 16) and not 2 <= self.comm_bits <= 8:
             raise QuarlError(f"bad comm bits {self.comm_bits}: expected 32, 16 or 2-8")
+        if self.eval_clock not in EVAL_CLOCKS:
+            raise QuarlError(f"bad eval clock {self.eval_clock!r}: expected one of {', '.join(EVAL_CLOCKS)}")
+        if self.near_target_episodes < 0:
+            raise QuarlError(f"bad near target episodes {self.near_target_episodes}: expected an integer >= 0")
         if self.learner_device not in (None, "cpu", "cuda"):
             raise QuarlError(f"bad learner device {self.learner_device!r}: expected cpu or cuda")
         if self.algo not in ACTORQ_ALGOS:
             raise QuarlError(f"bad ActorQ algo {self.algo!r}: expected one of {', '.join(ACTORQ_ALGOS)}")
-        for name in ("n_actors", "pull_period", "batch_size", "max_actor_steps", "eval_episodes"):
+        for name in ("n_actors", "pull_period", "batch_size", "max_actor_steps", "eval_episodes", "eval_every_count"):
             if getattr(self, name) < 1:
                 raise QuarlError(f"bad {name.replace('_', ' ')} {getattr(self, name)}: expected an integer >= 1")
         for name in ("samples_per_insert", "eval_every_s"):
@@ -131,6 +154,9 @@ class ActorQConfig:
         """Identity of the setting: the run without the actors' precision and the seed, so the fp32, fp16 and int8
         runs of every seed of one setting share it (the report pairs them by it; the seed is the row's own)."""
         fields = asdict(self) | {"actor_precision": None, "seed": None}
+        for name, default in LATER_FIELDS.items():
+            if fields[name] == default:
+                del fields[name]
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 

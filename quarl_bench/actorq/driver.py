@@ -1,8 +1,16 @@
-"""One ActorQ run: start the learner, quantizer and actors on Ray, evaluate on a clock, store the outcome."""
+"""One ActorQ run: start the learner, quantizer and actors on Ray, evaluate on a clock, store the outcome.
+
+A run stopped from outside (SIGTERM, or SIGINT: Ctrl-C) keeps what it measured: the curve so far is returned with
+``interrupted`` set, stored marked so, and no speed-up is derived from it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +42,7 @@ class RunOutcome:
     learner_device: str = "cpu"
     error: str | None = None  # set when the learner (or the cluster) failed mid-run
     load: dict[str, Any] = field(default_factory=dict)  # the machine's load before the run started its processes
+    interrupted: str | None = None  # the signal that stopped the run from outside (its curve is kept, not compared)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,57 @@ def run_actorq(
 ) -> RunOutcome:
     """Run one ActorQ training on Ray (a local cluster unless ``address``); ``on_eval(point, cluster)`` is called
     after each evaluation of the learner; Ray's own output goes to ``log_path`` when given."""
+    from quarl_bench.zoo.devices import training_device
+
+    config.env_spaces()  # a bad algo/env pair: one line before anything starts
+    device = training_device(config.learner_device, "learner device")
+    # the load before Ray starts: during the run its own learner and actors keep the cores busy
+    outcome = RunOutcome(learner_device=device, load=load_before_run())
+    with terminate_as_interrupt():
+        try:
+            return _run(config, outcome, address, log_path, on_eval)
+        except KeyboardInterrupt as stop:  # before the cluster was up, or while it went down
+            outcome.interrupted = outcome.interrupted or _signal_name(stop)
+            outcome.error = outcome.error or f"interrupted by {outcome.interrupted}"
+            return outcome
+
+
+_RECEIVED: list[str] = []  # the signals that interrupted runs of this process (Ray re-raises a bare interrupt)
+
+
+def _raise_interrupt(_signal: int, _frame: Any) -> None:
+    _RECEIVED.append("SIGTERM")
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _signal_name(stop: KeyboardInterrupt) -> str:
+    """Which signal ``stop`` came from: SIGTERM when this process's handler saw one, else SIGINT (Ctrl-C)."""
+    return str(stop) or (_RECEIVED[-1] if _RECEIVED else "SIGINT")
+
+
+def _own_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt again, after ``ray.init`` put its own handler in (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt("SIGTERM") while a run lasts (in the main thread; elsewhere signals cannot
+    be caught), as Ctrl-C does: the run then keeps what it measured."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    _RECEIVED.clear()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(config: ActorQConfig, outcome: RunOutcome, address: str | None, log_path: Path | None, on_eval) -> RunOutcome:
     import ray
 
     from quarl_bench.actorq.actor import Actor
@@ -60,13 +120,10 @@ def run_actorq(
     remote_learner: Any = Learner
     remote_quantizer: Any = ParameterQuantizer
     remote_actor: Any = Actor
-    from quarl_bench.zoo.devices import training_device
-
+    device = outcome.learner_device
     observation_space, action_space = config.env_spaces()
-    device = training_device(config.learner_device, "learner device")
-    # the load before Ray starts: during the run its own learner and actors keep the cores busy
-    outcome = RunOutcome(learner_device=device, load=load_before_run())
     connect(address, log_path)
+    _own_sigterm()  # ray.init installs its own SIGTERM handler (it exits 1, losing the run)
     try:
         arch = list(config.policy_arch)
         learner = remote_learner.options(num_gpus=1 if device == "cuda" else 0).remote(
@@ -108,8 +165,15 @@ def run_actorq(
                 ray.get(learner.stop.remote())
             except ray.exceptions.RayError as error:  # the learner died or failed; keep what was measured
                 outcome.error = f"learner failed: {describe(error)}"
+            except KeyboardInterrupt as stop:  # stopped from outside: the curve so far is the run's answer
+                outcome.interrupted = _signal_name(stop)
             outcome.wall_seconds = time.perf_counter() - start
         outcome.energy = asdict(energy)
+        if outcome.interrupted:
+            outcome.error = f"interrupted by {outcome.interrupted} after {outcome.wall_seconds:.0f} s"
+            with contextlib.suppress(Exception):  # the counters so far, if the learner still answers at once
+                outcome.learner = ray.get(learner.counters.remote(), timeout=5)
+            return outcome
         try:
             outcome.mismatch = ray.get(quantizer.mismatch_series.remote())
             if outcome.error:
@@ -121,7 +185,11 @@ def run_actorq(
             outcome.error = outcome.error or f"after the run: {describe(error)}"
         return outcome
     finally:
-        ray.shutdown()
+        try:
+            ray.shutdown()
+        except KeyboardInterrupt as stop:  # a second signal while Ray went down: what was measured stays
+            outcome.interrupted = outcome.interrupted or _signal_name(stop)
+            outcome.error = outcome.error or f"interrupted by {outcome.interrupted} while Ray stopped"
 
 
 def describe(error: Exception) -> str:
@@ -132,12 +200,14 @@ def describe(error: Exception) -> str:
 
 
 def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: float, on_eval) -> None:
-    """Start the actors, re-broadcast the learner's weights twice a second, evaluate every ``eval_every_s``."""
+    """Start the actors, re-broadcast the learner's weights twice a second, evaluate on the run's clock
+    (``eval_clock``: every ``eval_every_s`` seconds, or every ``eval_every_count`` actor steps or updates)."""
     import ray
 
     learner, quantizer, actors = cluster.learner, cluster.quantizer, cluster.actors
     runs = {actor.run.remote(config.max_actor_steps): actor for actor in actors}
-    next_eval = start
+    every = config.eval_every_s if config.eval_clock == "seconds" else config.eval_every_count
+    due = 0.0  # the clock's reading the next evaluation is due at
     while runs:
         done, _ = ray.wait(list(runs), num_returns=len(runs), timeout=0.5)
         for ref in done:
@@ -145,24 +215,47 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
             runs.pop(ref)
         ray.get(quantizer.publish.remote(learner.weights.remote()))
         outcome.broadcasts += 1
-        if time.perf_counter() >= next_eval or not runs:
-            rewards, steps, updates = ray.get(learner.evaluate.remote(config.eval_episodes))
-            reward = float(np.mean(rewards))
-            point = {
-                "seconds": time.perf_counter() - start,
-                "actor_steps": steps,
-                "updates": updates,
-                "reward": reward,
-                "episodes": [float(r) for r in rewards],
-            }
+        if clock_reading(config, learner, start) >= due or not runs:
+            point = evaluation(config, learner, start)
             outcome.curve.append(point)
             if on_eval:
                 on_eval(point, cluster)
-            next_eval = time.perf_counter() + config.eval_every_s
-            if config.target_reward is not None and reward >= config.target_reward:
+            due = point[config.eval_clock] + every
+            if config.target_reward is not None and point["reward"] >= config.target_reward:
                 ray.get(quantizer.stop.remote())
         if config.max_seconds is not None and time.perf_counter() - start >= config.max_seconds:
             ray.get(quantizer.stop.remote())
+
+
+def clock_reading(config: ActorQConfig, learner: Any, start: float) -> float:
+    """The run's evaluation clock now: seconds since the start, or the learner's actor steps or updates so far."""
+    import ray
+
+    if config.eval_clock == "seconds":
+        return time.perf_counter() - start
+    counters = ray.get(learner.counters.remote())
+    return float(counters["inserted"] if config.eval_clock == "actor_steps" else counters["updates"])
+
+
+def evaluation(config: ActorQConfig, learner: Any, start: float) -> dict[str, Any]:
+    """One evaluation of the learner's policy; with ``near_target_episodes``, one whose mean lies within 10% of the
+    target is played again with that many more episodes (the first ones replay: the evaluation's seeds are fixed),
+    and that larger evaluation is the point."""
+    import ray
+
+    rewards, steps, updates = ray.get(learner.evaluate.remote(config.eval_episodes))
+    target = config.target_reward
+    near = target is not None and abs(float(np.mean(rewards)) - target) <= 0.1 * max(abs(target), 1.0)
+    if config.near_target_episodes and near:
+        total = config.eval_episodes + config.near_target_episodes
+        rewards, steps, updates = ray.get(learner.evaluate.remote(total))
+    return {
+        "seconds": time.perf_counter() - start,
+        "actor_steps": steps,
+        "updates": updates,
+        "reward": float(np.mean(rewards)),
+        "episodes": [float(r) for r in rewards],
+    }
 
 
 def job_for(config: ActorQConfig) -> Job:
@@ -227,6 +320,7 @@ def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
             "actor_steps_per_s": steps / max(outcome.wall_seconds, 1e-9),
             "mismatch": outcome.mismatch,
             "learner_device": outcome.learner_device,
+            "interrupted": outcome.interrupted,
             "setting": config.run_key(),
             "load": outcome.load or load_record(),
         },

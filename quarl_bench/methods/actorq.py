@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.driver import actorq_result, degenerate, job_for, run_actorq
-from quarl_bench.errors import QuarlError
+from quarl_bench.errors import Interrupted, QuarlError
 from quarl_bench.methods.protocol import NO_RAY, register
 from quarl_bench.types import AgentRef, EvalResult, Job
 
@@ -34,6 +34,11 @@ class ActorQHandler:
         outcome = run_actorq(work.config, work.address, work.progress, work.log_path)
         if outcome.error and outcome.curve:
             yield actorq_result(work.config, outcome)
+        if outcome.interrupted:
+            raise Interrupted(
+                f"ActorQ run stopped by {outcome.interrupted}: {len(outcome.curve)} evaluations kept in the store, "
+                "marked interrupted (no speed-up is derived from them; run it again to replace them)"
+            )
         if outcome.error:
             raise QuarlError(f"ActorQ run stopped: {outcome.error}; {len(outcome.curve)} evaluations kept in the store")
         empty = degenerate(outcome)

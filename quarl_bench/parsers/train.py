@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from quarl_bench.actorq.config import ACTOR_INT8_RUNTIMES, ACTOR_PRECISIONS, FLAG_SETTINGS, ActorQConfig
+from quarl_bench.actorq.config import ACTOR_INT8_RUNTIMES, ACTOR_PRECISIONS, EVAL_CLOCKS, FLAG_SETTINGS, ActorQConfig
 from quarl_bench.methods.qat import QATConfig
 from quarl_bench.methods.rollout import RolloutConfig
 from quarl_bench.parsers import Subcommands, handler
@@ -96,6 +96,7 @@ def add_actorq(commands: Subcommands) -> None:
         "learner_device": {"choices": ("cpu", "cuda")},
         "policy_arch": {"type": widths, "nargs": None, "metavar": "W,W,..."},
         "eval_every_s": {"flag": "eval_every"},
+        "eval_clock": {"choices": EVAL_CLOCKS},
     }
     for name in FLAG_SETTINGS:  # each said once, in ActorQConfig: its default, its help
         config_flag(actorq, ActorQConfig, name, alone=False, given_only=True, **custom.get(name, {}))

@@ -22,6 +22,8 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
         prov = row["provenance"]
         if not prov["actor_steps"] or not prov.get("learner", {}).get("updates", 1):
             continue  # a run that trained nothing (stored before such runs were refused): no speed to compare
+        if prov.get("interrupted"):
+            continue  # stopped from outside: its curve is kept in the store, but it is no run to time
         phases = breakdown(prov["actors"])
         steps = max(prov["actor_steps"], 1)
         mismatch = prov.get("mismatch") or []
