@@ -316,3 +316,29 @@ def test_every_published_cell_of_actorq_table2_has_a_status_on_the_paper_page() 
     summary = tables["paper_summary"].frame.set_index("table")
     assert summary.loc["ActorQ Table 2", ["reproduced", "reference", "not measured"]].tolist() == [1, 1, 31]
     assert any(note.startswith("ActorQ Table 2: of 33 published cells, 1 reproduced") for note in notes)
+
+
+def test_the_time_speed_up_keeps_runs_that_never_reach_the_target_and_is_decided_by_its_interval() -> None:
+    """Five seeds, one target (the median of fp32's 95% targets, 237.95): fp32 crosses it at 29.5 s (three seeds)
+    or 39.5 s, int8 at 9.5 s or 19.5 s, but seed 4's int8 run never reaches it (censored at 50 s, not dropped):
+    fp32's Kaplan-Meier median (29.5 s) over int8's (19.5 s: the censored run still counts among those at risk)."""
+    import pandas as pd
+
+    from quarl_bench.report.actorq import actorq_runs, speedup_table
+
+    rows = []
+    for seed in range(5):
+        slow = 3 + seed % 2  # fp32 crosses between its 3rd and 4th, or 4th and 5th evaluation
+        rows.append(_actorq_row("fp32", [9.0] * slow + [250.0, 250.0], 9000, 16.0, seed))
+        fast = [9.0] * (1 + seed % 2) + [250.0] * 3 if seed < 4 else [9.0] * 6  # seed 4: never
+        rows.append(_actorq_row("int8", fast, 9000, 16.0, seed))
+    table = speedup_table(actorq_runs(pd.DataFrame(rows))).set_index("precision")
+    int8 = table.loc["int8"]
+    assert int8["reached target"] == "4/5" and table.loc["fp32", "reached target"] == "5/5"
+    assert int8["median time to target (s)"] == pytest.approx(19.5)  # crossings at 9.5 s and 19.5 s; one censored
+    assert int8["time speed-up"] == pytest.approx(29.5 / 19.5)
+    assert int8["verdict"] in ("faster", "undetermined") and int8["time CI low"] <= int8["time speed-up"]
+    flat = [_actorq_row("fp32", [9.0] * 6, 9000, 16.0, s) for s in range(3)]
+    flat += [_actorq_row("int8", [9.0] * 6, 9000, 16.0, s) for s in range(3)]
+    table = speedup_table(actorq_runs(pd.DataFrame(flat))).set_index("precision")
+    assert table.loc["int8", "verdict"] == "undetermined" and "no fp32 run learned" in table.loc["int8", "why"]

@@ -25,6 +25,7 @@ from quarl_bench.jobs.ray_cluster import connect
 from quarl_bench.store import ResultStore
 from quarl_bench.store.provenance import driver_provenance
 from quarl_bench.types import EvalResult, Job, QuantSpec
+from quarl_bench.zoo.devices import device_record
 
 
 @dataclass
@@ -320,6 +321,7 @@ def actorq_result(config: ActorQConfig, outcome: RunOutcome) -> EvalResult:
             "actor_steps_per_s": steps / max(outcome.wall_seconds, 1e-9),
             "mismatch": outcome.mismatch,
             "learner_device": outcome.learner_device,
+            "device_record": device_record(outcome.learner_device),  # the GPU's name and tensor cores on cuda
             "interrupted": outcome.interrupted,
             "setting": config.run_key(),
             "load": outcome.load or load_record(),

@@ -24,6 +24,7 @@ from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import find_in_folder
 from quarl_bench.zoo.algorithms import check_algo
+from quarl_bench.zoo.devices import device_record
 from quarl_bench.zoo.train import train_with_callbacks
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.
@@ -140,6 +141,7 @@ def train_amp(config: AmpConfig, cache_dir: Path) -> AgentRef:
         "load": load_record(),
         "cpu": cpu_model(),
         "half_features": list(half_features()),  # bf16/fp16 arithmetic: without it autocast is slower, not faster
+        "device_record": device_record(config.device),  # on cuda: the GPU, not this CPU's features
     }
     (run_dir / TRAINING_RECORD).write_text(json.dumps(record, indent=2))
     ref = find_in_folder(folder, config.algo, config.env_id, "amp")

@@ -37,7 +37,8 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
                 "actors": prov["config"]["n_actors"],
                 "arch": "x".join(map(str, prov["config"]["policy_arch"])),
                 "comm_bits": prov["config"].get("comm_bits", 32),
-                "learner_device": prov.get("learner_device", "cpu"),
+                "learner_device": learner_label(prov),
+                "target_reward": prov["config"].get("target_reward"),
                 "steps_per_s": prov["actor_steps_per_s"],
                 "curve": prov["curve"],
                 "final_reward": row["mean_reward"],
@@ -56,24 +57,39 @@ def actorq_runs(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
+def learner_label(provenance: dict) -> str:
+    """Where a run's learner trained: ``cpu``, or ``cuda: NAME`` with the GPU it recorded."""
+    device = provenance.get("learner_device", "cpu")
+    record = provenance.get("device_record")
+    if device == "cuda" and isinstance(record, dict) and record.get("gpu"):
+        return f"cuda: {record['gpu']}"
+    return device
+
+
 def _interval(low: float, high: float) -> str:
     return "n/a (1 seed)" if pd.isna(low) else f"[{low:.2f}, {high:.2f}]"
 
 
 def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per setting and precision, over seeds: actor steps/s, time to 95% of each seed's fp32 run (95% of the way
-    from its first evaluation to its best; none where that run never beat its first evaluation beyond the
-    episodes' spread, or where either run's learner could not keep up), energy per actor step, and speed-ups over
-    fp32 with paired bootstrap 95% CIs over seeds; ``CI includes 1`` marks a speed-up the seeds do not support,
-    ``caveat`` why a time is missing."""
+    """Per setting and precision, over seeds: actor steps/s (speed-up with a paired bootstrap 95% CI), time to 95%
+    of each seed's fp32 run (95% of the way from its first evaluation to its best; none where that run never beat
+    its first evaluation beyond the episodes' spread, or where either run's learner could not keep up), energy per
+    actor step, and the time speed-up (:mod:`quarl_bench.statistics.time_to_target`): one target for every seed
+    (the runs' ``--target-reward``, else the median of the seeds' 95% targets), each run's crossing interpolated
+    between evaluations, runs that never reach it kept as censored, fp32's Kaplan-Meier median time over this
+    precision's, its bootstrap interval over seeds, and a verdict (``undetermined`` where the interval holds 1);
+    ``caveat`` says why a time is missing."""
     from quarl_bench.report.estimators import paired_ratio_ci
+    from quarl_bench.statistics.time_to_target import crossing, median_time, speedup
 
     rows = []
-    for (_setting, env), group in runs.groupby(["setting", "env"]) if len(runs) else []:
+    # runs whose learners trained on two different devices (two GPUs) are two lines, never one ratio
+    for (_setting, env, _device), group in runs.groupby(["setting", "env", "learner_device"]) if len(runs) else []:
         fp32 = group[group["precision"] == "fp32"].set_index("seed")
         targets = {
             seed: reward_target(run["curve"]) if learned(run["curve"]) else None for seed, run in fp32.iterrows()
         }
+        common = _common_target(group, targets)
         for precision, runs_at in group.groupby("precision", sort=False):
             runs_at = runs_at.set_index("seed")
             seeds = sorted(set(runs_at.index) & set(targets))
@@ -88,11 +104,12 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                 if seeds
                 else (float("nan"),) * 3
             )
-            time_up, time_low, time_high = (
-                paired_ratio_ci([reached_times[s][0] for s in reached], [reached_times[s][1] for s in reached])
-                if reached
-                else (float("nan"),) * 3
-            )
+            theirs = [crossing(fp32.loc[s, "curve"], common) for s in timed] if common is not None else []
+            mine = [crossing(runs_at.loc[s, "curve"], common) for s in timed] if common is not None else []
+            found = speedup(theirs, mine) if theirs else None
+            time_up = found.estimate if found is not None and found.estimate is not None else float("nan")
+            time_low, time_high = (found.low, found.high) if found is not None else (float("nan"),) * 2
+            median = median_time([c.time for c in mine], [c.reached for c in mine]) if mine else None
             first = runs_at.iloc[0]
             agreement = [p["agreement"] for mismatch in runs_at["mismatch"] for p in mismatch]
             rows.append(
@@ -110,11 +127,16 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "steps/s CI": _interval(speed_low, speed_high),
                     "time to 95% (s)": np.mean([times[s] for s in reached]) if reached else None,
                     "seeds reaching": f"{len(reached)}/{len(seeds)}",
+                    "target": common,
+                    "median time to target (s)": median,
+                    "reached target": f"{sum(c.reached for c in mine)}/{len(mine)}" if mine else "-",
                     "time speed-up": time_up,
                     "time CI": _interval(time_low, time_high),
                     "time CI low": time_low,
                     "time CI high": time_high,
                     "CI includes 1": None if pd.isna(time_low) else bool(time_low <= 1.0 <= time_high),
+                    "verdict": found.verdict if found is not None else "undetermined",
+                    "why": found.why if found is not None else "no target: no fp32 run learned",
                     "J / actor step": runs_at["joules_per_step"].mean(),
                     "mean agreement vs fp32 learner": np.mean(agreement) if agreement else None,
                     "final reward": runs_at["final_reward"].mean(),
@@ -125,6 +147,16 @@ def speedup_table(runs: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _common_target(group: pd.DataFrame, targets: dict[int, float | None]) -> float | None:
+    """The one target every seed's runs are timed to: their ``--target-reward`` where set, else the median of the
+    fp32 runs' own 95% targets (None where no fp32 run learned)."""
+    given = group["target_reward"].dropna() if "target_reward" in group else pd.Series(dtype=float)
+    if len(given):
+        return float(given.iloc[0])
+    found = [t for t in targets.values() if t is not None]
+    return float(np.median(found)) if found else None
 
 
 def _caveat(runs_at: pd.DataFrame, fp32: pd.DataFrame, targets: dict[int, float | None]) -> str:

@@ -10,6 +10,7 @@ from quarl_bench.deploy.machine import load_text
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
 from quarl_bench.store.agent_names import ZOO_SOURCES, name_of
+from quarl_bench.zoo.devices import device_units
 
 TABLE_PRECISIONS = ("fp16", "int8")
 CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells of one algo/env apart
@@ -292,6 +293,11 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
     if not records:
         return pd.DataFrame()
     frame = pd.DataFrame.from_records(records)
+    records_of = frame.get("device_record", pd.Series([None] * len(frame)))
+    frame["device"] = [  # rows of two GPUs are two devices, as two CPU kinds are
+        f"cuda: {record.get('gpu')}" if isinstance(record, dict) and record.get("device") == "cuda" else device
+        for device, record in zip(frame["device"], records_of, strict=True)
+    ]
     keys = ["algo", "env_id", "arch", "n_timesteps", "seed", "device"]
     fp32 = frame[frame["dtype"] == "fp32"]
     baselines = [fp32_baseline(row, fp32, keys) for _, row in frame.iterrows()]
@@ -305,8 +311,16 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
         for load in frame.get("load", [None] * len(frame))
     ]
     frame["bf16/fp16 units"] = [
-        (" ".join(flags) or "none") if isinstance(flags, list) else "not recorded"
-        for flags in frame.get("half_features", [None] * len(frame))
+        device_units(record)
+        if isinstance(record, dict)  # a GPU run names its GPU and tensor cores, not this CPU's features
+        else (" ".join(flags) or "none")
+        if isinstance(flags, list)
+        else "not recorded"
+        for record, flags in zip(
+            frame.get("device_record", [None] * len(frame)),
+            frame.get("half_features", [None] * len(frame)),
+            strict=True,
+        )
     ]
     frame = frame[
         [*keys, "dtype", "ms_per_update", "updates", "speed-up", "reward", "load", "bf16/fp16 units", "row", "fp32 row"]
