@@ -260,3 +260,33 @@ def test_a_run_stopped_by_sigterm_keeps_its_curve_on_its_clock_marked_interrupte
     from quarl_bench.report.actorq import actorq_runs
 
     assert actorq_runs(frame).empty  # no speed-up is derived from an interrupted run
+
+
+def test_runs_side_by_side_share_one_cluster_and_each_stores_its_row(tmp_path: Path) -> None:
+    """Two seeds at once, in threads of one driver and one Ray cluster (what --concurrent does where the cores
+    hold them): each run stores its own row, and every evaluation names its run."""
+    from quarl_bench.api.train import run_actorq_runs
+
+    configs = [
+        ActorQConfig(
+            "CartPole-v1",
+            "int8",
+            n_actors=1,
+            policy_arch=(32,),
+            pull_period=200,
+            batch_size=32,
+            max_actor_steps=3000,
+            eval_every_s=1.0,
+            eval_episodes=2,
+            learning_starts=100,
+            seed=seed,
+        )
+        for seed in (0, 1)
+    ]
+    seen: list[str] = []
+    rows = run_actorq_runs(
+        configs, tmp_path / "q.sqlite", on_eval=lambda point, _: seen.append(point["run"]), concurrent=2
+    )
+    assert [row["seed"] for row in rows] == [0, 1] and all(row["provenance"]["actor_steps"] == 3000 for row in rows)
+    assert {"int8 seed 0", "int8 seed 1"} <= set(seen)
+    assert len(load_results(tmp_path / "q.sqlite")) == 2

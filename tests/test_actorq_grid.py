@@ -15,7 +15,9 @@ from quarl_bench.errors import QuarlError
 
 def test_paper_grid_has_the_gym_and_control_suite_runs() -> None:
     runs = load_actorq_grid(config_dir() / "actorq.yaml")
-    assert len(runs) == 3 * 3 + 2 * 3 + 8 * 3  # dqn x 3 envs, td3 x 2, d4pg x the paper's 8 DMC tasks; 3 precisions
+    # dqn x 3 envs, td3 x 2, d4pg x the paper's 8 DMC tasks; 3 precisions; 5 seeds (a speed-up's interval)
+    assert len(runs) == (3 * 3 + 2 * 3 + 8 * 3) * 5 and {r.seed for r in runs} == {0, 1, 2, 3, 4}
+    runs = [r for r in runs if r.seed == 0]
     d4pg = {r.env_id: r for r in runs if r.algo == "d4pg"}
     # the paper's budgets (Table 3: steps trained, over 2 actors) and pull periods, per task
     assert (d4pg["dmc/cartpole-balance-v0"].max_actor_steps, d4pg["dmc/cartpole-balance-v0"].pull_period) == (
@@ -342,3 +344,16 @@ def test_the_time_speed_up_keeps_runs_that_never_reach_the_target_and_is_decided
     flat += [_actorq_row("int8", [9.0] * 6, 9000, 16.0, s) for s in range(3)]
     table = speedup_table(actorq_runs(pd.DataFrame(flat))).set_index("precision")
     assert table.loc["int8", "verdict"] == "undetermined" and "no fp32 run learned" in table.loc["int8", "why"]
+
+
+def test_the_plan_says_how_many_runs_fit_side_by_side_and_whether_they_fit_a_budget() -> None:
+    from quarl_bench.actorq.plan import plan_runs
+
+    runs = [ActorQConfig("CartPole-v1", p, seed=s, max_seconds=95.0) for s in range(5) for p in ("fp32", "int8")]
+    gpu_slot = plan_runs(runs, cores=16, gpus=1, budget=600.0)  # a lent H200 machine: 16 cores, learners on the GPU
+    assert (gpu_slot.per_run, gpu_slot.side_by_side, gpu_slot.batches) == (3, 5, 2) and gpu_slot.fits
+    assert "run them with --concurrent 5" in gpu_slot.lines()
+    here = plan_runs(runs, cores=2, gpus=0, budget=600.0)  # 2 cores: a run's 2 actors, learner and quantizer
+    assert (here.per_run, here.side_by_side, here.batches) == (4, 1, 10) and here.fits is False
+    unbounded = plan_runs([ActorQConfig("CartPole-v1")], cores=2, gpus=0)
+    assert unbounded.seconds is None and any("pass --max-seconds" in line for line in unbounded.lines())

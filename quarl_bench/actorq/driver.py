@@ -76,6 +76,28 @@ def run_actorq(
 
 
 _RECEIVED: list[str] = []  # the signals that interrupted runs of this process (Ray re-raises a bare interrupt)
+_SHARED = threading.Event()  # set while runs share one cluster (shared_cluster): a run neither starts nor stops it
+STOP = threading.Event()  # set to stop every run of this process (the main thread's signal, runs in other threads)
+
+
+@contextlib.contextmanager
+def shared_cluster(address: str | None, log_path: Path | None) -> Iterator[None]:
+    """One Ray cluster for the runs started inside (side by side, in threads): started once, stopped at the end."""
+    import ray
+
+    previous = signal.getsignal(signal.SIGTERM)
+    _RECEIVED.clear()
+    connect(address, log_path)
+    _own_sigterm()
+    _SHARED.set()
+    STOP.clear()
+    try:
+        yield
+    finally:
+        _SHARED.clear()
+        ray.shutdown()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _raise_interrupt(_signal: int, _frame: Any) -> None:
@@ -123,8 +145,10 @@ def _run(config: ActorQConfig, outcome: RunOutcome, address: str | None, log_pat
     remote_actor: Any = Actor
     device = outcome.learner_device
     observation_space, action_space = config.env_spaces()
-    connect(address, log_path)
-    _own_sigterm()  # ray.init installs its own SIGTERM handler (it exits 1, losing the run)
+    shared = _SHARED.is_set()
+    if not shared:
+        connect(address, log_path)
+        _own_sigterm()  # ray.init installs its own SIGTERM handler (it exits 1, losing the run)
     try:
         arch = list(config.policy_arch)
         learner = remote_learner.options(num_gpus=1 if device == "cuda" else 0).remote(
@@ -187,7 +211,8 @@ def _run(config: ActorQConfig, outcome: RunOutcome, address: str | None, log_pat
         return outcome
     finally:
         try:
-            ray.shutdown()
+            if not shared:
+                ray.shutdown()
         except KeyboardInterrupt as stop:  # a second signal while Ray went down: what was measured stays
             outcome.interrupted = outcome.interrupted or _signal_name(stop)
             outcome.error = outcome.error or f"interrupted by {outcome.interrupted} while Ray stopped"
@@ -210,6 +235,8 @@ def drive(config: ActorQConfig, cluster: Cluster, outcome: RunOutcome, start: fl
     every = config.eval_every_s if config.eval_clock == "seconds" else config.eval_every_count
     due = 0.0  # the clock's reading the next evaluation is due at
     while runs:
+        if STOP.is_set():  # the main thread was signalled while this run went on in another
+            raise KeyboardInterrupt(_RECEIVED[-1] if _RECEIVED else "SIGINT")
         done, _ = ray.wait(list(runs), num_returns=len(runs), timeout=0.5)
         for ref in done:
             outcome.actors.append(ray.get(ref))

@@ -62,7 +62,7 @@ class PaperArtifact:
         (0: the same); Table 5's large bf16 run alone took over 37 minutes on one (docs/papers.md).
     :param without_gpu: the full command and its estimate where torch sees no GPU for a learner (ActorQ: a CPU
         learner of the paper's width makes a few updates a second, so only the cheap DQN rows run: 850 s for their 9
-        runs in the results of record); empty: the same.
+        runs of one seed in the results of record, five seeds now); empty: the same.
     """
 
     name: str
@@ -142,9 +142,9 @@ ARTIFACTS = (
         None,
         "actorq_table2.csv",
         "actorq_speedup.md, actorq_*.svg",
-        (7 * 3 * 900.0, 20.0),
+        (7 * 3 * 5 * 900.0, 20.0),  # 5 seeds
         sources=False,
-        without_gpu=(("actorq", "--grid", "actorq", "--algo", "dqn"), 850.0),
+        without_gpu=(("actorq", "--grid", "actorq", "--algo", "dqn"), 5 * 850.0),  # 5 seeds
     ),
 )
 ARTIFACT_NAMES = tuple(artifact.name for artifact in ARTIFACTS)
@@ -217,16 +217,30 @@ def plan_reproduction(
                 line.command = artifact_command(artifact, quick, Path(store.path), sources, arguments)
                 line.estimate_from = "CPU learner: DQN rows (results of record)"
                 line.note = CPU_LEARNER_NOTE
+            if not quick and artifact.name == "actorq":  # runs side by side where the machine holds several
+                side_by_side = actorq_side_by_side()
+                if side_by_side > 1:
+                    line.seconds /= side_by_side
+                    line.estimate_from += f", {side_by_side} runs side by side (actorq --plan)"
         lines.append(line)
     return lines
 
 
 CPU_LEARNER_NOTE = (
-    "torch sees no GPU: the DQN rows only (9 runs). The paper's 2048x3 learner made 2.6 updates a second on this "
+    "torch sees no GPU: the DQN rows only (9 runs x 5 seeds). The paper's 2048x3 learner made 2.6 updates a second on this "
     "repository's 2-core CPU, 363 in a 138 s CartPole run where rl-zoo3 learns it in ~24,500 (of batch 64): every "
     "run is learner-bound, so its actor steps/s are measured and its time to reward is not; D4PG's DMC rows (30 "
-    "runs of up to 350,000 steps per actor) need a GPU learner (--learner-device cuda)"
+    "runs a seed, of up to 350,000 steps per actor) need a GPU learner (--learner-device cuda)"
 )
+
+
+def actorq_side_by_side() -> int:
+    """How many of the ActorQ grid's runs this machine holds at once (``actorq/plan.py``)."""
+    from quarl_bench.actorq.config import load_actorq_grid
+    from quarl_bench.actorq.plan import plan_runs
+    from quarl_bench.config import config_dir
+
+    return plan_runs(load_actorq_grid(config_dir() / "actorq.yaml")).side_by_side
 
 
 def gpu_visible() -> bool:

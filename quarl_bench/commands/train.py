@@ -75,6 +75,19 @@ def actorq(args: argparse.Namespace) -> int:
     overrides = {field: getattr(args, field) for field in FLAG_SETTINGS if getattr(args, field) is not None}
     configs = requested_runs(args.grid, overrides, args.algo, args.env, args.actor_precision, args.seeds)
     store_path = args.store or DEFAULT_STORE
+    from quarl_bench.actorq.plan import plan_runs
+
+    budget = args.budget * 60 if args.budget else None
+    plan = plan_runs(configs, concurrent=args.concurrent, budget=budget)
+    if args.plan:
+        for line in plan.lines():
+            console.print(line)
+        return 0
+    if (args.concurrent or 1) > plan.side_by_side and len(configs) > 1:
+        console.print(
+            f"[yellow]note:[/yellow] --concurrent {args.concurrent}: this machine holds {plan.side_by_side} run(s) "
+            f"side by side ({plan.cores} cores, {plan.per_run} per run); more would thrash, so {plan.side_by_side}"
+        )
 
     def starting(number: int, config, skipped: bool) -> None:
         prefix = f"[{number}/{len(configs)}] " if len(configs) > 1 else ""
@@ -89,8 +102,9 @@ def actorq(args: argparse.Namespace) -> int:
         )
 
     def evaluated(point: dict, _cluster) -> None:
+        run = f"[{point['run']}] " if "run" in point else ""
         console.print(
-            f"  {point['seconds']:7.1f} s  {point['actor_steps']:>8} actor steps  {point['updates']:>7} updates  "
+            f"  {run}{point['seconds']:7.1f} s  {point['actor_steps']:>8} actor steps  {point['updates']:>7} updates  "
             f"reward {point['reward']:.1f}"
         )
 
@@ -120,7 +134,7 @@ def actorq(args: argparse.Namespace) -> int:
         first = curve[0]["reward"]
         return f"the learner never beat its first evaluation ({first:.1f}; best {best:.1f}): no time to reward"
 
-    run_actorq_runs(configs, store_path, args.address, starting, evaluated, finished)
+    run_actorq_runs(configs, store_path, args.address, starting, evaluated, finished, plan.side_by_side)
     return 0
 
 

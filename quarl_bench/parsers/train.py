@@ -17,6 +17,7 @@ from quarl_bench.parsers.arguments import (
     add_executor,
     add_store,
     add_timesteps,
+    positive_float,
     positive_int,
     precision_arg,
     widths,
@@ -109,6 +110,26 @@ def add_actorq(commands: Subcommands) -> None:
         help="one run per seed for each precision (the speed-up table's CIs are over seeds)",
     )
     actorq.add_argument("--address", default=None, help="Ray cluster address (default: a local cluster)")
+    actorq.add_argument(
+        "--concurrent",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="runs side by side in one Ray cluster (seeds, precisions), at most as many as the cores hold "
+        "(default: that many; --plan says how many; 1: one after another)",
+    )
+    actorq.add_argument(
+        "--plan",
+        action="store_true",
+        help="say what the runs need and what fits on this machine (cores, GPUs, runs side by side, time), run nothing",
+    )
+    actorq.add_argument(
+        "--budget",
+        type=positive_float,
+        default=None,
+        metavar="MIN",
+        help="with --plan: whether the runs fit this many minutes",
+    )
     add_store(actorq)
 
 
