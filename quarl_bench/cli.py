@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from quarl_bench.errors import Interrupted, QuarlError
-from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, reproduce, train
+from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, record, reproduce, train
 from quarl_bench.registry import load_plugins
 
 # the order ``quarl-bench --help`` lists them in
@@ -34,6 +34,7 @@ COMMANDS = (
     deploy.add_table4,
     read.add_report,
     reproduce.add_reproduce,
+    record.add_record,
     train.add_train,
     read.add_results,
 )

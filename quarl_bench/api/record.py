@@ -1,0 +1,252 @@
+"""The certified record of a zoo: every agent of a folder certified on one precision ladder, the lowest certified
+precision per method, the agents that cannot run here with their reasons, and a diff of two records.
+
+The ladder (:data:`LADDER`): fp16, int8, int6, int5, int4 round-to-nearest per tensor (one walk, widest first), int4
+per channel, and W8A8 (int8 weights and activations), each its own family (α shared over the three), at certify's
+default tolerance and confidence. Everything goes through certify's driver and store, so a record resumes from its
+stored verdicts and two records of the same code and machine are the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.types import AgentRef, QuantSpec
+
+W8A8 = QuantSpec("int8", act_bits="8")
+LADDER = (
+    QuantSpec("fp16"),
+    QuantSpec("int8"),
+    QuantSpec("int6"),
+    QuantSpec("int5"),
+    QuantSpec("int4"),  # granularity auto: per tensor for Linear layers (QuaRL's), per channel for Conv
+    QuantSpec("int4", "per-channel"),
+    W8A8,
+)
+METHOD_NAMES = (("RTN per tensor", QuantSpec("int4")), ("int4 per channel", LADDER[5]), ("W8A8", W8A8))
+
+
+def method_columns() -> dict[str, str]:
+    """Each ladder family's label (``statistics.certification.family``) -> the record's column name."""
+    from quarl_bench.statistics.certification import family
+
+    return {family(spec): name for name, spec in METHOD_NAMES}
+
+
+# episodes a certification spends per agent, for the plan: the scale set (20 fp32 + 300 random) and, per question,
+# a median of 60 pairs (two policies) over the 7 questions (benchmarks/certify_speed.py: 20-80 pairs a question)
+PLANNED_EPISODES = 20 + 300 + 7 * 2 * 60
+EPISODE_SECONDS = {"classic": 0.02, "box2d": 0.4, "pybullet": 1.5, "mujoco": 1.0, "atari": 20.0, "default": 0.5}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One agent folder of the zoo: found (``ref``), or not runnable here (``reason``)."""
+
+    algo: str
+    saved_env: str
+    ref: AgentRef | None
+    reason: str = ""
+
+
+def zoo_candidates(folder: Path, algos: Sequence[str] = (), envs: Sequence[str] = ()) -> list[Candidate]:
+    """Every ``{algo}/{ENV}_{N}`` run folder of an rl-zoo3 log folder (the latest run of each pair), resolved, or
+    with the reason it cannot run here (no zip, an env that does not install, an algorithm quarl-bench lacks)."""
+    from quarl_bench.zoo.resolve import AgentQuery, resolve
+
+    found = []
+    for algo_dir in sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if algos and algo_dir.name not in algos:
+            continue
+        saved = sorted(
+            {run.name.rsplit("_", 1)[0] for run in algo_dir.iterdir() if run.name.rsplit("_", 1)[-1].isdigit()}
+        )
+        for env in saved:
+            if envs and env not in envs:
+                continue
+            if not any((run / f"{env}.zip").is_file() for run in algo_dir.glob(f"{env}_*")):
+                found.append(Candidate(algo_dir.name, env, None, "no model zip in the folder (configs only)"))
+                continue
+            try:
+                ref = resolve(AgentQuery(env, algo_dir.name, folder=str(folder), use_hub=False))
+                _check_env(ref)
+                found.append(Candidate(algo_dir.name, env, ref))
+            except QuarlError as error:
+                found.append(Candidate(algo_dir.name, env, None, str(error)))
+            except Exception as error:  # an env package that fails to import or build raises any type
+                found.append(Candidate(algo_dir.name, env, None, f"{type(error).__name__}: {str(error)[:160]}"))
+    return found
+
+
+def _check_env(ref: AgentRef) -> None:
+    """Build the agent's env once: one that no longer installs is a reason, not a crash mid-record."""
+    from quarl_bench.zoo.agents import load_agent
+
+    env = load_agent(ref).make_env(1, 0)
+    env.close()
+
+
+def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[float, dict[str, float]]:
+    """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
+    from quarl_bench.zoo.envs import env_kind
+
+    per_kind: dict[str, float] = {}
+    for candidate in candidates:
+        if candidate.ref is None:
+            continue
+        kind = env_kind(candidate.ref.env_id)
+        seconds = PLANNED_EPISODES * EPISODE_SECONDS.get(kind, EPISODE_SECONDS["default"])
+        per_kind[kind] = per_kind.get(kind, 0.0) + seconds
+    return sum(per_kind.values()) / max(workers, 1), per_kind
+
+
+def record_requests(candidates: Sequence[Candidate]) -> list[Any]:
+    """One certification request per runnable agent: the ladder at certify's defaults."""
+    from quarl_bench.api.evaluate import certify_request
+    from quarl_bench.certify.config import CertifyConfig
+
+    return [certify_request(c.ref, LADDER, CertifyConfig()) for c in candidates if c.ref is not None]
+
+
+def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candidate]) -> pd.DataFrame:
+    """One line per agent: its fp32 score, the minimum certified precision per method, the episodes spent, what
+    stayed undetermined; then one line per agent the record could not run, with the reason."""
+    lines = []
+    for result in results:
+        fp32 = store.stored(result.scale_rows[0])["mean_reward"] if result.scale_rows else math.nan
+        minimums = result.worded_minimums
+        undetermined = [v.spec for v in result.verdicts if v.verdict == "undetermined"]
+        lines.append(
+            {
+                "algo": result.agent.algo,
+                "env": result.agent.env_id,
+                "fp32 score": fp32,
+                **{name: str(minimums.get(label, "-")) for label, name in method_columns().items()},
+                "episodes": int(sum(v.episodes for v in result.verdicts)),
+                "undetermined": ", ".join(undetermined) or "-",
+                "agent": result.agent.content_hash[:12],
+                "status": "certified",
+            }
+        )
+    for candidate in candidates:
+        if candidate.ref is None:
+            lines.append({"algo": candidate.algo, "env": candidate.saved_env, "status": "not run: " + candidate.reason})
+    return pd.DataFrame(lines)
+
+
+def tidy_record(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """A record's verdicts as a tidy frame (one row per agent and spec): what ``record diff`` compares, from a
+    store's verdicts table."""
+    from quarl_bench.statistics.certification import family
+    from quarl_bench.store.spec_kinds import spec_of
+
+    rows = []
+    for _, verdict in verdicts.iterrows():
+        provenance = verdict.get("provenance") if isinstance(verdict.get("provenance"), dict) else {}
+        evidence = verdict.get("evidence") if isinstance(verdict.get("evidence"), dict) else {}
+        spec = spec_of(verdict["spec_json"]) if verdict.get("spec_json") else None
+        rows.append(
+            {
+                "algo": verdict["algo"],
+                "env": verdict["env_id"],
+                "agent": verdict["agent_hash"][:12],
+                "family": family(spec) if spec is not None else "",
+                "spec": verdict["spec"],
+                "verdict": verdict["verdict"],
+                "exploratory": bool(evidence.get("exploratory")),
+                "episodes": int(verdict["episodes"]),
+                "mean": float(verdict["mean"]),
+                "lower": float(verdict["lower"]),
+                "upper": float(verdict["upper"]),
+                "delta": float(verdict["delta"]),
+                "versions": ", ".join(f"{k} {v}" for k, v in sorted((provenance.get("versions") or {}).items())),
+                "cpu_kind": provenance.get("cpu_kind", "not recorded"),
+                "commit": provenance.get("git_commit", ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def read_record(source: Path) -> pd.DataFrame:
+    """A tidy record from a store (its verdicts) or from a record CSV (``record.csv``).
+
+    :raises QuarlError: for a path that is neither.
+    """
+    from quarl_bench.store import ResultStore
+
+    source = Path(source)
+    if source.suffix == ".csv" and source.is_file():
+        return pd.read_csv(source, keep_default_na=False)
+    if source.is_file():
+        with ResultStore(source) as store:
+            return tidy_record(store.verdicts())
+    raise QuarlError(f"bad record {str(source)!r}: expected a results store (.sqlite) or a record CSV")
+
+
+@dataclass(frozen=True)
+class RecordDiff:
+    """What moved between two records: verdicts that changed (both sides' evidence), ones only one side has, and
+    the versions and CPU kinds the two were made with."""
+
+    changed: pd.DataFrame
+    only_old: pd.DataFrame
+    only_new: pd.DataFrame
+    versions: tuple[str, str]
+    cpu_kinds: tuple[str, str]
+
+    @property
+    def confirmatory_changes(self) -> int:
+        """Changed verdicts that were confirmatory on either side (not past a walk's first stop)."""
+        if self.changed.empty:
+            return 0
+        return int(
+            (~(self.changed["exploratory_old"].astype(bool) & self.changed["exploratory_new"].astype(bool))).sum()
+        )
+
+
+def diff_records(old: pd.DataFrame, new: pd.DataFrame) -> RecordDiff:
+    """Join two tidy records on (algo, env, agent, spec) and name what differs."""
+    keys = ["algo", "env", "agent", "spec"]
+    joined = old.merge(new, on=keys, how="outer", suffixes=("_old", "_new"), indicator=True)
+    both = joined[joined["_merge"] == "both"]
+    changed = both[both["verdict_old"] != both["verdict_new"]]
+    shown = [*keys, "verdict_old", "verdict_new", "episodes_old", "episodes_new", "mean_old", "mean_new"]
+    shown += ["lower_old", "lower_new", "upper_old", "upper_new", "exploratory_old", "exploratory_new"]
+    return RecordDiff(
+        changed[shown].reset_index(drop=True),
+        joined[joined["_merge"] == "left_only"][keys].reset_index(drop=True),
+        joined[joined["_merge"] == "right_only"][keys].reset_index(drop=True),
+        (_one(old, "versions"), _one(new, "versions")),
+        (_one(old, "cpu_kind"), _one(new, "cpu_kind")),
+    )
+
+
+def _one(frame: pd.DataFrame, column: str) -> str:
+    values = sorted({str(v) for v in frame.get(column, pd.Series(dtype=str)) if str(v)})
+    return "; ".join(values) if values else "not recorded"
+
+
+def run_record(
+    requests: Sequence[Any],
+    store: Any,
+    workers: int = 1,
+    on_verdict: Callable[[Any, Any], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[Any]:
+    """Certify the record's requests (:func:`record_requests`; resumable: stored verdicts are reused), on
+    ``workers`` processes."""
+    from quarl_bench.api.evaluate import certify
+    from quarl_bench.deploy.machine import cpu_kind
+    from quarl_bench.run.executors import make_executor
+    from quarl_bench.store.provenance import driver_provenance
+
+    executor = make_executor("local" if workers <= 1 else "pool", store, workers)
+    driver = driver_provenance() | {"cpu_kind": cpu_kind()}  # a diff names the CPU kinds two records ran on
+    return certify(list(requests), store, driver, on_verdict, False, executor, on_progress)

@@ -1,0 +1,97 @@
+"""``quarl-bench record``: the certified record of a zoo folder (plan, run, write), and ``record diff OLD NEW``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from quarl_bench.commands.common import console
+from quarl_bench.errors import QuarlError
+from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+
+def record(args: argparse.Namespace) -> int:
+    if args.action and args.action[0] == "diff":
+        return diff(args)
+    if args.action:
+        raise QuarlError(f"bad record action {' '.join(args.action)!r}: expected none (record a zoo) or diff OLD NEW")
+    import os
+
+    from quarl_bench.api.record import plan_seconds, record_requests, record_table, run_record, zoo_candidates
+    from quarl_bench.commands.common import certify_progress
+    from quarl_bench.report.console import verdict_line
+    from quarl_bench.zoo.agents import ZOO_ENV
+
+    folder = Path(args.folder or os.environ.get(ZOO_ENV, ""))
+    if not str(folder) or not folder.is_dir():
+        raise QuarlError(f"bad --folder {str(folder)!r}: expected an rl-zoo3 log folder (algo/ENV_N/ENV.zip)")
+    candidates = zoo_candidates(folder, args.algo or (), args.env or ())
+    runnable = [c for c in candidates if c.ref is not None]
+    seconds, per_kind = plan_seconds(candidates, args.workers)
+    console.print(f"{len(runnable)} agents to certify in {folder} ({len(candidates) - len(runnable)} cannot run here)")
+    console.print(
+        f"estimated {seconds / 3600:.1f} h on {args.workers} worker(s) here ("
+        + ", ".join(f"{kind} {value / 3600:.1f} h" for kind, value in sorted(per_kind.items()))
+        + f"); on a Ray cluster of N cores about {seconds * args.workers / 3600:.1f} h / N"
+    )
+    for candidate in candidates:
+        if candidate.ref is None:
+            console.print(f"  not run: {candidate.algo} {candidate.saved_env}: {candidate.reason}")
+    if args.plan:
+        return 0
+    with ResultStore(args.store or DEFAULT_STORE) as store:
+        store.check()
+        requests = record_requests(candidates)
+        with certify_progress(requests) as on_progress:
+            results = run_record(
+                requests, store, args.workers, lambda ref, found: console.print(verdict_line(found)), on_progress
+            )
+        table = record_table(results, store, candidates)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_record(table, store, out)
+    console.print(table.to_string(index=False))
+    console.print(f"wrote {out}/record.md, record.csv and record_verdicts.csv; stored in {store.path}")
+    return 0
+
+
+def write_record(table, store: ResultStore, out: Path) -> None:
+    """The record's table (Markdown and CSV) and its tidy verdicts (what ``record diff`` compares)."""
+    from quarl_bench.api.record import tidy_record
+
+    table.to_csv(out / "record.csv", index=False)
+    (out / "record.md").write_text(table.to_markdown(index=False) + "\n")
+    tidy_record(store.verdicts()).to_csv(out / "record_verdicts.csv", index=False)
+
+
+def diff(args: argparse.Namespace) -> int:
+    """Exit 1 when a confirmatory verdict changed between the two records, else 0."""
+    from quarl_bench.api.record import diff_records, read_record
+
+    if len(args.action) != 3:
+        raise QuarlError("bad record diff: expected record diff OLD NEW (two stores or two record_verdicts.csv)")
+    old, new = (read_record(Path(path)) for path in args.action[1:])
+    found = diff_records(old, new)
+    console.print(
+        f"versions: {found.versions[0]} -> {found.versions[1]}"
+        if found.versions[0] != found.versions[1]
+        else f"versions: the same ({found.versions[0]})"
+    )
+    console.print(f"CPU kinds: {found.cpu_kinds[0]} -> {found.cpu_kinds[1]}")
+    for _, line in found.changed.iterrows():
+        label = "" if not (line["exploratory_old"] and line["exploratory_new"]) else " (exploratory)"
+        console.print(
+            f"changed{label}: {line['algo']} {line['env']} {line['spec']}: {line['verdict_old']} -> {line['verdict_new']} "
+            f"({line['episodes_old']} pairs, [{line['lower_old']:.2f}, {line['upper_old']:.2f}] -> "
+            f"{line['episodes_new']} pairs, [{line['lower_new']:.2f}, {line['upper_new']:.2f}])"
+        )
+    for name, frame in (("only in OLD", found.only_old), ("only in NEW", found.only_new)):
+        for _, line in frame.iterrows():
+            console.print(f"{name}: {line['algo']} {line['env']} {line['spec']}")
+    console.print(
+        f"{len(found.changed)} verdicts changed ({found.confirmatory_changes} confirmatory), "
+        f"{len(found.only_old)} only in OLD, {len(found.only_new)} only in NEW"
+    )
+    sys.stdout.flush()
+    return 1 if found.confirmatory_changes else 0

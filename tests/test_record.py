@@ -1,0 +1,53 @@
+"""The certified record of a zoo: agents found or listed with a reason, verdicts through certify's own path, a
+table of minimum certified precisions, and a diff that names the verdict that moved."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from quarl_bench.api.record import diff_records, read_record
+
+
+@pytest.mark.slow
+def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_moved(
+    cli, zoo: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "zoo"
+    (folder / "dqn").mkdir(parents=True)
+    (folder / "dqn" / "CartPole-v1_1").symlink_to(zoo / "dqn" / "CartPole-v1_1")
+    (folder / "dqn" / "Breakout_1").mkdir()  # a folder of configs only, as the zoo's Atari ones
+    (folder / "dqn" / "Breakout_1" / "config.yml").write_text("{}\n")
+    store, out = tmp_path / "q.sqlite", tmp_path / "record"
+    code, text, err = cli("record", "-f", folder, "--plan", "--store", store)
+    assert code == 0, err
+    assert "1 agents to certify" in text and "not run: dqn Breakout: no model zip" in text
+    assert not store.exists()  # a plan runs nothing
+    code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)
+    assert code == 0, err
+    table = pd.read_csv(out / "record.csv", keep_default_na=False)
+    cartpole = table[table["env"] == "CartPole-v1"].iloc[0]
+    assert (
+        float(cartpole["fp32 score"]) == 500.0 and cartpole["RTN per tensor"] == "int8" and cartpole["status"] == "certified"
+    )
+    assert table[table["env"] == "Breakout"].iloc[0]["status"].startswith("not run: no model zip")
+    code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)  # resumed: every verdict stored
+    assert code == 0, err and "stored" in text
+
+    old = read_record(out / "record_verdicts.csv")
+    assert {"int8", "int6"} <= set(old["spec"].str.split().str[0])
+    new = old.copy()
+    moved = new.index[(new["spec"].str.startswith("int8")) & (new["family"] == "int")][0]
+    new.loc[moved, "verdict"], new.loc[moved, "cpu_kind"] = "undetermined", "x86-avx2"
+    found = diff_records(old, new)
+    assert len(found.changed) == 1 and found.changed.iloc[0]["verdict_new"] == "undetermined"
+    assert found.confirmatory_changes == 1 and found.cpu_kinds[1] != found.cpu_kinds[0]
+    new.to_csv(tmp_path / "new.csv", index=False)
+    shutil.copy(out / "record_verdicts.csv", tmp_path / "old.csv")
+    code, text, err = cli("record", "diff", tmp_path / "old.csv", tmp_path / "new.csv")
+    assert code == 1 and "changed: dqn CartPole-v1 int8" in text and "safe -> undetermined" in text
+    code, text, _ = cli("record", "diff", tmp_path / "old.csv", store)  # a CSV against its own store: no change
+    assert code == 0 and "0 verdicts changed" in text
