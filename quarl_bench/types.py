@@ -360,12 +360,10 @@ class Job:
 
     def identity(self) -> dict[str, Any]:
         """The fields that decide whether two jobs are the same run (the quantizer's version included)."""
-        fields = asdict(self)
+        fields = asdict(self) | {"quantizer_version": QUANTIZER_VERSION}
         del fields["method"], fields["target"]  # recorded in the spec's identity, where they always were
-        fields["quantizer_version"] = QUANTIZER_VERSION
-        # fields added later leave the keys of rows stored before them unchanged while unused
-        for name in [name for name in ("setting", "obs_noise", "perturbation", "judge") if not getattr(self, name)]:
-            del fields[name]
+        later = ("setting", "obs_noise", "perturbation", "judge")  # keys of rows stored before them stay while unused
+        fields = {k: v for k, v in fields.items() if k not in later or getattr(self, k)}
         fields["spec"] = spec_identity(self.spec, self.method, self.target)
         if self.target is not None and self.target.calibration_states:  # rows before it: calibrated per job seed
             fields["deploy_calibration"] = "the claim's states"
@@ -379,9 +377,8 @@ class Job:
         if self.obs_noise or not self.deterministic:
             fields["draws"] = EVAL_DRAWS
         fields["episode_starts"] = EPISODE_SEEDS
-        if self.perturbation:  # 2: Box actions delayed or repeated as chosen (1 replayed the first action)
-            fields["perturbation_version"] = 2
-        return fields
+        # 2: Box actions delayed or repeated as chosen (1 replayed the first action)
+        return fields | ({"perturbation_version": 2} if self.perturbation else {})
 
     @property
     def key(self) -> str:

@@ -31,9 +31,12 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     table = pd.read_csv(out / "record.csv", keep_default_na=False)
     cartpole = table[table["env"] == "CartPole-v1"].iloc[0]
     assert (
-        float(cartpole["fp32 score"]) == 500.0 and cartpole["RTN per tensor"] == "int8" and cartpole["status"] == "certified"
+        float(cartpole["fp32 score"]) == 500.0
+        and cartpole["RTN per tensor"] == "int8"
+        and cartpole["status"] == "certified"
     )
     assert table[table["env"] == "Breakout"].iloc[0]["status"].startswith("not run: no model zip")
+    assert "int8" in (out / "record.svg").read_text()  # the figure: minimum certified precision by algo x env
     code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)  # resumed: every verdict stored
     assert code == 0, err and "stored" in text
 

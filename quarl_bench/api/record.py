@@ -43,7 +43,9 @@ def method_columns() -> dict[str, str]:
 # episodes a certification spends per agent, for the plan: the scale set (20 fp32 + 300 random) and, per question,
 # a median of 60 pairs (two policies) over the 7 questions (benchmarks/certify_speed.py: 20-80 pairs a question)
 PLANNED_EPISODES = 20 + 300 + 7 * 2 * 60
-EPISODE_SECONDS = {"classic": 0.02, "box2d": 0.4, "pybullet": 1.5, "mujoco": 1.0, "atari": 20.0, "default": 0.5}
+# seconds per episode by kind (rough: measured here for classic control by this record; Atari episodes run ~4,000
+# frames through a CNN on 2 cores)
+EPISODE_SECONDS = {"classic": 0.02, "box2d": 0.4, "bullet": 1.5, "mujoco": 1.0, "atari": 20.0, "default": 0.5}
 
 
 @dataclass(frozen=True)
@@ -95,16 +97,28 @@ def _check_env(ref: AgentRef) -> None:
 
 def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[float, dict[str, float]]:
     """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
-    from quarl_bench.zoo.envs import env_kind
 
     per_kind: dict[str, float] = {}
     for candidate in candidates:
         if candidate.ref is None:
             continue
-        kind = env_kind(candidate.ref.env_id)
+        kind = record_kind(candidate.ref.env_id)
         seconds = PLANNED_EPISODES * EPISODE_SECONDS.get(kind, EPISODE_SECONDS["default"])
         per_kind[kind] = per_kind.get(kind, 0.0) + seconds
     return sum(per_kind.values()) / max(workers, 1), per_kind
+
+
+def record_kind(env_id: str) -> str:
+    """classic, box2d, mujoco, bullet or atari: what an episode of ``env_id`` costs, roughly."""
+    import gymnasium as gym
+
+    from quarl_bench.zoo.envs import env_kind
+
+    kind = env_kind(env_id)
+    if kind != "default":
+        return kind
+    entry = str(gym.spec(env_id).entry_point)
+    return next((name for name in ("classic", "box2d", "mujoco") if name in entry), "default")
 
 
 def record_requests(candidates: Sequence[Candidate]) -> list[Any]:
@@ -250,3 +264,37 @@ def run_record(
     executor = make_executor("local" if workers <= 1 else "pool", store, workers)
     driver = driver_provenance() | {"cpu_kind": cpu_kind()}  # a diff names the CPU kinds two records ran on
     return certify(list(requests), store, driver, on_verdict, False, executor, on_progress)
+
+
+def minimum_bits(text: str) -> float:
+    """A worded minimum as bits for the figure: ``int5`` 5, ``≤ int4`` 4, ``fp16`` 16, ``> fp16`` 32 (none safe);
+    NaN where nothing was decided."""
+    import re
+
+    if text.startswith(">"):
+        return 32.0
+    found = re.search(r"(int|fp)(\d+)", text)
+    return float(found.group(2)) if found else math.nan
+
+
+def draw_record(table: pd.DataFrame, column: str = "RTN per tensor") -> Any:
+    """The minimum certified precision of ``column`` by algorithm (rows) and env (columns), in bits (32: not even
+    the widest was safe); blank where the record has no agent."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    certified = table[table["status"] == "certified"]
+    grid = certified.pivot_table(index="algo", columns="env", values=column, aggfunc="first")
+    bits = grid.map(lambda v: minimum_bits(str(v)) if isinstance(v, str) else math.nan)
+    fig, ax = plt.subplots(figsize=(1.1 * len(bits.columns) + 2, 0.5 * len(bits.index) + 1.5))
+    shown = np.ma.masked_invalid(bits.to_numpy(dtype=float))
+    image = ax.imshow(shown, cmap="viridis_r", vmin=2, vmax=32, aspect="auto")
+    for (row, col), value in np.ndenumerate(bits.to_numpy(dtype=float)):
+        if not math.isnan(value):
+            ax.text(col, row, str(grid.iloc[row, col]), ha="center", va="center", fontsize=7, color="white")
+    ax.set_xticks(range(len(bits.columns)), list(bits.columns), rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(bits.index)), list(bits.index), fontsize=8)
+    ax.set_title(f"minimum certified precision, {column} (bits; 32: none safe)", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.03)
+    fig.tight_layout()
+    return fig

@@ -52,17 +52,23 @@ def record(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_record(table, store, out)
     console.print(table.to_string(index=False))
-    console.print(f"wrote {out}/record.md, record.csv and record_verdicts.csv; stored in {store.path}")
+    console.print(f"wrote {out}/record.md, record.csv, record_verdicts.csv and record.svg; stored in {store.path}")
     return 0
 
 
 def write_record(table, store: ResultStore, out: Path) -> None:
     """The record's table (Markdown and CSV) and its tidy verdicts (what ``record diff`` compares)."""
-    from quarl_bench.api.record import tidy_record
+    import matplotlib.pyplot as plt
+
+    from quarl_bench.api.record import draw_record, tidy_record
 
     table.to_csv(out / "record.csv", index=False)
     (out / "record.md").write_text(table.to_markdown(index=False) + "\n")
     tidy_record(store.verdicts()).to_csv(out / "record_verdicts.csv", index=False)
+    if (table["status"] == "certified").any():
+        figure = draw_record(table)
+        figure.savefig(out / "record.svg")
+        plt.close(figure)
 
 
 def diff(args: argparse.Namespace) -> int:

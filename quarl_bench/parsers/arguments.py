@@ -95,13 +95,6 @@ def non_negative_float(value: str) -> float:
     return number
 
 
-def positive_float(value: str) -> float:
-    number = _number(value)
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"bad value {value!r}: expected a number > 0")
-    return number
-
-
 def widths(value: str) -> tuple[int, ...]:
     """Hidden layer widths from ``2048,2048``."""
     parts = value.split(",")

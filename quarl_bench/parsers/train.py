@@ -17,7 +17,7 @@ from quarl_bench.parsers.arguments import (
     add_executor,
     add_store,
     add_timesteps,
-    positive_float,
+    non_negative_float,
     positive_int,
     precision_arg,
     widths,
@@ -125,7 +125,7 @@ def add_actorq(commands: Subcommands) -> None:
     )
     actorq.add_argument(
         "--budget",
-        type=positive_float,
+        type=non_negative_float,
         default=None,
         metavar="MIN",
         help="with --plan: whether the runs fit this many minutes",

@@ -14,7 +14,7 @@ import random
 import re
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,7 @@ class Variant:
     def __post_init__(self) -> None:
         spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, layers=self.layers)
         object.__setattr__(self, "quantize_bias", spec.quantize_bias)
+        object.__setattr__(self, "symmetric", bool(self.symmetric))  # stored as 0/1
 
     @property
     def is_default(self) -> bool:
@@ -96,10 +97,8 @@ class Variant:
             parts.append(f"obs noise {self.obs_noise:g}")
         if self.recipe:
             parts.append(self.recipe)
-        if self.perturbation:
-            parts.append(f"perturbed {self.perturbation}")
-        if self.judge:
-            parts.append(f"judged {self.judge}")
+        parts += [f"perturbed {self.perturbation}"] if self.perturbation else []
+        parts += [f"judged {self.judge}"] if self.judge else []
         return ", ".join(parts) or "default"
 
     def slug(self) -> str:
@@ -396,12 +395,8 @@ class ResultStore:
             "method = 'deploy') AND layer_bits = ''",
             (method,),
         ).fetchall()
-        found = {
-            Variant(
-                method, seed, episodes, granularity, bool(symmetric), bool(bias), layers, version, noise, recipe, p, j
-            )
-            for seed, episodes, granularity, symmetric, bias, layers, version, noise, recipe, p, j in rows
-        }
+        columns = [column.name for column in fields(Variant)][1:]  # the names above, in Variant's order
+        found = {Variant(method, **dict(zip(columns, row, strict=True))) for row in rows}
         return sorted(found, key=lambda v: (not v.is_default, v.label()))
 
     def _frame(self, sql: str, params: Any) -> pd.DataFrame:
