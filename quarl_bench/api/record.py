@@ -135,14 +135,13 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
     lines = []
     for result in results:
         fp32 = store.stored(result.scale_rows[0])["mean_reward"] if result.scale_rows else math.nan
-        minimums = result.worded_minimums
         undetermined = [v.spec for v in result.verdicts if v.verdict == "undetermined"]
         lines.append(
             {
                 "algo": result.agent.algo,
                 "env": result.agent.env_id,
                 "fp32 score": fp32,
-                **{name: str(minimums.get(label, "-")) for label, name in method_columns().items()},
+                **{name: _minimum(result, label) for label, name in method_columns().items()},
                 "episodes": int(sum(v.episodes for v in result.verdicts)),
                 "undetermined": ", ".join(undetermined) or "-",
                 "agent": result.agent.content_hash[:12],
@@ -152,7 +151,19 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
     for candidate in candidates:
         if candidate.ref is None:
             lines.append({"algo": candidate.algo, "env": candidate.saved_env, "status": "not run: " + candidate.reason})
-    return pd.DataFrame(lines)
+    frame = pd.DataFrame(lines)
+    frame["episodes"] = [f"{int(v)}" if pd.notna(v) else "-" for v in frame.get("episodes", [math.nan] * len(frame))]
+    frame["fp32 score"] = [f"{v:.2f}" if pd.notna(v) else "-" for v in frame.get("fp32 score", [math.nan] * len(frame))]
+    return frame.fillna("-")
+
+
+def _minimum(result: Any, label: str) -> str:
+    """A family's answer in the record: the certified minimum of a ladder (``int6``, ``≤ int4``, ``> fp16``), or
+    the one verdict of a single-precision family (int4 per channel, W8A8: ``safe``, ``unsafe``, ``undetermined``)."""
+    walked = [v for v in result.verdicts if result.family_of.get(v.spec) == label]
+    if len(walked) == 1:
+        return walked[0].verdict
+    return str(result.worded_minimums.get(label, "-"))
 
 
 def tidy_record(verdicts: pd.DataFrame) -> pd.DataFrame:
