@@ -302,7 +302,7 @@ def draw_record(table: pd.DataFrame, column: str = "RTN per tensor") -> Any:
     image = ax.imshow(shown, cmap="viridis_r", vmin=2, vmax=32, aspect="auto")
     for (row, col), value in np.ndenumerate(bits.to_numpy(dtype=float)):
         if not math.isnan(value):
-            ax.text(col, row, str(grid.iloc[row, col]), ha="center", va="center", fontsize=7, color="white")
+            ax.text(col, row, str(grid.iloc[row, col]), ha="center", va="center", fontsize=7, color="black")
     ax.set_xticks(range(len(bits.columns)), list(bits.columns), rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(bits.index)), list(bits.index), fontsize=8)
     ax.set_title(f"minimum certified precision, {column} (bits; 32: none safe)", fontsize=9)
