@@ -23,7 +23,7 @@ GRIDS = sorted((ROOT / "quarl_bench" / "zoo_configs").glob("*.yaml"))
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)")
 
 # training, cluster and timing commands are parsed, not run: each takes minutes, and other tests run them
-NOT_RUN = ("actorq", "amp", "qat", "train", "table4")
+NOT_RUN = ("actorq", "amp", "qat", "train", "table4", "record")  # record: a zoo's worth (tests/test_record.py)
 # PandaReach: its agent is trained first (3 minutes; tests/test_outcomes.py trains a short one and certifies it)
 NOT_RUN_FLAGS = (
     "--executor",

@@ -95,16 +95,35 @@ def _check_env(ref: AgentRef) -> None:
     env.close()
 
 
+def agent_seconds(candidate: Candidate) -> float:
+    """One agent's estimated seconds by the plan's cost model (0 for one that cannot run)."""
+    if candidate.ref is None:
+        return 0.0
+    return PLANNED_EPISODES * EPISODE_SECONDS.get(record_kind(candidate.ref.env_id), EPISODE_SECONDS["default"])
+
+
+def within_budget(candidates: Sequence[Candidate], seconds: float | None, workers: int = 1) -> list[Candidate]:
+    """The runnable agents that fit ``seconds`` on ``workers`` processes, in order (an agent that does not fit is
+    left out, the next may fit); those that cannot run stay, to be listed."""
+    if seconds is None:
+        return list(candidates)
+    chosen, spent = [], 0.0
+    for candidate in candidates:
+        cost = agent_seconds(candidate) / max(workers, 1)
+        if candidate.ref is None or spent + cost <= seconds:
+            chosen.append(candidate)
+            spent += cost
+    return chosen
+
+
 def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[float, dict[str, float]]:
     """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
 
     per_kind: dict[str, float] = {}
     for candidate in candidates:
-        if candidate.ref is None:
-            continue
-        kind = record_kind(candidate.ref.env_id)
-        seconds = PLANNED_EPISODES * EPISODE_SECONDS.get(kind, EPISODE_SECONDS["default"])
-        per_kind[kind] = per_kind.get(kind, 0.0) + seconds
+        if candidate.ref is not None:
+            kind = record_kind(candidate.ref.env_id)
+            per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate)
     return sum(per_kind.values()) / max(workers, 1), per_kind
 
 

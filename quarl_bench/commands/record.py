@@ -18,7 +18,14 @@ def record(args: argparse.Namespace) -> int:
         raise QuarlError(f"bad record action {' '.join(args.action)!r}: expected none (record a zoo) or diff OLD NEW")
     import os
 
-    from quarl_bench.api.record import plan_seconds, record_requests, record_table, run_record, zoo_candidates
+    from quarl_bench.api.record import (
+        plan_seconds,
+        record_requests,
+        record_table,
+        run_record,
+        within_budget,
+        zoo_candidates,
+    )
     from quarl_bench.commands.common import certify_progress
     from quarl_bench.report.console import verdict_line
     from quarl_bench.zoo.agents import ZOO_ENV
@@ -27,6 +34,13 @@ def record(args: argparse.Namespace) -> int:
     if not str(folder) or not folder.is_dir():
         raise QuarlError(f"bad --folder {str(folder)!r}: expected an rl-zoo3 log folder (algo/ENV_N/ENV.zip)")
     candidates = zoo_candidates(folder, args.algo or (), args.env or ())
+    if args.budget:
+        from quarl_bench.api.reproduce import parse_duration
+
+        every = len([c for c in candidates if c.ref is not None])
+        candidates = within_budget(candidates, parse_duration(args.budget), args.workers)
+        left = every - len([c for c in candidates if c.ref is not None])
+        console.print(f"--budget {args.budget}: {left} agent(s) left out (the next run resumes and takes them)")
     runnable = [c for c in candidates if c.ref is not None]
     seconds, per_kind = plan_seconds(candidates, args.workers)
     console.print(f"{len(runnable)} agents to certify in {folder} ({len(candidates) - len(runnable)} cannot run here)")

@@ -29,6 +29,9 @@ def add_record(commands: Subcommands) -> None:
     record.add_argument("--plan", action="store_true", help="list the agents, the reasons and the time; run nothing")
     record.add_argument("--workers", type=positive_int, default=1, help="processes (default %(default)s)")
     record.add_argument(
+        "--budget", default=None, metavar="TIME", help="certify only the agents that fit, e.g. 30m or 2h (in order)"
+    )
+    record.add_argument(
         "--out", type=Path, default=Path("results/record"), help="where record.md/csv go (default results/record)"
     )
     add_store(record)
