@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from quarl_bench.config import config_dir
 from quarl_bench.report.paper_page import paired_error_ci, paper_page, paper_summary, published_cells
@@ -90,3 +91,17 @@ def test_the_paper_shaped_tables_keep_the_papers_rows_and_the_tidy_one_its_numbe
     compact = reward_error_compact(tidy)
     assert list(compact.columns) == ["env", "algo", "fp32 reward", "E% fp16", "E% int8"]
     assert max(len(line) for line in compact.to_string().splitlines()) <= 120
+
+
+def test_reproduced_is_the_documented_rule_and_the_paper_s_rounding_makes_practically_equal() -> None:
+    """ppo MountainCarContinuous fp16 was "reproduced" with a CI [0.0049, 0.0747] that excludes the paper's 0 (a
+    0.005 slack); a paper of whole-number rewards near 93 cannot print E % finer than 100 / 93 = 1.08 points."""
+    from quarl_bench.report.paper_page import _status, paper_resolution
+
+    printed = pd.Series({"algo": "ppo", "fp32_reward": "93", "fp16_reward": "93", "e_fp16_pct": "0.00"})
+    assert paper_resolution(printed, 93.0) == pytest.approx(100 / 93)
+    assert paper_resolution(pd.Series({"fp32_reward": "500.25", "int8_reward": "499.5"}), 500.25) == 0.005
+    cell = pd.Series({"precision": "fp16", "paper E %": 0.0, "paper resolution": 100 / 93})
+    assert _status(cell, {"E % CI low": 0.0049, "E % CI high": 0.0747}) == "practically equal"
+    assert _status(cell, {"E % CI low": -0.2, "E % CI high": 0.3}) == "reproduced"
+    assert _status(cell, {"E % CI low": 2.0, "E % CI high": 3.0}) == "outside"

@@ -12,7 +12,13 @@ ARTIFACTS = ("table2", "figure7", "qat", "table4", "table5", "actorq")  # api/re
 
 def add_reproduce(commands: Subcommands) -> None:
     reproduce = commands.add_parser(
-        "reproduce", help="regenerate the papers' tables and figures: plan, run (resumable), report"
+        "reproduce",
+        help="regenerate the papers' tables and figures: plan, run (resumable), report",
+        description="Plan, run and report every paper artifact the available agents allow (QuaRL Table 2, figure 7, "
+        "QAT, Table 4, Table 5, ActorQ Table 2): each published cell with its status and paired E% CI, in "
+        "--out's report.html and paper pages. Runs resume from the store. Examples: quarl-bench reproduce --plan "
+        "-f rl-trained-agents; quarl-bench reproduce --budget 2h -f rl-trained-agents; quarl-bench reproduce "
+        "--quick (minutes). The certified record of a whole zoo is quarl-bench record.",
     )
     reproduce.set_defaults(handler=handler("reproduce:reproduce"))
     reproduce.add_argument(

@@ -4,8 +4,10 @@ store measured for it and a status, and every cell of ActorQ Table 2 (times to t
 
 The papers' claim is the error between precisions, E % = (R_fp32 - R_q) / |R_fp32| x 100, so a quantized cell is
 judged on E %: *reproduced* when the paper's E % lies inside the measured E %'s paired 95% bootstrap CI (episodes
-matched by identity, both members of a pair resampled together), *outside* when not (*undetermined* for rows stored
-without episode identities, which cannot be paired). An fp32 cell is the *reference* its row's E % is taken
+matched by identity, both members of a pair resampled together), exactly as documented (no slack); *practically
+equal* when it lies outside the CI by less than the paper could print (its rewards rounded to whole numbers move
+its E % by up to 100 / |R_fp32| points: :func:`paper_resolution`); *outside* otherwise (*undetermined* for rows
+stored without episode identities, which cannot be paired). An fp32 cell is the *reference* its row's E % is taken
 against: its absolute reward is shown beside the paper's, with the agent named, since the zoo's agents are not the
 papers'. A cell the store has no agent for says so, with the hub id that would
 provide it; one whose agent is here but not at that precision is *not measured*.
@@ -26,7 +28,7 @@ from quarl_bench.store.agent_names import row_agent_name
 PAPER_TABLES = {"quarl_table2.csv": "QuaRL Table 2", "actorq_appendix_table4.csv": "ActorQ appendix Table 4"}
 PRECISIONS = ("fp32", "fp16", "int8")
 RESAMPLES = 2000
-STATUSES = ("reproduced", "outside", "undetermined", "reference", "not measured", "no agent")
+STATUSES = ("reproduced", "practically equal", "outside", "undetermined", "reference", "not measured", "no agent")
 
 
 def published_cells(paper_dir: Path) -> pd.DataFrame:
@@ -37,7 +39,8 @@ def published_cells(paper_dir: Path) -> pd.DataFrame:
         path = paper_dir / name
         if not path.is_file():
             continue
-        for _, published in pd.read_csv(path).iterrows():
+        raw = pd.read_csv(path, dtype=str)
+        for (_, published), (_, text) in zip(pd.read_csv(path).iterrows(), raw.iterrows(), strict=True):
             fp32 = float(published["fp32_reward"])
             for precision in PRECISIONS:
                 reward = published.get(f"{precision}_reward")
@@ -53,9 +56,23 @@ def published_cells(paper_dir: Path) -> pd.DataFrame:
                         "precision": precision,
                         "paper reward": float(reward),
                         "paper E %": float(given) if given is not None and not pd.isna(given) else error,
+                        "paper resolution": paper_resolution(text, fp32),
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def paper_resolution(printed: pd.Series, fp32: float) -> float:
+    """How far the paper's E % may lie from the E % of its unrounded rewards: the rewards as printed (``printed``,
+    the row's text) round to a unit (1 for whole numbers, 0.01 for two decimals), which moves E % = (R_fp32 - R_q) /
+    |R_fp32| x 100 by up to 100 x unit / |R_fp32| points; and E % itself prints to two decimals (0.005)."""
+    decimals = max(
+        (len(str(value).split(".")[1]) if "." in str(value) else 0)
+        for name, value in printed.items()
+        if str(name).endswith("_reward") and isinstance(value, str)
+    )
+    unit = 10.0**-decimals
+    return max(0.005, 100 * unit / abs(fp32)) if fp32 else 0.005
 
 
 def paired_error_ci(quantized: np.ndarray, reference: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
@@ -94,6 +111,7 @@ def paper_page(selected: pd.DataFrame, paper_dir: Path) -> pd.DataFrame:
             continue
         rows.append(base | found | {"status": _status(cell, found)})
     columns = ["table", "algo", "env", "precision", "status", "paper E %", "measured E %", "E % CI low", "E % CI high"]
+    columns += ["paper resolution"]
     columns += ["paper reward", "measured reward", "reward CI low", "reward CI high", "agent", "episodes", "row key"]
     columns += ["why"]
     frame = pd.DataFrame(rows)
@@ -137,8 +155,11 @@ def _status(cell: pd.Series, found: dict) -> str:
     low, high = found.get("E % CI low"), found.get("E % CI high")
     if low is None or high is None or np.isnan(low):
         return "undetermined"  # rows stored before episode identities: no paired CI to judge by
-    # the papers print E % to two decimals: a CI within half a unit of that still holds the printed value
-    return "reproduced" if low - 0.005 <= cell["paper E %"] <= high + 0.005 else "outside"
+    paper = cell["paper E %"]
+    if low <= paper <= high:
+        return "reproduced"
+    distance = low - paper if paper < low else paper - high
+    return "practically equal" if distance <= cell.get("paper resolution", 0.005) else "outside"
 
 
 def paper_summary(page: pd.DataFrame) -> pd.DataFrame:
@@ -182,8 +203,9 @@ def paper_page_report(
         )
     caption = (
         "Every published reward cell. A quantized cell is judged on E % (the papers' claim): reproduced when the "
-        "paper's E % lies in the measured paired 95% CI. fp32 cells are the references; absolute rewards of "
-        "different agents are shown beside, never judged."
+        "paper's E % lies in the measured paired 95% CI, practically equal when outside it by less than the paper's "
+        "rounding could move its E % ('paper resolution', points), outside otherwise. fp32 cells are the references; "
+        "absolute rewards of different agents are shown beside, never judged."
     )
     shaped = paper_shaped(page) if len(page) else pd.DataFrame(columns=["table"])
     tables = [
