@@ -105,3 +105,32 @@ def test_reproduced_is_the_documented_rule_and_the_paper_s_rounding_makes_practi
     assert _status(cell, {"E % CI low": 0.0049, "E % CI high": 0.0747}) == "practically equal"
     assert _status(cell, {"E % CI low": -0.2, "E % CI high": 0.3}) == "reproduced"
     assert _status(cell, {"E % CI low": 2.0, "E % CI high": 3.0}) == "outside"
+
+
+def test_a_paper_row_s_cells_come_from_one_agent_never_two() -> None:
+    """Table 2's ppo CartPole row once took fp32 and int8 from one agent and fp16 from another."""
+    from quarl_bench.report.paper_page import one_agent
+
+    rows = pd.DataFrame(
+        {
+            "reference_key": ["a", "a", "b", "b", "b"],
+            "precision": ["fp32", "int8", "fp32", "fp16", "int8"],
+        }
+    )
+    assert set(one_agent(rows)["reference_key"]) == {"b"}  # the agent with all three of the paper's precisions
+    assert set(one_agent(rows[rows["reference_key"] == "a"])["precision"]) == {"fp32", "int8"}
+
+
+def test_a_paper_row_is_found_in_whichever_variant_holds_its_cells() -> None:
+    """After `reproduce --quick` beside README line 1's rows, the quick variant's cells were called "no agent": the
+    page read the primary variant only. Rows of every variant come labelled; a row takes the one that holds most."""
+    from quarl_bench.report.paper_page import one_agent
+
+    rows = pd.DataFrame(
+        {
+            "variant": ["default", "episodes 20", "episodes 20", "episodes 20"],
+            "reference_key": ["a", "a2", "a2", "a2"],
+            "precision": ["fp32", "fp32", "fp16", "int8"],
+        }
+    )
+    assert set(one_agent(rows)["variant"]) == {"episodes 20"}

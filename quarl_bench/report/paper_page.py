@@ -97,7 +97,9 @@ def paper_page(selected: pd.DataFrame, paper_dir: Path) -> pd.DataFrame:
     for _, cell in cells.iterrows():
         env_id = alias_env_id(cell["paper env"])
         measured = (
-            selected[(selected["algo"] == cell["algo"]) & (selected["env_id"] == env_id)] if len(selected) else []
+            one_agent(selected[(selected["algo"] == cell["algo"]) & (selected["env_id"] == env_id)])
+            if len(selected)
+            else []
         )
         found = _measured(measured, cell["precision"]) if len(measured) else None
         base = cell.to_dict() | {"env": env_id}
@@ -112,10 +114,25 @@ def paper_page(selected: pd.DataFrame, paper_dir: Path) -> pd.DataFrame:
         rows.append(base | found | {"status": _status(cell, found)})
     columns = ["table", "algo", "env", "precision", "status", "paper E %", "measured E %", "E % CI low", "E % CI high"]
     columns += ["paper resolution"]
-    columns += ["paper reward", "measured reward", "reward CI low", "reward CI high", "agent", "episodes", "row key"]
+    columns += ["paper reward", "measured reward", "reward CI low", "reward CI high", "agent", "variant", "episodes"]
+    columns += ["row key"]
     columns += ["why"]
     frame = pd.DataFrame(rows)
     return frame.reindex(columns=columns) if len(frame) else frame
+
+
+def one_agent(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the one agent (and, where rows carry a ``variant``, the one variant) a paper row's cells come
+    from: of several, the one with the most of the paper's precisions (the first, the primary variant, on a tie), so
+    no row mixes two agents' or two variants' cells; a precision it lacks is *not measured*."""
+    keys = ["variant", "reference_key"] if "variant" in rows else ["reference_key"]
+    if rows.empty or len(rows.groupby(keys)) <= 1:
+        return rows
+    held = rows[rows["precision"].isin(PRECISIONS)].groupby(keys, sort=False)["precision"].nunique()
+    chosen = held.idxmax()
+    chosen = chosen if isinstance(chosen, tuple) else (chosen,)
+    mask = np.logical_and.reduce([rows[key] == value for key, value in zip(keys, chosen, strict=True)])
+    return rows[mask]
 
 
 def _measured(measured: pd.DataFrame, precision: str) -> dict | None:
@@ -131,6 +148,7 @@ def _measured(measured: pd.DataFrame, precision: str) -> dict | None:
             "reward CI low": low,
             "reward CI high": high,
             "agent": row.get("agent") or row_agent_name(row),
+            "variant": row.get("variant") or "default",
             "episodes": int(row["episodes"]),
             "row key": row["key"],
         }
