@@ -108,3 +108,14 @@ def test_actorq_without_a_gpu_learner_runs_its_dqn_rows_and_says_why(
     assert ("actorq: torch sees no GPU: the DQN rows only" in text) == runs_dqn_only
     # five seeds a run (a speed-up's interval): 5 x 850 s for the DQN rows, 5 x 21 x 900 s with a GPU
     assert ("1h10m" in text) == runs_dqn_only and ("26h15m" in text) != runs_dqn_only
+
+
+def test_the_plan_counts_published_cells_and_those_this_zoo_reaches(cli, zoo: Path, tmp_path: Path) -> None:
+    """The plan counted agents, not cells ("18 of 84 Table 2 cells" was in the docs only), and ActorQ Table 2 as 11
+    rows where its page counts 33 cells (per task: fp32's time to target, the fp16 and int8 speed-ups)."""
+    code, out, err = cli(
+        "reproduce", "--plan", "--only", "table2", "actorq", "-f", zoo, "--store", tmp_path / "q.sqlite"
+    )
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "84 (18 here)" in text and "│ 33 │" in text

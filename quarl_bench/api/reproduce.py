@@ -157,6 +157,7 @@ class PlanLine:
     artifact: PaperArtifact
     command: list[str]
     published_cells: int = 0
+    cells_here: int | None = None  # published cells whose agent the sources have (None: not a per-agent table)
     agents: list[str] = field(default_factory=list)  # "algo/env (source)"
     missing: list[str] = field(default_factory=list)  # "algo/env" the sources lack (hub id sb3/algo-env)
     jobs_to_run: int = 0
@@ -207,6 +208,8 @@ def plan_reproduction(
             line.published_cells = published_cell_count(paper_dir / artifact.published)
         if artifact.grid and (artifact.quick if quick else artifact.command)[0] == "sweep":
             _plan_sweep(line, artifact, quick, sources, store, measured)
+            if artifact.published and (paper_dir / artifact.published).is_file():
+                line.cells_here = reachable_cells(paper_dir / artifact.published, line.agents)
         else:  # a command the cost model does not cover (and quick QAT: one short training run)
             line.seconds = artifact.fixed_seconds[1 if quick else 0]
             line.estimate_from = "measured run" if quick else artifact.fixed_from
@@ -251,10 +254,27 @@ def gpu_visible() -> bool:
 
 
 def published_cell_count(path: Path) -> int:
-    """The published numbers of a paper file: reward cells for reward tables, rows otherwise."""
+    """The published numbers of a paper file: reward cells for reward tables; for ActorQ Table 2, fp32's time to
+    target and the speed-ups (3 a task, as its page counts them); rows otherwise."""
     frame = pd.read_csv(path)
     rewards = [c for c in frame.columns if c.endswith("_reward")]
-    return int(frame[rewards].notna().sum().sum()) if rewards else len(frame)
+    if rewards:
+        return int(frame[rewards].notna().sum().sum())
+    timed = [c for c in frame.columns if c == "fp32_time_s" or c.endswith("_speedup")]
+    return int(frame[timed].notna().sum().sum()) if timed else len(frame)
+
+
+def reachable_cells(path: Path, agents: list[str]) -> int:
+    """The published reward cells of a paper file whose agent the plan found (``agents``: "algo/env (source)")."""
+    from quarl_bench.config import alias_env_id
+
+    here = {label.split(" ")[0] for label in agents}
+    frame = pd.read_csv(path)
+    rewards = [c for c in frame.columns if c.endswith("_reward")]
+    found = frame[
+        [f"{algo}/{alias_env_id(str(env))}" in here for algo, env in zip(frame["algo"], frame["env"], strict=True)]
+    ]
+    return int(found[rewards].notna().sum().sum()) if rewards else 0
 
 
 def _plan_sweep(

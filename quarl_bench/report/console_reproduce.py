@@ -17,7 +17,7 @@ def plan_table(lines: list[Any], chosen: list[Any], quick: bool) -> Table:
     for line in lines:
         table.add_row(
             f"{line.artifact.name}: {line.artifact.paper}",
-            str(line.published_cells or "-"),
+            str(line.published_cells or "-") + (f" ({line.cells_here} here)" if line.cells_here is not None else ""),
             str(len(line.agents)) if line.artifact.grid else "-",
             str(len(line.missing)) if line.artifact.grid else "-",
             str(line.jobs_to_run) if line.artifact.grid else "-",
