@@ -3,6 +3,7 @@ leaves out what does not fit; bad input is one line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,15 @@ def test_the_plan_counts_published_cells_and_those_this_zoo_reaches(cli, zoo: Pa
     assert code == 0, err
     text = " ".join(out.split())
     assert "84 (18 here)" in text and "│ 33 │" in text
+
+
+def test_a_long_evaluation_says_how_far_it_got(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
+    """100 Breakout games ran 5-11 minutes with nothing printed: an evaluation now says, every minute (here every
+    step), how many of its episodes are done."""
+    from quarl_bench.evaluation import evaluate
+
+    monkeypatch.setattr(evaluate, "HEARTBEAT_SECONDS", 0.0)
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--store", tmp_path / "q.sqlite")
+    code, _, err = cli("run", *agent, "--bits", "8", "-n", "4")
+    assert code == 0, err
+    assert re.search(r"evaluating: \d of 4 episodes in", err)

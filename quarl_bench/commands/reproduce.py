@@ -46,7 +46,7 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
     """Each artifact's command in this process, one after another (a failed one is reported, the next goes on),
     then ``report --html`` and ``reproduction.json``: commit, versions, machine, load, wall time per artifact."""
     from quarl_bench.cli import main
-    from quarl_bench.deploy.machine import load_record, machine_record
+    from quarl_bench.deploy.machine import load_record, load_text, machine_record
     from quarl_bench.progress import clock
     from quarl_bench.store.provenance import driver_provenance
 
@@ -65,6 +65,12 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
         except SystemExit as stop:  # argparse's exit for a command the plan built wrong: reported, the next goes on
             code = stop.code if isinstance(stop.code, int) else 2
         failures += code != 0
+        took = time.perf_counter() - began
+        console.print(
+            f"  {line.artifact.name}: {clock(took)} against an estimate of {clock(line.seconds)} "
+            f"({took / max(line.seconds, 1e-9):.2f}x); {load_text(load) or 'load not recorded'} at its start, "
+            f"{load_text(load_record()) or 'not recorded'} at its end"
+        )
         record["artifacts"].append(
             {
                 "name": line.artifact.name,
@@ -83,5 +89,9 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
     failures += main(report) != 0
     record["wall_seconds"] = round(time.perf_counter() - start, 1)
     (out / "reproduction.json").write_text(json.dumps(record, indent=2, default=str))
-    console.print(f"Reproduction: {clock(record['wall_seconds'])} in all; provenance in {out / 'reproduction.json'}")
+    ratio = record["wall_seconds"] / max(estimate, 1e-9)
+    console.print(
+        f"Reproduction: {clock(record['wall_seconds'])} in all against the plan's {clock(estimate)} ({ratio:.2f}x; "
+        f"{load_text(load_record()) or 'load not recorded'} at the end); provenance in {out / 'reproduction.json'}"
+    )
     return 1 if failures else 0

@@ -38,6 +38,8 @@ from quarl_bench.zoo.quiet import native_output_silenced
 
 ACTION_DRAWS, NOISE_DRAWS = 0, 1  # the two streams of an env's generator
 
+HEARTBEAT_SECONDS = 60.0  # a long evaluation says how far it got this often (stderr)
+
 
 @dataclass
 class Episodes:
@@ -229,6 +231,7 @@ def play(
     finished: list[tuple[int, int, float, int, int, int, dict[str, float]]] = []
     outcomes = OutcomeTracker(len(envs))
     step = 0
+    heartbeat = Heartbeat(int(np.sum(targets)))
     while playing.any():
         masks = read_masks() if masked is not None and read_masks is not None else None
         if masked is not None:
@@ -255,7 +258,26 @@ def play(
             current_rewards[i], current_lengths[i] = 0, 0
         playing[:] = counts < targets
         step += 1
+        heartbeat.beat(len(finished))
     return finished, step
+
+
+class Heartbeat:
+    """A line on stderr every :data:`HEARTBEAT_SECONDS` of a long evaluation (100 Atari games ran 5-11 minutes with
+    nothing said): the episodes finished of the target, and the time so far."""
+
+    def __init__(self, target: int) -> None:
+        self.target, self.start = target, time.perf_counter()
+        self.next = self.start + HEARTBEAT_SECONDS
+
+    def beat(self, done: int) -> None:
+        now = time.perf_counter()
+        if now >= self.next:
+            from quarl_bench.errors import note
+            from quarl_bench.progress import clock
+
+            note(f"evaluating: {done} of {self.target} episodes in {clock(now - self.start)}")
+            self.next = now + HEARTBEAT_SECONDS
 
 
 def play_envs(
