@@ -101,7 +101,13 @@ def test_notebook_runs_on_a_small_store(cli, zoo: Path, tmp_path: Path, monkeypa
     # the figure cells draw (the report once switched the kernel off its inline backend at import: no images)
     figure_cells = [cell for cell in notebook.cells if cell.cell_type == "code" and "plt.subplots" in cell.source]
     assert len(figure_cells) == 3
-    assert all(any("image/png" in o.get("data", {}) for o in cell.outputs) for cell in figure_cells)
+    for cell in figure_cells:  # an image, or (no data for it in this variant) a line saying so: never empty axes
+        images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+        said = " ".join(o.get("text", "") for o in cell.outputs)
+        assert images or said.startswith("no "), cell.source[:80]
+    assert any("image/png" in o.get("data", {}) for o in figure_cells[0].outputs)  # the sweet spot: 2+ widths here
+    tables = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "E % CI low" in tables  # the paper comparison carries the paired E % CI (the paper page's cells)
 
 
 def test_qat_vs_ptq_matches_on_precision_not_bits() -> None:
