@@ -132,3 +132,16 @@ def test_a_long_evaluation_says_how_far_it_got(cli, zoo: Path, tmp_path: Path, m
     code, _, err = cli("run", *agent, "--bits", "8", "-n", "4")
     assert code == 0, err
     assert re.search(r"evaluating: \d of 4 episodes in", err)
+
+
+@pytest.mark.slow
+def test_a_second_reproduction_keeps_the_first_s_record_and_says_its_ratio(cli, zoo: Path, tmp_path: Path) -> None:
+    arguments = ("reproduce", "--quick", "--only", "table5", "-f", zoo, "--store", tmp_path / "q.sqlite")
+    for _ in range(2):
+        code, out, err = cli(*arguments, "--out", tmp_path / "out")
+        assert code == 0, err
+    text = " ".join(out.split())
+    assert re.search(r"table5: \S+ against an estimate of \S+ \(\d+\.\d\dx\); load", text)
+    assert re.search(r"Reproduction: \S+ in all against the plan's \S+ \(\d+\.\d\dx;", text)
+    kept = sorted(p.name for p in (tmp_path / "out").glob("reproduction*.json"))
+    assert len(kept) == 2 and kept[-1] == "reproduction.json"  # the first run's record renamed, not overwritten

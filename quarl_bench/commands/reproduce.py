@@ -88,6 +88,10 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
     console.print(f"[bold]report[/]: quarl-bench {' '.join(report)}")
     failures += main(report) != 0
     record["wall_seconds"] = round(time.perf_counter() - start, 1)
+    previous = out / "reproduction.json"
+    if previous.is_file():  # an earlier run's record is kept, named by when it was written, not overwritten
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(previous.stat().st_mtime))
+        previous.rename(out / f"reproduction-{stamp}.json")
     (out / "reproduction.json").write_text(json.dumps(record, indent=2, default=str))
     ratio = record["wall_seconds"] / max(estimate, 1e-9)
     console.print(
