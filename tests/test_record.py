@@ -26,8 +26,8 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     assert code == 0, err
     assert "1 agents to certify" in text and "not run: dqn Breakout: no model zip" in text
     assert not store.exists()  # a plan runs nothing
-    code, text, err = cli("record", "-f", folder, "--plan", "--budget", "10s", "--store", store)
-    assert code == 0 and "1 agent(s) left out" in text and "0 agents to certify" in text  # ~23 s by the cost model
+    code, text, err = cli("record", "-f", folder, "--plan", "--budget", "5s", "--store", store)
+    assert code == 0 and "1 agent(s) left out" in text and "0 agents to certify" in text  # ~10 s by the cost model
     code, _, err = cli("record", "-f", folder, "--plan", "--budget", "soon", "--store", store)
     assert code == 2 and "bad budget 'soon'" in err
     code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)

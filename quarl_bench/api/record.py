@@ -43,9 +43,6 @@ def method_columns() -> dict[str, str]:
 # episodes a certification spends per agent, for the plan: the scale set (20 fp32 + 300 random) and, per question,
 # a median of 60 pairs (two policies) over the 7 questions (benchmarks/certify_speed.py: 20-80 pairs a question)
 PLANNED_EPISODES = 20 + 300 + 7 * 2 * 60
-# seconds per episode by kind (rough: measured here for classic control by this record; Atari episodes run ~4,000
-# frames through a CNN on 2 cores)
-EPISODE_SECONDS = {"classic": 0.02, "box2d": 0.4, "bullet": 1.5, "mujoco": 1.0, "atari": 20.0, "default": 0.5}
 
 
 @dataclass(frozen=True)
@@ -96,10 +93,13 @@ def _check_env(ref: AgentRef) -> None:
 
 
 def agent_seconds(candidate: Candidate) -> float:
-    """One agent's estimated seconds by the plan's cost model (0 for one that cannot run)."""
+    """One agent's estimated seconds by ``reproduce``'s cost model (seconds per episode by env kind, measured on
+    the results of record), 0 for one that cannot run."""
+    from quarl_bench.api.reproduce import AGENT_OVERHEAD_SECONDS, EPISODE_SECONDS, cost_kind
+
     if candidate.ref is None:
         return 0.0
-    return PLANNED_EPISODES * EPISODE_SECONDS.get(record_kind(candidate.ref.env_id), EPISODE_SECONDS["default"])
+    return AGENT_OVERHEAD_SECONDS + PLANNED_EPISODES * EPISODE_SECONDS[cost_kind(candidate.ref.env_id)]
 
 
 def within_budget(candidates: Sequence[Candidate], seconds: float | None, workers: int = 1) -> list[Candidate]:
@@ -118,26 +118,14 @@ def within_budget(candidates: Sequence[Candidate], seconds: float | None, worker
 
 def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[float, dict[str, float]]:
     """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
+    from quarl_bench.api.reproduce import cost_kind
 
     per_kind: dict[str, float] = {}
     for candidate in candidates:
         if candidate.ref is not None:
-            kind = record_kind(candidate.ref.env_id)
+            kind = cost_kind(candidate.ref.env_id)
             per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate)
     return sum(per_kind.values()) / max(workers, 1), per_kind
-
-
-def record_kind(env_id: str) -> str:
-    """classic, box2d, mujoco, bullet or atari: what an episode of ``env_id`` costs, roughly."""
-    import gymnasium as gym
-
-    from quarl_bench.zoo.envs import env_kind
-
-    kind = env_kind(env_id)
-    if kind != "default":
-        return kind
-    entry = str(gym.spec(env_id).entry_point)
-    return next((name for name in ("classic", "box2d", "mujoco") if name in entry), "default")
 
 
 def record_requests(candidates: Sequence[Candidate]) -> list[Any]:
