@@ -314,9 +314,8 @@ def _plan_sweep(
                 line.seconds += work.settings.episodes * per_episode
                 line.jobs_to_run += 1
             continue
-        jobs = [job for job in handler(config).jobs(work, ref) if not store.has(job.key)]
-        line.jobs_to_run += len(jobs)
-        line.seconds += AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
+        line.jobs_to_run += len([job for job in handler(config).jobs(work, ref) if not store.has(job.key)])
+        line.seconds += work_seconds(work, store, measured)
     missing = {(skip.algo, skip.env_id) for skip in planned.skipped}
     for cell in planned.cells:  # agents whose every job is stored have no work left, but they are here
         label = f"{cell.algo}/{cell.env_id}"
@@ -327,6 +326,20 @@ def _plan_sweep(
     line.seconds /= max(1, min(default_workers(), len(planned.works)))
     if any(env in measured for env in {work.env_id for work in planned.works}):
         line.estimate_from = "cost model + store"
+
+
+def work_seconds(work: Any, store: ResultStore, measured: dict[str, float]) -> float:
+    """An evaluation work's estimated seconds by the cost model: its agent's overhead and its jobs not yet stored,
+    episode by episode at the env's rate (this store's own where it has rows of the env). A sweep's progress weighs
+    its works by this, so its ETA counts time, not works (100 Breakout games are not one CartPole job)."""
+    from quarl_bench.methods.protocol import handler
+
+    ref = getattr(work.config, "ref", None)
+    per_episode = measured.get(work.env_id, EPISODE_SECONDS[cost_kind(work.env_id)])
+    if ref is None:  # a training work: its evaluation episodes (its training is planned apart)
+        return work.settings.episodes * per_episode
+    jobs = [job for job in handler(work.config).jobs(work, ref) if not store.has(job.key)]
+    return AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
 
 
 BOX2D = ("LunarLander", "BipedalWalker", "CarRacing")

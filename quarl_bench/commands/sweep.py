@@ -10,6 +10,7 @@ from quarl_bench.store import DEFAULT_STORE, ResultStore
 
 def sweep(args: argparse.Namespace) -> int:
     from quarl_bench.api import agent_sources, plan_sweep, run_sweep
+    from quarl_bench.api.reproduce import measured_episode_seconds, work_seconds
     from quarl_bench.report.console import progress_bar, spec_text, summary_table
 
     sources = agent_sources(args.folder, args.cache, args.hub, args.train_if_missing, args.trust_remote_code)
@@ -37,18 +38,22 @@ def sweep(args: argparse.Namespace) -> int:
             f"evaluation batches and {planned.training_runs} training runs to do, {planned.already_stored} already "
             f"stored, {len(planned.skipped)} agent(s) skipped; {planned.workers} worker(s)"
         )
-        with progress_bar(len(planned.works)) as update:
-            done = {"works": 0}
+        # the bar counts the cost model's seconds, so its ETA weighs a long work (100 Atari games) as such
+        measured = measured_episode_seconds(store)
+        weights: dict[int, float] = {id(work): max(work_seconds(work, store, measured), 1e-3) for work in planned.works}
+        typical = sum(weights.values()) / max(len(weights), 1)  # a work that comes back as a copy (a process pool)
+        with progress_bar(sum(weights.values()), "estimated seconds of work") as update:
+            done = {"seconds": 0.0}
 
-            def on_done(_work, rows, _error) -> None:
-                done["works"] += 1
+            def on_done(work, rows, _error) -> None:
+                done["seconds"] += weights.get(id(work), typical)
                 last = rows[-1] if rows else None
                 text = (
                     f"last: {last['algo']}/{last['env_id']} {spec_text(last)} {last['mean_reward']:.1f}"
                     if last
                     else None
                 )
-                update(done["works"], text)
+                update(done["seconds"], text)
 
             outcome = run_sweep(planned, sources, store, args.executor, args.force, args.address, on_done)
         for failure in outcome.failures:

@@ -188,7 +188,7 @@ def breakdown_table(phases: dict[str, float]) -> Table:
 
 
 @contextmanager
-def progress_bar(total: int, what: str = "jobs") -> Iterator[Any]:
+def progress_bar(total: float, what: str = "jobs") -> Iterator[Any]:
     """A long command's progress on the console: a bar on a terminal, a line per finished unit when redirected;
     yields ``update(completed=None, last=None)``."""
     from quarl_bench.progress import progress
