@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from quarl_bench.deploy.machine import device_units, tensor_core_dtypes
 from quarl_bench.report.tables import amp_table
-from quarl_bench.zoo.devices import device_units, tensor_core_dtypes
 
 H200 = {"device": "cuda", "gpu": "NVIDIA H200", "capability": "9.0", "tensor_cores": list(tensor_core_dtypes((9, 0)))}
 

@@ -20,12 +20,11 @@ import numpy as np
 from quarl_bench.actorq.carbon import track_energy
 from quarl_bench.actorq.config import ActorQConfig
 from quarl_bench.actorq.exploration import exploration_levels
-from quarl_bench.deploy.machine import load_before_run, load_record
+from quarl_bench.deploy.machine import device_record, load_before_run, load_record
 from quarl_bench.jobs.ray_cluster import connect
 from quarl_bench.store import ResultStore
 from quarl_bench.store.provenance import driver_provenance
 from quarl_bench.types import EvalResult, Job, QuantSpec
-from quarl_bench.zoo.devices import device_record
 
 
 @dataclass

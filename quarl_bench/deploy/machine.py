@@ -143,3 +143,56 @@ def machine_record() -> dict[str, object]:
         "cpu_kind": cpu_kind(),
         "load": load_record(),
     }
+
+
+# the dtypes a GPU's tensor cores multiply, by compute capability (NVIDIA's architecture whitepapers: Volta 7.0,
+# Turing 7.5, Ampere 8.0/8.6/8.7, Ada 8.9, Hopper 9.0, Blackwell 10.0/12.0); the first entry at or below a GPU's
+TENSOR_CORE_DTYPES = (
+    ((12, 0), ("fp16", "bf16", "tf32", "fp8", "fp6", "fp4", "int8")),
+    ((10, 0), ("fp16", "bf16", "tf32", "fp8", "fp6", "fp4", "int8", "fp64")),
+    ((9, 0), ("fp16", "bf16", "tf32", "fp8", "int8", "fp64")),
+    ((8, 9), ("fp16", "bf16", "tf32", "fp8", "int8", "int4")),
+    ((8, 6), ("fp16", "bf16", "tf32", "int8", "int4")),
+    ((8, 0), ("fp16", "bf16", "tf32", "int8", "int4", "fp64")),
+    ((7, 5), ("fp16", "int8", "int4")),
+    ((7, 0), ("fp16",)),
+)
+
+
+def tensor_core_dtypes(capability: tuple[int, int]) -> tuple[str, ...]:
+    """What the tensor cores of a GPU of ``capability`` take (none before Volta)."""
+    return next((dtypes for at_least, dtypes in TENSOR_CORE_DTYPES if capability >= at_least), ())
+
+
+def device_record(device: str) -> dict[str, object]:
+    """What a timed run records of the device it trained on: on cuda the GPU's name, compute capability and the
+    dtypes its tensor cores take; on cpu the CPU and its bf16/fp16 and int8 features."""
+    if device == "cuda":
+        import torch
+
+        capability = tuple(torch.cuda.get_device_capability())
+        return {
+            "device": "cuda",
+            "gpu": torch.cuda.get_device_name(),
+            "capability": ".".join(map(str, capability)),
+            "tensor_cores": list(tensor_core_dtypes((int(capability[0]), int(capability[1])))),
+        }
+    return {
+        "device": "cpu",
+        "cpu": cpu_model(),
+        "half_features": list(half_features()),
+        "int8_features": list(int8_features()),
+        "cpu_kind": cpu_kind(),
+    }
+
+
+def device_units(record: dict | None) -> str:
+    """A row's device in a report's words: the GPU and its tensor cores' dtypes, or the CPU's bf16/fp16 units
+    (``none`` for a CPU without them)."""
+    if not isinstance(record, dict):
+        return "not recorded"
+    if record.get("device") == "cuda":
+        dtypes = ", ".join(record.get("tensor_cores") or []) or "none"
+        return f"{record.get('gpu', 'GPU')} (sm {record.get('capability', '?')}; tensor cores: {dtypes})"
+    flags = record.get("half_features")
+    return (" ".join(flags) or "none") if isinstance(flags, list) else "not recorded"

@@ -16,7 +16,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
-from quarl_bench.deploy.machine import cpu_model, half_features, load_record
+from quarl_bench.deploy.machine import cpu_model, device_record, half_features, load_record
 from quarl_bench.methods.agent_evaluation import TrainedAgentEvaluation
 from quarl_bench.methods.protocol import register
 from quarl_bench.store.provenance import TRAINING_RECORD
@@ -24,7 +24,6 @@ from quarl_bench.training.amp_hooks import enable_mixed_precision
 from quarl_bench.types import AgentRef
 from quarl_bench.zoo.agents import find_in_folder
 from quarl_bench.zoo.algorithms import check_algo
-from quarl_bench.zoo.devices import device_record
 from quarl_bench.zoo.train import train_with_callbacks
 
 # Policy A/B/C of the paper were Pong CNNs; on a CPU-only machine MLP widths play that role.

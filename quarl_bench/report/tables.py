@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from quarl_bench.deploy.machine import load_text
+from quarl_bench.deploy.machine import device_units, load_text
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
 from quarl_bench.store.agent_names import ZOO_SOURCES, name_of
-from quarl_bench.zoo.devices import device_units
 
 TABLE_PRECISIONS = ("fp16", "int8")
 CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells of one algo/env apart
