@@ -58,3 +58,13 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     assert code == 1 and "changed: dqn CartPole-v1 int8" in text and "safe -> undetermined" in text
     code, text, _ = cli("record", "diff", tmp_path / "old.csv", store)  # a CSV against its own store: no change
     assert code == 0 and "0 verdicts changed" in text
+
+    # under a suite too: each agent's ladder nominal and under the condition, α shared; a line per condition
+    code, text, err = cli("record", "-f", folder, "--store", store, "--out", out, "--perturb", "action-noise=0.05")
+    assert code == 0, err
+    table = pd.read_csv(out / "record.csv", keep_default_na=False)
+    assert sorted(table[table["env"] == "CartPole-v1"]["condition"]) == ["action-noise=0.05", "nominal"]
+    tidy = pd.read_csv(out / "record_verdicts.csv", keep_default_na=False)
+    assert {"nominal", "action-noise=0.05"} <= set(tidy["condition"])
+    code, _, err = cli("record", "-f", folder, "--plan", "--perturb", "wind", "--store", store)
+    assert code == 2 and "bad perturbation 'wind'" in err

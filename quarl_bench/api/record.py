@@ -9,6 +9,7 @@ stored verdicts and two records of the same code and machine are the same.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -128,12 +129,26 @@ def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[flo
     return sum(per_kind.values()) / max(workers, 1), per_kind
 
 
-def record_requests(candidates: Sequence[Candidate]) -> list[Any]:
-    """One certification request per runnable agent: the ladder at certify's defaults."""
+def record_requests(candidates: Sequence[Candidate], perturb: str = "") -> list[Any]:
+    """Per runnable agent, the ladder at certify's defaults on the nominal simulator, and with ``perturb`` (a
+    condition, a grid or a named suite) under each of its conditions too, α shared over them all. An agent whose env
+    cannot play the suite is certified nominally only."""
     from quarl_bench.api.evaluate import certify_request
     from quarl_bench.certify.config import CertifyConfig
+    from quarl_bench.evaluation.perturbations import condition_for, condition_grid
 
-    return [certify_request(c.ref, LADDER, CertifyConfig()) for c in candidates if c.ref is not None]
+    grid = condition_grid(perturb) if perturb else []  # a name or spelling that is not one: one line, before any run
+    requests = []
+    for candidate in candidates:
+        if candidate.ref is None:
+            continue
+        conditions = [""]
+        with contextlib.suppress(QuarlError):  # a condition this env cannot play: its nominal record stands alone
+            conditions += [condition_for(c, candidate.ref.env_id) for c in grid]
+        for condition in conditions:
+            config = CertifyConfig(perturb=condition)
+            requests.append(certify_request(candidate.ref, LADDER, config, conditions=len(conditions)))
+    return requests
 
 
 def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candidate]) -> pd.DataFrame:
@@ -147,6 +162,7 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
             {
                 "algo": result.agent.algo,
                 "env": result.agent.env_id,
+                "condition": (result.verdicts[0].evidence.get("perturbation") if result.verdicts else "") or "nominal",
                 "fp32 score": fp32,
                 **{name: _minimum(result, label) for label, name in method_columns().items()},
                 "episodes": int(sum(v.episodes for v in result.verdicts)),
@@ -190,6 +206,7 @@ def tidy_record(verdicts: pd.DataFrame) -> pd.DataFrame:
                 "env": verdict["env_id"],
                 "agent": verdict["agent_hash"][:12],
                 "family": family(spec) if spec is not None else "",
+                "condition": (verdict.get("settings") or {}).get("perturb") or "nominal",
                 "spec": verdict["spec"],
                 "verdict": verdict["verdict"],
                 "exploratory": bool(evidence.get("exploratory")),
@@ -245,7 +262,7 @@ class RecordDiff:
 
 def diff_records(old: pd.DataFrame, new: pd.DataFrame) -> RecordDiff:
     """Join two tidy records on (algo, env, agent, spec) and name what differs."""
-    keys = ["algo", "env", "agent", "spec"]
+    keys = ["algo", "env", "agent", "spec"] + (["condition"] if "condition" in old and "condition" in new else [])
     joined = old.merge(new, on=keys, how="outer", suffixes=("_old", "_new"), indicator=True)
     both = joined[joined["_merge"] == "both"]
     changed = both[both["verdict_old"] != both["verdict_new"]]

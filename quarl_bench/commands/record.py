@@ -42,7 +42,11 @@ def record(args: argparse.Namespace) -> int:
         left = every - len([c for c in candidates if c.ref is not None])
         console.print(f"--budget {args.budget}: {left} agent(s) left out (the next run resumes and takes them)")
     runnable = [c for c in candidates if c.ref is not None]
+    from quarl_bench.evaluation.perturbations import condition_grid
+
+    conditions = 1 + (len(condition_grid(args.perturb)) if args.perturb else 0)  # a bad condition: one line, now
     seconds, per_kind = plan_seconds(candidates, args.workers)
+    seconds, per_kind = seconds * conditions, {kind: value * conditions for kind, value in per_kind.items()}
     console.print(f"{len(runnable)} agents to certify in {folder} ({len(candidates) - len(runnable)} cannot run here)")
     console.print(
         f"estimated {seconds / 3600:.1f} h on {args.workers} worker(s) here ("
@@ -56,7 +60,7 @@ def record(args: argparse.Namespace) -> int:
         return 0
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
-        requests = record_requests(candidates)
+        requests = record_requests(candidates, args.perturb)
         with certify_progress(requests) as on_progress:
             results = run_record(
                 requests, store, args.workers, lambda ref, found: console.print(verdict_line(found)), on_progress

@@ -29,6 +29,13 @@ def add_record(commands: Subcommands) -> None:
     record.add_argument("--plan", action="store_true", help="list the agents, the reasons and the time; run nothing")
     record.add_argument("--workers", type=positive_int, default=1, help="processes (default %(default)s)")
     record.add_argument(
+        "--perturb",
+        default="",
+        metavar="COND",
+        help="also certify every agent under this condition, grid or named suite (zoo_configs/perturbations.yaml), "
+        "α shared with the nominal record; an env that cannot play it is certified nominally only",
+    )
+    record.add_argument(
         "--budget", default=None, metavar="TIME", help="certify only the agents that fit, e.g. 30m or 2h (in order)"
     )
     record.add_argument(
