@@ -198,6 +198,12 @@ def test_a_user_function_judges_success_and_progress_on_rows_of_its_own(cli, tmp
     code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
     assert code == 0, err
     assert f"success={judge}:reached" in (tmp_path / "report" / "outcomes.csv").read_text()
+    from quarl_bench.report.robustness import robustness_report
+
+    perturbed = rows.assign(perturbation="sticky=0.1", key=rows["key"] + "p", judge="")
+    both = pd.concat([rows, perturbed], ignore_index=True)  # judged and unjudged rows of the same episodes
+    [table, *_] = robustness_report(both)
+    assert set(table.frame["rows"].str.split().explode()) <= set(perturbed["key"])  # no judged row joins a cell
     code, _, err = cli(
         "certify", *agent, "--outcome", "success", "--success", f"{judge}:nothing", "--tolerance-abs", "0.1"
     )

@@ -22,6 +22,8 @@ def robustness_report(rows: pd.DataFrame) -> list[Table | Figure]:
     if rows.empty or "perturbation" not in rows or not (rows["perturbation"] != "").any():
         return []
     played = rows[(rows["method"] == "ptq") & (rows["layer_bits"] == "")]
+    if "judge" in played:  # a judged row replays an unjudged one's episodes: it would count them twice
+        played = played[played["judge"] == ""]
     agents = played[played["perturbation"] != ""]["agent_hash"].unique()
     played = played[played["agent_hash"].isin(agents)]
     return [robustness_table(played), *robustness_figures(played)]
