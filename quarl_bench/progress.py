@@ -25,6 +25,11 @@ def clock(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+# Units finishing this soon after the start, before any unit took longer, were found stored (a resumed run): they
+# count as done before the clock, or a resumed run would promise the rest at their speed.
+INSTANT_SECONDS = 0.5
+
+
 def remaining(done: float, total: float, elapsed: float) -> float | None:
     """Seconds left at the mean time per unit so far (None before the first unit)."""
     return elapsed / done * (total - done) if done > 0 else None
@@ -37,6 +42,8 @@ class LineProgress:
         self.total, self.what, self.stream, self.every = total, what, stream, every
         self.start = time.perf_counter()
         self.printed = 0.0
+        self.found_done, self.found_at = 0.0, self.start  # units found already done, and when the last was
+        self.measuring = False
 
     def __call__(self, completed: float | None = None, last: str | None = None) -> None:
         if completed is None:
@@ -44,8 +51,13 @@ class LineProgress:
         if completed <= self.printed or (completed - self.printed < self.every and completed < self.total):
             return
         self.printed = completed
-        elapsed = time.perf_counter() - self.start
-        left = remaining(completed, self.total, elapsed)
+        now = time.perf_counter()
+        elapsed = now - self.start
+        if not self.measuring and now - self.found_at < INSTANT_SECONDS:
+            self.found_done, self.found_at = completed, now
+        else:
+            self.measuring = True
+        left = remaining(completed - self.found_done, self.total - self.found_done, now - self.found_at)
         line = f"[{_count(completed)}/{_count(self.total)}] {self.what}: {clock(elapsed)} elapsed"
         line += f", ~{clock(left)} left" if left is not None and completed < self.total else ""
         self.stream.write(line + (f"  {last}" if last else "") + "\n")

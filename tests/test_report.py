@@ -47,6 +47,34 @@ def test_the_sweet_spot_marks_the_width_the_safe_bits_table_calls_safe_at_the_to
         }
     )
     assert safe_bits_table(statistics, 5.0)["minimum safe bits"].iloc[0] == 6  # the table agrees with the figure
+    assert safe_bits_table(statistics, 5.0)["why"].iloc[0] == ""
+
+
+def test_a_width_none_can_pass_on_too_few_episodes_says_so() -> None:
+    """5 CartPole episodes: the finite-sample bound is -238.5 even for identical returns, so "> 8" means too few
+    pairs, not unsafe widths; the table says how many pairs would do."""
+    statistics = pd.DataFrame(
+        {
+            "algo": "ppo",
+            "env": "CartPole-v1",
+            "agent": "a",
+            "episodes": 5,
+            "obs noise": 0.0,
+            "spec": "default",
+            "seed list": "0",
+            "precision": ["int8", "int4"],
+            "bits": [8, 4],
+            "fp32 mean": 500.0,
+            "random mean": None,
+            "delta": 25.0,
+            "sequence low": [-238.5, -238.5],
+            "guarantee": "finite-sample",
+            "rows": ["q8 ref", "q4 ref"],
+        }
+    )
+    row = safe_bits_table(statistics, 5.0).iloc[0]
+    assert row["minimum safe bits"] == "> 8"
+    assert row["why"] == "5 pairs cannot show any width safe (identical returns would give -238.5, δ 25); 65 would"
 
 
 @pytest.mark.slow

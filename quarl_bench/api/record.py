@@ -41,9 +41,18 @@ def method_columns() -> dict[str, str]:
     return {family(spec): name for name, spec in METHOD_NAMES}
 
 
-# episodes a certification spends per agent, for the plan: the scale set (20 fp32 + 300 random) and, per question,
-# a median of 60 pairs (two policies) over the 7 questions (benchmarks/certify_speed.py: 20-80 pairs a question)
-PLANNED_EPISODES = 20 + 300 + 7 * 2 * 60
+# what certifying one agent's ladder costs, measured on the classic-control record (2026-11-29, 22 agents on two
+# workers, 363 s): 2,100 episodes on average (the scale set and every question's pairs; 840 to 3,620 an agent) and
+# 14 s of work besides the episodes (loading, quantizing, the fixed states)
+PLANNED_EPISODES = 2100
+RECORD_OVERHEAD_SECONDS = 14.0
+# seconds per episode the record measured where an env is far from its kind's figure (reproduce.EPISODE_SECONDS)
+RECORD_EPISODE_SECONDS = {
+    "LunarLander-v3": 0.047,
+    "LunarLanderContinuous-v3": 0.052,
+    "BipedalWalker-v3": 0.165,
+    "BipedalWalkerHardcore-v3": 0.41,
+}
 
 
 @dataclass(frozen=True)
@@ -93,31 +102,38 @@ def _check_env(ref: AgentRef) -> None:
     env.close()
 
 
-def agent_seconds(candidate: Candidate) -> float:
-    """One agent's estimated seconds by ``reproduce``'s cost model (seconds per episode by env kind, measured on
-    the results of record), 0 for one that cannot run."""
-    from quarl_bench.api.reproduce import AGENT_OVERHEAD_SECONDS, EPISODE_SECONDS, cost_kind
+def agent_seconds(candidate: Candidate, measured: dict[str, float] | None = None) -> float:
+    """One agent's estimated seconds (0 for one that cannot run): the record's episodes at this machine's seconds
+    per episode where ``measured`` (a store's rows, ``reproduce.measured_episode_seconds``) has its env, else the
+    record's own figure, else ``reproduce``'s by env kind."""
+    from quarl_bench.api.reproduce import EPISODE_SECONDS, cost_kind
 
     if candidate.ref is None:
         return 0.0
-    return AGENT_OVERHEAD_SECONDS + PLANNED_EPISODES * EPISODE_SECONDS[cost_kind(candidate.ref.env_id)]
+    env = candidate.ref.env_id
+    per_episode = (measured or {}).get(env) or RECORD_EPISODE_SECONDS.get(env) or EPISODE_SECONDS[cost_kind(env)]
+    return RECORD_OVERHEAD_SECONDS + PLANNED_EPISODES * per_episode
 
 
-def within_budget(candidates: Sequence[Candidate], seconds: float | None, workers: int = 1) -> list[Candidate]:
+def within_budget(
+    candidates: Sequence[Candidate], seconds: float | None, workers: int = 1, measured: dict[str, float] | None = None
+) -> list[Candidate]:
     """The runnable agents that fit ``seconds`` on ``workers`` processes, in order (an agent that does not fit is
     left out, the next may fit); those that cannot run stay, to be listed."""
     if seconds is None:
         return list(candidates)
     chosen, spent = [], 0.0
     for candidate in candidates:
-        cost = agent_seconds(candidate) / max(workers, 1)
+        cost = agent_seconds(candidate, measured) / max(workers, 1)
         if candidate.ref is None or spent + cost <= seconds:
             chosen.append(candidate)
             spent += cost
     return chosen
 
 
-def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[float, dict[str, float]]:
+def plan_seconds(
+    candidates: Sequence[Candidate], workers: int = 1, measured: dict[str, float] | None = None
+) -> tuple[float, dict[str, float]]:
     """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
     from quarl_bench.api.reproduce import cost_kind
 
@@ -125,7 +141,7 @@ def plan_seconds(candidates: Sequence[Candidate], workers: int = 1) -> tuple[flo
     for candidate in candidates:
         if candidate.ref is not None:
             kind = cost_kind(candidate.ref.env_id)
-            per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate)
+            per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate, measured)
     return sum(per_kind.values()) / max(workers, 1), per_kind
 
 

@@ -18,6 +18,8 @@ def record(args: argparse.Namespace) -> int:
         raise QuarlError(f"bad record action {' '.join(args.action)!r}: expected none (record a zoo) or diff OLD NEW")
     import os
 
+    from rich.markup import escape
+
     from quarl_bench.api.record import (
         plan_seconds,
         record_requests,
@@ -28,30 +30,33 @@ def record(args: argparse.Namespace) -> int:
     )
     from quarl_bench.commands.common import certify_progress
     from quarl_bench.report.console import verdict_line
+    from quarl_bench.store.agent_names import ref_title
     from quarl_bench.zoo.agents import ZOO_ENV
 
     folder = Path(args.folder or os.environ.get(ZOO_ENV, ""))
     if not str(folder) or not folder.is_dir():
         raise QuarlError(f"bad --folder {str(folder)!r}: expected an rl-zoo3 log folder (algo/ENV_N/ENV.zip)")
     candidates = zoo_candidates(folder, args.algo or (), args.env or ())
+    measured, stored = _measured(Path(args.store or DEFAULT_STORE))
     if args.budget:
         from quarl_bench.api.reproduce import parse_duration
 
         every = len([c for c in candidates if c.ref is not None])
-        candidates = within_budget(candidates, parse_duration(args.budget), args.workers)
+        candidates = within_budget(candidates, parse_duration(args.budget), args.workers, measured)
         left = every - len([c for c in candidates if c.ref is not None])
         console.print(f"--budget {args.budget}: {left} agent(s) left out (the next run resumes and takes them)")
     runnable = [c for c in candidates if c.ref is not None]
     from quarl_bench.evaluation.perturbations import condition_grid
 
     conditions = 1 + (len(condition_grid(args.perturb)) if args.perturb else 0)  # a bad condition: one line, now
-    seconds, per_kind = plan_seconds(candidates, args.workers)
+    seconds, per_kind = plan_seconds(candidates, args.workers, measured)
     seconds, per_kind = seconds * conditions, {kind: value * conditions for kind, value in per_kind.items()}
     console.print(f"{len(runnable)} agents to certify in {folder} ({len(candidates) - len(runnable)} cannot run here)")
     console.print(
         f"estimated {seconds / 3600:.1f} h on {args.workers} worker(s) here ("
         + ", ".join(f"{kind} {value / 3600:.1f} h" for kind, value in sorted(per_kind.items()))
         + f"); on a Ray cluster of N cores about {seconds * args.workers / 3600:.1f} h / N"
+        + (f"; {stored} verdicts already stored are reused" if stored else "")
     )
     for candidate in candidates:
         if candidate.ref is None:
@@ -63,7 +68,11 @@ def record(args: argparse.Namespace) -> int:
         requests = record_requests(candidates, args.perturb)
         with certify_progress(requests) as on_progress:
             results = run_record(
-                requests, store, args.workers, lambda ref, found: console.print(verdict_line(found)), on_progress
+                requests,
+                store,
+                args.workers,
+                lambda ref, found: console.print(f"{escape(ref_title(ref))} {verdict_line(found)}"),
+                on_progress,
             )
         table = record_table(results, store, candidates)
         out = Path(args.out)
@@ -72,6 +81,16 @@ def record(args: argparse.Namespace) -> int:
     console.print(table.to_string(index=False))
     console.print(f"wrote {out}/record.md, record.csv, record_verdicts.csv and record.svg; stored in {store.path}")
     return 0
+
+
+def _measured(path: Path) -> tuple[dict[str, float], int]:
+    """An existing store's seconds per episode by env (this machine's figure for the plan) and its verdict count."""
+    if not path.is_file():
+        return {}, 0
+    from quarl_bench.api.reproduce import measured_episode_seconds
+
+    with ResultStore(path) as store:
+        return measured_episode_seconds(store), len(store.verdicts())
 
 
 def write_record(table, store: ResultStore, out: Path) -> None:

@@ -46,6 +46,30 @@ def fixed_sample_lower(env_id: str, differences: np.ndarray, alpha: float = 0.05
     return test.interval(differences).lower, "asymptotic"
 
 
+def too_few_pairs(env_id: str, pairs: int, delta: float, alpha: float = 0.05) -> str:
+    """Why no width can be safe on ``pairs`` paired episodes, whatever their returns: identical returns would still
+    leave the lower bound below -δ (and how many pairs would do), or the asymptotic sequence has too few pairs;
+    empty when enough pairs could show a width safe."""
+    if pairs < 1:
+        return "no paired episodes"
+    best = fixed_sample_lower(env_id, np.zeros(pairs), alpha)[0]
+    if best == best and best >= -delta:
+        return ""
+
+    def enough(n: int) -> bool:
+        bound = fixed_sample_lower(env_id, np.zeros(n), alpha)[0]
+        return bound == bound and bound >= -delta
+
+    short, needed = pairs, pairs * 2
+    while not enough(needed) and needed < 1_000_000:
+        short, needed = needed, needed * 2
+    while needed - short > 1:  # the fewest pairs that would do, by bisection
+        middle = (short + needed) // 2
+        short, needed = (short, middle) if enough(middle) else (middle, needed)
+    at_best = f"identical returns would give {best:+.1f}" if best == best else "too few for the asymptotic sequence"
+    return f"{pairs} pairs cannot show any width safe ({at_best}, δ {delta:g}); {needed} would"
+
+
 def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = TOLERANCE_PCT) -> pd.DataFrame:
     """Per agent cell and spec: the minimum safe bit width over the integer widths measured on fixed episodes, with
     the evidence: each width's paired difference lower bound against -δ, δ = ``tolerance_pct``% of
@@ -81,6 +105,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = TOLERANCE_P
                 "δ of": "R_fp32 - R_random" if random_mean is not None and fp32_mean > random_mean else "|R_fp32|",
                 "δ": delta,
                 "minimum safe bits": safe_width_text(safe, lower),
+                "why": "" if safe is not None else too_few_pairs(env, int(episodes) * len(seeds.split()), delta),
                 "guarantee": ", ".join(sorted(set(group["guarantee"]) - {""})),
                 "sequence low per bits": evidence,
                 "rows": " ".join(dict.fromkeys(key for keys in group["rows"] for key in keys.split())),
