@@ -28,6 +28,7 @@ def clock(seconds: float) -> str:
 # Units finishing this soon after the start, before any unit took longer, were found stored (a resumed run): they
 # count as done before the clock, or a resumed run would promise the rest at their speed.
 INSTANT_SECONDS = 0.5
+SILENCE_SECONDS = 60.0  # a unit still running after this long gets a line saying so (called again with no change)
 
 
 def remaining(done: float, total: float, elapsed: float) -> float | None:
@@ -44,14 +45,22 @@ class LineProgress:
         self.printed = 0.0
         self.found_done, self.found_at = 0.0, self.start  # units found already done, and when the last was
         self.measuring = False
+        self.line_at = self.start
 
     def __call__(self, completed: float | None = None, last: str | None = None) -> None:
         if completed is None:
             return
+        now = time.perf_counter()
+        if completed <= self.printed and now - self.line_at >= SILENCE_SECONDS:
+            self._write(
+                f"[{_count(self.printed)}/{_count(self.total)}] {self.what}: {clock(now - self.start)} elapsed, "
+                "still working on the next",
+                now,
+            )
+            return
         if completed <= self.printed or (completed - self.printed < self.every and completed < self.total):
             return
         self.printed = completed
-        now = time.perf_counter()
         elapsed = now - self.start
         if not self.measuring and now - self.found_at < INSTANT_SECONDS:
             self.found_done, self.found_at = completed, now
@@ -60,8 +69,12 @@ class LineProgress:
         left = remaining(completed - self.found_done, self.total - self.found_done, now - self.found_at)
         line = f"[{_count(completed)}/{_count(self.total)}] {self.what}: {clock(elapsed)} elapsed"
         line += f", ~{clock(left)} left" if left is not None and completed < self.total else ""
-        self.stream.write(line + (f"  {last}" if last else "") + "\n")
+        self._write(line + (f"  {last}" if last else ""), now)
+
+    def _write(self, line: str, now: float) -> None:
+        self.stream.write(line + "\n")
         self.stream.flush()
+        self.line_at = now
 
 
 def _count(value: float) -> str:

@@ -37,3 +37,15 @@ def test_a_fresh_run_is_paced_by_every_unit(fake_clock: list[float]) -> None:
         "[1/4] jobs: 30s elapsed, ~1m30s left",
         "[2/4] jobs: 1m00s elapsed, ~1m00s left",
     ]
+
+
+def test_a_long_unit_gets_a_line_a_minute_saying_it_is_still_working(fake_clock: list[float]) -> None:
+    out = io.StringIO()
+    line = progress.LineProgress(3, "questions", out)
+    fake_clock[0] += 10.0
+    line(completed=1)
+    fake_clock[0] += 30.0
+    line(completed=1)  # called again with no change, under a minute of silence: nothing
+    fake_clock[0] += 31.0
+    line(completed=1)
+    assert out.getvalue().splitlines()[1:] == ["[1/3] questions: 1m11s elapsed, still working on the next"]

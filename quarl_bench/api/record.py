@@ -46,13 +46,6 @@ def method_columns() -> dict[str, str]:
 # 14 s of work besides the episodes (loading, quantizing, the fixed states)
 PLANNED_EPISODES = 2100
 RECORD_OVERHEAD_SECONDS = 14.0
-# seconds per episode the record measured where an env is far from its kind's figure (reproduce.EPISODE_SECONDS)
-RECORD_EPISODE_SECONDS = {
-    "LunarLander-v3": 0.047,
-    "LunarLanderContinuous-v3": 0.052,
-    "BipedalWalker-v3": 0.165,
-    "BipedalWalkerHardcore-v3": 0.41,
-}
 
 
 @dataclass(frozen=True)
@@ -104,15 +97,13 @@ def _check_env(ref: AgentRef) -> None:
 
 def agent_seconds(candidate: Candidate, measured: dict[str, float] | None = None) -> float:
     """One agent's estimated seconds (0 for one that cannot run): the record's episodes at this machine's seconds
-    per episode where ``measured`` (a store's rows, ``reproduce.measured_episode_seconds``) has its env, else the
-    record's own figure, else ``reproduce``'s by env kind."""
-    from quarl_bench.api.reproduce import EPISODE_SECONDS, cost_kind
+    per episode where ``measured`` (a store's rows, ``reproduce.measured_episode_seconds``) has its env, else by
+    ``reproduce``'s cost model."""
+    from quarl_bench.api.reproduce import episode_seconds
 
     if candidate.ref is None:
         return 0.0
-    env = candidate.ref.env_id
-    per_episode = (measured or {}).get(env) or RECORD_EPISODE_SECONDS.get(env) or EPISODE_SECONDS[cost_kind(env)]
-    return RECORD_OVERHEAD_SECONDS + PLANNED_EPISODES * per_episode
+    return RECORD_OVERHEAD_SECONDS + PLANNED_EPISODES * episode_seconds(candidate.ref.env_id, measured)
 
 
 def within_budget(

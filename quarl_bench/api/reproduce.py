@@ -37,6 +37,16 @@ EPISODE_SECONDS = {
     "dmc": 0.3,
     "other": 0.5,
 }
+# seconds per episode measured where an env is far from its kind's figure: the Atari games of the results of record,
+# and the certified record's Box2D rows (2026-11-29, two workers on 2 cores)
+ENV_EPISODE_SECONDS = {
+    "BreakoutNoFrameskip-v4": 2.5,
+    "PongNoFrameskip-v4": 3.4,
+    "LunarLander-v3": 0.047,
+    "LunarLanderContinuous-v3": 0.052,
+    "BipedalWalker-v3": 0.165,
+    "BipedalWalkerHardcore-v3": 0.41,
+}
 # seconds per environment step of rl-zoo3 training in one worker (one torch thread), by algorithm: the results of
 # record's QAT sweep (two workers on 2 cores: ppo CartPole 22 s per 100k-step run, dqn CartPole 80 s per 50k,
 # ddpg Pendulum 130 s per 20k); a2c, qrdqn and td3 by their likeness to those
@@ -293,6 +303,7 @@ def _plan_sweep(
     line.already_stored = planned.already_stored
     line.missing = [f"{skip.algo}/{skip.env_id}" for skip in planned.skipped]
     seen: set[str] = set()
+    longest = 0.0
     for work in planned.works:
         label = f"{work.algo}/{work.env_id}"
         config = work.config
@@ -300,7 +311,7 @@ def _plan_sweep(
         if ref is not None and label not in seen:
             seen.add(label)
             line.agents.append(f"{label} ({ref.source})")
-        per_episode = measured.get(work.env_id, EPISODE_SECONDS[cost_kind(work.env_id)])
+        per_episode = episode_seconds(work.env_id, measured)
         if ref is None:  # a training work (QAT): its steps unless an earlier run cached its agent, then its jobs
             if label not in seen:
                 seen.add(label)
@@ -315,6 +326,7 @@ def _plan_sweep(
                 line.jobs_to_run += 1
             continue
         line.jobs_to_run += len([job for job in handler(config).jobs(work, ref) if not store.has(job.key)])
+        longest = max(longest, work_seconds(work, store, measured))
         line.seconds += work_seconds(work, store, measured)
     missing = {(skip.algo, skip.env_id) for skip in planned.skipped}
     for cell in planned.cells:  # agents whose every job is stored have no work left, but they are here
@@ -322,8 +334,9 @@ def _plan_sweep(
         if (cell.algo, cell.env_id) not in missing and label not in seen:
             seen.add(label)
             line.agents.append(f"{label} (stored)")
-    # the sweep deals its works over the cores: the wall time is about the serial time over the workers it uses
-    line.seconds /= max(1, min(default_workers(), len(planned.works)))
+    # the sweep deals its works over the cores: the wall time is about the serial time over the workers it uses, but
+    # never less than its longest work (one worker plays all 300 games of an Atari cell)
+    line.seconds = max(line.seconds / max(1, min(default_workers(), len(planned.works))), longest)
     if any(env in measured for env in {work.env_id for work in planned.works}):
         line.estimate_from = "cost model + store"
 
@@ -335,11 +348,17 @@ def work_seconds(work: Any, store: ResultStore, measured: dict[str, float]) -> f
     from quarl_bench.methods.protocol import handler
 
     ref = getattr(work.config, "ref", None)
-    per_episode = measured.get(work.env_id, EPISODE_SECONDS[cost_kind(work.env_id)])
+    per_episode = episode_seconds(work.env_id, measured)
     if ref is None:  # a training work: its evaluation episodes (its training is planned apart)
         return work.settings.episodes * per_episode
     jobs = [job for job in handler(work.config).jobs(work, ref) if not store.has(job.key)]
     return AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
+
+
+def episode_seconds(env_id: str, measured: dict[str, float] | None = None) -> float:
+    """The cost model's seconds per episode of ``env_id``: this store's rows where ``measured`` has the env, else
+    :data:`ENV_EPISODE_SECONDS`, else :data:`EPISODE_SECONDS` by env kind."""
+    return (measured or {}).get(env_id) or ENV_EPISODE_SECONDS.get(env_id) or EPISODE_SECONDS[cost_kind(env_id)]
 
 
 BOX2D = ("LunarLander", "BipedalWalker", "CarRacing")

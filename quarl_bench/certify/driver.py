@@ -170,6 +170,8 @@ def certify_all(
         for number, certifier in enumerate(certifiers):
             advance(_Walk(number, certifier.scale()), None)
         while executor.busy():
+            if on_progress:  # called with no change: a long question's progress line says it is still working
+                on_progress(done, total)
             for work, _, error in executor.finished(timeout=1.0):
                 if error is not None:
                     raise _one_line(error)
