@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quarl_bench.api.record import diff_records, read_record
+from quarl_bench.api.record import diff_records, read_record, undetermined_reason
+from quarl_bench.certify.result import Verdict
 
 
 @pytest.mark.slow
@@ -27,7 +28,7 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     assert "1 agents to certify" in text and "not run: dqn Breakout: no model zip" in text
     assert not store.exists()  # a plan runs nothing
     code, text, err = cli("record", "-f", folder, "--plan", "--budget", "5s", "--store", store)
-    assert code == 0 and "1 agent(s) left out" in text and "0 agents to certify" in text  # ~10 s by the cost model
+    assert code == 0 and "1 agent(s) left out" in text and "0 agents to certify" in text  # ~27 s by the cost model
     code, _, err = cli("record", "-f", folder, "--plan", "--budget", "soon", "--store", store)
     assert code == 2 and "bad budget 'soon'" in err
     code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)
@@ -68,3 +69,10 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     assert {"nominal", "action-noise=0.05"} <= set(tidy["condition"])
     code, _, err = cli("record", "-f", folder, "--plan", "--perturb", "wind", "--store", store)
     assert code == 2 and "bad perturbation 'wind'" in err
+
+
+def test_an_undetermined_verdict_in_the_record_says_its_pairs_and_the_interval_that_holds_minus_delta() -> None:
+    capped = Verdict("fp16", "fp16", "undetermined", 1000, 4.72, -10.80, 20.24, 12.26, 0.0167)
+    assert undetermined_reason(capped) == "fp16 (1000 pairs: [-10.8, +20.2] holds -12.3)"
+    early = Verdict("int4", "int4", "undetermined", 20, 0.0, float("nan"), float("nan"), 5.0, 0.0167)
+    assert undetermined_reason(early) == "int4 (20 pairs: too few for the asymptotic sequence)"

@@ -43,8 +43,10 @@ def method_columns() -> dict[str, str]:
 
 # what certifying one agent's ladder costs, measured on the classic-control record (2026-11-29, 22 agents on two
 # workers, 363 s): 2,100 episodes on average (the scale set and every question's pairs; 840 to 3,620 an agent) and
-# 14 s of work besides the episodes (loading, quantizing, the fixed states)
+# 14 s of work besides the episodes (loading, quantizing, the fixed states); where the env has no known return
+# bounds the asymptotic sequence decides later: 3,000 on the Box2D record (1,120 to 5,200)
 PLANNED_EPISODES = 2100
+PLANNED_EPISODES_ASYMPTOTIC = 3000
 RECORD_OVERHEAD_SECONDS = 14.0
 
 
@@ -100,10 +102,13 @@ def agent_seconds(candidate: Candidate, measured: dict[str, float] | None = None
     per episode where ``measured`` (a store's rows, ``reproduce.measured_episode_seconds``) has its env, else by
     ``reproduce``'s cost model."""
     from quarl_bench.api.reproduce import episode_seconds
+    from quarl_bench.zoo.return_bounds import return_bounds
 
     if candidate.ref is None:
         return 0.0
-    return RECORD_OVERHEAD_SECONDS + PLANNED_EPISODES * episode_seconds(candidate.ref.env_id, measured)
+    env = candidate.ref.env_id
+    episodes = PLANNED_EPISODES if return_bounds(env) is not None else PLANNED_EPISODES_ASYMPTOTIC
+    return RECORD_OVERHEAD_SECONDS + episodes * episode_seconds(env, measured)
 
 
 def within_budget(
@@ -164,7 +169,7 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
     lines = []
     for result in results:
         fp32 = store.stored(result.scale_rows[0])["mean_reward"] if result.scale_rows else math.nan
-        undetermined = [v.spec for v in result.verdicts if v.verdict == "undetermined"]
+        undetermined = [undetermined_reason(v) for v in result.verdicts if v.verdict == "undetermined"]
         lines.append(
             {
                 "algo": result.agent.algo,
@@ -185,6 +190,17 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
     frame["episodes"] = [f"{int(v)}" if pd.notna(v) else "-" for v in frame.get("episodes", [math.nan] * len(frame))]
     frame["fp32 score"] = [f"{v:.2f}" if pd.notna(v) else "-" for v in frame.get("fp32 score", [math.nan] * len(frame))]
     return frame.fillna("-")
+
+
+def undetermined_reason(verdict: Any) -> str:
+    """Why an undetermined verdict is one: its pairs and its interval, which still holds -δ (the quantized policy may
+    be δ worse, or not: the walk ran to certify's cap first), e.g. ``fp16 (1000 pairs: [-10.8, +20.2] holds -12.3)``."""
+    if not verdict.lower == verdict.lower:
+        return f"{verdict.spec} ({verdict.episodes} pairs: too few for the asymptotic sequence)"
+    return (
+        f"{verdict.spec} ({verdict.episodes} pairs: [{verdict.lower:+.1f}, {verdict.upper:+.1f}] holds "
+        f"{-verdict.delta:+.1f})"
+    )
 
 
 def _minimum(result: Any, label: str) -> str:
