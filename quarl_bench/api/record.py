@@ -195,7 +195,7 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
 def undetermined_reason(verdict: Any) -> str:
     """Why an undetermined verdict is one: its pairs and its interval, which still holds -δ (the quantized policy may
     be δ worse, or not: the walk ran to certify's cap first), e.g. ``fp16 (1000 pairs: [-10.8, +20.2] holds -12.3)``."""
-    if not verdict.lower == verdict.lower:
+    if math.isnan(verdict.lower):
         return f"{verdict.spec} ({verdict.episodes} pairs: too few for the asymptotic sequence)"
     return (
         f"{verdict.spec} ({verdict.episodes} pairs: [{verdict.lower:+.1f}, {verdict.upper:+.1f}] holds "
