@@ -5,12 +5,11 @@ are instant."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
-from quarl_bench.errors import Interrupted, QuarlError
+from quarl_bench.errors import Interrupted, QuarlError, show_notes
 from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, record, reproduce, train
 from quarl_bench.registry import load_plugins
 
@@ -69,31 +68,6 @@ def import_from_current_folder() -> None:
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if folder not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
-
-
-class StderrNotes(logging.StreamHandler):
-    """Writes to ``sys.stderr`` as it is when a note is written (tests and callers swap it), not at creation."""
-
-    quarl_cli = True
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value) -> None:
-        pass
-
-
-def show_notes() -> None:
-    """The library's notes (``errors.notes``) as ``quarl-bench: ...`` lines on stderr, once per process."""
-    from quarl_bench.errors import NOTE, notes
-
-    if not any(getattr(handler, "quarl_cli", False) for handler in notes.handlers):
-        handler = StderrNotes()
-        handler.setFormatter(logging.Formatter("quarl-bench: %(message)s"))
-        notes.addHandler(handler)
-        notes.setLevel(NOTE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,12 +4,42 @@ to (the CLI prints them; a program configures ``logging`` to see them)."""
 from __future__ import annotations
 
 import logging
+import sys
 
 notes = logging.getLogger("quarl_bench")  # what a command says beside its answer (an agent skipped, old rows)
 notes.addHandler(logging.NullHandler())  # a program sees notes only where it configures logging (library habit)
 # above WARNING: the CLI silences library records up to WARNING for a whole command (zoo/quiet.py), not these
 NOTE = logging.WARNING + 5
 logging.addLevelName(NOTE, "NOTE")
+
+
+class StderrNotes(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a note is written (tests and callers swap it), not at creation."""
+
+    quarl_cli = True
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def show_notes() -> None:
+    """The library's notes as ``quarl-bench: ...`` lines on stderr, once per process (the CLI, and the evaluation
+    workers of a CLI run: a long evaluation's heartbeat is written there)."""
+    if not notes_shown():
+        handler = StderrNotes()
+        handler.setFormatter(logging.Formatter("quarl-bench: %(message)s"))
+        notes.addHandler(handler)
+        notes.setLevel(NOTE)
+
+
+def notes_shown() -> bool:
+    """Whether this process prints the notes (the CLI does; a program using the library sees them through logging)."""
+    return any(getattr(handler, "quarl_cli", False) for handler in notes.handlers)
 
 
 def note(message: str) -> None:

@@ -119,3 +119,18 @@ def test_run_with_eval_workers_stores_the_rows_of_one_process(cli, zoo: Path, tm
         assert one["episode_rewards"] == split["episode_rewards"] and len(one["episode_rewards"]) == 7
     assert rows["1"].loc["int4", "fixed_flip_rate"] == rows["2"].loc["int4", "fixed_flip_rate"]
     assert rows["1"].loc["int4", "action_agreement"] == rows["2"].loc["int4", "action_agreement"]
+
+
+def test_a_pool_worker_prints_notes_where_the_cli_does(capfd: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A long evaluation's heartbeat is a note written in the worker: a spawned worker of a CLI run prints it (it
+    once went nowhere, and reproduce was silent for minutes over 100 Atari games)."""
+    from quarl_bench.errors import note, show_notes
+    from quarl_bench.run.executors import PoolExecutor
+
+    show_notes()  # as the CLI does
+    executor = PoolExecutor(tmp_path / "q.sqlite", 1)
+    try:
+        executor.pool.submit(note, "evaluating: 3 of 100 episodes in 1m00s").result(timeout=120)
+    finally:
+        executor.pool.shutdown()
+    assert "quarl-bench: evaluating: 3 of 100 episodes in 1m00s" in capfd.readouterr().err

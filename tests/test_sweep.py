@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from quarl_bench.api.reproduce import AGENT_OVERHEAD_SECONDS, episode_seconds, work_seconds
 from quarl_bench.config import config_dir
 from quarl_bench.jobs.grids import load_study, select
 from quarl_bench.run.runner import AgentSources, plan
@@ -43,6 +44,10 @@ def test_ptq_table_lists_missing_agents_as_skipped(zoo: Path, tmp_path: Path) ->
     ppo_cartpole = [w for w in works if (w.algo, w.env_id) == ("ppo", "CartPole-v1")]
     assert sorted(len(w.config.specs) for w in ppo_cartpole) == [1, 1]
     assert sorted(len(w.skip) for w in ppo_cartpole) == [1, 2]  # 3 jobs: each work skips the other's
+    # the sweep's progress weighs each work by its own jobs: the shared fp32 episodes count once (its ETA was 35% long)
+    with ResultStore(tmp_path / "s.sqlite") as store:
+        shares = sum(work_seconds(w, store, {}) for w in ppo_cartpole)
+        assert shares == pytest.approx(2 * AGENT_OVERHEAD_SECONDS + 3 * 100 * episode_seconds("CartPole-v1"))
 
 
 def test_bad_grid_values_are_reported(tmp_path: Path) -> None:

@@ -351,7 +351,8 @@ def work_seconds(work: Any, store: ResultStore, measured: dict[str, float]) -> f
     per_episode = episode_seconds(work.env_id, measured)
     if ref is None:  # a training work: its evaluation episodes (its training is planned apart)
         return work.settings.episodes * per_episode
-    jobs = [job for job in handler(work.config).jobs(work, ref) if not store.has(job.key)]
+    # a job in ``skip`` is another work's (the fp32 reference a cell's first share plays): not this work's time
+    jobs = [job for job in handler(work.config).jobs(work, ref) if job.key not in work.skip and not store.has(job.key)]
     return AGENT_OVERHEAD_SECONDS + sum(job.episodes for job in jobs) * per_episode
 
 

@@ -60,6 +60,14 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+def show_notes_if(shown: bool) -> None:
+    """A worker's initializer: print the library's notes (a long evaluation's heartbeat) where its parent does."""
+    from quarl_bench.errors import show_notes
+
+    if shown:
+        show_notes()
+
+
 def run_in_worker(work: Work, store_path: str, force: bool) -> list[dict[str, Any]]:
     """Local worker entry point: one agent load, its jobs evaluated and stored one row at a time."""
     one_torch_thread()
@@ -98,7 +106,14 @@ class PoolExecutor:
 
     def __init__(self, store_path: Path, workers: int, force: bool = False) -> None:
         self.store_path, self.force = store_path, force
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        from quarl_bench.errors import notes_shown
+
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=show_notes_if,
+            initargs=(notes_shown(),),
+        )
         self.running: dict[Future, Work] = {}
 
     def submit(self, work: Work) -> None:
@@ -118,9 +133,11 @@ class PoolExecutor:
         self.pool.shutdown(cancel_futures=True)
 
 
-def evaluate_remotely(work: Work) -> list[EvalResult | SideRow]:
+def evaluate_remotely(work: Work, notes_shown: bool) -> list[EvalResult | SideRow]:
     """Ray entry point: produce a work's jobs (those not in ``work.skip``) and return its records (results and side
-    rows alike: the driver stores both through :func:`~quarl_bench.run.runner.store_record`)."""
+    rows alike: the driver stores both through :func:`~quarl_bench.run.runner.store_record`); the notes printed
+    where the driver prints them (Ray forwards a worker's stderr to the driver)."""
+    show_notes_if(notes_shown)
     one_torch_thread()
     return list(evaluations(work, lambda _key: False))
 
@@ -142,7 +159,9 @@ class RayExecutor:
     def submit(self, work: Work) -> None:
         """``work.skip`` already holds every stored job (``runner.plan`` deals only pending ones to works)."""
         refuse_on_ray(work.method, handler(work.config).ray, self.local)
-        self.pending[self.remote.remote(work)] = work
+        from quarl_bench.errors import notes_shown
+
+        self.pending[self.remote.remote(work, notes_shown())] = work
 
     def busy(self) -> bool:
         return bool(self.pending)
