@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 notes = logging.getLogger("quarl_bench")  # what a command says beside its answer (an agent skipped, old rows)
 notes.addHandler(logging.NullHandler())  # a program sees notes only where it configures logging (library habit)
@@ -13,14 +14,19 @@ NOTE = logging.WARNING + 5
 logging.addLevelName(NOTE, "NOTE")
 
 
+# the real stderr while a block sends file descriptor 2 to /dev/null (``zoo.quiet.native_output_silenced``)
+terminal_stderr: list[TextIO] = []
+
+
 class StderrNotes(logging.StreamHandler):
-    """Writes to ``sys.stderr`` as it is when a note is written (tests and callers swap it), not at creation."""
+    """Writes to ``sys.stderr`` as it is when a note is written (tests and callers swap it), not at creation, or to
+    the real stderr while native output is silenced."""
 
     quarl_cli = True
 
     @property
     def stream(self):
-        return sys.stderr
+        return terminal_stderr[-1] if terminal_stderr else sys.stderr
 
     @stream.setter
     def stream(self, _value) -> None:

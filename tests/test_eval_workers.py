@@ -134,3 +134,24 @@ def test_a_pool_worker_prints_notes_where_the_cli_does(capfd: pytest.CaptureFixt
     finally:
         executor.pool.shutdown()
     assert "quarl-bench: evaluating: 3 of 100 episodes in 1m00s" in capfd.readouterr().err
+
+
+def test_a_note_inside_silenced_native_output_still_reaches_stderr() -> None:
+    """Evaluations run with file descriptor 2 sent to /dev/null (pybullet prints from C); the heartbeat written
+    inside went there too, so a CLI run over 100 Atari games was silent for minutes. A real process: pytest's
+    capture has no file descriptor to silence."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from quarl_bench.errors import note, show_notes\n"
+        "from quarl_bench.zoo.quiet import native_output_silenced\n"
+        "show_notes()\n"
+        "with native_output_silenced():\n"
+        "    os.write(2, b'argv[0]=\\n')\n"  # what C code prints: still silenced
+        "    note('evaluating: 40 of 100 episodes in 1m00s')\n"
+        "note('after')\n"
+    )
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stderr
+    assert err.splitlines() == ["quarl-bench: evaluating: 40 of 100 episodes in 1m00s", "quarl-bench: after"]

@@ -36,8 +36,9 @@ def quiet_libraries() -> Iterator[None]:
 def native_output_silenced() -> Iterator[None]:
     """Send file descriptors 1 and 2 to /dev/null for a block: what C code prints (pybullet) goes nowhere.
 
-    Python's own output in the block is lost too, so only library calls belong inside; an exception still
-    propagates (and is reported after the block).
+    Python's own output in the block is lost too, so only library calls belong inside, but for the library's notes
+    (``errors.note``: a long evaluation's heartbeat), which go to the real stderr; an exception still propagates
+    (and is reported after the block).
     """
     streams = []
     for stream in (sys.stdout, sys.stderr):
@@ -45,15 +46,24 @@ def native_output_silenced() -> Iterator[None]:
             streams.append((stream, stream.fileno()))
         except (AttributeError, OSError, ValueError):  # no real file (captured by pytest, a notebook): leave it
             continue
+    from quarl_bench.errors import terminal_stderr
+
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = []
+    terminal = None
     try:
         for stream, fd in streams:
             stream.flush()
             saved.append((stream, fd, os.dup(fd)))
+            if stream is sys.stderr and not terminal_stderr:  # the outermost block holds the real stderr
+                terminal = open(saved[-1][2], "w", buffering=1, closefd=False)  # noqa: SIM115
+                terminal_stderr.append(terminal)  # the library's notes (a heartbeat) still reach the user
             os.dup2(devnull, fd)
         yield
     finally:
+        if terminal is not None:
+            terminal_stderr.remove(terminal)
+            terminal.close()
         for stream, fd, copy in saved:
             stream.flush()
             os.dup2(copy, fd)
