@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.statistics.wording import spec_name
 from quarl_bench.types import AgentRef, QuantSpec
 
 W8A8 = QuantSpec("int8", act_bits="8")
@@ -97,22 +98,68 @@ def _check_env(ref: AgentRef) -> None:
     env.close()
 
 
-def agent_seconds(candidate: Candidate, measured: dict[str, float] | None = None) -> float:
-    """One agent's estimated seconds (0 for one that cannot run): the record's episodes at this machine's seconds
-    per episode where ``measured`` (a store's rows, ``reproduce.measured_episode_seconds``) has its env, else by
-    ``reproduce``'s cost model."""
+@dataclass(frozen=True)
+class PlanContext:
+    """What the plan knows besides the agents: ``measured``, this machine's seconds per episode by env (a store's
+    rows, ``reproduce.measured_episode_seconds``); ``verdicts``, the store's (what a resumed record reuses); and
+    ``perturb``, the suite every agent is also certified under."""
+
+    measured: dict[str, float] = field(default_factory=dict)
+    verdicts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    perturb: str = ""
+
+
+def agent_conditions(ref: AgentRef, perturb: str = "") -> list[str]:
+    """The conditions an agent's record is certified under: nominal (""), and each of ``perturb``'s its env can play
+    (an env that cannot play the suite is certified nominally only)."""
+    from quarl_bench.evaluation.perturbations import condition_for, condition_grid
+
+    conditions = [""]
+    with contextlib.suppress(QuarlError):
+        conditions += [condition_for(c, ref.env_id) for c in (condition_grid(perturb) if perturb else [])]
+    return conditions
+
+
+def agent_seconds(candidate: Candidate, context: PlanContext | None = None) -> float:
+    """One agent's estimated seconds still to spend (0 for one that cannot run): per condition, the record's
+    episodes at this machine's seconds per episode where the context measured its env (else by ``reproduce``'s cost
+    model), less the share its stored verdicts already answer."""
     from quarl_bench.api.reproduce import episode_seconds
     from quarl_bench.zoo.return_bounds import return_bounds
 
     if candidate.ref is None:
         return 0.0
+    context = context or PlanContext()
     env = candidate.ref.env_id
     episodes = PLANNED_EPISODES if return_bounds(env) is not None else PLANNED_EPISODES_ASYMPTOTIC
-    return RECORD_OVERHEAD_SECONDS + episodes * episode_seconds(env, measured)
+    conditions = agent_conditions(candidate.ref, context.perturb)
+    left = 1.0 - answered_share(candidate.ref, context.verdicts, conditions)
+    return (RECORD_OVERHEAD_SECONDS + episodes * episode_seconds(env, context.measured)) * len(conditions) * left
+
+
+def answered_share(ref: AgentRef, verdicts: pd.DataFrame, conditions: Sequence[str]) -> float:
+    """The share of an agent's record already in ``verdicts`` (a store's): per condition, each of the ladder's three
+    families is answered once its walk stopped (a verdict that is not safe) or reached its end, with α shared as
+    this record shares it; what the plan need not count again."""
+    from quarl_bench.statistics.certification import PASSING
+
+    if verdicts.empty:
+        return 0.0
+    families = 3 * len(conditions)
+    mine = verdicts[verdicts["agent_hash"] == ref.content_hash]
+    evidence = [e or {} for e in mine["evidence"]]
+    answered = 0
+    for condition in conditions:
+        here = [e.get("perturbation", "") == condition and e.get("families") == families for e in evidence]
+        rows = mine.loc[pd.Series(here, index=mine.index, dtype=bool)]
+        walk = rows[rows["spec"].isin([spec_name(s) for s in LADDER[:5]])]
+        answered += int(len(walk) == 5 or bool((~walk["verdict"].isin(PASSING)).any()))
+        answered += sum(int((rows["spec"] == spec_name(s)).any()) for s in LADDER[5:])
+    return answered / families
 
 
 def within_budget(
-    candidates: Sequence[Candidate], seconds: float | None, workers: int = 1, measured: dict[str, float] | None = None
+    candidates: Sequence[Candidate], seconds: float | None, workers: int = 1, context: PlanContext | None = None
 ) -> list[Candidate]:
     """The runnable agents that fit ``seconds`` on ``workers`` processes, in order (an agent that does not fit is
     left out, the next may fit); those that cannot run stay, to be listed."""
@@ -120,7 +167,7 @@ def within_budget(
         return list(candidates)
     chosen, spent = [], 0.0
     for candidate in candidates:
-        cost = agent_seconds(candidate, measured) / max(workers, 1)
+        cost = agent_seconds(candidate, context) / max(workers, 1)
         if candidate.ref is None or spent + cost <= seconds:
             chosen.append(candidate)
             spent += cost
@@ -128,7 +175,7 @@ def within_budget(
 
 
 def plan_seconds(
-    candidates: Sequence[Candidate], workers: int = 1, measured: dict[str, float] | None = None
+    candidates: Sequence[Candidate], workers: int = 1, context: PlanContext | None = None
 ) -> tuple[float, dict[str, float]]:
     """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
     from quarl_bench.api.reproduce import cost_kind
@@ -137,7 +184,7 @@ def plan_seconds(
     for candidate in candidates:
         if candidate.ref is not None:
             kind = cost_kind(candidate.ref.env_id)
-            per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate, measured)
+            per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate, context)
     return sum(per_kind.values()) / max(workers, 1), per_kind
 
 
@@ -147,16 +194,15 @@ def record_requests(candidates: Sequence[Candidate], perturb: str = "") -> list[
     cannot play the suite is certified nominally only."""
     from quarl_bench.api.evaluate import certify_request
     from quarl_bench.certify.config import CertifyConfig
-    from quarl_bench.evaluation.perturbations import condition_for, condition_grid
+    from quarl_bench.evaluation.perturbations import condition_grid
 
-    grid = condition_grid(perturb) if perturb else []  # a name or spelling that is not one: one line, before any run
+    if perturb:
+        condition_grid(perturb)  # a name or spelling that is not one: one line, before any run
     requests = []
     for candidate in candidates:
         if candidate.ref is None:
             continue
-        conditions = [""]
-        with contextlib.suppress(QuarlError):  # a condition this env cannot play: its nominal record stands alone
-            conditions += [condition_for(c, candidate.ref.env_id) for c in grid]
+        conditions = agent_conditions(candidate.ref, perturb)
         for condition in conditions:
             config = CertifyConfig(perturb=condition)
             requests.append(certify_request(candidate.ref, LADDER, config, conditions=len(conditions)))

@@ -29,6 +29,7 @@ def record(args: argparse.Namespace) -> int:
         zoo_candidates,
     )
     from quarl_bench.commands.common import certify_progress
+    from quarl_bench.progress import clock
     from quarl_bench.report.console import verdict_line
     from quarl_bench.store.agent_names import ref_title
     from quarl_bench.zoo.agents import ZOO_ENV
@@ -37,26 +38,22 @@ def record(args: argparse.Namespace) -> int:
     if not str(folder) or not folder.is_dir():
         raise QuarlError(f"bad --folder {str(folder)!r}: expected an rl-zoo3 log folder (algo/ENV_N/ENV.zip)")
     candidates = zoo_candidates(folder, args.algo or (), args.env or ())
-    measured, stored = _measured(Path(args.store or DEFAULT_STORE))
+    context = _plan_context(Path(args.store or DEFAULT_STORE), args.perturb or "")
     if args.budget:
         from quarl_bench.api.reproduce import parse_duration
 
         every = len([c for c in candidates if c.ref is not None])
-        candidates = within_budget(candidates, parse_duration(args.budget), args.workers, measured)
+        candidates = within_budget(candidates, parse_duration(args.budget), args.workers, context)
         left = every - len([c for c in candidates if c.ref is not None])
         console.print(f"--budget {args.budget}: {left} agent(s) left out (the next run resumes and takes them)")
     runnable = [c for c in candidates if c.ref is not None]
-    from quarl_bench.evaluation.perturbations import condition_grid
-
-    conditions = 1 + (len(condition_grid(args.perturb)) if args.perturb else 0)  # a bad condition: one line, now
-    seconds, per_kind = plan_seconds(candidates, args.workers, measured)
-    seconds, per_kind = seconds * conditions, {kind: value * conditions for kind, value in per_kind.items()}
+    seconds, per_kind = plan_seconds(candidates, args.workers, context)
     console.print(f"{len(runnable)} agents to certify in {folder} ({len(candidates) - len(runnable)} cannot run here)")
     console.print(
-        f"estimated {seconds / 3600:.1f} h on {args.workers} worker(s) here ("
-        + ", ".join(f"{kind} {value / 3600:.1f} h" for kind, value in sorted(per_kind.items()))
-        + f"); on a Ray cluster of N cores about {seconds * args.workers / 3600:.1f} h / N"
-        + (f"; {stored} verdicts already stored are reused" if stored else "")
+        f"estimated {clock(seconds)} on {args.workers} worker(s) here ("
+        + ", ".join(f"{kind} {clock(value)}" for kind, value in sorted(per_kind.items()))
+        + f"); on a Ray cluster of N cores about {clock(seconds * args.workers)} / N"
+        + (f"; {len(context.verdicts)} verdicts already stored are reused" if len(context.verdicts) else "")
     )
     for candidate in candidates:
         if candidate.ref is None:
@@ -83,14 +80,19 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measured(path: Path) -> tuple[dict[str, float], int]:
-    """An existing store's seconds per episode by env (this machine's figure for the plan) and its verdict count."""
-    if not path.is_file():
-        return {}, 0
+def _plan_context(path: Path, perturb: str):
+    """What the plan reads from an existing store (this machine's seconds per episode, the verdicts a resumed record
+    reuses), and the suite; a bad suite is one line here, before anything runs."""
+    from quarl_bench.api.record import PlanContext
     from quarl_bench.api.reproduce import measured_episode_seconds
+    from quarl_bench.evaluation.perturbations import condition_grid
 
+    if perturb:
+        condition_grid(perturb)
+    if not path.is_file():
+        return PlanContext(perturb=perturb)
     with ResultStore(path) as store:
-        return measured_episode_seconds(store), len(store.verdicts())
+        return PlanContext(measured_episode_seconds(store), store.verdicts(), perturb)
 
 
 def write_record(table, store: ResultStore, out: Path) -> None:
