@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from quarl_bench.errors import QuarlError
@@ -318,6 +319,17 @@ class RecordDiff:
     only_new: pd.DataFrame
     versions: tuple[str, str]
     cpu_kinds: tuple[str, str]
+    same_verdict_other_evidence: int = 0  # the same verdict on other pairs or another interval
+    identical: int = 0  # the same verdict, pairs and interval
+
+    def version_changes(self) -> list[str]:
+        """The packages whose versions differ, ``numpy 2.4.6 -> 2.3.5`` (a side that holds several: as written)."""
+        old, new = (dict(_package(part) for part in side.split(", ") if part) for side in self.versions)
+        return [
+            f"{name} {old.get(name, '-')} -> {new.get(name, '-')}"
+            for name in sorted(old | new)
+            if old.get(name) != new.get(name)
+        ]
 
     @property
     def confirmatory_changes(self) -> int:
@@ -337,13 +349,24 @@ def diff_records(old: pd.DataFrame, new: pd.DataFrame) -> RecordDiff:
     changed = both[both["verdict_old"] != both["verdict_new"]]
     shown = [*keys, "verdict_old", "verdict_new", "episodes_old", "episodes_new", "mean_old", "mean_new"]
     shown += ["lower_old", "lower_new", "upper_old", "upper_new", "exploratory_old", "exploratory_new"]
+    kept = both[both["verdict_old"] == both["verdict_new"]]
+    moved = (kept["episodes_old"] != kept["episodes_new"]) | ~np.isclose(
+        kept["lower_old"].astype(float), kept["lower_new"].astype(float), equal_nan=True
+    )
     return RecordDiff(
         changed[shown].reset_index(drop=True),
         joined[joined["_merge"] == "left_only"][keys].reset_index(drop=True),
         joined[joined["_merge"] == "right_only"][keys].reset_index(drop=True),
         (_one(old, "versions"), _one(new, "versions")),
         (_one(old, "cpu_kind"), _one(new, "cpu_kind")),
+        int(moved.sum()),
+        len(kept) - int(moved.sum()),
     )
+
+
+def _package(text: str) -> tuple[str, str]:
+    name, _, version = text.rpartition(" ")
+    return (name, version) if name else (text, "")
 
 
 def _one(frame: pd.DataFrame, column: str) -> str:

@@ -118,10 +118,9 @@ def diff(args: argparse.Namespace) -> int:
         raise QuarlError("bad record diff: expected record diff OLD NEW (two stores or two record_verdicts.csv)")
     old, new = (read_record(Path(path)) for path in args.action[1:])
     found = diff_records(old, new)
+    changes = found.version_changes()
     console.print(
-        f"versions: {found.versions[0]} -> {found.versions[1]}"
-        if found.versions[0] != found.versions[1]
-        else f"versions: the same ({found.versions[0]})"
+        f"versions that differ: {'; '.join(changes)}" if changes else f"versions: the same ({found.versions[0]})"
     )
     console.print(f"CPU kinds: {found.cpu_kinds[0]} -> {found.cpu_kinds[1]}")
     for _, line in found.changed.iterrows():
@@ -136,7 +135,8 @@ def diff(args: argparse.Namespace) -> int:
             console.print(f"{name}: {line['algo']} {line['env']} {line['spec']}")
     console.print(
         f"{len(found.changed)} verdicts changed ({found.confirmatory_changes} confirmatory), "
-        f"{len(found.only_old)} only in OLD, {len(found.only_new)} only in NEW"
+        f"{len(found.only_old)} only in OLD, {len(found.only_new)} only in NEW; of the verdicts that held, "
+        f"{found.identical} on the same pairs and interval, {found.same_verdict_other_evidence} on other evidence"
     )
     sys.stdout.flush()
     return 1 if found.confirmatory_changes else 0
