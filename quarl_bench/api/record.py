@@ -384,12 +384,12 @@ def run_record(
     """Certify the record's requests (:func:`record_requests`; resumable: stored verdicts are reused), on
     ``workers`` processes."""
     from quarl_bench.api.evaluate import certify
-    from quarl_bench.deploy.machine import cpu_kind
+    from quarl_bench.deploy.machine import kernel_kind
     from quarl_bench.run.executors import make_executor
     from quarl_bench.store.provenance import driver_provenance
 
     executor = make_executor("local" if workers <= 1 else "pool", store, workers)
-    driver = driver_provenance() | {"cpu_kind": cpu_kind()}  # a diff names the CPU kinds two records ran on
+    driver = driver_provenance() | {"cpu_kind": kernel_kind()}  # a diff names the CPU kinds two records ran on
     return certify(list(requests), store, driver, on_verdict, False, executor, on_progress)
 
 

@@ -7,6 +7,7 @@ records the features it was measured with, and a comparison across CPU kinds is 
 
 from __future__ import annotations
 
+import os
 import platform
 from functools import cache
 from pathlib import Path
@@ -57,6 +58,17 @@ def cpu_kind(features: tuple[str, ...] | list[str] | None = None) -> str:
     if "asimddp" in found:
         return "arm-dotprod"
     return "arm" if "asimd" in found else "other"
+
+
+# environment variables that make torch's or oneDNN's kernels act as on an older CPU (an emulated CPU kind)
+DISPATCH_OVERRIDES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
+def kernel_kind() -> str:
+    """:func:`cpu_kind` with the kernel dispatch overrides this process runs under, e.g. ``x86-vnni
+    (ATEN_CPU_CAPABILITY=default)``: what a record ran on, where an override emulates another CPU."""
+    overrides = [f"{name}={os.environ[name]}" for name in DISPATCH_OVERRIDES if os.environ.get(name)]
+    return cpu_kind() + (f" ({', '.join(overrides)})" if overrides else "")
 
 
 @cache
