@@ -76,3 +76,23 @@ def test_an_undetermined_verdict_in_the_record_says_its_pairs_and_the_interval_t
     assert undetermined_reason(capped) == "fp16 (1000 pairs: [-10.8, +20.2] holds -12.3)"
     early = Verdict("int4", "int4", "undetermined", 20, 0.0, float("nan"), float("nan"), 5.0, 0.0167)
     assert undetermined_reason(early) == "int4 (20 pairs: too few for the asymptotic sequence)"
+
+
+def test_the_record_figure_marks_an_undetermined_agent_and_draws_the_nominal_line() -> None:
+    import matplotlib.pyplot as plt
+
+    from quarl_bench.api.record import draw_record
+
+    table = pd.DataFrame(
+        {
+            "algo": ["ppo", "ppo", "ppo"],
+            "env": ["BipedalWalker-v3", "CartPole-v1", "CartPole-v1"],
+            "condition": ["nominal", "nominal", "robot-light"],
+            "RTN per tensor": ["undetermined", "int6", "fp16"],
+            "status": "certified",
+        }
+    )
+    figure = draw_record(table)
+    texts = sorted(text.get_text() for text in figure.axes[0].texts)
+    plt.close(figure)
+    assert texts == ["int6", "undetermined"]  # an undetermined agent is no blank; the suite's line is not drawn

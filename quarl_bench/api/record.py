@@ -406,19 +406,26 @@ def minimum_bits(text: str) -> float:
 
 def draw_record(table: pd.DataFrame, column: str = "RTN per tensor") -> Any:
     """The minimum certified precision of ``column`` by algorithm (rows) and env (columns), in bits (32: not even
-    the widest was safe); blank where the record has no agent."""
+    the widest was safe), on the nominal simulator; grey and labelled where even the widest stayed undetermined,
+    blank where the record has no agent."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     certified = table[table["status"] == "certified"]
+    if "condition" in certified:
+        certified = certified[certified["condition"] == "nominal"]
     grid = certified.pivot_table(index="algo", columns="env", values=column, aggfunc="first")
     bits = grid.map(lambda v: minimum_bits(str(v)) if isinstance(v, str) else math.nan)
     fig, ax = plt.subplots(figsize=(1.1 * len(bits.columns) + 2, 0.5 * len(bits.index) + 1.5))
     shown = np.ma.masked_invalid(bits.to_numpy(dtype=float))
     image = ax.imshow(shown, cmap="viridis_r", vmin=2, vmax=32, aspect="auto")
     for (row, col), value in np.ndenumerate(bits.to_numpy(dtype=float)):
+        label = grid.iloc[row, col]
         if not math.isnan(value):
-            ax.text(col, row, str(grid.iloc[row, col]), ha="center", va="center", fontsize=7, color="black")
+            ax.text(col, row, str(label), ha="center", va="center", fontsize=7, color="black")
+        elif label == "undetermined":  # an agent whose widest precision was not decided: not a missing agent
+            ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, color="0.85"))
+            ax.text(col, row, "undetermined", ha="center", va="center", fontsize=6, color="black")
     ax.set_xticks(range(len(bits.columns)), list(bits.columns), rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(bits.index)), list(bits.index), fontsize=8)
     ax.set_title(f"minimum certified precision, {column} (bits; 32: none safe)", fontsize=9)
