@@ -115,10 +115,10 @@ def agent_conditions(ref: AgentRef, perturb: str = "") -> list[str]:
     (an env that cannot play the suite is certified nominally only)."""
     from quarl_bench.evaluation.perturbations import condition_for, condition_grid
 
-    conditions = [""]
-    with contextlib.suppress(QuarlError):
-        conditions += [condition_for(c, ref.env_id) for c in (condition_grid(perturb) if perturb else [])]
-    return conditions
+    grid = condition_grid(perturb) if perturb else []  # a name that is not one raises: one line
+    with contextlib.suppress(QuarlError):  # a condition this env cannot play: its nominal record stands alone
+        return ["", *(condition_for(c, ref.env_id) for c in grid)]
+    return [""]
 
 
 def agent_seconds(candidate: Candidate, context: PlanContext | None = None) -> float:

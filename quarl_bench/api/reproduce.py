@@ -326,8 +326,8 @@ def _plan_sweep(
                 line.jobs_to_run += 1
             continue
         line.jobs_to_run += len([job for job in handler(config).jobs(work, ref) if not store.has(job.key)])
-        longest = max(longest, work_seconds(work, store, measured))
-        line.seconds += work_seconds(work, store, measured)
+        seconds = work_seconds(work, store, measured)
+        longest, line.seconds = max(longest, seconds), line.seconds + seconds
     missing = {(skip.algo, skip.env_id) for skip in planned.skipped}
     for cell in planned.cells:  # agents whose every job is stored have no work left, but they are here
         label = f"{cell.algo}/{cell.env_id}"

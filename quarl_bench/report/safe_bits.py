@@ -52,14 +52,14 @@ def too_few_pairs(env_id: str, pairs: int, delta: float, alpha: float = 0.05) ->
     empty when enough pairs could show a width safe."""
     if pairs < 1:
         return "no paired episodes"
-    best = fixed_sample_lower(env_id, np.zeros(pairs), alpha)[0]
-    if best == best and best >= -delta:
-        return ""
 
     def enough(n: int) -> bool:
         bound = fixed_sample_lower(env_id, np.zeros(n), alpha)[0]
         return bound == bound and bound >= -delta
 
+    if enough(pairs):
+        return ""
+    best = fixed_sample_lower(env_id, np.zeros(pairs), alpha)[0]
     short, needed = pairs, pairs * 2
     while not enough(needed) and needed < 1_000_000:
         short, needed = needed, needed * 2
