@@ -44,6 +44,9 @@ def stats_row(agent: str, options: dict, precision: str, low: float, mean_diff: 
         "algo": "dqn",
         "env": "CartPole-v1",
         "agent": agent,
+        "question across specs": f"question of {agent}",  # one agent's nominal question, the spec summed over
+        "question across specs label": "nominal",
+        "seed list": "0",
         "spec": label,
         "precision": precision,
         "bits": precision_bits(precision),

@@ -4,6 +4,8 @@ verdicts are their own line in the report, never merged with the return's."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -190,14 +192,15 @@ def test_a_user_function_judges_success_and_progress_on_rows_of_its_own(cli, tmp
     with ResultStore(store) as opened:
         rows = opened.to_dataframe()
         verdicts = opened.verdicts()
-    assert set(rows["judge"]) == {f"success={judge}:reached", f"progress={judge}:closeness"}
+    source = hashlib.sha256(Path(judge).read_bytes()).hexdigest()[:12]  # the rule's identity holds its source's hash
+    assert set(rows["judge"]) == {f"success={judge}:reached@{source}", f"progress={judge}:closeness@{source}"}
     judged = rows[rows["judge"].str.startswith("progress")]
     values = np.concatenate([o["progress"] for o in judged["episode_outcomes"]])
     assert 0.9 < values.min() <= values.max() <= 1.0  # the reach policy ends within 0.1 of its target
-    assert verdicts.iloc[0]["settings"]["progress"] == f"{judge}:closeness"
+    assert verdicts.iloc[0]["settings"]["progress"] == f"{judge}:closeness@{source}"
     code, _, err = cli("report", "--store", store, "--out", tmp_path / "report")
     assert code == 0, err
-    assert f"success={judge}:reached" in (tmp_path / "report" / "outcomes.csv").read_text()
+    assert f"success={judge}:reached@{source}" in (tmp_path / "report" / "outcomes.csv").read_text()
     from quarl_bench.report.robustness import robustness_report
 
     perturbed = rows.assign(perturbation="sticky=0.1", key=rows["key"] + "p", judge="")
@@ -224,3 +227,28 @@ def test_the_equivalence_form_of_a_success_rate_walks_on_equivalent_and_has_its_
     assert code == 0, err
     grid = pd.read_csv(tmp_path / "report" / "certified_verdicts.csv")
     assert set(grid["outcome"]) == {"success (ran to its time limit), equivalence"}
+
+
+def test_an_edited_judge_is_a_new_question_and_what_it_prints_is_shown(cli, tmp_path: Path) -> None:
+    """A judge's identity is its rule and its source: edited in place, it is played again, never answered from the
+    old rule's rows; it sees the raw final observation, and its prints are not silenced."""
+    sys.path.insert(0, str(DATA))
+    (tmp_path / "reach.py").write_text(REACH_POLICY)
+    judge = tmp_path / "judge.py"
+    judge.write_text(JUDGE)
+    store = tmp_path / "q.sqlite"
+    agent = ("--policy-module", f"{tmp_path / 'reach.py'}:make", "--env", "ReachLine-v0", "--env-package", "reach_line")
+    success = ("--outcome", "success", "--success", f"{judge}:reached", "--tolerance-abs", "0.5")
+    certify = ("certify", *agent, "--bits", "8", *success, "--batch", "10", "--max-episodes", "10", "--store", store)
+    code, out, err = cli(*certify, "--json")
+    assert code in (0, 1), err
+    first = json.loads(out.strip().splitlines()[-1])["verdicts"][0]
+    judge.write_text("def reached(episode):\n    print('judged', len(episode.final_observation))\n    return False\n")
+    code, out, err = cli(*certify, "--json")
+    assert code in (0, 1), err
+    second = json.loads(out.strip().splitlines()[-1])["verdicts"][0]
+    assert not second["reused"] and second["judge"] != first["judge"]  # a new question: played again
+    assert second["judge"].startswith(f"success={judge}:reached@")
+    assert "judged 2" in out + err  # the judge's own print reached the console
+    with ResultStore(store) as opened:
+        assert len(set(opened.to_dataframe()["judge"])) == 2

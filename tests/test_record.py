@@ -56,7 +56,7 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     new.to_csv(tmp_path / "new.csv", index=False)
     shutil.copy(out / "record_verdicts.csv", tmp_path / "old.csv")
     code, text, err = cli("record", "diff", tmp_path / "old.csv", tmp_path / "new.csv")
-    assert code == 1 and "changed: dqn CartPole-v1 int8" in text and "safe -> undetermined" in text
+    assert code == 1 and "changed: dqn CartPole-v1 [nominal] int8" in text and "safe -> undetermined" in text
     code, text, _ = cli("record", "diff", tmp_path / "old.csv", store)  # a CSV against its own store: no change
     assert code == 0 and "0 verdicts changed" in text
 

@@ -240,13 +240,21 @@ def record_table(results: Sequence[Any], store: Any, candidates: Sequence[Candid
 
 
 def undetermined_reason(verdict: Any) -> str:
-    """Why an undetermined verdict is one: its pairs and its interval, which still holds -δ (the quantized policy may
-    be δ worse, or not: the walk ran to certify's cap first), e.g. ``fp16 (1000 pairs: [-10.8, +20.2] holds -12.3)``."""
+    """Why an undetermined verdict is one: its pairs and its interval, which still holds the bound that decides (the
+    quantized policy may be δ worse, or not: the walk ran to certify's cap first). With an estimated δ, "safe" is
+    judged against -δ_low (δ's lower confidence bound), so that is the bound named, e.g. ``fp16 (1000 pairs:
+    [-20.41, -9.90] holds -δ_low -20.41)``, with the digits that tell them apart."""
     if math.isnan(verdict.lower):
         return f"{verdict.spec} ({verdict.episodes} pairs: too few for the asymptotic sequence)"
+    low = float(verdict.evidence.get("delta_low", verdict.delta))
+    digits = 1
+    while digits < 6 and round(verdict.lower, digits) == round(-low, digits):
+        digits += 1
+    number = f"{{:+.{digits}f}}"
+    bound = f"-δ_low {number.format(-low)}" if abs(low - verdict.delta) > 1e-12 else number.format(-low)
     return (
-        f"{verdict.spec} ({verdict.episodes} pairs: [{verdict.lower:+.1f}, {verdict.upper:+.1f}] holds "
-        f"{-verdict.delta:+.1f})"
+        f"{verdict.spec} ({verdict.episodes} pairs: [{number.format(verdict.lower)}, {number.format(verdict.upper)}] "
+        f"holds {bound})"
     )
 
 
@@ -260,23 +268,34 @@ def _minimum(result: Any, label: str) -> str:
 
 
 def tidy_record(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """A record's verdicts as a tidy frame (one row per agent and spec): what ``record diff`` compares, from a
-    store's verdicts table."""
+    """A record's verdicts as a tidy frame (one row per verdict): what ``record diff`` compares, from a store's
+    verdicts table. ``question`` is the verdict's question as asked (store/question.py: the agent, the spec less its
+    precision, the method that played it, every certification setting; δ is evidence, compared beside the pairs),
+    and every machine-readable field of the console's verdict line is a column: method, recipe, outcome and its
+    judge, condition, design, families, α per test, δ with its bounds, pairs, mean and both interval ends."""
+    from quarl_bench.report.verdicts import condition_of, outcome_of
     from quarl_bench.statistics.certification import family
-    from quarl_bench.store.spec_kinds import spec_of
+    from quarl_bench.store.question import verdict_question
+    from quarl_bench.store.spec_kinds import method_of, spec_of
 
     rows = []
-    for _, verdict in verdicts.iterrows():
+    for verdict in verdicts.to_dict("records"):
         provenance = verdict.get("provenance") if isinstance(verdict.get("provenance"), dict) else {}
         evidence = verdict.get("evidence") if isinstance(verdict.get("evidence"), dict) else {}
+        settings = verdict.get("settings") or {}
         spec = spec_of(verdict["spec_json"]) if verdict.get("spec_json") else None
         rows.append(
             {
+                "question": verdict_question(verdict, measured=False),
                 "algo": verdict["algo"],
                 "env": verdict["env_id"],
                 "agent": verdict["agent_hash"][:12],
+                "method": method_of(verdict["spec_json"]) if verdict.get("spec_json") else "ptq",
                 "family": family(spec) if spec is not None else "",
-                "condition": (verdict.get("settings") or {}).get("perturb") or "nominal",
+                "recipe": spec.recipe_label() if spec is not None else "",
+                "outcome": outcome_of(settings),
+                "condition": condition_of(settings),
+                "design": evidence.get("design") or ("unpaired" if settings.get("unpaired") else "paired"),
                 "spec": verdict["spec"],
                 "verdict": verdict["verdict"],
                 "exploratory": bool(evidence.get("exploratory")),
@@ -285,12 +304,21 @@ def tidy_record(verdicts: pd.DataFrame) -> pd.DataFrame:
                 "lower": float(verdict["lower"]),
                 "upper": float(verdict["upper"]),
                 "delta": float(verdict["delta"]),
+                "delta_low": _number(evidence.get("delta_low")),
+                "delta_high": _number(evidence.get("delta_high")),
+                "alpha": float(verdict["alpha"]),
+                "alpha_test": _number(evidence.get("alpha_test")),
+                "families": int(evidence.get("families") or 1),
                 "versions": ", ".join(f"{k} {v}" for k, v in sorted((provenance.get("versions") or {}).items())),
                 "cpu_kind": provenance.get("cpu_kind", "not recorded"),
                 "commit": provenance.get("git_commit", ""),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _number(value: Any) -> float:
+    return float(value) if value is not None else math.nan
 
 
 def read_record(source: Path) -> pd.DataFrame:
@@ -341,22 +369,39 @@ class RecordDiff:
         )
 
 
+# the evidence behind a verdict, compared whole between two records (δ's bounds where both sides carry them)
+EVIDENCE = ("episodes", "mean", "lower", "upper", "delta", "delta_low", "delta_high")
+
+
 def diff_records(old: pd.DataFrame, new: pd.DataFrame) -> RecordDiff:
-    """Join two tidy records on (algo, env, agent, spec) and name what differs."""
-    keys = ["algo", "env", "agent", "spec"] + (["condition"] if "condition" in old and "condition" in new else [])
+    """Join two tidy records on each verdict's question and spec (records written before questions: on agent,
+    spec and condition), and name what differs: the verdict, or any part of its evidence."""
+    if "question" in old and "question" in new:
+        keys = ["question", "spec"]
+    else:
+        keys = ["algo", "env", "agent", "spec"] + (["condition"] if "condition" in old and "condition" in new else [])
+    named = ["algo", "env", "agent", "condition"]
     joined = old.merge(new, on=keys, how="outer", suffixes=("_old", "_new"), indicator=True)
+    for name in named:  # a key of the join keeps its one name; the others are read from whichever side has them
+        if name not in keys and f"{name}_old" in joined:
+            joined[name] = joined[f"{name}_old"].where(joined[f"{name}_old"].notna(), joined.get(f"{name}_new"))
     both = joined[joined["_merge"] == "both"]
     changed = both[both["verdict_old"] != both["verdict_new"]]
-    shown = [*keys, "verdict_old", "verdict_new", "episodes_old", "episodes_new", "mean_old", "mean_new"]
-    shown += ["lower_old", "lower_new", "upper_old", "upper_new", "exploratory_old", "exploratory_new"]
+    compared = [name for name in EVIDENCE if f"{name}_old" in both and f"{name}_new" in both]
+    shown = [*dict.fromkeys([*keys, *[n for n in named if n in joined]]), "verdict_old", "verdict_new"]
+    shown += [f"{name}_{side}" for name in compared for side in ("old", "new")]
+    shown += ["exploratory_old", "exploratory_new"]
     kept = both[both["verdict_old"] == both["verdict_new"]]
-    moved = (kept["episodes_old"] != kept["episodes_new"]) | ~np.isclose(
-        kept["lower_old"].astype(float), kept["lower_new"].astype(float), equal_nan=True
-    )
+    moved = np.zeros(len(kept), dtype=bool)
+    for name in compared:
+        moved |= ~np.isclose(
+            kept[f"{name}_old"].astype(float), kept[f"{name}_new"].astype(float), rtol=0, atol=1e-9, equal_nan=True
+        )
+    sides = [n for n in dict.fromkeys([*keys, *named]) if n in joined]
     return RecordDiff(
         changed[shown].reset_index(drop=True),
-        joined[joined["_merge"] == "left_only"][keys].reset_index(drop=True),
-        joined[joined["_merge"] == "right_only"][keys].reset_index(drop=True),
+        joined[joined["_merge"] == "left_only"][sides].reset_index(drop=True),
+        joined[joined["_merge"] == "right_only"][sides].reset_index(drop=True),
         (_one(old, "versions"), _one(new, "versions")),
         (_one(old, "cpu_kind"), _one(new, "cpu_kind")),
         int(moved.sum()),

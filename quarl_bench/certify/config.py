@@ -8,6 +8,7 @@ from typing import Any
 
 from quarl_bench.certify.outcome import check_outcome
 from quarl_bench.errors import QuarlError
+from quarl_bench.evaluation.judge_identity import rule_identity
 from quarl_bench.statistics import GUARANTEES, TOLERANCE_PCT
 from quarl_bench.zoo.return_bounds import ReturnBounds
 
@@ -133,5 +134,8 @@ class CertifyConfig:
         if not self.equivalence:  # nor those of one-sided verdicts
             del fields["equivalence"]
         fields["return_bounds"] = list(self.return_bounds) if self.return_bounds else None
+        for rule in ("success", "progress"):  # a function rule with its source's hash: an edited judge is new
+            if rule in fields:
+                fields[rule] = rule_identity(fields[rule], f"--{rule}")
         fields["version"] = CERTIFY_VERSION
         return fields

@@ -366,6 +366,10 @@ class Certifier:
                 break
         interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
+            "method": "deploy" if target is not None else by,  # what played it, and with what recipe and artifact
+            "recipe": spec.recipe_label(),
+            "backend": target.backend if target is not None else "",
+            "judge": judge_text(config.outcome, outcome_rule(config.outcome, config.success, config.progress)),
             "perturbation": config.perturb,
             "design": "unpaired" if config.unpaired else "paired",
             "outcome": config.outcome,

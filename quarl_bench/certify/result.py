@@ -52,6 +52,42 @@ class Verdict:
     def exploratory(self) -> bool:
         return bool(self.evidence.get("exploratory"))
 
+    def as_json(self) -> dict[str, Any]:
+        """What the console's verdict line says, machine-readable: the answer with its pairs, mean and both interval
+        ends, δ with its bounds, α and α per test, and what the question was (method, recipe, backend, outcome and its
+        judge, condition, design, families), then every other field of its evidence (bounds, catastrophes)."""
+        evidence = self.evidence
+        named = {
+            "precision": self.spec,
+            "verdict": self.verdict,
+            "episodes": self.episodes,
+            "pairs": self.episodes,
+            "mean": self.mean,
+            "lower": self.lower,
+            "upper": self.upper,
+            # the interval is the running intersection of a confidence sequence: the mean may lie outside it
+            "interval": "running intersection" if evidence.get("guarantee") else "",
+            "delta": self.delta,
+            "delta_low": evidence.get("delta_low", self.delta),
+            "delta_high": evidence.get("delta_high", self.delta),
+            "alpha": self.alpha,
+            "alpha_test": evidence.get("alpha_test"),
+            "method": evidence.get("method", "ptq"),
+            "recipe": evidence.get("recipe", ""),
+            "backend": evidence.get("backend", ""),
+            "outcome": evidence.get("outcome", "return"),
+            "judge": evidence.get("judge", ""),
+            "success_rule": evidence.get("success_rule"),
+            "condition": evidence.get("perturbation") or "nominal",
+            "design": evidence.get("design", "paired"),
+            "families": evidence.get("families", 1),
+            "guarantee": self.guarantee,
+            "exploratory": self.exploratory,
+            "reused": self.reused,
+            "key": self.key,
+        }
+        return named | {name: value for name, value in evidence.items() if name not in named and name != "perturbation"}
+
     def catastrophe_text(self) -> str:
         """ "catastrophes ≤ 1.6% at 95%" (empty for a verdict stored without the bound)."""
         upper = self.evidence.get("catastrophe_rate_upper")
@@ -165,28 +201,5 @@ class Certification:
             "guarantee": self.guarantee,
             "delta": self.delta,
             "tolerance": self.tolerance,
-            "verdicts": [
-                {
-                    "precision": v.spec,
-                    "verdict": v.verdict,
-                    "episodes": v.episodes,
-                    "mean": v.mean,
-                    "lower": v.lower,
-                    "upper": v.upper,
-                    "guarantee": v.guarantee,
-                    "exploratory": v.exploratory,
-                    **{
-                        name: v.evidence.get(name)
-                        for name in (
-                            "alpha_test",
-                            "delta_low",
-                            "catastrophe_threshold",
-                            "catastrophes",
-                            "catastrophe_rate_upper",
-                            "minimum_episodes",
-                        )
-                    },
-                }
-                for v in self.verdicts
-            ],
+            "verdicts": [v.as_json() for v in self.verdicts],
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from quarl_bench.commands.common import console
 from quarl_bench.errors import QuarlError
@@ -110,6 +111,25 @@ def write_record(table, store: ResultStore, out: Path) -> None:
         plt.close(figure)
 
 
+def _where(line: Any) -> str:
+    """A diffed verdict's agent, condition and spec: ``dqn CartPole-v1 [action-noise=0.05] int8``."""
+    return f"{line['algo']} {line['env']} [{line.get('condition', 'nominal')}] {line['spec']}"
+
+
+def _evidence(line: Any, side: str) -> str:
+    """One side's evidence in full: pairs, mean, the interval, δ and its bounds where the record carries them."""
+    text = (
+        f"{int(line[f'episodes_{side}'])} pairs, mean {float(line[f'mean_{side}']):+.2f}, "
+        f"[{float(line[f'lower_{side}']):.2f}, {float(line[f'upper_{side}']):.2f}]"
+    )
+    if f"delta_{side}" in line:
+        text += f", δ {float(line[f'delta_{side}']):.2f}"
+    low, high = line.get(f"delta_low_{side}"), line.get(f"delta_high_{side}")
+    if low is not None and high is not None and low == low and high == high:
+        text += f" in [{float(low):.2f}, {float(high):.2f}]"
+    return text
+
+
 def diff(args: argparse.Namespace) -> int:
     """Exit 1 when a confirmatory verdict changed between the two records, else 0."""
     from quarl_bench.api.record import diff_records, read_record
@@ -126,13 +146,12 @@ def diff(args: argparse.Namespace) -> int:
     for _, line in found.changed.iterrows():
         label = "" if not (line["exploratory_old"] and line["exploratory_new"]) else " (exploratory)"
         console.print(
-            f"changed{label}: {line['algo']} {line['env']} {line['spec']}: {line['verdict_old']} -> {line['verdict_new']} "
-            f"({line['episodes_old']} pairs, [{line['lower_old']:.2f}, {line['upper_old']:.2f}] -> "
-            f"{line['episodes_new']} pairs, [{line['lower_new']:.2f}, {line['upper_new']:.2f}])"
+            f"changed{label}: {_where(line)}: {line['verdict_old']} -> {line['verdict_new']} "
+            f"({_evidence(line, 'old')} -> {_evidence(line, 'new')})"
         )
     for name, frame in (("only in OLD", found.only_old), ("only in NEW", found.only_new)):
         for _, line in frame.iterrows():
-            console.print(f"{name}: {line['algo']} {line['env']} {line['spec']}")
+            console.print(f"{name}: {_where(line)}")
     console.print(
         f"{len(found.changed)} verdicts changed ({found.confirmatory_changes} confirmatory), "
         f"{len(found.only_old)} only in OLD, {len(found.only_new)} only in NEW; of the verdicts that held, "

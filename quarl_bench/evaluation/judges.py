@@ -2,12 +2,16 @@
 ``package.module:FN``): called with an :class:`Episode`, its value becomes the episode's ``success`` (truthy) or
 ``progress`` (a share in [0, 1]), recorded as if the env had put it in its info.
 
-The judge is part of every played job's identity (``Job.judge``: ``success=FILE.py:FN``), so rows judged by
-different functions never pair, and a stored row names the function that judged it (its ``judge`` column).
+The judge is part of every played job's identity (``Job.judge``: ``success=FILE.py:FN@SOURCE``, the rule with a
+hash of its source file), so rows judged by different functions, or by one function edited, never pair, and a
+stored row names the function (and the source) that judged it (its ``judge`` column). A judge sees the raw
+observation (``final_observation``) and, where the agent normalises its observations, the normalised one it acted
+on (``normalized_final_observation``); what it prints reaches the console.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
@@ -20,6 +24,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.evaluation.judge_identity import is_function_rule, plain_rule, rule_identity, source_hash
 
 JUDGED = {"success": "is_success", "progress": "progress"}  # the outcome a judge decides -> the info key it fills
 
@@ -27,33 +32,47 @@ JUDGED = {"success": "is_success", "progress": "progress"}  # the outcome a judg
 @dataclass(frozen=True)
 class Episode:
     """What a judge is shown of one finished episode: its return and length, whether it ended on its own (not a
-    time limit), and the last step's info (SB3 puts the final observation there, ``terminal_observation``)."""
+    time limit), the last step's info, and its final observation as the env gave it (``final_observation``, raw
+    units) and as the policy saw it (``normalized_final_observation``: after the agent's VecNormalize; the raw one
+    where it has none)."""
 
     return_: float
     length: int
     terminated: bool
     info: dict[str, Any]
+    raw_final_observation: Any = None
 
     @property
     def final_observation(self) -> Any:
+        """The env's own final observation (physical units), before any normalisation."""
+        if self.raw_final_observation is not None:
+            return self.raw_final_observation
+        return self.info.get("terminal_observation")
+
+    @property
+    def normalized_final_observation(self) -> Any:
+        """The final observation as the policy saw it (normalised where the agent normalises)."""
         return self.info.get("terminal_observation")
 
 
-def is_function_rule(rule: str) -> bool:
-    """Whether a ``--success`` / ``--progress`` rule names a function (``FILE.py:FN`` or ``module:FN``)."""
-    return ":" in rule
-
-
 def judge_text(outcome: str, rule: str) -> str:
-    """A job's ``judge`` field for ``outcome`` decided by ``rule`` ('' where the rule is no function)."""
-    return f"{outcome}={rule}" if is_function_rule(rule) else ""
+    """A job's ``judge`` field for ``outcome`` decided by ``rule`` ('' where the rule is no function): the rule and
+    its source's hash (:func:`rule_identity`), so an edited judge is a new question."""
+    return f"{outcome}={rule_identity(rule)}" if is_function_rule(rule) else ""
 
 
 def load_judge(rule: str, flag: str = "--success") -> Callable[[Episode], Any]:
     """The function ``rule`` names: ``FILE.py:FN`` (a file) or ``package.module:FN`` (importable).
 
-    :raises QuarlError: in one line, for a file, module or function that is not there.
+    :raises QuarlError: in one line, for a file, module or function that is not there, or a source that changed
+        since its hash was taken (a job planned on the old rule is never judged by the new one).
     """
+    rule, expected = plain_rule(rule)
+    if expected and source_hash(rule, flag) != expected:
+        raise QuarlError(
+            f"bad {flag} {rule!r}: its source changed since the job was planned (hash {expected}); run the command "
+            "again to judge with the new rule"
+        )
     target, _, name = rule.rpartition(":")
     if not target or not name:
         raise QuarlError(f"bad {flag} {rule!r}: expected FILE.py:FUNCTION or package.module:FUNCTION")
@@ -61,7 +80,8 @@ def load_judge(rule: str, flag: str = "--success") -> Callable[[Episode], Any]:
         path = Path(target)
         if not path.is_file():
             raise QuarlError(f"bad {flag} {rule!r}: no file {target!r}; expected FILE.py:FUNCTION")
-        module_name = f"quarl_user_judge_{abs(hash(str(path.resolve())))}"
+        # the source's hash names the module: a file edited in one process is imported again
+        module_name = f"quarl_user_judge_{abs(hash(str(path.resolve())))}_{source_hash(rule, flag)}"
         if module_name not in sys.modules:
             spec = importlib.util.spec_from_file_location(module_name, path)
             assert spec is not None and spec.loader is not None
@@ -91,6 +111,7 @@ class JudgedEnv(VecEnvWrapper):
         outcome, _, rule = judge.partition("=")
         self.key, self.outcome = JUDGED[outcome], outcome
         self.function = load_judge(rule, f"--{outcome}")
+        self.normalizer = _normalizer(venv)
         self.returns = np.zeros(self.num_envs)
         self.lengths = np.zeros(self.num_envs, dtype=int)
 
@@ -104,18 +125,25 @@ class JudgedEnv(VecEnvWrapper):
         self.lengths += 1
         for index in np.flatnonzero(dones):
             info = infos[index]
+            final = info.get("terminal_observation")
+            raw = self.normalizer.unnormalize_obs(final) if self.normalizer is not None and final is not None else None
             episode = Episode(
                 float(self.returns[index]),
                 int(self.lengths[index]),
                 not info.get("TimeLimit.truncated", False),
                 info,
+                raw,
             )
             info[self.key] = self._judged(episode)
             self.returns[index], self.lengths[index] = 0.0, 0
         return observations, rewards, dones, infos
 
     def _judged(self, episode: Episode) -> float:
-        value = self.function(episode)
+        from quarl_bench.errors import terminal_stderr
+
+        # inside an evaluation's silenced block, the judge's own prints still reach the console
+        with contextlib.redirect_stdout(terminal_stderr[-1]) if terminal_stderr else contextlib.nullcontext():
+            value = self.function(episode)
         if self.outcome == "success":
             return float(bool(value))
         progress = float(value)
@@ -124,6 +152,18 @@ class JudgedEnv(VecEnvWrapper):
                 f"the --progress function returned {progress:g} for an episode: expected a share in [0, 1]"
             )
         return progress
+
+
+def _normalizer(venv: VecEnv) -> Any:
+    """The agent's VecNormalize below the judge, whose observations are normalised (None: none)."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    inner: Any = venv
+    while inner is not None:
+        if isinstance(inner, VecNormalize) and inner.norm_obs:
+            return inner
+        inner = getattr(inner, "venv", None)
+    return None
 
 
 def judged_envs(make_env: Callable[[int, int], VecEnv], judge: str) -> Callable[[int, int], VecEnv]:

@@ -367,9 +367,16 @@ def verdict_line(found: Any) -> str:
     where = "stored" if found.reused else f"{found.episodes} {'unpaired' if unpaired else 'paired'} episodes"
     extra = "".join(f"; {text}" for text in (found.catastrophe_text(), found.guarantee) if text)
     label = " [dim](exploratory)[/]" if found.exploratory else ""
+    from quarl_bench.statistics.wording import interval_against, outside_note
+
+    evidence = found.evidence
+    interval = interval_against(
+        found.lower, found.upper, evidence.get("delta_low", found.delta), evidence.get("delta_high", found.delta)
+    )
+    note = outside_note(found.mean, found.lower, found.upper)
     return (
         f"  {found.spec}: [{style}]{found.verdict}[/]{label} (mean difference {found.mean:+.2f}, "
-        f"[{found.lower:.2f}, {found.upper:.2f}] against -{found.delta:.2f}; {where}{extra})"
+        f"{interval}; {where}{extra}{note})"
     )
 
 

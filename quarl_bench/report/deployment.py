@@ -12,6 +12,8 @@ from quarl_bench.deploy.machine import load_text
 from quarl_bench.deploy.targets import BACKENDS
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.plots import file_label
+from quarl_bench.store.question import sibling_question, with_questions
+from quarl_bench.types import QuantSpec
 
 
 def fp32_file_of(backend: str) -> str:
@@ -24,6 +26,8 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
     row, its file size against the same runtime's fp32 file (``size base``; below 1 the file grew), and
     the PTQ row of the same agent, precision, seed and episodes (``select(Variant())``): simulated vs real."""
     records = []
+    deployed = with_questions(deployed) if len(deployed) else deployed
+    simulated = with_questions(simulated, over=()) if len(simulated) else simulated
     for reference_key, cell in deployed.groupby("reference_key") if len(deployed) else []:
         reference = cell[cell["key"] == reference_key]
         if reference.empty:
@@ -33,21 +37,16 @@ def deployment_table(deployed: pd.DataFrame, simulated: pd.DataFrame) -> pd.Data
         for _, row in cell.iterrows():
             deployment = row["provenance"]["deployment"]
             latency = deployment["latency"]
-            ptq = (
-                simulated[
-                    (simulated["agent_hash"] == row["agent_hash"])
-                    & (simulated["precision"] == row["precision"])
-                    & (simulated["seed"] == row["seed"])
-                    & (simulated["episodes"] == row["episodes"])
-                ]
-                if len(simulated)
-                else simulated
-            )
+            # the same job simulated: PTQ at the artifact's precision, every other field the same
+            simulation = sibling_question(row, "ptq", QuantSpec(row["precision"]), over=())
+            ptq = simulated[simulated["question"] == simulation] if len(simulated) else simulated
             records.append(
                 {
                     "algo": row["algo"],
                     "env": row["env_id"],
                     "agent": row["agent_hash"],
+                    "condition": row["question label"],
+                    "cell": reference_key,
                     "backend": row["backend"],
                     "precision": row["precision"],
                     "reward": row["mean_reward"],
@@ -87,8 +86,9 @@ def deployment_report(table: pd.DataFrame) -> list[Table | Figure]:
     if table.empty:
         return []
     items: list[Table | Figure] = [Table("deployment", "Deployment", table)]
-    for (algo, env, agent), group in table.groupby(["algo", "env", "agent"]):
-        name = f"deployment_{algo}_{file_label(env)}_{agent[:8]}"
+    for number, (_cell, group) in enumerate(table.groupby("cell", sort=False)):  # one torch-fp32 reference each
+        algo, env, agent = group["algo"].iloc[0], group["env"].iloc[0], group["agent"].iloc[0]
+        name = f"deployment_{algo}_{file_label(env)}_{agent[:8]}" + (f"_{number}" if number else "")
         items.append(Figure(name, "Deployment", draw_deployment, (algo, env, group), 110, tuple(group["row key"])))
     return items
 

@@ -12,8 +12,9 @@ import pandas as pd
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import stratified_bootstrap_ci
 from quarl_bench.report.objects import Figure, Table, keys_in
-from quarl_bench.report.statistics import CELL, in_cell, uniform_default_ptq
+from quarl_bench.report.statistics import uniform_default_ptq
 from quarl_bench.store.agent_names import name_of
+from quarl_bench.store.question import LAYERS, SEED, sibling_question, with_questions
 from quarl_bench.types import file_name
 
 
@@ -32,7 +33,9 @@ def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame()
     records = []
-    for _, row in frame[(frame["method"] == "ptq") & (frame["layer_bits"] != "")].iterrows():
+    # a heatmap's question sums over the layer allocations (and seeds): one per agent and everything else
+    rows = with_questions(frame[(frame["method"] == "ptq") & (frame["layer_bits"] != "")], over=(LAYERS, SEED))
+    for _, row in rows.iterrows():
         found = _quantized_layer(row)
         if found is None:
             continue
@@ -40,7 +43,11 @@ def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
         name = row["layers"][0]["name"].removesuffix(".weight") if row["layers"] else f"layer {layer}"
         records.append(
             {
-                **{c: row[c] for c in CELL},
+                "question": row["question"],
+                "condition": row["question label"],
+                "algo": row["algo"],
+                "env_id": row["env_id"],
+                "agent_hash": row["agent_hash"],
                 "agent": name_of(row),
                 "layer": layer,
                 "name": name,
@@ -57,7 +64,8 @@ def sensitivity_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if not records:
         return pd.DataFrame()
     table = pd.DataFrame.from_records(records)
-    grouped = table.groupby([*CELL, "agent", "layer", "name", "precision", "bits"], dropna=False)
+    cell = ["question", "condition", "algo", "env_id", "agent_hash", "agent", "layer", "name", "precision", "bits"]
+    grouped = table.groupby(cell, dropna=False)
     means = grouped[["E %", "agreement", "margin change", "state flips"]].mean()
     means["seeds"] = grouped["seed"].apply(lambda s: len(set(s)))
     means["seed list"] = grouped["seed"].apply(lambda s: " ".join(map(str, sorted(s))))
@@ -71,9 +79,11 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty or not (frame["method"] == "mixed").any():
         return pd.DataFrame()
     records = []
-    for _, mixed in frame[frame["method"] == "mixed"].groupby([*CELL, "layer_bits", "precision"], dropna=False):
+    uniform_rows = with_questions(uniform_default_ptq(frame))
+    for _, mixed in with_questions(frame[frame["method"] == "mixed"], over=(SEED,)).groupby("question"):
         seeds = set(mixed["seed"])
-        uniform = in_cell(uniform_default_ptq(frame), mixed.iloc[0])
+        front = sibling_question(mixed.iloc[0], "ptq")  # the same question, uniform PTQ at each precision
+        uniform = uniform_rows[uniform_rows["question"] == front]
         uniform = uniform[uniform["seed"].isin(seeds)]
         for (method, precision, layer_bits), group in pd.concat([mixed, uniform]).groupby(
             ["method", "precision", "layer_bits"]
@@ -89,6 +99,8 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
                     "algo": group["algo"].iloc[0],
                     "env": group["env_id"].iloc[0],
                     "agent": name_of(group.iloc[0]),
+                    "question": front,
+                    "condition": mixed["question label"].iloc[0] if method == "mixed" else "uniform PTQ",
                     "policy": label,
                     "method": method,
                     "acting bytes": group["weights"].iloc[0].get("acting_bytes", np.nan),
@@ -102,7 +114,7 @@ def pareto_frame(frame: pd.DataFrame) -> pd.DataFrame:
             )
     if not records:
         return pd.DataFrame()
-    return pd.DataFrame.from_records(records).drop_duplicates(["agent", "policy", "seed list"])
+    return pd.DataFrame.from_records(records).drop_duplicates(["question", "policy", "seed list"])
 
 
 def layer_report(frame: pd.DataFrame) -> list[Table | Figure]:
@@ -111,17 +123,21 @@ def layer_report(frame: pd.DataFrame) -> list[Table | Figure]:
     sensitivity = sensitivity_frame(frame)
     if len(sensitivity):
         items.append(Table("sensitivity", "Per-layer sensitivity", sensitivity, decimals=4))
-        for (algo, env_id, _hash), group in sensitivity.groupby(["algo", "env_id", "agent_hash"]):
+        questions = sensitivity.groupby("question", sort=False)
+        for number, (_question, group) in enumerate(questions):
+            algo, env_id, condition = group["algo"].iloc[0], group["env_id"].iloc[0], group["condition"].iloc[0]
             grid = group.pivot_table(index="name", columns="bits", values="E %").sort_index(axis=1, ascending=False)
-            title = f"{algo} {env_id} {name_of(group.iloc[0])}: one layer quantized"
-            name = f"sensitivity_{algo}_{file_name(env_id)}"
+            shown = "" if condition == "nominal" else f" ({condition})"
+            title = f"{algo} {env_id} {name_of(group.iloc[0])}{shown}: one layer quantized"
+            name = f"sensitivity_{algo}_{file_name(env_id)}" + (f"_{number}" if number else "")
             keys = keys_in(value for column in group.columns for value in group[column])
             items.append(Figure(name, "Per-layer sensitivity", draw_sensitivity, (grid, title), 120, keys))
     pareto = pareto_frame(frame)
     if len(pareto):
         items.append(Table("mixed_pareto", "Mixed precision", pareto))
-        for (algo, env_id, agent), group in pareto.groupby(["algo", "env", "agent"]):
-            name = f"mixed_pareto_{algo}_{file_name(env_id)}"
+        for number, (_front, group) in enumerate(pareto.groupby("question", sort=False)):
+            algo, env_id, agent = group["algo"].iloc[0], group["env"].iloc[0], group["agent"].iloc[0]
+            name = f"mixed_pareto_{algo}_{file_name(env_id)}" + (f"_{number}" if number else "")
             keys = keys_in(value for column in group.columns for value in group[column])
             items.append(Figure(name, "Mixed precision", draw_pareto, (algo, env_id, agent, group), 120, keys))
     return items

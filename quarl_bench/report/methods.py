@@ -21,14 +21,18 @@ from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import minimum_safe_bits
 from quarl_bench.report.objects import Figure, Table, keys_in, panel_margins, plain_log_axis
 from quarl_bench.report.safe_bits import safe_rule, sequence_lower
+from quarl_bench.report.statistics import ACROSS_SPECS
 from quarl_bench.report.verdicts import condition_of, outcome_of
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.store.agent_names import name_of
+from quarl_bench.store.question import with_verdict_questions
 from quarl_bench.store.spec_kinds import method_of, spec_of, weight_method
 
 AGENT = ["algo", "env", "agent"]
+# a panel of the heatmap or the frontier: one question with the spec summed over (store/question.py)
+PANEL = "question"
 # a certified line's question and certification settings
-SETTINGS = ("outcome", "condition", "tolerance", "confidence", "seed base")
+SETTINGS = ("outcome", "condition", "tolerance", "confidence", "seed base", "δ")
 
 
 def _acting_rows(statistics: pd.DataFrame) -> pd.DataFrame:
@@ -65,24 +69,24 @@ def certified_width_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     frame["seed"] = [settings["seed"] for settings in frame["settings"]]
     frame["outcome"] = [outcome_of(settings) for settings in frame["settings"]]
     frame["condition"] = [condition_of(settings) for settings in frame["settings"]]
-    records: dict[tuple, dict[str, Any]] = {}
-    # a line per agent, question (outcome, condition) and certification settings, as the verdict grid's
-    line = ["algo", "env_id", "agent_hash", "outcome", "condition", "tolerance", "alpha", "seed"]
-    for (algo, env, agent, outcome, condition, tolerance, alpha, seed, method), group in frame.groupby(
-        [*line, "method"]
-    ):
+    records: dict[str, dict[str, Any]] = {}
+    # a line per verdict question with the spec summed over (store/question.py), a column per method
+    frame = with_verdict_questions(frame, across_specs=True)
+    for (line, method), group in frame.groupby(["question", "method"], sort=False):
+        first = group.iloc[0]
         group = group.assign(bits=[precision_bits(p) for p in group["precision"]]).sort_values("bits", ascending=False)
         record = records.setdefault(
-            (algo, env, agent, outcome, condition, tolerance, alpha, seed),
+            line,
             {
-                "algo": algo,
-                "env": env,
-                "agent": name_of(group.iloc[0]),
-                "outcome": outcome,
-                "condition": condition,
-                "tolerance": tolerance,
-                "confidence": round(1 - float(alpha), 3),
-                "seed base": seed,
+                "algo": first["algo"],
+                "env": first["env_id"],
+                "agent": name_of(first),
+                "outcome": first["outcome"],
+                "condition": first["condition"],
+                "tolerance": first["tolerance"],
+                "confidence": round(1 - float(first["alpha"]), 3),
+                "seed base": first["seed"],
+                "δ": round(float(first["delta"]), 3),
             },
         )
         if set(group["precision"]) == set(group["weights"]):  # a format certified at its one width
@@ -104,12 +108,24 @@ def safe_width_table(statistics: pd.DataFrame, tolerance_pct: float) -> pd.DataF
     if rows.empty:
         return pd.DataFrame()
     rows = rows[rows["method"].notna()]
-    records: dict[tuple, dict[str, Any]] = {}
-    for (algo, env, agent, method), group in rows.groupby([*AGENT, "method"]):
-        fp32_mean = float(group["fp32 mean"].iloc[0])
+    records: dict[str, dict[str, Any]] = {}
+    # a line per question with the spec summed over (each method a column); a method's widths share its seeds
+    for (line, method, _seeds), group in rows.groupby([ACROSS_SPECS, "method", "seed list"], sort=False):
+        first = group.iloc[0]
+        fp32_mean = float(first["fp32 mean"])
         lower = {int(b): sequence_lower(float(v)) for b, v in zip(group["bits"], group["sequence low"], strict=True)}
-        safe = minimum_safe_bits(lower, float(group["delta"].iloc[0]))
-        record = records.setdefault((algo, env, agent), {"algo": algo, "env": env, "agent": agent, "fp32": fp32_mean})
+        safe = minimum_safe_bits(lower, float(first["delta"]))
+        record = records.setdefault(
+            f"{line} {_seeds}",
+            {
+                "algo": first["algo"],
+                "env": first["env"],
+                "agent": first["agent"],
+                "condition": first[f"{ACROSS_SPECS} label"],
+                "seed list": _seeds,
+                "fp32": fp32_mean,
+            },
+        )
         if set(group["precision"]) == {method}:  # a format measured at its one width (fp8, NVFP4)
             record[method] = "ok" if safe is not None else "misses"
         else:
@@ -146,7 +162,8 @@ ONE_WIDTH_ANSWERS = ("ok", "misses", "safe", "unsafe", "undetermined")  # fixed-
 def method_medians(table: pd.DataFrame) -> pd.DataFrame:
     """Per method measured over a ladder of widths: agents measured and the median minimum safe width (``> W`` as
     W + 1); per single-width format: the agents where it holds."""
-    methods = [c for c in table.columns if c not in ("algo", "env", "agent", "fp32") and not c.endswith(" rows")]
+    named = ("algo", "env", "agent", "fp32", "condition", "seed list")
+    methods = [c for c in table.columns if c not in named and not c.endswith(" rows")]
     records = []
     for method in methods:
         measured = [v for v in table[method] if not (isinstance(v, float) and math.isnan(v))]
@@ -204,6 +221,8 @@ def heatmap_table(statistics: pd.DataFrame) -> pd.DataFrame:
                 "algo": row["algo"],
                 "env": row["env"],
                 "agent": row["agent"],
+                PANEL: row[ACROSS_SPECS],
+                "condition": row[f"{ACROSS_SPECS} label"],
                 "W": precision_bits(row["precision"]),
                 "input": kind,
                 "bits": int(width),
@@ -231,6 +250,8 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
                 "algo": row["algo"],
                 "env": row["env"],
                 "agent": row["agent"],
+                PANEL: row[ACROSS_SPECS],
+                "condition": row[f"{ACROSS_SPECS} label"],
                 "precision": row["precision"],
                 "spec": row["spec"],
                 "family": row["family"],
@@ -246,11 +267,11 @@ def frontier_table(statistics: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFram
     if table.empty:
         return table
     table["pareto"] = False
-    for _, group in table.groupby(AGENT):
+    for _, group in table.groupby(PANEL):
         for index, point in group.iterrows():
             beaten = group[(group["acting bytes"] <= point["acting bytes"]) & (group["IQM"] > point["IQM"])]
             table.loc[index, "pareto"] = beaten.empty
-    return table.sort_values([*AGENT, "acting bytes"])
+    return table.sort_values([*AGENT, "condition", "acting bytes"])
 
 
 def certified_method_summary(verdicts: pd.DataFrame, certified: pd.DataFrame) -> pd.DataFrame:
@@ -334,14 +355,21 @@ def _grid(count: int) -> tuple[int, int]:
     return math.ceil(count / columns), columns
 
 
+def panel_title(group: pd.DataFrame) -> str:
+    """A panel's title: its agent's algo and env, and its question's condition where it is not the nominal one."""
+    first = group.iloc[0]
+    condition = first.get("condition", "nominal")
+    return f"{first['algo']} {first['env']}" + ("" if condition == "nominal" else f"\n{condition}")
+
+
 def draw_heatmap(heat: pd.DataFrame) -> Any:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    agents = list(heat.groupby(AGENT))
+    agents = list(heat.groupby(PANEL, sort=False))
     rows, columns = _grid(len(agents))
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.6 * rows), squeeze=False)
-    for ax, ((algo, env, _), group) in zip(axes.flat, agents, strict=False):
+    for ax, (_panel, group) in zip(axes.flat, agents, strict=False):
         paired = set(group.loc[group["bits"] != 32, "W"]) | {32}  # weight widths measured with quantized inputs
         group = group[group["W"].isin(paired)]
         group = group.assign(
@@ -355,7 +383,7 @@ def draw_heatmap(heat: pd.DataFrame) -> Any:
         pivot = pivot.sort_index(ascending=False)
         pivot.index = ["fp32" if w == 32 else f"W{w}" for w in pivot.index]
         sns.heatmap(pivot, ax=ax, annot=True, fmt=".0f", cmap="RdYlGn_r", vmin=-10, vmax=100, cbar=False)
-        ax.set_title(f"{algo} {env}", fontsize=9)
+        ax.set_title(panel_title(group), fontsize=9)
         ax.set_xlabel("input quantized")
         ax.set_ylabel("weights")
     for ax in list(axes.flat)[len(agents) :]:
@@ -368,10 +396,10 @@ def draw_heatmap(heat: pd.DataFrame) -> Any:
 def draw_frontier(frontier: pd.DataFrame) -> Any:
     import matplotlib.pyplot as plt
 
-    agents = list(frontier.groupby(AGENT))
+    agents = list(frontier.groupby(PANEL, sort=False))
     rows, columns = _grid(len(agents))
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
-    for ax, ((algo, env, _), group) in zip(axes.flat, agents, strict=False):
+    for ax, (_panel, group) in zip(axes.flat, agents, strict=False):
         for family, points in group.groupby("family"):
             color = FAMILY_COLORS.get(family, "grey")
             ax.errorbar(
@@ -388,7 +416,7 @@ def draw_frontier(frontier: pd.DataFrame) -> Any:
         ax.plot(front["acting bytes"], front["IQM"], color="black", linewidth=1)
         ax.set_xscale("log")
         plain_log_axis(ax.xaxis)
-        ax.set_title(f"{algo} {env}", fontsize=9)
+        ax.set_title(panel_title(group), fontsize=9)
         ax.set_xlabel("acting-network bytes")
         ax.set_ylabel("IQM reward")
     for ax in list(axes.flat)[len(agents) :]:

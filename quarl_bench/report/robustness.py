@@ -10,11 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from quarl_bench.evaluation.perturbations import parse_perturbation
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Figure, Table
 from quarl_bench.report.outcomes import SECTION
 from quarl_bench.store.agent_names import name_of
+from quarl_bench.store.question import with_questions
 
 
 def robustness_report(rows: pd.DataFrame) -> list[Table | Figure]:
@@ -30,13 +32,20 @@ def robustness_report(rows: pd.DataFrame) -> list[Table | Figure]:
 
 
 def robustness_table(played: pd.DataFrame) -> Table:
-    """One line per agent, episode count, recipe and condition; a column per precision."""
+    """One line per question (store/question.py: agent, episodes, recipe, condition and every other field of its
+    jobs, summed over precision and seed); a column per precision, its fp32 from the line's own reference rows."""
     precisions = sorted(played["precision"].unique(), key=lambda p: -precision_bits(p))
+    played = with_questions(played)
+    by_key = played.set_index("key", drop=False)
     records = []
-    keys = ["agent_hash", "episodes", "recipe", "perturbation"]
-    for (_, episodes, recipe, condition), line in played.groupby(keys, sort=False):
-        record = {"agent": name_of(line.iloc[0]), "episodes": episodes, "recipe": recipe or "-"}
-        record["condition"] = condition or "nominal"
+    for _question, line in played.groupby("question", sort=False):
+        references = by_key.loc[[k for k in dict.fromkeys(line["reference_key"]) if k in by_key.index]]
+        line = pd.concat([line, references[~references["key"].isin(line["key"])]])
+        first = line.iloc[0]
+        record = {"agent": name_of(first), "episodes": first["episodes"], "recipe": first["recipe"] or "-"}
+        record["condition"] = first["perturbation"] or "nominal"
+        record["question"] = first["question label"]
+        counts = {}
         for precision in precisions:
             cells = line[line["precision"] == precision]
             if cells.empty:
@@ -45,6 +54,11 @@ def robustness_table(played: pd.DataFrame) -> Table:
             rewards = np.concatenate([np.asarray(r, dtype=float) for r in cells["episode_rewards"]])
             low, high = bootstrap_ci(rewards)
             record[precision] = f"{rewards.mean():.2f} [{low:.2f}, {high:.2f}]"
+            counts[precision] = len(rewards)
+        # cells side by side over unequal episode sets are not paired: the line says so
+        record["episodes per precision"] = (
+            "equal" if len(set(counts.values())) <= 1 else ", ".join(f"{p} {n}" for p, n in counts.items())
+        )
         record["rows"] = " ".join(line["key"])
         records.append(record)
     frame = pd.DataFrame.from_records(records).sort_values(
@@ -80,9 +94,16 @@ def robustness_figures(played: pd.DataFrame) -> list[Figure]:
 
 
 def _axis(condition: str) -> tuple[str, float]:
-    """A condition's names (the curve it belongs to) and its severity along them (the first name's)."""
-    pairs = [part.partition("=") for part in condition.split(",") if part]
-    return ",".join(name for name, _, _ in pairs), float(pairs[0][2]) if pairs else 0.0
+    """A condition's names (the curve it belongs to; a mixture's name ends in ``~``, a curve of its own) and its
+    severity along them: the first fixed severity, else the first mixture's mean severity. Read by the
+    perturbations' own parser, as every other layer reads a condition."""
+    if not condition:
+        return "", 0.0
+    parsed = parse_perturbation(condition)
+    names = [name for name, _ in parsed.severities] + [f"{name}~" for name, _ in parsed.mixtures]
+    if parsed.severities:
+        return ",".join(sorted(names)), float(parsed.severities[0][1])
+    return ",".join(sorted(names)), float(np.mean(parsed.mixtures[0][1]))
 
 
 def _returns(line: pd.DataFrame) -> np.ndarray:
@@ -101,12 +122,22 @@ def _points(curve: pd.DataFrame, values_of) -> dict[str, list[Point]]:
     for precision in sorted(curve["precision"].unique(), key=lambda p: -precision_bits(p)):
         points = []
         rows = curve[curve["precision"] == precision]
-        for severity, line in rows.groupby(rows["perturbation"].map(lambda c: _axis(c)[1] if c else 0.0)):
+        for severity, line in rows.groupby(rows["perturbation"].map(lambda c: _axis(c)[1])):
+            line = line[line["seed"].isin(_shared_seeds(curve, severity))]  # every precision's same episodes
+            if line.empty:
+                continue
             values = values_of(line)
             low, high = wilson_interval(values) if values_of is _successes else bootstrap_ci(values)
             points.append((float(severity), float(values.mean()), float(low), float(high)))
         found[precision] = sorted(points)
     return found
+
+
+def _shared_seeds(curve: pd.DataFrame, severity: float) -> set[int]:
+    """The job seeds every precision of ``curve`` played at ``severity``: a point compares paired episode sets."""
+    at = curve[curve["perturbation"].map(lambda c: _axis(c)[1]) == severity]
+    seeds = [set(rows["seed"]) for _, rows in at.groupby("precision")]
+    return set.intersection(*seeds) if seeds else set()
 
 
 def draw_robustness(agent: str, names: str, panels: dict[str, dict[str, list[Point]]]):

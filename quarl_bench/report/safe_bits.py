@@ -79,9 +79,9 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = TOLERANCE_P
         return pd.DataFrame()
     ints = statistics[statistics["precision"].map(is_int)]
     records = []
-    for (algo, env, agent, episodes, noise, spec, seeds), group in ints.groupby(
-        ["algo", "env", "agent", "episodes", "obs noise", "spec", "seed list"]
-    ):
+    for (_question, seeds), group in ints.groupby(["question", "seed list"], sort=False):
+        first = group.iloc[0]
+        algo, env, agent, episodes, spec = first["algo"], first["env"], first["agent"], first["episodes"], first["spec"]
         fp32_mean, delta = float(group["fp32 mean"].iloc[0]), float(group["delta"].iloc[0])
         # certify's sequence read once (a NaN bound, too few pairs for the asymptotic one, is never safe)
         lower = {int(r["bits"]): sequence_lower(float(r["sequence low"])) for _, r in group.iterrows()}
@@ -96,7 +96,7 @@ def safe_bits_table(statistics: pd.DataFrame, tolerance_pct: float = TOLERANCE_P
                 "env": env,
                 "agent": agent,
                 "episodes": episodes,
-                "obs noise": noise,
+                "condition": first["condition"],
                 "spec": spec,
                 "seeds": len(seeds.split()),
                 "seed list": seeds,

@@ -25,6 +25,7 @@ from quarl_bench.report.safe_bits import fixed_sample_lower, safe_bits_table, se
 from quarl_bench.statistics import TOLERANCE_PCT
 from quarl_bench.statistics.pairing import paired_rewards
 from quarl_bench.store.agent_names import name_of
+from quarl_bench.store.question import PRECISION, SEED, SPEC, random_question, with_questions
 from quarl_bench.store.spec_kinds import input_quantization, legend_family, spec_of, variant_label, weight_method
 from quarl_bench.types import QuantSpec
 
@@ -39,6 +40,7 @@ CELL = (
     "quantizer_version",
     "obs_noise",
 )
+ACROSS_SPECS = "question across specs"
 PROFILE_TAUS = np.linspace(0.0, 1.25, 51)
 
 
@@ -71,6 +73,17 @@ def uniform_default_ptq(frame: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
+# what a row's question is read from (store/question.py: job_of_row)
+QUESTION_COLUMNS = (
+    "algo",
+    "env_id",
+    "reference_key",
+    "setting",
+    "perturbation",
+    "judge",
+    "quantizer_version",
+    "n_envs",
+)
 # the columns seeded statistics read besides the cell's
 STATISTICS_COLUMNS = (
     "key",
@@ -104,98 +117,115 @@ def paired_row_rewards(quantized: pd.Series | dict, reference: pd.Series | dict)
 
 
 def _by_seed(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    return {int(row["seed"]): row for row in rows}  # one row per seed: the key holds the seed
+    return {int(row["seed"]): row for row in rows}  # one question's rows: one per seed (the key holds the seed)
+
+
+def _is_reference(row: dict[str, Any]) -> bool:
+    return row["precision"] == "fp32" and row["recipe"] == ""  # not a pruned fp32 row
 
 
 def seeded_statistics(frame: pd.DataFrame, tolerance_pct: float = TOLERANCE_PCT) -> pd.DataFrame:
-    """One row per agent cell x spec variant x precision (PTQ, uniform precisions) with its paired fp32 rows.
+    """One row per question x precision (PTQ, uniform precisions; the question from the job's own fields,
+    :mod:`quarl_bench.store.question`, summed over the evaluation seeds) with its paired fp32 rows: each
+    quantized row's own reference row (``reference_key``), so a perturbed, judged or otherwise different row never
+    meets another question's fp32.
 
     Columns: seeds, IQM [95% CI] (stratified over seeds), mean difference to fp32 with its paired CI, P(q >= fp32)
     (ties count half), the reward's CI lower bound (fp32 mean + lower bound of the difference), whether that is within
-    ``tolerance_pct`` of fp32, and the keys of the rows used.
+    ``tolerance_pct`` of fp32, the question (``question``, and what sets it apart in ``condition``) and the keys of
+    the rows used.
     """
-    used = [*CELL, *STATISTICS_COLUMNS]
+    used = [*CELL, *STATISTICS_COLUMNS, *QUESTION_COLUMNS]
     frame = frame[[c for c in dict.fromkeys(used) if c in frame.columns]]  # narrow rows: pandas per row is slow
     rows = frame[(frame["method"] == "ptq") & (frame["layer_bits"] == "")] if len(frame) else frame
-    random = frame[frame["method"] == "random"] if len(frame) else frame
+    if rows.empty:
+        return pd.DataFrame()
+    rows = with_questions(with_questions(rows, over=(PRECISION, SEED, SPEC), column=ACROSS_SPECS))
+    random = with_questions(frame[frame["method"] == "random"])
+    random_by_question: dict[str, list[dict[str, Any]]] = {}
+    for row in random.to_dict("records"):
+        random_by_question.setdefault(row["question"], []).append(row)
+    everything = rows.to_dict("records")  # plain dicts: pandas per row was most of this function's time
+    by_key = {row["key"]: row for row in everything}
+    questions: dict[str, list[dict[str, Any]]] = {}
+    for row in everything:
+        questions.setdefault(row["question"], []).append(row)
     records: list[dict[str, Any]] = []
-    for cell_values, cell_frame in rows.groupby(list(CELL)):
-        cell = cell_frame.to_dict("records")  # plain dicts: pandas per row was most of this function's time
-        is_reference = [row["precision"] == "fp32" and row["recipe"] == "" for row in cell]  # not a pruned fp32 row
-        fp32 = _by_seed([row for row, ref in zip(cell, is_reference, strict=True) if ref])
-        if not fp32:
-            continue
-        cell_info = dict(zip(CELL, cell_values, strict=True)) | {"agent": name_of(cell[0])}
-        cell_random = in_cell(random, cell[0])
-        reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
-        point, low, high = stratified_bootstrap_ci(reference)
-        records.append(
-            _record(
-                cell_info, "default", "fp32", 32, sorted(fp32), point, low, high, [fp32[s]["key"] for s in sorted(fp32)]
-            )
-            | spec_kind_columns(QuantSpec())
-        )
-        specs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for row, ref in zip(cell, is_reference, strict=True):
-            if not ref:
-                specs.setdefault((variant_label(spec_of(row["spec_json"])), row["precision"]), []).append(row)
-        for (spec, precision), group in sorted(specs.items(), key=lambda item: item[0]):
-            by_seed = _by_seed(group)
-            seeds = sorted(set(by_seed) & set(fp32))
-            if not seeds:
-                continue
-            q_strata = [by_seed[s]["episode_rewards"] for s in seeds]
-            r_strata = [fp32[s]["episode_rewards"] for s in seeds]
-            point, low, high = stratified_bootstrap_ci(q_strata)
-            fp32_mean = float(np.mean(np.concatenate(r_strata)))
-            random_rows = cell_random[cell_random["seed"].isin(seeds)]
-            random_mean = (
-                float(np.mean(np.concatenate(list(random_rows["episode_rewards"])))) if len(random_rows) else None
-            )
-            delta = tolerance_of(tolerance_pct, fp32_mean, random_mean)
-            try:  # the same episodes, matched by identity: the difference is resampled in pairs
-                pairs = [paired_row_rewards(by_seed[s], fp32[s]) for s in seeds]
-            except ValueError:  # rows stored before episode identities: no paired statistics
-                pairs = []
-            sequence_low, guarantee = float("nan"), ""
-            if pairs and all(len(q) for q, _ in pairs):
-                q_strata, r_strata = [q for q, _ in pairs], [r for _, r in pairs]
-                diff, diff_low, diff_high = paired_difference_ci(q_strata, r_strata)
-                improve = probability_of_improvement(q_strata, r_strata)
-                sequence_low, guarantee = fixed_sample_lower(
-                    cell_info["env_id"], np.concatenate(q_strata) - np.concatenate(r_strata)
+    for group in questions.values():
+        references = [row for row in group if _is_reference(row)]
+        if references:
+            fp32 = _by_seed(references)
+            reference = [fp32[s]["episode_rewards"] for s in sorted(fp32)]
+            point, low, high = stratified_bootstrap_ci(reference)
+            records.append(
+                _record(
+                    references[0], "fp32", 32, sorted(fp32), point, low, high, [fp32[s]["key"] for s in sorted(fp32)]
                 )
-            else:
-                diff = diff_low = diff_high = improve = float("nan")
-            record = _record(
-                cell_info,
-                spec,
-                precision,
-                int(group[0]["bits"]),
-                seeds,
-                point,
-                low,
-                high,
-                [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds],
+                | spec_kind_columns(QuantSpec())
             )
-            record |= spec_kind_columns(spec_of(group[0]["spec_json"]), group[0]["method"])
-            record.update(
-                {
-                    "fp32 mean": fp32_mean,
-                    "random mean": random_mean,
-                    "delta": delta,
-                    "mean - fp32": diff,
-                    "diff low": diff_low,
-                    "diff high": diff_high,
-                    "P(q >= fp32)": improve,
-                    "reward CI low": fp32_mean + diff_low,
-                    "within tolerance": sequence_lower(sequence_low) >= -delta,  # the report's one rule
-                    "sequence low": sequence_low,
-                    "guarantee": guarantee,
-                }
-            )
-            records.append(record)
+        by_precision: dict[str, list[dict[str, Any]]] = {}
+        for row in group:
+            if not _is_reference(row):
+                by_precision.setdefault(row["precision"], []).append(row)
+        for _precision, quantized in sorted(by_precision.items()):
+            by_seed = _by_seed(quantized)
+            fp32 = {s: by_key[row["reference_key"]] for s, row in by_seed.items() if row["reference_key"] in by_key}
+            if fp32:
+                records.append(_quantized_record(by_seed, fp32, random_by_question, tolerance_pct))
     return pd.DataFrame.from_records(records)
+
+
+def _quantized_record(
+    by_seed: dict[int, dict[str, Any]],
+    fp32: dict[int, dict[str, Any]],
+    random_by_question: dict[str, list[dict[str, Any]]],
+    tolerance_pct: float,
+) -> dict[str, Any]:
+    """One question's statistics at one precision, over the seeds whose reference row is stored."""
+    seeds = sorted(fp32)
+    first = by_seed[seeds[0]]
+    q_strata = [by_seed[s]["episode_rewards"] for s in seeds]
+    r_strata = [fp32[s]["episode_rewards"] for s in seeds]
+    point, low, high = stratified_bootstrap_ci(q_strata)
+    fp32_mean = float(np.mean(np.concatenate(r_strata)))
+    # the random policy's rows of the reference's question (the same job, played by the random method)
+    random_rows = [
+        row for row in random_by_question.get(random_question(fp32[seeds[0]]), []) if int(row["seed"]) in seeds
+    ]
+    random_mean = (
+        float(np.mean(np.concatenate([row["episode_rewards"] for row in random_rows]))) if random_rows else None
+    )
+    delta = tolerance_of(tolerance_pct, fp32_mean, random_mean)
+    try:  # the same episodes, matched by identity: the difference is resampled in pairs
+        pairs = [paired_row_rewards(by_seed[s], fp32[s]) for s in seeds]
+    except ValueError:  # rows stored before episode identities: no paired statistics
+        pairs = []
+    sequence_low, guarantee = float("nan"), ""
+    if pairs and all(len(q) for q, _ in pairs):
+        q_strata, r_strata = [q for q, _ in pairs], [r for _, r in pairs]
+        diff, diff_low, diff_high = paired_difference_ci(q_strata, r_strata)
+        improve = probability_of_improvement(q_strata, r_strata)
+        sequence_low, guarantee = fixed_sample_lower(
+            first["env_id"], np.concatenate(q_strata) - np.concatenate(r_strata)
+        )
+    else:
+        diff = diff_low = diff_high = improve = float("nan")
+    keys = [by_seed[s]["key"] for s in seeds] + [fp32[s]["key"] for s in seeds]
+    record = _record(first, first["precision"], int(first["bits"]), seeds, point, low, high, keys)
+    record |= spec_kind_columns(spec_of(first["spec_json"]), first["method"])
+    return record | {
+        "fp32 mean": fp32_mean,
+        "random mean": random_mean,
+        "delta": delta,
+        "mean - fp32": diff,
+        "diff low": diff_low,
+        "diff high": diff_high,
+        "P(q >= fp32)": improve,
+        "reward CI low": fp32_mean + diff_low,
+        "within tolerance": sequence_lower(sequence_low) >= -delta,  # the report's one rule
+        "sequence low": sequence_low,
+        "guarantee": guarantee,
+    }
 
 
 def spec_kind_columns(spec: QuantSpec, method: str = "ptq") -> dict[str, Any]:
@@ -220,8 +250,7 @@ def tolerance_of(tolerance_pct: float, fp32_mean: float, random_mean: float | No
 
 
 def _record(
-    cell: dict[str, Any],
-    spec: str,
+    row: dict[str, Any],
     precision: str,
     bits: int,
     seeds: list[int],
@@ -230,13 +259,19 @@ def _record(
     high: float,
     keys: list[str],
 ) -> dict[str, Any]:
+    """A statistics row's columns that name what it measures: the agent, the question and the spec."""
     return {
-        "algo": cell["algo"],
-        "env": cell["env_id"],
-        "agent": name_of(cell),
-        "episodes": cell["episodes"],
-        "obs noise": cell["obs_noise"],
-        "spec": spec,
+        "algo": row["algo"],
+        "env": row["env_id"],
+        "agent": name_of(row),
+        "agent_hash": row["agent_hash"],
+        "episodes": row["episodes"],
+        "obs noise": row["obs_noise"],
+        "question": row["question"],
+        "condition": row["question label"],
+        ACROSS_SPECS: row[ACROSS_SPECS],  # the question with the spec summed over (the methods table's line)
+        f"{ACROSS_SPECS} label": row[f"{ACROSS_SPECS} label"],
+        "spec": "default" if precision == "fp32" else variant_label(spec_of(row["spec_json"])),
         "precision": precision,
         "bits": bits,
         "seeds": len(seeds),
@@ -253,10 +288,10 @@ def normalised_episodes(frame: pd.DataFrame) -> pd.DataFrame:
     (0 = that agent's random policy, 1 = its fp32 policy, both means over the same seeds' rows)."""
     if frame.empty:
         return pd.DataFrame()
-    random = frame[frame["method"] == "random"]
+    random = with_questions(frame[frame["method"] == "random"])
     records = []
-    for _, cell in uniform_default_ptq(frame).groupby(list(CELL)):
-        match = in_cell(random, cell.iloc[0])
+    for _, cell in with_questions(uniform_default_ptq(frame)).groupby("question"):
+        match = random[random["question"] == random_question(cell.iloc[0])]
         fp32 = cell[cell["precision"] == "fp32"]
         seeds = sorted(set(fp32["seed"]) & set(match["seed"]))
         if not seeds:

@@ -10,30 +10,29 @@ from quarl_bench.deploy.machine import device_units, load_text
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Table
 from quarl_bench.store.agent_names import ZOO_SOURCES, name_of
+from quarl_bench.store.question import with_questions
 
 TABLE_PRECISIONS = ("fp16", "int8")
-CELL_FIELDS = ("agent_hash", "n_envs", "action_mode")  # what can set two cells of one algo/env apart
 
 
 def cell_labels(frame: pd.DataFrame) -> dict[str, str]:
     """A row label per reference key: the env id, plus what sets the cell apart when one algo/env has several
-    (another agent, env count or action mode); never merged."""
-    named = ["algo", "env_id", "reference_key", "agent_source", "agent", *CELL_FIELDS]
-    columns = [c for c in named if c in frame.columns]
-    groups: dict[tuple[str, str], dict[str, dict]] = {}  # (algo, env) -> reference key -> its first row
-    for row in frame[columns].to_dict("records"):  # plain dicts: pandas per group was most of a report's time
-        groups.setdefault((row["algo"], row["env_id"]), {}).setdefault(row["reference_key"], row)
+    (another agent; its question's label, store/question.py: env count, action mode, condition, ...); never
+    merged."""
+    references = frame[frame["key"] == frame["reference_key"]]
+    missing = frame[~frame["reference_key"].isin(references["key"])].drop_duplicates("reference_key")
+    cells = with_questions(pd.concat([references, missing.assign(key=missing["reference_key"])]))
+    groups: dict[tuple[str, str], list[dict]] = {}  # (algo, env) -> its cells' first rows
+    for row in cells.drop_duplicates("reference_key").to_dict("records"):
+        groups.setdefault((row["algo"], row["env_id"]), []).append(row)
     labels: dict[str, str] = {}
-    for (_algo, env_id), cells in groups.items():
-        rows = list(cells.values())
-        varying = [f for f in CELL_FIELDS if len({row[f] for row in rows}) > 1]
-        own_file = "agent_source" in columns and any(row["agent_source"] not in ZOO_SOURCES for row in rows)
-        if "agent_hash" not in varying and own_file:
-            varying.insert(0, "agent_hash")  # a user's own file is named, even alone
+    for (_algo, env_id), rows in groups.items():
+        agents = len({row["agent_hash"] for row in rows}) > 1
+        own_file = any(row.get("agent_source") not in ZOO_SOURCES for row in rows)
         for cell in rows:
-            shown = {"agent_hash": name_of(cell)}  # the agent as a person knows it, not its bare hash
-            extra = ", ".join(shown.get(f, f"{f.replace('_', ' ')} {cell[f]}") for f in varying)
-            labels[cell["reference_key"]] = f"{env_id} ({extra})" if extra else env_id
+            extra = [name_of(cell)] if agents or own_file else []
+            extra += [cell["question label"]] if len(rows) > 1 and cell["question label"] != "nominal" else []
+            labels[cell["reference_key"]] = f"{env_id} ({', '.join(extra)})" if extra else env_id
     return labels
 
 

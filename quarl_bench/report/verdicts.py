@@ -16,13 +16,13 @@ from quarl_bench.report.objects import Table
 from quarl_bench.statistics.certification import family, minimum_safe
 from quarl_bench.statistics.wording import safe_width_text
 from quarl_bench.store.agent_names import name_of
+from quarl_bench.store.question import with_verdict_questions
 from quarl_bench.store.spec_kinds import method_of, spec_of
 from quarl_bench.types import QuantSpec
 
-# A line is one walk: the method that played it is part of it (two methods' verdicts never share a line or a minimum).
-# So is the outcome it certified (a success rate's verdicts never share a line with the return's).
-# and the condition it was played under (a perturbed verdict never shares a line with a nominal one).
-LINE = ("algo", "env_id", "agent_hash", "method", "outcome", "condition", "family", "tolerance", "alpha", "seed")
+# A line is one walk: one verdict question (store/question.py: everything a verdict's key is made of but its
+# precision) and the family it walks; no line keeps a tuple of its own.
+LINE = ("question", "family")
 
 
 def _column(spec: QuantSpec) -> str:
@@ -37,7 +37,7 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
     ``certify`` does."""
     if verdicts.empty:
         return pd.DataFrame()
-    frame = verdicts.assign(
+    frame = with_verdict_questions(verdicts).assign(
         seed=[settings["seed"] for settings in verdicts["settings"]],
         method=[method_of(fields) for fields in verdicts["spec_json"]],
         outcome=[outcome_of(settings) for settings in verdicts["settings"]],
@@ -48,8 +48,8 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
     narrowest = dict(zip(frame["column"], frame["precision"], strict=True))
     order = sorted(narrowest, key=lambda column: (-precision_bits(narrowest[column]), column))
     records = []
-    for values, line in frame.groupby(list(LINE), sort=True):
-        line_of = dict(zip(LINE, values, strict=True))
+    for _, line in frame.groupby(list(LINE), sort=False):
+        line_of = line.iloc[0]
         cells = {row["column"]: row for _, row in line.iterrows()}
         walked = [(column, cells[column]["verdict"]) for column in order if column in cells]
         safe = minimum_safe(walked)
@@ -73,9 +73,11 @@ def verdict_grid(verdicts: pd.DataFrame) -> pd.DataFrame:
         for column in order:
             record[column] = _cell(cells[column]) if column in cells else "-"
         record["tolerance"] = line_of["tolerance"]
+        record["question"] = line_of["question label"]  # what sets it apart from the agent's other lines
         record["rows"] = " ".join(dict.fromkeys(key for row in cells.values() for key in row["rows"]))
         records.append(record)
-    return pd.DataFrame.from_records(records)
+    order = ["algo", "env", "agent", "method", "outcome", "condition", "family", "tolerance", "confidence", "seed base"]
+    return pd.DataFrame.from_records(records).sort_values(order, kind="stable").reset_index(drop=True)
 
 
 def outcome_of(settings: dict) -> str:
