@@ -283,12 +283,16 @@ class DeployTarget:
     :param calibration_states: visited observations its activation ranges come from; 0 for a backend that does
         not calibrate.
     :param calibration_method: ``minmax``, ``entropy`` or ``percentile``; "" with no calibration states.
+    :param artifact: the sha256 of the artifact's bytes a job plays (an export's certificate is measured on the
+        bytes it names, :func:`quarl_bench.methods.deploy.built_artifact` refuses other ones); '' = whatever the
+        backend builds (a ``deploy`` benchmark).
     """
 
     backend: str
     precision: str
     calibration_states: int = 0
     calibration_method: str = ""
+    artifact: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", parse_precision(self.precision))
@@ -319,6 +323,8 @@ def spec_identity(spec: QuantSpec, method: str = DEFAULT_METHOD, target: DeployT
     fields = spec.identity() | {"method": method, "backend": target.backend if target else ""}
     if target is not None:
         fields |= {"calibration_states": target.calibration_states, "calibration_method": target.calibration_method}
+        if target.artifact:  # an artifact's identity is its bytes (keys of rows stored before it stay)
+            fields["artifact"] = target.artifact
     return fields
 
 

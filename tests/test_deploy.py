@@ -282,3 +282,29 @@ def test_a_backend_is_one_registration(monkeypatch) -> None:
     assert artifact.data == b"toy" and artifact.info("module") is form
     with pytest.raises(QuarlError, match="bad backend 'toy-int3': expected one of torch-fp32, .*toy-fp16"):
         deploy_target("toy-int3")
+
+
+def test_an_artifact_is_its_bytes_and_its_certificate_names_them(cli, zoo: Path, tmp_path: Path, monkeypatch) -> None:
+    """Two exports of one policy give the same bytes and the second reuses the first's closed-loop verdicts; an
+    artifact with other bytes (a build that is not deterministic) is measured again, never given their certificate."""
+    from quarl_bench.deploy.backends import Artifact
+    from quarl_bench.methods import deploy
+
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--max-episodes", "20")
+    store = ("--store", tmp_path / "q.sqlite")
+    outs = [tmp_path / name for name in ("one", "two", "other")]
+    code, first, err = cli("export", *agent, "--backend", "ort-fp32", "--out", outs[0], *store)
+    assert code == 0, err
+    code, second, err = cli("export", *agent, "--backend", "ort-fp32", "--out", outs[1], *store)
+    assert code == 0, err
+    documents = [json.loads((out / "policy.json").read_text()) for out in outs[:2]]
+    assert documents[0]["files"] == documents[1]["files"]  # deterministic: the same files, byte for byte
+    certified = documents[0]["certification"]["artifact_sha256"]
+    assert certified == hashlib.sha256((outs[0] / "policy.onnx").read_bytes()).hexdigest()
+    assert "found stored" in second and "found stored" not in first
+    deploy._artifacts.clear()
+    monkeypatch.setattr(Artifact, "sha256", property(lambda self: "f" * 64))  # as if the build gave other bytes
+    code, third, err = cli("export", *agent, "--backend", "ort-fp32", "--out", outs[2], *store)
+    assert code == 0, err
+    assert "found stored" not in third  # measured again on its own bytes
+    assert json.loads((outs[2] / "policy.json").read_text())["certification"]["artifact_sha256"] == "f" * 64

@@ -125,6 +125,9 @@ def export_artifact(
             f"backend {target.backend} has no standalone artifact format: expected an ort-*, litert-*, executorch-*, "
             "c-int8 or torch-fp32 backend"
         )
+    # an artifact's identity is its bytes: the certificate is measured on these bytes, and a stored closed-loop
+    # verdict is reused only for the same ones (a build that gave other bytes is measured again)
+    target = replace(target, artifact=artifact.sha256)
     claimed = claimed_spec(target.backend, module.image)
     _check_claim_simulable(module, target, claimed)
     size = "C source; flash below" if artifact.kind == "c" else f"{artifact.nbytes} bytes"
@@ -305,6 +308,7 @@ def certify_artifact(
             {"condition": condition or "nominal", "against_fp32": against_fp32, "against_claimed": against_claimed}
         )
     return {
+        "artifact_sha256": target.artifact,  # the bytes every closed-loop episode below was played on
         "guarantee": conditions[0]["against_fp32"]["guarantee"],
         "outcome": what,
         "suite": config.perturb or "nominal",

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from quarl_bench.deploy.targets import BACKENDS, check_target
+from quarl_bench.errors import QuarlError
 from quarl_bench.jobs.grids import Variants
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
@@ -156,9 +157,9 @@ def built_artifact(
     from quarl_bench.deploy.backends import build
     from quarl_bench.deploy.export import deployable, split_normalizer
 
-    key = (agent.ref.content_hash, target)
+    key = (agent.ref.content_hash, replace(target, artifact=""))
     if key in _artifacts:
-        return _artifacts[key]
+        return _expected(_artifacts[key], target)
     env = agent.make_env(1, 0)
     raw, normalizer = split_normalizer(env)
     env.close()
@@ -175,6 +176,20 @@ def built_artifact(
     while len(_artifacts) >= ARTIFACTS_KEPT:
         del _artifacts[next(iter(_artifacts))]
     _artifacts[key] = found
+    return _expected(found, target)
+
+
+def _expected(found: tuple[Any, float], target: DeployTarget) -> tuple[Any, float]:
+    """``found`` when its bytes are those ``target`` names (or it names none).
+
+    :raises QuarlError: for other bytes: a job certified on one artifact is never played on another.
+    """
+    if target.artifact and found[0].sha256 != target.artifact:
+        raise QuarlError(
+            f"the {target.backend} artifact built to play has sha256 {found[0].sha256[:16]}, not the "
+            f"{target.artifact[:16]} its job names: this backend's build is not deterministic here, so its "
+            "certificate cannot be measured in another process; certify it where it was built"
+        )
     return found
 
 

@@ -39,7 +39,7 @@ def target_of(fields: dict[str, Any] | str) -> DeployTarget | None:
     if not fields.get("backend"):
         return None
     states, method = fields.get("calibration_states", 0), fields.get("calibration_method", "")
-    return DeployTarget(fields["backend"], fields["precision"], states, method)
+    return DeployTarget(fields["backend"], fields["precision"], states, method, fields.get("artifact", ""))
 
 
 def spec_json(spec: QuantSpec, method: str = "ptq", target: DeployTarget | None = None) -> str:
