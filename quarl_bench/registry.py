@@ -42,6 +42,7 @@ _REGISTERING = {
     "register_kind",
     "register_rounding",
     "register_family",
+    "register_perturbation",
 }
 
 

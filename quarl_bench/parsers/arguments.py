@@ -30,6 +30,13 @@ def precision_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def perturbation_help() -> str:
+    """Every registered perturbation and what its severity means (:mod:`quarl_bench.perturbations`)."""
+    from quarl_bench.perturbations import help_text
+
+    return help_text()
+
+
 def add_precisions(
     parser: argparse.ArgumentParser, purpose: str, default: list[str] | None = None, many: bool = True, **kwargs
 ) -> None:
@@ -330,10 +337,8 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         "--perturb",
         default="",
         metavar="COND",
-        help="play every episode under a condition, NAME=SEVERITY,...: obs-noise (x each dimension's spread), "
-        "action-noise, action-delay (steps), sticky (probability), or a dynamics parameter's spread (masspole, "
-        "length, force_mag, m, l, g, link_mass_1, link_mass_2, force, power; MuJoCo: body_mass, friction, "
-        "actuator_gear), or a name from zoo_configs/perturbations.yaml: docs/evaluation.md",
+        help="play every episode under a condition, NAME=SEVERITY,... (NAME~a/b: a severity drawn per episode), "
+        f"or a name from zoo_configs/perturbations.yaml: {perturbation_help()}; docs/evaluation.md",
     )
     for outcome, what in (("success", "truthy: a success"), ("progress", "a share in [0, 1]")):
         parser.add_argument(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from quarl_bench.evaluation.perturbations import parse_perturbation
+from quarl_bench.perturbations import parse_perturbation
 from quarl_bench.precision import precision_bits
 from quarl_bench.report.estimators import bootstrap_ci
 from quarl_bench.report.objects import Figure, Table
@@ -94,16 +94,8 @@ def robustness_figures(played: pd.DataFrame) -> list[Figure]:
 
 
 def _axis(condition: str) -> tuple[str, float]:
-    """A condition's names (the curve it belongs to; a mixture's name ends in ``~``, a curve of its own) and its
-    severity along them: the first fixed severity, else the first mixture's mean severity. Read by the
-    perturbations' own parser, as every other layer reads a condition."""
-    if not condition:
-        return "", 0.0
-    parsed = parse_perturbation(condition)
-    names = [name for name, _ in parsed.severities] + [f"{name}~" for name, _ in parsed.mixtures]
-    if parsed.severities:
-        return ",".join(sorted(names)), float(parsed.severities[0][1])
-    return ",".join(sorted(names)), float(np.mean(parsed.mixtures[0][1]))
+    """A condition's curve and its severity along it (:meth:`~quarl_bench.perturbations.Perturbation.axis`)."""
+    return parse_perturbation(condition).axis()
 
 
 def _returns(line: pd.DataFrame) -> np.ndarray:

@@ -1,0 +1,64 @@
+"""``init-spread=s``: wider initial states, the range the env draws its start from (1 + s) times as wide about its
+centre (CartPole's, Acrobot's and MountainCar's reset bounds, Pendulum's initial angular velocity, a MuJoCo env's
+reset noise scale); the env's own seeded generator draws the start, so paired episodes start alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quarl_bench.perturbations import PerturbationKind, register_perturbation
+
+# the reset bounds (gymnasium's defaults) init-spread widens, by env id prefix
+RESET_BOUNDS = {"CartPole": (-0.05, 0.05), "Acrobot": (-0.1, 0.1), "MountainCar": (-0.6, -0.4)}
+PENDULUM_SPEED = 1.0  # Pendulum draws its initial angular velocity from U[-1, 1] (its reset option y_init)
+
+
+def wider_start_options(env_id: str, factor: float) -> dict[str, Any] | None:
+    """The reset options that draw a classic-control env's start from a range ``factor`` times as wide about its
+    centre (None: not a classic-control env with reset bounds)."""
+    if env_id.startswith("Pendulum"):
+        return {"y_init": PENDULUM_SPEED * factor}
+    family = next((name for name in RESET_BOUNDS if env_id.startswith(name)), None)
+    if family is None:
+        return None
+    low, high = RESET_BOUNDS[family]
+    centre, half = (low + high) / 2, (high - low) / 2 * factor
+    return {"low": centre - half, "high": centre + half}
+
+
+def widen_start(env: Any, severity: float) -> None:
+    """Every later reset of ``env`` (an unwrapped gymnasium env) draws from a start range (1 + ``severity``) times as
+    wide: a MuJoCo env's reset noise scale, or a classic-control env's reset options (the vectorised env's automatic
+    resets pass none, so the env's own ``reset`` is given them)."""
+    factor = 1 + severity
+    if hasattr(env, "_reset_noise_scale"):
+        env._reset_noise_scale = env._reset_noise_scale * factor
+        return
+    wider = wider_start_options(env.spec.id, factor)
+    reset = env.reset
+
+    def wider_reset(*, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        return reset(seed=seed, options=options or wider)
+
+    env.reset = wider_reset
+
+
+def accepts(env_id: str) -> bool:
+    from quarl_bench.perturbations.dynamics import is_mujoco
+
+    return wider_start_options(env_id, 1.0) is not None or is_mujoco(env_id)
+
+
+register_perturbation(
+    PerturbationKind(
+        "init-spread",
+        "reset",
+        0.0,
+        10.0,
+        "the start range (1 + s) times as wide",
+        mixable=False,
+        wrap=widen_start,
+        accepts=accepts,
+        why_not=f"expected an env whose start quarl-bench can widen ({', '.join(RESET_BOUNDS)}, Pendulum or a MuJoCo env)",
+    )
+)
