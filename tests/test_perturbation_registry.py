@@ -1,0 +1,45 @@
+"""A perturbation is one registered module (quarl_bench/perturbations/): parsing, ranges, help, refusals and the
+wrapper all come from its registration. ``obs-bias`` was added as a new contributor would, one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quarl_bench.errors import QuarlError
+from quarl_bench.perturbations import PERTURBATIONS, kinds, parse_perturbation
+from quarl_bench.store import ResultStore
+
+
+def test_every_kind_says_what_it_touches_and_has_the_hook_for_it() -> None:
+    hooks = {"observation": "observe", "action": "act", "reset": "wrap", "dynamics": "write"}
+    for kind in kinds():
+        assert getattr(kind, hooks[kind.touches]) is not None, kind.name
+    names = [kind.name for kind in kinds()]
+    assert names[:2] == ["obs-noise", "obs-bias"] and "sticky" in names and "body_mass" in names
+
+
+def test_a_severity_outside_a_kind_s_range_is_refused_naming_the_range() -> None:
+    with pytest.raises(QuarlError, match=r"bad severity 11 for obs-bias: expected a severity in \[0, 10\]"):
+        parse_perturbation("obs-bias=11")
+    with pytest.raises(QuarlError, match="NAME one of obs-noise, obs-bias, action-noise"):
+        parse_perturbation("wind=0.2")
+
+
+def test_a_perturbation_added_as_one_module_plays_from_the_cli(cli, zoo: Path, tmp_path: Path) -> None:
+    """obs-bias: its help line, its rows under their own condition, and fp32's episodes differ from nominal ones."""
+    code, out, _ = cli("run", "--help")
+    assert code == 0 and "obs-bias (a per-episode offset" in " ".join(out.split())
+    store = tmp_path / "q.sqlite"
+    agent = ("--algo", "dqn", "--env", "CartPole-v1", "--folder", zoo, "--bits", "8", "-n", "6", "--store", store)
+    assert cli("run", *agent)[0] == 0
+    code, _, err = cli("run", *agent, "--perturb", "obs-bias=2")
+    assert code == 0, err
+    with ResultStore(store) as opened:
+        rows = opened.to_dataframe()
+    fp32 = rows[rows["precision"] == "fp32"].set_index("perturbation")["episode_rewards"]
+    assert set(fp32.index) == {"", "obs-bias=2"}
+    assert not np.array_equal(fp32[""], fp32["obs-bias=2"])  # a biased sensor changes what fp32 does
+    assert "obs-bias" in PERTURBATIONS.sources and PERTURBATIONS.sources["obs-bias"].endswith("observation_bias")
