@@ -27,6 +27,7 @@ def record(args: argparse.Namespace) -> int:
         record_table,
         run_record,
         within_budget,
+        coverage_text,
         zoo_candidates,
     )
     from quarl_bench.commands.common import certify_progress
@@ -49,7 +50,7 @@ def record(args: argparse.Namespace) -> int:
         console.print(f"--budget {args.budget}: {left} agent(s) left out (the next run resumes and takes them)")
     runnable = [c for c in candidates if c.ref is not None]
     seconds, per_kind = plan_seconds(candidates, args.workers, context)
-    console.print(f"{len(runnable)} agents to certify in {folder} ({len(candidates) - len(runnable)} cannot run here)")
+    console.print(f"{len(runnable)} agents to certify in {folder}: {coverage_text(candidates)}")
     console.print(
         f"estimated {clock(seconds)} on {args.workers} worker(s) here ("
         + ", ".join(f"{kind} {clock(value)}" for kind, value in sorted(per_kind.items()))
@@ -75,7 +76,7 @@ def record(args: argparse.Namespace) -> int:
         table = record_table(results, store, candidates)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        write_record(table, store, out)
+        write_record(table, store, out, coverage_text(candidates))
     console.print(table.to_string(index=False))
     console.print(f"wrote {out}/record.md, record.csv, record_verdicts.csv and record.svg; stored in {store.path}")
     return 0
@@ -96,15 +97,22 @@ def _plan_context(path: Path, perturb: str):
         return PlanContext(measured_episode_seconds(store), store.verdicts(), perturb)
 
 
-def write_record(table, store: ResultStore, out: Path) -> None:
-    """The record's table (Markdown and CSV) and its tidy verdicts (what ``record diff`` compares)."""
+def write_record(table, store: ResultStore, out: Path, coverage: str = "") -> None:
+    """The record's table (Markdown and CSV), its coverage counted from the zoo's folders, and its tidy verdicts
+    (what ``record diff`` compares); the verdict counts come from the same verdicts as the CSV."""
     import matplotlib.pyplot as plt
+    import pandas as pd
 
     from quarl_bench.api.record import draw_record, tidy_record
 
     table.to_csv(out / "record.csv", index=False)
-    (out / "record.md").write_text(table.to_markdown(index=False) + "\n")
-    tidy_record(store.verdicts()).to_csv(out / "record_verdicts.csv", index=False)
+    tidy = tidy_record(store.verdicts())
+    counts = tidy["verdict"].value_counts() if len(tidy) else pd.Series(dtype=int)
+    summary = f"{len(tidy)} verdicts: " + ", ".join(f"{int(n)} {verdict}" for verdict, n in counts.items())
+    (out / "record.md").write_text(
+        (f"{coverage}.\n\n" if coverage else "") + f"{summary}.\n\n" + table.to_markdown(index=False) + "\n"
+    )
+    tidy.to_csv(out / "record_verdicts.csv", index=False)
     if (table["status"] == "certified").any():
         figure = draw_record(table)
         figure.savefig(out / "record.svg")

@@ -333,10 +333,13 @@ def amp_table(results: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Da
     return frame
 
 
+AMP_SPREAD = "mean within fp32 seeds' mean ± std (descriptive, not a verdict)"
+
+
 def amp_summary(runs: pd.DataFrame) -> pd.DataFrame:
     """Per policy size and dtype of :func:`amp_table`'s runs, over seeds: mean ms per update, mean speed-up, the
     final reward's mean and std over seeds, and whether the mixed-precision mean lies within the fp32 seeds'
-    spread (mean ± std)."""
+    spread (mean ± std): a description of the seeds, not a verdict (the column says so; ``certify`` decides)."""
     records = []
     for arch, group in runs.groupby("arch", sort=False) if len(runs) else []:
         fp32 = group.loc[group["dtype"] == "fp32", "reward"]
@@ -352,7 +355,7 @@ def amp_summary(runs: pd.DataFrame) -> pd.DataFrame:
                     "speed-up": float(rows["speed-up"].mean()),
                     "reward": mean,
                     "reward std": float(rows["reward"].std(ddof=0)),
-                    "within fp32 spread": within,
+                    AMP_SPREAD: within,
                 }
             )
     return pd.DataFrame.from_records(records)
