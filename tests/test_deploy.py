@@ -21,11 +21,12 @@ from quarl_bench.deploy.export import DeployablePolicy, check_equivalence, split
 from quarl_bench.deploy.machine import int8_features
 from quarl_bench.deploy.targets import deploy_target
 from quarl_bench.errors import QuarlError
-from quarl_bench.methods.deploy import NormalizedReference, deploy_calibration_states
+from quarl_bench.methods.deploy import deploy_calibration_states
 from quarl_bench.store import ResultStore
 from quarl_bench.store.results import load_results
 from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.policy import normalized_policy
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def artifact_and_sb3_actions(folder: Path, algo: str, env_id: str, tmp_path: Pat
     module = DeployablePolicy(agent.model.policy, raw.observation_space, normalizer).eval()
     env.close()
     observations = deploy_calibration_states(agent, states, seed=123)
-    expected = NormalizedReference(agent.model.policy, normalizer).predict(observations, deterministic=True)[0]
+    expected = normalized_policy(agent.model.policy, normalizer).predict(observations, deterministic=True)[0]
     return module, observations, expected, normalizer
 
 

@@ -75,19 +75,11 @@ def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
     :raises QuarlError: naming what does not fit.
     """
     from quarl_bench.zoo.algorithms import RECURRENT
-    from quarl_bench.zoo.ids import stored_form
 
-    if stored_form(ref.algo).graph and any(spec.calibrated or spec.activations for spec in specs):
-        from pathlib import Path
-
-        from quarl_bench.families.module import onnx_refusal
-        from quarl_bench.zoo.foreign import chain_reading
-
-        reading = chain_reading(Path(ref.model_path).read_bytes())
-        if reading.module is None:
-            raise QuarlError(onnx_refusal(reading.reason))
+    if any(spec.calibrated or spec.activations for spec in specs):
+        ref.form.refuse_calibrated(ref)  # an ONNX graph calibrates only through its torch twin
     state_bits = next((spec.state_bits for spec in specs if spec.state_bits), "")
-    if state_bits and ref.algo not in RECURRENT:
+    if state_bits and not ref.recurrent:
         raise QuarlError(
             f"--state-bits {state_bits}: {ref.algo} {ref.env_id}'s policy carries no recurrent state (expected a "
             f"recurrent policy: {', '.join(RECURRENT)})"
@@ -100,9 +92,7 @@ def refuse_per_layer(ref: AgentRef, command: str) -> None:
 
     :raises QuarlError: for a recurrent agent.
     """
-    from quarl_bench.zoo.algorithms import RECURRENT
-
-    if ref.algo in RECURRENT:
+    if ref.recurrent:
         raise QuarlError(
             f"{command}: {ref.algo} {ref.env_id}'s LSTM is not one of the acting layers per-layer precisions index "
             "(expected a feed-forward policy; quantize a recurrent one with run or certify --bits P)"

@@ -21,18 +21,7 @@ LADDER = ("int8", "int6", "int5", "int4", "int3", "int2")
 def zoo_steps(ref: AgentRef) -> int | None:
     """The agent's own training steps: ``n_timesteps`` of its saved ``config.yml``, else rl-zoo3's for its algo and
     env; None for a torch module or a pair rl-zoo3 has no hyperparameters for."""
-    from quarl_bench.config import zoo_hyperparameters
-    from quarl_bench.training.harden.rl_loss import saved_config
-    from quarl_bench.zoo.agents import zip_path_of
-    from quarl_bench.zoo.ids import stored_form
-    from quarl_bench.zoo.model_file import stats_dir
-
-    if not stored_form(ref.algo).sb3_model:
-        return None
-    steps = saved_config(stats_dir(zip_path_of(ref))).get("n_timesteps")
-    if steps is None:
-        steps = zoo_hyperparameters(ref.algo, ref.env_id).get("n_timesteps")
-    return int(float(steps)) if steps is not None else None
+    return ref.form.training_steps(ref)
 
 
 def hardening_budget(ref: AgentRef, budget: int | None) -> int:

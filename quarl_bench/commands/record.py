@@ -22,12 +22,12 @@ def record(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from quarl_bench.api.record import (
+        coverage_text,
         plan_seconds,
         record_requests,
         record_table,
         run_record,
         within_budget,
-        coverage_text,
         zoo_candidates,
     )
     from quarl_bench.commands.common import certify_progress
@@ -121,7 +121,9 @@ def write_record(table, store: ResultStore, out: Path, coverage: str = "") -> No
 
 def _where(line: Any) -> str:
     """A diffed verdict's agent, condition and spec: ``dqn CartPole-v1 [action-noise=0.05] int8``."""
-    return f"{line['algo']} {line['env']} [{line.get('condition', 'nominal')}] {line['spec']}"
+    from rich.markup import escape
+
+    return escape(f"{line['algo']} {line['env']} [{line.get('condition', 'nominal')}] {line['spec']}")
 
 
 def _evidence(line: Any, side: str) -> str:

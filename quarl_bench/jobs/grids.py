@@ -29,8 +29,7 @@ from quarl_bench.types import (
     Job,
     QuantSpec,
 )
-from quarl_bench.zoo.algorithms import ALGOS, EPSILON_GREEDY
-from quarl_bench.zoo.ids import stored_form
+from quarl_bench.zoo.algorithms import ALGOS
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
 # PTQ recipe keys a block may sweep too, with QuantSpec's defaults (it validates each value and fills in the
@@ -73,17 +72,7 @@ class EvalSettings:
 def action_mode(ref: AgentRef) -> ActionMode:
     """rl-zoo3's ``enjoy``: deterministic, except on Atari, where actions are stochastic: sampled from the policy
     for PPO/A2C, and the model's epsilon-greedy ``predict`` at its saved (final) exploration rate for DQN/QR-DQN."""
-    from quarl_bench.zoo.agents import saved_exploration_rate
-    from quarl_bench.zoo.envs import env_kind
-
-    if not stored_form(ref.algo).sb3_model or env_kind(ref.env_id) != "atari":  # no model to sample or explore
-        return ActionMode("deterministic")
-    if ref.algo in EPSILON_GREEDY:
-        epsilon = saved_exploration_rate(ref)
-        if epsilon is None:
-            raise QuarlError(f"agent {ref.run_dir} has no saved exploration_rate: expected an SB3 {ref.algo} zip")
-        return ActionMode("epsilon-greedy", epsilon)
-    return ActionMode("sampled")
+    return ref.form.action_mode(ref)  # the agent's form knows (a torch module has no model to sample or explore)
 
 
 @dataclass(frozen=True)

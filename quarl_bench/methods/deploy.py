@@ -60,39 +60,6 @@ class DeployHandler(AgentEvaluation):
         return Variants(targets=config.targets)
 
 
-class ArtifactPolicy:
-    """An artifact as ``evaluate`` expects a policy: ``predict`` on raw observations, deterministic actions; a
-    recurrent artifact's state carried from step to step and zeroed where an episode starts."""
-
-    def __init__(self, run, action_space) -> None:
-        self.run, self.action_space = run, action_space
-        self.carries_state = hasattr(run, "step")
-
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        if not hasattr(self.run, "step"):
-            return self.run(np.asarray(observation)), state
-        from quarl_bench.families.recurrent import started
-
-        state = self.run.zero_state(len(observation)) if state is None else started(state, episode_start)
-        return self.run.step(np.asarray(observation), state)
-
-
-class NormalizedReference:
-    """The fp32 SB3 policy fed raw observations: it normalises them as its VecNormalize would."""
-
-    def __init__(self, policy, normalizer) -> None:
-        from quarl_bench.zoo.policy import as_policy
-
-        self.policy, self.normalizer = policy, normalizer
-        self.action_space = policy.action_space
-        self.carries_state = as_policy(policy).carries_state  # the action agreement then carries its state
-
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        if self.normalizer is not None:
-            observation = self.normalizer.normalize_obs(observation)
-        return self.policy.predict(observation, state, episode_start, deterministic)
-
-
 def target_calibration(agent, target: DeployTarget) -> np.ndarray | None:
     """The observations ``target``'s artifact calibrates on (a calibrated backend's: its claim's states), else None.
     The same for every job: the artifact each batch plays is the one export ships, not one per batch seed."""
@@ -120,11 +87,12 @@ def claim_calibration_states(agent, count: int) -> np.ndarray:
 def deploy_calibration_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
     """``count`` raw observations the fp32 policy visits, playing from ``seed``."""
     from quarl_bench.deploy.export import split_normalizer
+    from quarl_bench.zoo.policy import normalized_policy
     from quarl_bench.zoo.quiet import native_output_silenced
 
     env = agent.make_env(n_envs, seed)
     raw, normalizer = split_normalizer(env)
-    reference = NormalizedReference(agent.model.policy, normalizer)
+    reference = normalized_policy(agent.model.policy, normalizer)
     with native_output_silenced():  # pybullet envs print from C when first reset
         states: list[np.ndarray] = []
         obs = np.asarray(raw.reset())  # a deployed policy's observations are one Box array
@@ -202,6 +170,7 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     from quarl_bench.deploy.timing import latency, peak_memory_mb, throughput
     from quarl_bench.evaluation.evaluate import torch_thread_count
     from quarl_bench.methods.playing import job_result, play_job
+    from quarl_bench.zoo.policy import artifact_policy, normalized_policy
 
     target = job.target
     assert target is not None  # a deploy job has one (Job checks)
@@ -215,9 +184,9 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
     probe.close()
     with torch_thread_count(1):
         run = runner(artifact, threads=1)
-        reference = None if target.backend == "torch-fp32" else NormalizedReference(policy, normalizer)
+        reference = None if target.backend == "torch-fp32" else normalized_policy(policy, normalizer)
         raw_envs = lambda n_envs, seed: split_normalizer(agent.make_env(n_envs, seed))[0]  # noqa: E731
-        episodes = play_job(agent, job, ArtifactPolicy(run, policy.action_space), reference, make_env=raw_envs)
+        episodes = play_job(agent, job, artifact_policy(run, policy.action_space), reference, make_env=raw_envs)
         timing = latency(run, sample[0])
         timing["batch64_obs_per_s"] = throughput(run, sample)
     deployment = {

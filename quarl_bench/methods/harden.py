@@ -28,7 +28,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import THIS_MACHINE, OfAgent, SideRow, register
 from quarl_bench.training.harden.recipes import Recipe
 from quarl_bench.types import AgentRef, QuantSpec, spec_identity
-from quarl_bench.zoo.ids import StoredForm, stored_form
+from quarl_bench.zoo.ids import StoredForm
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work
@@ -71,13 +71,7 @@ class HardenConfig(OfAgent):
             )
         if self.budget < 1:
             raise QuarlError(f"bad --budget {self.budget}: expected env steps >= 1 (at most the zoo's training steps)")
-        if self.form.graph:
-            _refuse_graph(self.ref.model_path)
-        if not self.form.sb3_model and not self.recipe.distills:
-            raise QuarlError(
-                f"recipe {self.recipe.name!r} trains with the RL algorithm's loss, and a torch-module or ONNX policy "
-                "has none: expected a distill recipe (distill, distill+noise, distill+sam)"
-            )
+        self.form.refuse_fine_tuning(self.ref, self.recipe.name, self.recipe.distills)
 
     @property
     def key(self) -> str:
@@ -96,26 +90,11 @@ class HardenConfig(OfAgent):
     def form(self) -> StoredForm:
         """How the parent is stored: no SB3 model (a torch module or ONNX graph) has no RL loss, and is written as
         ONNX."""
-        return stored_form(self.ref.algo)
+        return self.ref.form
 
     @property
     def suffix(self) -> str:
         return self.form.suffix
-
-
-def _refuse_graph(path: str) -> None:
-    """An ONNX policy is fine-tuned through its torch twin: refused, naming why, when its graph has none.
-
-    :raises QuarlError: for a graph that is no MLP chain.
-    """
-    from quarl_bench.zoo.foreign import chain_reading
-
-    reading = chain_reading(Path(path).read_bytes())
-    if reading.module is None:
-        raise QuarlError(
-            f"harden fine-tunes torch weights, and this ONNX policy is played as its own graph: {reading.reason} "
-            "(expected a graph that is one MLP chain, a zoo agent, an SB3 zip or --policy-module)"
-        )
 
 
 @dataclass(frozen=True)
@@ -125,7 +104,7 @@ class HardenJob:
 
 def default_out(config: HardenConfig, cache: Path) -> Path:
     """Where a study keeps a hardened agent: the cache, one folder per hardening key."""
-    name = config.ref.saved_name if config.form.sb3_model else "policy"
+    name = config.form.file_stem(config.ref)
     return cache / "hardened" / config.key / f"{name}{config.suffix}"
 
 
@@ -220,19 +199,8 @@ def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
         cost = rl_fine_tune(parent, config.spec, config.recipe, config.budget, config.seed, staged)
     else:
         cost = distill(parent, config.spec, config.recipe, config.budget, seed)
-        if config.form.sb3_model:
-            parent.model.save(staged)
-        else:
-            _save_onnx(parent.model.policy, staged)
-        if config.form.module_file:  # an ONNX parent's hardened graph is itself read back as torch
-            _save_module(parent.model.policy, config.ref, staged.with_suffix(""))
-    if config.form.sb3_model and parent.stats_path:
-        folder = staged.with_suffix("")
-        folder.mkdir(exist_ok=True)
-        for name in COPIED_FILES:
-            source = Path(parent.stats_path) / name
-            if source.is_file():
-                shutil.copyfile(source, folder / name)
+        config.form.save_fine_tuned(parent, config.ref, staged)
+    config.form.keep_beside(parent, staged)
     if config.ref.vecnormalize:  # a --model zip normalised by a --vecnormalize file: it goes beside the agent
         folder = staged.with_suffix("")
         folder.mkdir(exist_ok=True)
@@ -261,7 +229,7 @@ def make():
 '''
 
 
-def _save_module(policy: Any, parent: AgentRef, folder: Path) -> None:
+def save_module(policy: Any, parent: AgentRef, folder: Path) -> None:
     """The hardened module as its parent's function plus the hardened state dict: ``folder/module.py:make``."""
     import torch
 
@@ -271,7 +239,7 @@ def _save_module(policy: Any, parent: AgentRef, folder: Path) -> None:
     (folder / "module.py").write_text(TORCH_MODULE.format(parent=str(Path(path).resolve()), function=function))
 
 
-def _save_onnx(policy: Any, path: Path) -> None:
+def save_onnx(policy: Any, path: Path) -> None:
     import torch
 
     sample = torch.as_tensor(policy.observation_space.sample()[None], dtype=torch.float32)
@@ -296,7 +264,7 @@ def hardened_agent(parent: AgentRef, path: str | Path) -> AgentRef:
     return model_ref(
         path,
         parent.env_id,
-        parent.algo if stored_form(parent.algo).sb3_model else None,
+        parent.form.model_algo(parent),
         env_kwargs=json.loads(parent.env_kwargs or "{}") or None,
         env_packages=parent.env_packages,
     )

@@ -370,6 +370,7 @@ def draw_heatmap(heat: pd.DataFrame) -> Any:
     rows, columns = _grid(len(agents))
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.6 * rows), squeeze=False)
     for ax, (_panel, group) in zip(axes.flat, agents, strict=False):
+        title = panel_title(group)  # before the filter below, which may leave no weights-only cell
         paired = set(group.loc[group["bits"] != 32, "W"]) | {32}  # weight widths measured with quantized inputs
         group = group[group["W"].isin(paired)]
         group = group.assign(
@@ -383,7 +384,7 @@ def draw_heatmap(heat: pd.DataFrame) -> Any:
         pivot = pivot.sort_index(ascending=False)
         pivot.index = ["fp32" if w == 32 else f"W{w}" for w in pivot.index]
         sns.heatmap(pivot, ax=ax, annot=True, fmt=".0f", cmap="RdYlGn_r", vmin=-10, vmax=100, cbar=False)
-        ax.set_title(panel_title(group), fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("input quantized")
         ax.set_ylabel("weights")
     for ax in list(axes.flat)[len(agents) :]:

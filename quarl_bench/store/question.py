@@ -242,8 +242,8 @@ def verdict_question_fields(
     spec = dict(row["spec_json"]) if isinstance(row["spec_json"], Mapping) else json.loads(row["spec_json"])
     spec.pop("precision", None)
     spec.pop("layer_precisions", None)
-    if across_specs:
-        spec = {name: value for name, value in spec.items() if name in _SPEC_KEPT}
+    if across_specs:  # every spec field is a column's (its method: the column's label names who played it)
+        spec = {}
     found = row.get("evidence")
     evidence: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     asked = {

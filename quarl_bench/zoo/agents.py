@@ -22,7 +22,6 @@ from quarl_bench.types import AgentRef, file_name
 from quarl_bench.zoo.algorithms import OFF_POLICY, algorithm, check_algo
 from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.identity import content_hash
-from quarl_bench.zoo.ids import stored_form
 from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, stats_dir
 from quarl_bench.zoo.sb3_zip import saved_action_space, saved_data, saved_observation_shape
 
@@ -136,11 +135,14 @@ def load_agent(ref: AgentRef) -> LoadedAgent:
 
     :raises QuarlError: for a corrupt zip or unreadable normalisation stats.
     """
+    import_env_packages(ref.env_packages)
+    return ref.form.load(ref)
+
+
+def load_sb3_agent(ref: AgentRef) -> LoadedAgent:
+    """An SB3 zip with its saved hyperparameters and normalisation stats (the SB3 form's loader)."""
     from rl_zoo3.utils import get_saved_hyperparams
 
-    import_env_packages(ref.env_packages)
-    if not stored_form(ref.algo).sb3_model:
-        return load_foreign(ref)
     zip_path = Path(ref.model_path) if ref.model_path else Path(ref.run_dir) / f"{ref.saved_name}.zip"
     hyperparams, stats_path = get_saved_hyperparams(str(stats_dir(zip_path)), norm_reward=False, test_mode=True)
     env_kwargs = saved_env_kwargs(stats_dir(zip_path), hyperparams) | (json.loads(ref.env_kwargs or "{}"))

@@ -7,8 +7,11 @@ values, its acting layers) instead of branching on what they hold. The kinds:
 - ``recurrent``: sb3-contrib's ``RecurrentActorCriticPolicy``: it acts on Markov states ``[obs | h | c]``
   (:mod:`quarl_bench.families.recurrent`);
 - ``module`` / ``onnx``: a user's torch module or ONNX graph as an SB3 policy (:mod:`quarl_bench.zoo.foreign`);
-- ``predictor``: anything else with SB3's ``predict`` and an ``action_space`` (an exported artifact's runner, the
-  random policy): it acts, and has no layers or decision values.
+- ``artifact``: an exported artifact's runner (:func:`artifact_policy`, a recurrent one carrying its state), on raw
+  observations; ``normalized``: an SB3 policy fed raw observations, normalising them as its VecNormalize would
+  (:func:`normalized_policy`, the reference an artifact is compared with);
+- ``predictor``: anything else with SB3's ``predict`` and an ``action_space`` (the random policy): it acts, and has
+  no layers or decision values.
 """
 
 from __future__ import annotations
@@ -267,3 +270,81 @@ class StatefulPredictor(Policy):
 
     def follower(self) -> Follower:
         return stateful_follower(self.network)
+
+
+class _ArtifactRun:
+    """An artifact's runner with SB3's ``predict`` (what the evaluation loop calls on an adapter's network)."""
+
+    def __init__(self, run: Any, action_space: spaces.Space) -> None:
+        self.run, self.action_space = run, action_space
+        self.carries_state = hasattr(run, "step")  # a recurrent runner steps a state
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        if not self.carries_state:
+            return self.run(np.asarray(observation)), state
+        from quarl_bench.families.recurrent import started
+
+        state = self.run.zero_state(len(observation)) if state is None else started(state, episode_start)
+        return self.run.step(np.asarray(observation), state)
+
+
+class ArtifactPolicy(Policy):
+    """An exported artifact's runner as a policy: deterministic actions on raw observations, no torch layers; a
+    recurrent artifact's state carried from step to step and zeroed where an episode starts."""
+
+    kind = "artifact"
+    torch_layers = False
+
+    def __init__(self, run: Any, action_space: spaces.Space) -> None:
+        super().__init__(_ArtifactRun(run, action_space))
+
+    @property
+    def carries_state(self) -> bool:
+        return bool(self.network.carries_state)
+
+    def follower(self) -> Follower:
+        return stateful_follower(self.network) if self.carries_state else super().follower()
+
+
+def artifact_policy(run: Any, action_space: spaces.Space) -> ArtifactPolicy:
+    """An artifact's runner in its adapter."""
+    return ArtifactPolicy(run, action_space)
+
+
+class _NormalizedRun:
+    """An SB3 policy behind its VecNormalize's statistics, with SB3's ``predict``."""
+
+    def __init__(self, policy: Any, normalizer: Any) -> None:
+        self.policy, self.normalizer = policy, normalizer
+        self.action_space = policy.action_space
+        self.carries_state = as_policy(policy).carries_state
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        if self.normalizer is not None:
+            observation = self.normalizer.normalize_obs(observation)
+        return self.policy.predict(observation, state, episode_start, deterministic)
+
+
+class NormalizedPolicy(Policy):
+    """An SB3 policy fed raw observations: it normalises them as its VecNormalize would (the fp32 reference of an
+    artifact, which takes raw observations); a recurrent one carries its state (the action agreement then does)."""
+
+    kind = "normalized"
+
+    def __init__(self, policy: Any, normalizer: Any) -> None:
+        super().__init__(_NormalizedRun(policy, normalizer))
+
+    @property
+    def carries_state(self) -> bool:
+        return bool(self.network.carries_state)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        return self.network.predict(observation, state, episode_start, deterministic)
+
+    def follower(self) -> Follower:
+        return stateful_follower(self.network) if self.carries_state else super().follower()
+
+
+def normalized_policy(policy: Any, normalizer: Any) -> NormalizedPolicy:
+    """``policy`` fed raw observations, normalised by ``normalizer`` (None: as they come)."""
+    return NormalizedPolicy(policy, normalizer)
