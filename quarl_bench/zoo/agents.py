@@ -215,28 +215,14 @@ def probe_spaces(agent: LoadedAgent):
 _ANNOUNCED: set[str] = set()  # action-output policies already announced in this process
 
 
-def load_foreign(ref: AgentRef) -> LoadedAgent:
-    """A torch-module or ONNX agent: the policy on the env's spaces, its output shape checked."""
-    from quarl_bench.zoo.foreign import (
-        UserModulePolicy,
-        UserOnnxPolicy,
-        chain_reading,
-        check_output,
-        load_module_function,
-    )
+def load_foreign(ref: AgentRef, make_policy: Any = None) -> LoadedAgent:
+    """A torch-module or ONNX agent: the policy on the env's spaces (``make_policy(ref, observation_space,
+    action_space)``, its form's: :func:`module_policy` or :func:`graph_policy`), its output shape checked."""
+    from quarl_bench.zoo.foreign import check_output
 
     agent = LoadedAgent(ref, PolicyOnly(None), {}, None, json.loads(ref.env_kwargs or "{}"))
     observation_space, action_space = probe_spaces(agent)
-    if ref.algo == "onnx":
-        graph = Path(ref.model_path).read_bytes()
-        announce_outputs(ref.model_path, graph)
-        reading = chain_reading(graph, action_space)
-        if reading.module is not None:  # an MLP chain: its torch twin takes every method a torch module takes
-            policy = UserModulePolicy(observation_space, action_space, reading.module)
-        else:
-            policy = UserOnnxPolicy(observation_space, action_space, graph, not_a_chain=reading.reason)
-    else:
-        policy = UserModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
+    policy = (make_policy or module_policy)(ref, observation_space, action_space)
     check_output(policy, ref.model_path)
     if policy.outputs_actions and ref.model_path not in _ANNOUNCED:
         _ANNOUNCED.add(ref.model_path)
@@ -248,6 +234,26 @@ def load_foreign(ref: AgentRef) -> LoadedAgent:
     policy.set_training_mode(False)
     agent.model = PolicyOnly(policy)
     return agent
+
+
+def module_policy(ref: AgentRef, observation_space: Any, action_space: Any) -> Any:
+    """A ``--policy-module FILE.py:FN``'s module as an SB3 policy."""
+    from quarl_bench.zoo.foreign import UserModulePolicy, load_module_function
+
+    return UserModulePolicy(observation_space, action_space, load_module_function(ref.model_path))
+
+
+def graph_policy(ref: AgentRef, observation_space: Any, action_space: Any) -> Any:
+    """An ONNX graph as an SB3 policy: its torch twin where it is one MLP chain (every method a torch module takes
+    then takes it), else the graph itself on ONNX Runtime."""
+    from quarl_bench.zoo.foreign import UserModulePolicy, UserOnnxPolicy, chain_reading
+
+    graph = Path(ref.model_path).read_bytes()
+    announce_outputs(ref.model_path, graph)
+    reading = chain_reading(graph, action_space)
+    if reading.module is not None:
+        return UserModulePolicy(observation_space, action_space, reading.module)
+    return UserOnnxPolicy(observation_space, action_space, graph, not_a_chain=reading.reason)
 
 
 def announce_outputs(path: str, graph: bytes) -> None:

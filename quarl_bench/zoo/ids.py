@@ -162,6 +162,11 @@ class GraphForm(ModuleForm):
     module_file: bool = False
     graph: bool = True
 
+    def load(self, ref: Any) -> Any:
+        from quarl_bench.zoo.agents import graph_policy, load_foreign
+
+        return load_foreign(ref, graph_policy)
+
     def refuse_fine_tuning(self, ref: Any, recipe: str, distills: bool) -> None:
         self.refuse_calibrated(ref, "harden fine-tunes torch weights, and this ONNX policy is played as its own graph")
         super().refuse_fine_tuning(ref, recipe, distills)
