@@ -252,3 +252,15 @@ def test_an_edited_judge_is_a_new_question_and_what_it_prints_is_shown(cli, tmp_
     assert "judged 2" in out + err  # the judge's own print reached the console
     with ResultStore(store) as opened:
         assert len(set(opened.to_dataframe()["judge"])) == 2
+
+
+def test_a_success_verdict_carries_both_rates_and_says_when_the_reference_rarely_succeeds() -> None:
+    from quarl_bench.certify.plan import arm_outcomes
+
+    found = arm_outcomes("success", np.array([1.0] * 37 + [0.0] * 3), np.array([1.0] * 38 + [0.0] * 2))
+    assert (found["quantized_successes"], found["reference_successes"], found["outcome_pairs"]) == (37, 38, 40)
+    assert "warning" not in found
+    rare = arm_outcomes("success", np.zeros(40), np.array([1.0] * 3 + [0.0] * 37))
+    assert rare["warning"].startswith("the reference succeeds in 3 of 40 pairs")
+    assert "cannot fail" in arm_outcomes("success", np.ones(20), np.ones(20))["warning"]
+    assert set(arm_outcomes("return", np.ones(3), np.zeros(3))) == {"quantized_mean", "reference_mean"}

@@ -223,7 +223,7 @@ def test_a_perturbed_run_never_replaces_the_nominal_one(tmp_path: Path) -> None:
     statistics = tables["reward_statistics"]
     fp32 = statistics[statistics["precision"] == "fp32"].set_index("condition")["IQM"]
     assert len(fp32) == 2 and fp32.min() < 100 < fp32.max()  # both fp32 references, apart
-    assert set(tables["minimum_safe_bits"]["condition"]) == {"nominal", "condition action-noise=0.5"}
+    assert set(tables["minimum_safe_bits"]["condition"]) == {"nominal", "under action-noise=0.5"}
 
 
 # ---- verdicts: a certification's settings, enumerated from CertifyConfig ------------------------------------------

@@ -326,6 +326,7 @@ class Certifier:
         alpha_test, alpha_delta = split_alpha(config.alpha, families, estimated)
         test = self.test(alpha_test)
         differences: list[np.ndarray] = []
+        arms: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # each policy's outcome on the pairs played
         fp32_returns = [scale.fp32_returns]
         rows: list[str] = []
         decided, tolerance = None, (scale.delta, scale.delta)  # (δ_low, δ_high): δ itself when it is not estimated
@@ -343,9 +344,13 @@ class Certifier:
             ours = (self.values(quantized), quantized["episode_ids"], self.values(fp32), fp32["episode_ids"])
             if config.unpaired:
                 differences.append(unpaired_differences(*ours))
+                q, r = in_identity_order(ours[0], ours[1]), in_identity_order(ours[2], ours[3])
+                q, r = q[: len(differences[-1])], r[: len(differences[-1])]
             else:
                 q, r = paired_rewards(*ours)
                 differences.append(q - r)
+            arms[0].append(np.asarray(q, dtype=float))
+            arms[1].append(np.asarray(r, dtype=float))
             if reference.is_identity:
                 fp32_returns.append(in_identity_order(self.values(fp32), fp32["episode_ids"]))
             elif played.get(fp32_job.key) is not None:  # stored already: δ's bound for free
@@ -390,7 +395,7 @@ class Certifier:
             "max_catastrophe_rate": config.max_catastrophe_rate,
             "minimum_episodes": minimum_episodes(scale.delta, test.span, config.alpha) if test.finite else None,
             "min_pairs": None if test.finite else test.min_pairs,
-        }
+        } | arm_outcomes(config.outcome, np.concatenate(arms[0]), np.concatenate(arms[1]))
         return Verdict(
             spec.precision,
             spec_name(spec),
@@ -404,6 +409,31 @@ class Certifier:
             tuple(rows),
             evidence=evidence,
         )
+
+
+def arm_outcomes(outcome: str, quantized: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    """Each policy's own mean of the certified outcome over the pairs played (a success rate: the successes too),
+    and a warning where the reference's rate leaves nothing to compare (it almost never, or always, succeeds)."""
+    found: dict[str, Any] = {"quantized_mean": float(quantized.mean()), "reference_mean": float(reference.mean())}
+    if outcome != "success":
+        return found
+    found |= {
+        "quantized_successes": int(quantized.sum()),
+        "reference_successes": int(reference.sum()),
+        "outcome_pairs": len(reference),
+    }
+    rate = float(reference.mean())
+    if rate < RARE_SUCCESS:
+        found["warning"] = (
+            f"the reference succeeds in {int(reference.sum())} of {len(reference)} pairs: a safe verdict says "
+            "little where the reference itself almost never succeeds (check the success rule)"
+        )
+    elif rate == 1.0 and quantized.mean() == 1.0:
+        found["warning"] = f"both policies succeed in all {len(reference)} pairs: check that the success rule can fail"
+    return found
+
+
+RARE_SUCCESS = 0.1  # a reference success rate below this is called out
 
 
 def walk_family(spec: QuantSpec) -> str:

@@ -375,10 +375,27 @@ def verdict_line(found: Any) -> str:
         found.lower, found.upper, evidence.get("delta_low", found.delta), evidence.get("delta_high", found.delta)
     )
     note = outside_note(found.mean, found.lower, found.upper)
+    rates = _success_rates(evidence)
+    warning = f"\n    [yellow]note[/]: {evidence['warning']}" if evidence.get("warning") else ""
     return (
         f"  {found.spec}: [{style}]{found.verdict}[/]{label} (mean difference {found.mean:+.2f}, "
-        f"{interval}; {where}{extra}{note})"
+        f"{interval}; {where}{rates}{extra}{note}){warning}"
     )
+
+
+def _success_rates(evidence: dict[str, Any]) -> str:
+    """Each policy's own success rate over the pairs, with its Wilson 95% interval: ``; fp32 38/40 (0.95 [0.83,
+    0.99]), quantized 37/40 (...)``; '' for another outcome (or a verdict stored without them)."""
+    if "reference_successes" not in evidence:
+        return ""
+    from quarl_bench.report.outcomes import wilson_interval
+
+    parts, pairs = [], int(evidence["outcome_pairs"])
+    for name, key in (("fp32", "reference"), ("quantized", "quantized")):
+        successes = int(evidence[f"{key}_successes"])
+        low, high = wilson_interval([1.0] * successes + [0.0] * (pairs - successes))
+        parts.append(f"{name} {successes}/{pairs} ({successes / pairs:.2f} [{low:.2f}, {high:.2f}])")
+    return "; " + ", ".join(parts)
 
 
 def certification_table(result: Any) -> Table:

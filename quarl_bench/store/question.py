@@ -219,6 +219,8 @@ def _flatten(fields: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _part(name: str, value: Any) -> str:
+    if name in ("perturbation", "settings.perturb") and value:
+        return f"under {value}"
     label = _NAMES.get(name, name.removeprefix("spec.").replace("_", " "))
     if isinstance(value, bool):
         return label if value else f"no {label}"
