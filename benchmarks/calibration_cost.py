@@ -19,7 +19,8 @@ import torch
 from quarl_bench import QuantSpec
 from quarl_bench.evaluation.calibration import visited_states
 from quarl_bench.quant.quantize import quantize
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.zoo.forms import load_agent
 
 MLP_AGENTS = [
     ("dqn", "CartPole-v1"),

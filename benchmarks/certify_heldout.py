@@ -68,7 +68,7 @@ def main() -> None:
     torch.set_num_threads(1)
     store_path = Path(args.store or tempfile.mkdtemp(prefix="heldout-")) / "heldout.sqlite"
     original = resolve(AgentQuery("CartPole-v1", algo="dqn", folder=args.zoo, use_hub=False))
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     q_net = load_agent(original).model.policy.q_net.q_net
     copy = resolve(AgentQuery("CartPole-v1", model=CrashingCopy(q_net, args.crash_rate)))

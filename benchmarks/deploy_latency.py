@@ -30,7 +30,7 @@ from quarl_bench.deploy.synthetic import observations as synthetic_observations
 from quarl_bench.deploy.timing import latency
 from quarl_bench.evaluation.calibration import visited_states
 from quarl_bench.methods.deploy import deploy_calibration_states
-from quarl_bench.zoo.agents import load_agent
+from quarl_bench.zoo.forms import load_agent
 
 BACKENDS = (
     "torch-fp32",

@@ -23,8 +23,9 @@ from quarl_bench.deploy.machine import machine_record
 from quarl_bench.evaluation.evaluate import evaluate
 from quarl_bench.evaluation.workers import evaluate_in_workers
 from quarl_bench.jobs.grids import action_mode
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
 from quarl_bench.zoo.envs import default_eval_envs
+from quarl_bench.zoo.forms import load_agent
 
 
 def env_only_seconds(agent, n_envs: int, vector_steps: int, seed: int) -> float:

@@ -23,7 +23,8 @@ import sys
 from stable_baselines3.common.evaluation import evaluate_policy
 from quarl_bench import QuantSpec
 from quarl_bench.quant.quantize import quantize
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.zoo.forms import load_agent
 agent = load_agent(resolve_agent("ppo", "CartPole-v1", sys.argv[1], use_hub=False))
 policy, _ = quantize(agent.model.policy, QuantSpec(sys.argv[2]))
 episodes = int(sys.argv[3])

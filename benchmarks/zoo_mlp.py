@@ -33,7 +33,7 @@ def c_agent(zoo: Path, algo: str, env_id: str, weight_bits: int = 8) -> tuple[An
     from quarl_bench.deploy.backends import c_artifact
     from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.evaluation.calibration import visited_states
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     agent = load_agent(resolve(AgentQuery(env=env_id, algo=algo, folder=str(zoo), use_hub=False)))
     policy = agent.model.policy

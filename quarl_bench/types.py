@@ -267,21 +267,6 @@ class AgentRef:
         """The saved id as rl-zoo3 names files and folders (``dmc/cartpole-balance-v0`` -> ``dmc-cartpole-...``)."""
         return file_name(self.saved_env_id)
 
-    @property
-    def form(self) -> Any:
-        """How the agent is stored, and so loaded, saved and fine-tuned (:class:`~quarl_bench.zoo.ids.StoredForm`,
-        an adapter per form): stages ask it rather than the algo's name."""
-        from quarl_bench.zoo.ids import stored_form
-
-        return stored_form(self.algo)
-
-    @property
-    def recurrent(self) -> bool:
-        """Whether its policy carries a recurrent state (the algorithm's registered fact)."""
-        from quarl_bench.zoo.algorithms import ALGORITHMS
-
-        return self.algo in ALGORITHMS.names() and ALGORITHMS.get(self.algo).recurrent
-
 
 def file_name(env_id: str) -> str:
     """rl-zoo3's file name for an env id (its ``EnvironmentName``): slashes become dashes."""

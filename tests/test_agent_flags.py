@@ -15,7 +15,7 @@ from quarl_bench.api import AgentQuery, resolve
 from quarl_bench.errors import QuarlError
 from quarl_bench.store.agent_names import agent_name
 from quarl_bench.store.provenance import agent_provenance
-from quarl_bench.zoo.agents import load_agent
+from quarl_bench.zoo.forms import load_agent
 
 DATA = Path(__file__).parent / "data"
 KINDS = ("sb3 zip", "onnx file", "policy module", "torch object", "sb3 object")

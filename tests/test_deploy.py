@@ -25,7 +25,8 @@ from quarl_bench.methods.deploy import deploy_calibration_states
 from quarl_bench.store import ResultStore
 from quarl_bench.store.results import load_results
 from quarl_bench.types import QuantSpec
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.zoo.forms import load_agent
 from quarl_bench.zoo.policy import normalized_policy
 
 pytestmark = pytest.mark.slow

@@ -132,7 +132,7 @@ def test_a_cortex_m4_under_qemu_acts_bit_for_bit_as_the_host_on_1000_observation
     from quarl_bench.deploy.export import deployable, split_normalizer
     from quarl_bench.evaluation.calibration import visited_states
     from quarl_bench.methods.deploy import deploy_calibration_states
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     agent = load_agent(resolve(AgentQuery(env="Pendulum-v1", algo="sac", folder=str(zoo), use_hub=False)))
     env = agent.make_env(1, 0)

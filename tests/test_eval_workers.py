@@ -15,7 +15,8 @@ from quarl_bench.evaluation.evaluate import Finished, evaluate, sampled_actions
 from quarl_bench.evaluation.workers import env_shares, evaluate_in_workers, merged_sample
 from quarl_bench.quant.quantize import quantize
 from quarl_bench.types import QuantSpec
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.zoo.forms import load_agent
 
 
 def test_inverse_cdf_draws_hand_computed_actions() -> None:

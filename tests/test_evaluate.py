@@ -17,7 +17,8 @@ from quarl_bench.jobs.grids import EvalSettings, build_jobs
 from quarl_bench.methods.ptq import evaluate_job
 from quarl_bench.quant.quantize import quantize
 from quarl_bench.types import QuantSpec
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.zoo.forms import load_agent
 from quarl_bench.zoo.policy import Policy
 
 

@@ -10,7 +10,8 @@ import pytest
 
 import quarl_bench.evaluation.evaluate as evaluation
 import quarl_bench.zoo.greedy as greedy
-from quarl_bench.zoo.agents import load_agent, resolve_agent
+from quarl_bench.zoo.agents import resolve_agent
+from quarl_bench.zoo.forms import load_agent
 from quarl_bench.zoo.greedy import greedy_function, near_ties
 
 pytestmark = pytest.mark.slow

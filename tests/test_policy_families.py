@@ -139,8 +139,8 @@ def test_an_algorithm_outside_rl_zoo3_is_one_registration(tmp_path, monkeypatch)
     from sb3_contrib.common.wrappers import ActionMasker
 
     from quarl_bench import AgentQuery, ResultStore, evaluate_agent, export_artifact, resolve
-    from quarl_bench.zoo.agents import load_agent
     from quarl_bench.zoo.algorithms import ALGORITHMS
+    from quarl_bench.zoo.forms import load_agent
     from quarl_bench.zoo.policy import as_policy
 
     assert ALGORITHMS.get("ppo_mask").model_class == "sb3_contrib:MaskablePPO"  # one entry of the table

@@ -55,7 +55,7 @@ def memory_policy(kwargs: dict):
 
 
 def loaded(agents: Path):
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
     from quarl_bench.zoo.model_file import model_ref
 
     return load_agent(model_ref(agents / "lstm.zip", ENV))

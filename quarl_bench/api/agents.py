@@ -16,7 +16,7 @@ __all__ = ["AgentQuery", "acting_layer_names", "code_identity", "factory_env_id"
 def acting_layer_names(ref: AgentRef) -> list[str]:
     """The agent's acting layers (what per-layer precisions refer to), in module order."""
     from quarl_bench.quant.quantize import acting_layer_names as names
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     return names(load_agent(ref).model.policy)
 

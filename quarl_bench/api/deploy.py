@@ -220,7 +220,7 @@ def _umask() -> int:
 
 def _deployable(ref: AgentRef) -> tuple[Any, Any]:
     from quarl_bench.deploy.export import deployable, split_normalizer
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     agent = load_agent(ref)
     env = agent.make_env(1, 0)

@@ -75,11 +75,12 @@ def refuse_unfit_specs(ref: AgentRef, specs: Sequence[QuantSpec]) -> None:
     :raises QuarlError: naming what does not fit.
     """
     from quarl_bench.zoo.algorithms import RECURRENT
+    from quarl_bench.zoo.forms import carries_state, form_of
 
     if any(spec.calibrated or spec.activations for spec in specs):
-        ref.form.refuse_calibrated(ref)  # an ONNX graph calibrates only through its torch twin
+        form_of(ref).refuse_calibrated(ref)  # an ONNX graph calibrates only through its torch twin
     state_bits = next((spec.state_bits for spec in specs if spec.state_bits), "")
-    if state_bits and not ref.recurrent:
+    if state_bits and not carries_state(ref):
         raise QuarlError(
             f"--state-bits {state_bits}: {ref.algo} {ref.env_id}'s policy carries no recurrent state (expected a "
             f"recurrent policy: {', '.join(RECURRENT)})"
@@ -92,7 +93,9 @@ def refuse_per_layer(ref: AgentRef, command: str) -> None:
 
     :raises QuarlError: for a recurrent agent.
     """
-    if ref.recurrent:
+    from quarl_bench.zoo.forms import carries_state
+
+    if carries_state(ref):
         raise QuarlError(
             f"{command}: {ref.algo} {ref.env_id}'s LSTM is not one of the acting layers per-layer precisions index "
             "(expected a feed-forward policy; quantize a recurrent one with run or certify --bits P)"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from quarl_bench.errors import QuarlError, note
 from quarl_bench.types import AgentRef, QuantSpec
+from quarl_bench.zoo.forms import form_of
 
 if TYPE_CHECKING:
     from quarl_bench.store import ResultStore
@@ -21,7 +22,7 @@ LADDER = ("int8", "int6", "int5", "int4", "int3", "int2")
 def zoo_steps(ref: AgentRef) -> int | None:
     """The agent's own training steps: ``n_timesteps`` of its saved ``config.yml``, else rl-zoo3's for its algo and
     env; None for a torch module or a pair rl-zoo3 has no hyperparameters for."""
-    return ref.form.training_steps(ref)
+    return form_of(ref).training_steps(ref)
 
 
 def hardening_budget(ref: AgentRef, budget: int | None) -> int:

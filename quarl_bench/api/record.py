@@ -93,7 +93,7 @@ def zoo_candidates(folder: Path, algos: Sequence[str] = (), envs: Sequence[str] 
 
 def _check_env(ref: AgentRef) -> None:
     """Build the agent's env once: one that no longer installs is a reason, not a crash mid-record."""
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     env = load_agent(ref).make_env(1, 0)
     env.close()

@@ -30,6 +30,7 @@ from quarl_bench.types import (
     QuantSpec,
 )
 from quarl_bench.zoo.algorithms import ALGOS
+from quarl_bench.zoo.forms import form_of
 
 SPEC_KEYS = ("granularity", "symmetric", "quantize_bias", "layers")  # sweepable per grid block
 # PTQ recipe keys a block may sweep too, with QuantSpec's defaults (it validates each value and fills in the
@@ -72,7 +73,7 @@ class EvalSettings:
 def action_mode(ref: AgentRef) -> ActionMode:
     """rl-zoo3's ``enjoy``: deterministic, except on Atari, where actions are stochastic: sampled from the policy
     for PPO/A2C, and the model's epsilon-greedy ``predict`` at its saved (final) exploration rate for DQN/QR-DQN."""
-    return ref.form.action_mode(ref)  # the agent's form knows (a torch module has no model to sample or explore)
+    return form_of(ref).action_mode(ref)  # the agent's form knows (a torch module has no model to sample or explore)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ _loaded: dict[AgentRef, LoadedAgent] = {}
 def loaded_agent(ref: AgentRef) -> LoadedAgent:
     """The agent loaded, once per process for its next works (the fp32 policy is never changed: quantizing copies
     it); the least recently used one is dropped beyond :data:`AGENTS_KEPT`."""
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     if ref in _loaded:
         _loaded[ref] = _loaded.pop(ref)  # most recently used last

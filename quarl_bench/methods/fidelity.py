@@ -69,7 +69,7 @@ class FidelityHandler:
         from quarl_bench.evaluation.fidelity_over_time import over_time
         from quarl_bench.methods.ptq import quantized
         from quarl_bench.store.provenance import agent_provenance
-        from quarl_bench.zoo.agents import load_agent
+        from quarl_bench.zoo.forms import load_agent
 
         assert agent is not None
         loaded = load_agent(agent)

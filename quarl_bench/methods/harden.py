@@ -28,7 +28,7 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import THIS_MACHINE, OfAgent, SideRow, register
 from quarl_bench.training.harden.recipes import Recipe
 from quarl_bench.types import AgentRef, QuantSpec, spec_identity
-from quarl_bench.zoo.ids import StoredForm
+from quarl_bench.zoo.forms import StoredForm, form_of
 
 if TYPE_CHECKING:
     from quarl_bench.jobs.work import Work
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 HARDEN_VERSION = 1  # bump when a recipe's procedure changes what its settings mean
 HARDEN_SEED = 3_000_000  # rollout seeds start here: apart from evaluation, calibration and fixed-state seeds
 PROVENANCE_FILE = "harden.json"
-COPIED_FILES = ("config.yml", "args.yml", "env_kwargs.yml", "vecnormalize.pkl")
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ class HardenConfig(OfAgent):
     def form(self) -> StoredForm:
         """How the parent is stored: no SB3 model (a torch module or ONNX graph) has no RL loss, and is written as
         ONNX."""
-        return self.ref.form
+        return form_of(self.ref)
 
     @property
     def suffix(self) -> str:
@@ -157,7 +156,7 @@ class HardenHandler:
         import torch
 
         from quarl_bench.evaluation.fixed_states import fixed_states
-        from quarl_bench.zoo.agents import load_agent
+        from quarl_bench.zoo.forms import load_agent
 
         config: HardenConfig = work.config
         out = Path(config.out) if config.out else default_out(config, work.cache)
@@ -208,54 +207,6 @@ def _fine_tune(config: HardenConfig, parent: Any, staged: Path) -> Any:
     return cost
 
 
-TORCH_MODULE = '''"""The policy hardened by quarl-bench, as a torch module: the parent's {function}() with the hardened weights
-(weights.pt beside this file). `quarl-bench export --policy-module THIS_FILE:make` takes it to c-int8 or c-int4."""
-import importlib.util
-from pathlib import Path
-
-import torch
-
-PARENT = {parent!r}
-FUNCTION = {function!r}
-
-
-def make():
-    spec = importlib.util.spec_from_file_location("quarl_hardened_parent", PARENT)
-    parent = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(parent)
-    module = getattr(parent, FUNCTION)()
-    module.load_state_dict(torch.load(Path(__file__).with_name("weights.pt"), weights_only=True))
-    return module.eval()
-'''
-
-
-def save_module(policy: Any, parent: AgentRef, folder: Path) -> None:
-    """The hardened module as its parent's function plus the hardened state dict: ``folder/module.py:make``."""
-    import torch
-
-    folder.mkdir(parents=True, exist_ok=True)
-    path, _, function = parent.model_path.rpartition(":")
-    torch.save(policy.module.state_dict(), folder / "weights.pt")
-    (folder / "module.py").write_text(TORCH_MODULE.format(parent=str(Path(path).resolve()), function=function))
-
-
-def save_onnx(policy: Any, path: Path) -> None:
-    import torch
-
-    sample = torch.as_tensor(policy.observation_space.sample()[None], dtype=torch.float32)
-    module = policy.module.eval()
-    with torch.no_grad():
-        torch.onnx.export(
-            module,
-            (sample,),
-            str(path),
-            input_names=["obs"],
-            output_names=["out"],
-            dynamic_axes={"obs": {0: "batch"}, "out": {0: "batch"}},
-            dynamo=False,
-        )
-
-
 def hardened_agent(parent: AgentRef, path: str | Path) -> AgentRef:
     """The hardened agent at ``path`` (its zip or ONNX file), resolved as ``--model`` resolves it on the parent's
     env, env keyword arguments and env packages."""
@@ -264,14 +215,14 @@ def hardened_agent(parent: AgentRef, path: str | Path) -> AgentRef:
     return model_ref(
         path,
         parent.env_id,
-        parent.form.model_algo(parent),
+        form_of(parent).model_algo(parent),
         env_kwargs=json.loads(parent.env_kwargs or "{}") or None,
         env_packages=parent.env_packages,
     )
 
 
 def _load_staged(config: HardenConfig, staged: Path) -> Any:
-    from quarl_bench.zoo.agents import load_agent
+    from quarl_bench.zoo.forms import load_agent
 
     return load_agent(hardened_agent(config.ref, staged))
 

@@ -202,7 +202,7 @@ class RolloutHandler:
 
     def produce(self, work: Work, agent: AgentRef | None, jobs: list[Job]) -> Iterator[EvalResult]:
         from quarl_bench.methods.ptq import evaluate_job
-        from quarl_bench.zoo.agents import load_agent
+        from quarl_bench.zoo.forms import load_agent
 
         config = work.config
         ref = train_rollout(config, work.cache, work.retrain)

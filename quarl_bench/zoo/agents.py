@@ -20,7 +20,7 @@ from stable_baselines3.common.vec_env import VecTransposeImage
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, file_name
 from quarl_bench.zoo.algorithms import OFF_POLICY, algorithm, check_algo
-from quarl_bench.zoo.envs import gym_pickle_alias, import_env_packages, make_eval_env, resolve_env_id, saved_env_ids
+from quarl_bench.zoo.envs import gym_pickle_alias, make_eval_env, resolve_env_id, saved_env_ids
 from quarl_bench.zoo.identity import content_hash
 from quarl_bench.zoo.model_file import BEHAVIOUR_FILES, stats_dir
 from quarl_bench.zoo.sb3_zip import saved_action_space, saved_data, saved_observation_shape
@@ -128,15 +128,6 @@ def resolve_agent(
     raise QuarlError(
         f"no {algo} agent for {env_id}: looked in {'; '.join(looked)}; pass --folder DIR or --train-if-missing"
     )
-
-
-def load_agent(ref: AgentRef) -> LoadedAgent:
-    """Load the model and its saved hyperparameters; old (2021, ``gym``-pickled) zips included.
-
-    :raises QuarlError: for a corrupt zip or unreadable normalisation stats.
-    """
-    import_env_packages(ref.env_packages)
-    return ref.form.load(ref)
 
 
 def load_sb3_agent(ref: AgentRef) -> LoadedAgent:

@@ -137,3 +137,14 @@ def settings_identity(env_kwargs: dict[str, Any] | None, vecnormalize: str | Pat
     kwargs = json.dumps(env_kwargs, sort_keys=True) if env_kwargs else ""
     extra = kwargs + (f"vecnormalize:{content_hash([vec_path])}" if vec_path else "")
     return kwargs, str(vec_path or ""), extra
+
+
+def saved_config(stats_folder: Path) -> dict[str, Any]:
+    """The parent's rl-zoo3 ``config.yml`` as a dict (empty when it has none)."""
+    import yaml
+
+    path = stats_folder / "config.yml"
+    if not path.is_file():
+        return {}
+    loaded = yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)  # rl-zoo3 writes an OrderedDict
+    return dict(loaded or {})

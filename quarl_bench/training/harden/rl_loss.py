@@ -31,18 +31,8 @@ from quarl_bench.training.harden.student import convert, release, target_switch
 from quarl_bench.training.sam import AlternatingSAM
 from quarl_bench.types import QuantSpec
 from quarl_bench.zoo.algorithms import EPSILON_GREEDY
+from quarl_bench.zoo.model_file import saved_config
 from quarl_bench.zoo.train import train_with_callbacks
-
-
-def saved_config(stats_folder: Path) -> dict[str, Any]:
-    """The parent's rl-zoo3 ``config.yml`` as a dict (empty when it has none)."""
-    import yaml
-
-    path = stats_folder / "config.yml"
-    if not path.is_file():
-        return {}
-    loaded = yaml.load(path.read_text(), Loader=yaml.UnsafeLoader)  # rl-zoo3 writes an OrderedDict
-    return dict(loaded or {})
 
 
 def fine_tune_hyperparams(algo: str, config: dict[str, Any], budget: int, rate_scale: float) -> dict[str, Any]:
