@@ -43,3 +43,34 @@ def test_a_perturbation_added_as_one_module_plays_from_the_cli(cli, zoo: Path, t
     assert set(fp32.index) == {"", "obs-bias=2"}
     assert not np.array_equal(fp32[""], fp32["obs-bias=2"])  # a biased sensor changes what fp32 does
     assert "obs-bias" in PERTURBATIONS.sources and PERTURBATIONS.sources["obs-bias"].endswith("observation_bias")
+
+
+def test_obs_delay_shows_the_policy_the_observation_of_k_steps_before() -> None:
+    """Sensor latency, as one module (observation_delay.py): the env runs on time, the policy sees it late; a Dict
+    observation's keys alike."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from quarl_bench.evaluation.perturbations import PerturbedEnv
+
+    def envs() -> DummyVecEnv:
+        venv = DummyVecEnv([lambda: gym.make("CartPole-v1")])
+        venv.seed(3)
+        return venv
+
+    plain = envs()
+    late = PerturbedEnv(envs(), parse_perturbation("obs-delay=2"), 0, None)
+    truth, seen = [plain.reset()], [late.reset()]
+    for _ in range(6):
+        truth.append(plain.step(np.array([1]))[0])
+        seen.append(late.step(np.array([1]))[0])
+    assert np.allclose(seen[0], truth[0]) and np.allclose(seen[1], truth[0])  # the first one until k steps passed
+    assert all(np.allclose(seen[t], truth[t - 2]) for t in range(2, 7))
+    goal = {"observation": np.zeros((1, 3)), "desired_goal": np.ones((1, 2))}
+    delayed = PerturbedEnv(envs(), parse_perturbation("obs-delay=1"), 0, None)
+    delayed.reset()
+    first = delayed._observed(goal)
+    second = delayed._observed({key: value + 1 for key, value in goal.items()})
+    assert np.array_equal(first["desired_goal"], goal["desired_goal"]) and np.array_equal(
+        second["observation"], goal["observation"]
+    )

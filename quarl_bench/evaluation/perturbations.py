@@ -160,14 +160,21 @@ class PerturbedEnv(VecEnvWrapper):
         return self._observed(observations), rewards, dones, infos
 
     def _observed(self, observations: Any) -> Any:
-        if not self.observing or self.obs_scale is None:
+        kinds = [kind for kind in self.observing if self.obs_scale is not None or not kind.scaled]
+        if not kinds:
             return observations
-        seen = np.array(observations, dtype=np.float32, copy=True)
+        if isinstance(observations, dict):  # a goal-conditioned env: each key's rows on their own (unscaled kinds)
+            return {key: self._rows(np.asarray(value), kinds, key) for key, value in observations.items()}
+        return self._rows(np.array(observations, dtype=np.float32, copy=True), kinds, "")
+
+    def _rows(self, seen: np.ndarray, kinds: list, key: str) -> np.ndarray:
+        seen = np.array(seen, copy=True)
         for index in range(self.num_envs):
-            for kind in self.observing:
+            memory = self.memory[index].setdefault(f"observation {key}", {}) if key else self.memory[index]
+            for kind in kinds:
                 assert kind.observe is not None
                 severity = self.current[index].get(kind.name, 0.0)
-                seen[index] = kind.observe(seen[index], severity, self.memory[index], self.rngs[index], self.obs_scale)
+                seen[index] = kind.observe(seen[index], severity, memory, self.rngs[index], self.obs_scale)
         return seen
 
 

@@ -79,7 +79,7 @@ def perturbed(agent: LoadedAgent, job: Job, make_env: Callable[[int, int], Any])
 
     condition = parse_perturbation(job.perturbation)
     scale = None
-    if condition.touching("observation"):  # observation kinds scale by each dimension's spread
+    if any(kind.scaled for kind in condition.touching("observation")):  # they scale by each dimension's spread
         from quarl_bench.evaluation.fixed_states import fixed_states
 
         states = fixed_states(agent.ref.content_hash, agent.model.policy, agent.make_env)

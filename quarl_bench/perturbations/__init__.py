@@ -50,6 +50,8 @@ class PerturbationKind:
     :param read: ``env -> nominal value`` of a dynamics parameter; :param write: ``(env, value)``.
     :param accepts: ``env_id -> bool``: whether this env has what it perturbs (a dynamics parameter, a start range).
     :param why_not: what a refusal says where ``accepts`` is False (before the list of what the env accepts).
+    :param scaled: an observation kind that reads each dimension's spread (``scale``: the fp32 policy's fixed states
+        are measured for it); False: it needs none, and also plays on a Dict observation, key by key.
     """
 
     name: str
@@ -67,6 +69,7 @@ class PerturbationKind:
     write: Callable[[Any, Any], None] | None = None
     accepts: Callable[[str], bool] = lambda env_id: True
     why_not: str = "the env has no such parameter"
+    scaled: bool = True
 
     def __post_init__(self) -> None:
         if self.touches not in TOUCHES:
