@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from quarl_bench.errors import Interrupted, QuarlError, show_notes
-from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, record, reproduce, train
+from quarl_bench.parsers import OneLineParser, deploy, evaluate, harden, method, read, record, reproduce, train, trials
 from quarl_bench.registry import load_plugins
 
 # the order ``quarl-bench --help`` lists them in
@@ -34,6 +34,7 @@ COMMANDS = (
     read.add_report,
     reproduce.add_reproduce,
     record.add_record,
+    trials.add_trials,
     train.add_train,
     read.add_results,
 )

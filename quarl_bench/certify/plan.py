@@ -423,6 +423,8 @@ def arm_outcomes(outcome: str, quantized: np.ndarray, reference: np.ndarray) -> 
         "outcome_pairs": len(reference),
     }
     rate = float(reference.mean())
+    if len(reference) < NOTED_AFTER:
+        return found
     if rate < RARE_SUCCESS:
         found["warning"] = (
             f"the reference succeeds in {int(reference.sum())} of {len(reference)} pairs: a safe verdict says "
@@ -436,6 +438,7 @@ def arm_outcomes(outcome: str, quantized: np.ndarray, reference: np.ndarray) -> 
 
 
 RARE_SUCCESS = 0.1  # a reference success rate below this is called out
+NOTED_AFTER = 20  # pairs before a rate is called out (a first batch's)
 
 
 def walk_family(spec: QuantSpec) -> str:

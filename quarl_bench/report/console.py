@@ -365,12 +365,15 @@ def verdict_line(found: Any) -> str:
     """One certified verdict as it is decided (or found stored)."""
     style = VERDICT_STYLE[found.verdict]
     unpaired = found.evidence.get("design") == "unpaired"
-    where = "stored" if found.reused else f"{found.episodes} {'unpaired' if unpaired else 'paired'} episodes"
+    unit = "trials" if found.evidence.get("method") == "trials" else "episodes"  # a robot's recorded trials
+    where = "stored" if found.reused else f"{found.episodes} {'unpaired' if unpaired else 'paired'} {unit}"
     extra = "".join(f"; {text}" for text in (found.catastrophe_text(), found.guarantee) if text)
     label = " [dim](exploratory)[/]" if found.exploratory else ""
     from quarl_bench.statistics.wording import interval_against, outside_note
 
     evidence = found.evidence
+    if not found.episodes:
+        return f"  {found.spec}: [{style}]{found.verdict}[/]{label} (no pairs yet)"
     interval = interval_against(
         found.lower, found.upper, evidence.get("delta_low", found.delta), evidence.get("delta_high", found.delta)
     )
