@@ -1,7 +1,8 @@
 """Every ``quarl-bench`` command written in the README, the docs and the grids' YAML comments parses with today's
 flags, names grids that resolve from any folder, and (all but the training and cluster ones) runs as written from a
 folder outside the checkout, with only the episode and timestep counts made tiny. The user's files the docs name
-(``my_agent.zip``, ``my_pkg``, ``policy.onnx``, ``cleanrl_agent.py``, the zoo folder) are made there first."""
+(``my_agent.zip``, ``my_pkg``, ``policy.onnx``, ``cleanrl_agent.py``, ``robot_runs.csv``, the zoo folder) are made
+there first."""
 
 from __future__ import annotations
 
@@ -179,6 +180,8 @@ def test_the_written_commands_run_from_a_folder_of_their_own(cli, zoo: Path, tmp
     )
     assert code == 0, err
     (work / "policy.onnx").write_bytes((work / "exported" / "policy.onnx").read_bytes())  # "your ONNX file"
+    runs = "".join(f"{n},fp32,1\n{n},int8,1\n" for n in range(60))  # "a robot's trials", as the README records them
+    (work / "robot_runs.csv").write_text("trial,policy,outcome\n" + runs)
     ran = []
     order = sorted(COMMANDS, key=lambda found: arguments(found[1])[0] in ("report", "results"))  # reports last
     for source, command in order:
