@@ -144,7 +144,7 @@ def test_run_over_eval_seeds_with_random_baseline_and_noise_reports_statistics(c
         store,
     )
     assert code == 0, err
-    noisy = load_results(store).query("obs_noise == 0.5")
+    noisy = load_results(store).query("perturbation == 'obs-noise-abs=0.5'")  # --obs-noise is that condition
     assert len(noisy) == 2 and set(noisy["key"]).isdisjoint(frame["key"])
 
     code, _, err = cli("report", "--all-files", "--store", store, "--out", out)

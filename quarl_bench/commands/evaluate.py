@@ -28,9 +28,12 @@ def settings_from_args(args: argparse.Namespace, env_id: str, random_baseline: b
     from quarl_bench.evaluation.perturbations import condition_for
     from quarl_bench.jobs.grids import EvalSettings
 
-    condition = condition_for(args.perturb, env_id)
+    perturb = args.perturb
+    if args.obs_noise:  # one notion of a condition: --obs-noise is the registered obs-noise-abs
+        perturb = ",".join(filter(None, (perturb, f"obs-noise-abs={args.obs_noise:g}")))
+    condition = condition_for(perturb, env_id)
     seeds = tuple(args.eval_seeds or ())
-    settings = EvalSettings(args.episodes, args.seed, args.n_envs, seeds, args.obs_noise, random_baseline, condition)
+    settings = EvalSettings(args.episodes, args.seed, args.n_envs, seeds, 0.0, random_baseline, condition)
     return replace(settings, judge=judge_from_args(args))
 
 

@@ -331,7 +331,8 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=0.0,
         metavar="SIGMA",
-        help="std of Gaussian noise added to every observation the policies see (default %(default)s)",
+        help="std of Gaussian noise added to every observation the policies see, in their own units: the same as "
+        "--perturb obs-noise-abs=SIGMA (default %(default)s)",
     )
     parser.add_argument(
         "--perturb",
