@@ -264,3 +264,18 @@ def test_a_success_verdict_carries_both_rates_and_says_when_the_reference_rarely
     assert rare["warning"].startswith("the reference succeeds in 3 of 40 pairs")
     assert "cannot fail" in arm_outcomes("success", np.ones(20), np.ones(20))["warning"]
     assert set(arm_outcomes("return", np.ones(3), np.zeros(3))) == {"quantized_mean", "reference_mean"}
+
+
+def test_results_show_the_success_rate_and_export_outcomes_as_json() -> None:
+    from quarl_bench.report.console import rows_table
+    from quarl_bench.store.results import as_text_columns, success_rate
+
+    assert success_rate({"success": [1.0, 0.0, 1.0, 1.0]}) == 0.75 and success_rate({}) != success_rate({})
+    row = {"algo": "tqc", "env_id": "PandaReach-v3", "method": "ptq", "precision": "int8", "mean_reward": -2.0}
+    row |= {"std_reward": 1.0, "error_pct": 0.5, "episodes": 4, "seed": 0, "recipe": "", "obs_noise": 0.0}
+    row |= {"perturbation": "action-noise=0.2", "episode_outcomes": {"success": [1.0, 1.0, 0.0, 1.0]}}
+    table = rows_table(pd.DataFrame([row]), "rows")
+    assert [c.header for c in table.columns][-1] == "success" and list(table.columns[-1].cells) == ["3/4"]
+    assert list(table.columns[5].cells) == ["action-noise=0.2"]  # the condition, beside the recipe
+    exported = as_text_columns(pd.DataFrame([row]))
+    assert json.loads(exported["episode_outcomes"][0]) == {"success": [1.0, 1.0, 0.0, 1.0]}

@@ -29,7 +29,7 @@ def report(args: argparse.Namespace) -> int:
 
 def results(args: argparse.Namespace) -> int:
     from quarl_bench.report.console import rows_table
-    from quarl_bench.store.results import results_frame
+    from quarl_bench.store.results import as_text_columns, results_frame
 
     path = existing_store(args.store)
     with ResultStore(path) as store:
@@ -40,7 +40,7 @@ def results(args: argparse.Namespace) -> int:
         frame = frame[frame["env_id"].str.startswith(args.env)]
     exported = results_frame(frame)  # the columns load_results gives
     if args.csv:
-        exported.to_csv(args.csv, index=False)
+        as_text_columns(exported).to_csv(args.csv, index=False)  # per-episode lists and outcomes as JSON
         console.print(f"Wrote {len(frame)} rows to {args.csv}")
     if args.parquet:
         exported.to_parquet(args.parquet, index=False)

@@ -55,6 +55,12 @@ def robustness_table(played: pd.DataFrame) -> Table:
             low, high = bootstrap_ci(rewards)
             record[precision] = f"{rewards.mean():.2f} [{low:.2f}, {high:.2f}]"
             counts[precision] = len(rewards)
+            if all(isinstance(o, dict) and "success" in o for o in cells["episode_outcomes"]):
+                from quarl_bench.report.outcomes import wilson_interval
+
+                hits = _successes(cells)
+                low, high = wilson_interval(hits)
+                record[f"{precision} success"] = f"{int(hits.sum())}/{len(hits)} [{low:.2f}, {high:.2f}]"
         # cells side by side over unequal episode sets are not paired: the line says so
         record["episodes per precision"] = (
             "equal" if len(set(counts.values())) <= 1 else ", ".join(f"{p} {n}" for p, n in counts.items())

@@ -23,6 +23,7 @@ FIRST_COLUMNS = (
     "fixed_flip_rate",
     "fixed_action_l2",
     "action_agreement",
+    "success_rate",
     "episodes",
     "seed",
 )
@@ -43,6 +44,25 @@ def load_results(path: str | os.PathLike = DEFAULT_STORE) -> pd.DataFrame:
         return results_frame(store.to_dataframe())
 
 
+def success_rate(outcomes: object) -> float:
+    """The share of a row's episodes that succeeded (NaN where no success was recorded)."""
+    values = outcomes.get("success") if isinstance(outcomes, dict) else None
+    return float(sum(values) / len(values)) if values else float("nan")
+
+
+def as_text_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its list and dict cells as JSON (a CSV reader's: not Python's repr)."""
+    import json
+
+    shown = frame.copy()
+    for column in shown.columns:
+        if shown[column].map(lambda value: isinstance(value, dict | list | tuple)).any():
+            shown[column] = shown[column].map(
+                lambda value: json.dumps(value) if isinstance(value, dict | list | tuple) else value
+            )
+    return shown
+
+
 def results_frame(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with ``E %`` (E% against the row's fp32 reference), each agreement figure (``fixed_flip_rate``,
     ``action_agreement``, margins, ...) and weight figure as a column of its own; the headline columns first.
@@ -55,6 +75,8 @@ def results_frame(rows: pd.DataFrame) -> pd.DataFrame:
     )
     flat = pd.concat([rows.drop(columns=["agreement", "weights"]), agreement, weights], axis=1)
     flat = flat.rename(columns={"error_pct": "E %"})
+    if "episode_outcomes" in flat.columns:  # a success rate where the env (or a judge) reported one
+        flat["success_rate"] = [success_rate(outcomes) for outcomes in flat["episode_outcomes"]]
     for column in ("fixed_flip_rate", "fixed_action_l2", "action_agreement"):
         if column not in flat.columns:
             flat[column] = float("nan")
