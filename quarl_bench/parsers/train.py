@@ -189,4 +189,22 @@ def add_train(commands: Subcommands) -> None:
     add_env(train, required=True)
     train.add_argument("--seed", type=int, default=0)
     add_timesteps(train, None, "training timesteps (default: rl-zoo3's budget)")
+    train.add_argument(
+        "--conf-file", type=Path, default=None, metavar="FILE.yml", help="rl-zoo3 hyperparameters to train with"
+    )
+    train.add_argument(
+        "--hyperparams",
+        nargs="+",
+        default=(),
+        metavar="KEY:VALUE",
+        help='override hyperparameters, as rl-zoo3 does (e.g. n_envs:4 policy_kwargs:"dict(net_arch=[64])")',
+    )
+    train.add_argument(
+        "--save-freq",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="checkpoint every STEPS steps (default: a tenth of the budget; -1: none)",
+    )
+    train.add_argument("--resume", action="store_true", help="continue an interrupted run from its latest checkpoint")
     add_cache(train)

@@ -27,14 +27,37 @@ _STEPS = re.compile(r"\|\s*total_timesteps\s*\|\s*(\d+)")
 _PLANNED = re.compile(r"'n_timesteps', ([0-9.e+]+)")
 
 
-def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_timesteps: int | None = None) -> None:
+def train_baseline(
+    algo: str,
+    env_id: str,
+    cache_dir: Path,
+    seed: int = 0,
+    n_timesteps: int | None = None,
+    conf_file: Path | None = None,
+    hyperparams: tuple[str, ...] = (),
+    save_freq: int | None = None,
+    resume: bool = False,
+) -> None:
     """Run ``python -m rl_zoo3.train`` into ``cache_dir/{algo}/{env_id}_N`` (its own, unmodified trainer), on one
-    torch thread, with progress on stderr. A run that fails or is interrupted leaves no partial folder, and partial
-    folders of earlier interrupted runs of this pair are removed first.
+    torch thread, with progress on stderr, saving a checkpoint every ``save_freq`` steps (default: a tenth of the
+    budget). A run that fails or is interrupted keeps its folder only where it saved a checkpoint, and ``resume``
+    continues from the latest one for the rest of the budget (rl-zoo3's ``--trained-agent``; its checkpoints hold the
+    model, not an off-policy replay buffer or VecNormalize's running statistics, which start again). Partial
+    folders with no checkpoint are removed first.
 
-    :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair or training fails.
+    :param conf_file: an rl-zoo3 hyperparameter file (YAML) in place of quarl-bench's and rl-zoo3's own.
+    :param hyperparams: rl-zoo3's ``--hyperparams`` overrides, ``KEY:VALUE`` each.
+    :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair, there is no checkpoint to resume, or
+        training fails.
     """
     remove_partial_runs(cache_dir, algo, env_id)
+    budget = n_timesteps or planned_steps(algo, env_id, conf_file)
+    checkpoint = latest_checkpoint(cache_dir, algo, env_id) if resume else None
+    if resume and checkpoint is None:
+        raise QuarlError(
+            f"bad --resume: no checkpoint of {algo} {env_id} in {cache_dir} (expected an interrupted run's "
+            "rl_model_*_steps.zip); train without --resume"
+        )
     before = set(run_folders(cache_dir, algo, env_id))
     command = [
         sys.executable,
@@ -57,10 +80,29 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
         "--num-threads",
         str(TRAINING_THREADS),
     ]
-    if n_timesteps:
-        command += ["-n", str(n_timesteps)]
+    remaining = budget
+    if checkpoint is not None:
+        remaining = max(1, (budget or 0) - checkpoint[1]) if budget else None
+        command += ["--trained-agent", str(checkpoint[0])]
+        print(f"Resuming from {checkpoint[0]} ({checkpoint[1]} steps done)", flush=True)
+    if remaining:
+        command += ["-n", str(remaining)]
+    frequency = save_freq if save_freq is not None else max(1000, (budget or 0) // 10)
+    if frequency > 0:
+        command += ["--save-freq", str(frequency)]
     extras = zoo_extras(algo, env_id)
+    if conf_file is not None:
+        if not Path(conf_file).is_file():
+            raise QuarlError(f"bad --conf-file {str(conf_file)!r}: no such file; expected an rl-zoo3 YAML")
+        extras = [
+            *(e for e in extras if e != "--conf-file" and not e.endswith((".yml", ".yaml"))),
+            "--conf-file",
+            str(conf_file),
+        ]
+    if hyperparams:
+        extras += ["--hyperparams", *hyperparams]
     command += extras
+    n_timesteps = remaining
     source = f"hyperparameters from {extras[1]}" if "--conf-file" in extras else "rl-zoo3's hyperparameters"
     print(f"Training an fp32 {algo} baseline on {env_id} with {source}: {' '.join(command[1:])}", flush=True)
     finished = False
@@ -70,9 +112,18 @@ def train_baseline(algo: str, env_id: str, cache_dir: Path, seed: int = 0, n_tim
     finally:
         if not finished:
             for folder in set(run_folders(cache_dir, algo, env_id)) - before:
-                shutil.rmtree(folder, ignore_errors=True)
+                if checkpoints(folder):  # kept: --resume continues from its latest checkpoint
+                    print(
+                        f"Kept {folder}: checkpoint at {max(checkpoints(folder))} steps; `quarl-bench train --algo "
+                        f"{algo} --env {env_id} --resume` continues it",
+                        file=sys.stderr,
+                    )
+                else:
+                    shutil.rmtree(folder, ignore_errors=True)
     if not finished:
         raise QuarlError(f"training {algo} on {env_id} failed: {tail}")
+    if checkpoint is not None:  # its model lives on in the finished run
+        shutil.rmtree(checkpoint[0].parent, ignore_errors=True)
 
 
 def run_with_progress(command: list[str], n_timesteps: int | None, what: str) -> tuple[int, str]:
@@ -112,8 +163,51 @@ def run_folders(cache_dir: Path, algo: str, env_id: str) -> list[Path]:
     return [path for path in root.glob(f"{env_id}_*") if path.is_dir() and path.name[len(env_id) + 1 :].isdigit()]
 
 
+CHECKPOINT = re.compile(r"rl_model_(\d+)_steps\.zip$")
+
+
+def checkpoints(folder: Path) -> dict[int, Path]:
+    """A run folder's checkpoints by their step count."""
+    found = {}
+    for path in folder.glob("rl_model_*_steps.zip"):
+        match = CHECKPOINT.search(path.name)
+        if match:
+            found[int(match.group(1))] = path
+    return found
+
+
+def latest_checkpoint(cache_dir: Path, algo: str, env_id: str) -> tuple[Path, int] | None:
+    """The latest checkpoint of an unfinished run of the pair (one without its final ``{env}.zip``), or None."""
+    from quarl_bench.types import file_name
+
+    found = [
+        (steps, path)
+        for folder in run_folders(cache_dir, algo, env_id)
+        if not (folder / f"{file_name(env_id)}.zip").is_file()
+        for steps, path in checkpoints(folder).items()
+    ]
+    if not found:
+        return None
+    steps, path = max(found)
+    return path, steps
+
+
+def planned_steps(algo: str, env_id: str, conf_file: Path | None = None) -> int | None:
+    """The budget rl-zoo3 trains the pair for (``n_timesteps`` of the hyperparameter file it reads), or None."""
+    import yaml
+
+    from quarl_bench.config import zoo_hyperparameters
+
+    if conf_file is not None and Path(conf_file).is_file():
+        entry = (yaml.safe_load(Path(conf_file).read_text()) or {}).get(env_id) or {}
+        if "n_timesteps" in entry:
+            return int(float(entry["n_timesteps"]))
+    steps = zoo_hyperparameters(algo, env_id).get("n_timesteps")
+    return int(float(steps)) if steps is not None else None
+
+
 def remove_partial_runs(cache_dir: Path, algo: str, env_id: str) -> None:
-    """Remove run folders of the pair without a saved model (a training that was killed before it finished)."""
+    """Remove run folders of the pair without a saved model or checkpoint (a training killed before it saved one)."""
     for folder in run_folders(cache_dir, algo, env_id):
         if not any(folder.glob("*.zip")):
             print(f"Removing {folder}: an unfinished training run (no saved model)", file=sys.stderr)
