@@ -110,6 +110,7 @@ def export_artifact(
         than fp32 by more than δ without ``allow_degraded`` (nothing is written then).
     """
     from quarl_bench.deploy.backends import require_backend
+    from quarl_bench.deploy.contract import parity_text
     from quarl_bench.deploy.targets import check_target, deploy_target
 
     step = on_step or (lambda text: None)
@@ -134,11 +135,11 @@ def export_artifact(
     step(f"built {target.backend} ({size}); parity against {spec_text(claimed)} on fixed states")
     detail: dict[str, Any] = {}
     parity = artifact_parity(agent, module, artifact, claimed, claimed_policy(agent, claimed), detail)
-    step(_parity_line(parity))
+    step(parity_text(parity))
     certification = certify_artifact(ref, target, claimed, store, certify, step)
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
-            f"parity gate failed for {target.backend}: {_parity_line(parity)} (limit: {parity['limit']}); "
+            f"parity gate failed for {target.backend}: {parity_text(parity)} (limit: {parity['limit']}); "
             f"{divergence_cause(artifact, claimed, parity)}nothing written, pass --allow-divergent to write it anyway"
         )
     worse = [c for c in certification["conditions"] if c["against_fp32"]["verdict"] == "unsafe"]
@@ -377,22 +378,6 @@ def spec_text(spec: QuantSpec) -> str:
     from quarl_bench.certify.plan import spec_name
 
     return "fp32 torch" if spec.is_identity else f"fake-quant {spec_name(spec)}"
-
-
-def _parity_line(parity: dict[str, Any]) -> str:
-    if "flip_rate_outside_near_ties" in parity:
-        return (
-            f"flips outside near-ties {parity['flip_rate_outside_near_ties']:.1%} "
-            f"(all states {parity['flip_rate']:.1%}, {parity['states']} states)"
-        )
-    if "flip_rate_outside_exact_ties" in parity:
-        return f"flips outside exact ties {parity['flip_rate_outside_exact_ties']:.1%} ({parity['states']} states)"
-    if "max_abs_error" in parity:
-        return f"max |action - torch| {parity['max_abs_error']:.2g} ({parity['states']} states)"
-    return (
-        f"largest action error {parity['max_error_steps_outside_sensitive']:.2f} steps outside the sensitive quarter "
-        f"({parity['max_error_steps']:.2f} over all {parity['states']} states)"
-    )
 
 
 def _check_claim_simulable(module: Any, target: DeployTarget, claimed: QuantSpec) -> None:

@@ -237,7 +237,7 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
         "(observation, action mapping, quantization, parity, certification) is `policy.json`.",
         "",
         f"- Parity gate against the fake-quant policy it claims to be ({parity['limit']}): "
-        f"{'passed' if parity['passed'] else 'FAILED, written with --allow-divergent'}.",
+        f"{'passed' if parity['passed'] else 'FAILED, written with --allow-divergent'}: {parity_text(parity)}.",
     ]
     what = certification.get("outcome", "return")
     for condition in certification.get("conditions") or [certification]:
@@ -290,3 +290,20 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def parity_text(parity: dict[str, Any]) -> str:
+    """The parity gate's figure in words: the flips or the largest action error, over how many states."""
+    if "flip_rate_outside_near_ties" in parity:
+        return (
+            f"flips outside near-ties {parity['flip_rate_outside_near_ties']:.1%} "
+            f"(all states {parity['flip_rate']:.1%}, {parity['states']} states)"
+        )
+    if "flip_rate_outside_exact_ties" in parity:
+        return f"flips outside exact ties {parity['flip_rate_outside_exact_ties']:.1%} ({parity['states']} states)"
+    if "max_abs_error" in parity:
+        return f"max |action - torch| {parity['max_abs_error']:.2g} ({parity['states']} states)"
+    return (
+        f"largest action error {parity['max_error_steps_outside_sensitive']:.2f} steps outside the sensitive quarter "
+        f"({parity['max_error_steps']:.2f} over all {parity['states']} states)"
+    )
