@@ -74,3 +74,34 @@ def test_obs_delay_shows_the_policy_the_observation_of_k_steps_before() -> None:
     assert np.array_equal(first["desired_goal"], goal["desired_goal"]) and np.array_equal(
         second["observation"], goal["observation"]
     )
+
+
+def test_a_panda_gym_robot_s_masses_frictions_and_motor_forces_are_scaled_per_episode() -> None:
+    """PyBullet's dynamics through the same kinds as MuJoCo's: one factor per episode for every link, from the
+    episode's own generator, so paired episodes meet the same robot."""
+    pytest.importorskip("panda_gym")
+    import gymnasium as gym
+    import panda_gym  # noqa: F401 - registers the tasks
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from quarl_bench.evaluation.perturbations import PerturbedEnv, condition_for
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    condition = condition_for("body_mass=0.5,friction=0.5,actuator_gear=0.3", "PandaReach-v3")
+    factors = []
+    for _ in range(2):  # two wrappers of one seed: the same draws
+        with native_output_silenced():
+            env = PerturbedEnv(DummyVecEnv([lambda: gym.make("PandaReach-v3")]), parse_perturbation(condition), 7, None)
+        base, nominal = env.bases[0], env.nominal[0]
+        env.reset()
+        drawn = {}
+        for name in ("body_mass", "friction", "actuator_gear"):
+            now = PERTURBATIONS.get(name).read(base)
+            moved = nominal[name] > 0
+            ratio = now[moved] / nominal[name][moved]
+            assert np.allclose(ratio, ratio[0], rtol=1e-4) and ratio[0] != 1.0, name  # one factor for every link
+            drawn[name] = float(ratio[0])
+        assert 0.5 <= drawn["body_mass"] <= 1.5 and 0.7 <= drawn["actuator_gear"] <= 1.3
+        factors.append(drawn)
+        env.close()
+    assert factors[0] == pytest.approx(factors[1], rel=1e-4)

@@ -235,7 +235,7 @@ def _quiet():
 
     buffer = io.StringIO()
     try:
-        with contextlib.redirect_stdout(buffer), native_output_silenced():
+        with native_output_silenced(), contextlib.redirect_stdout(buffer):
             yield
     except Exception as error:
         text = str(error).strip().splitlines()

@@ -1,7 +1,9 @@
 """A dynamics parameter, ``PARAM=s``: the env's ``PARAM`` is scaled by a factor drawn from U[1 - s, 1 + s] at every
 episode's start. CartPole's ``masspole``, ``length``, ``force_mag``; Pendulum's ``m``, ``l``, ``g``; Acrobot's
 ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``; a MuJoCo env's
-``body_mass``, ``friction`` and ``actuator_gear`` (every body, geom or actuator by the same factor)."""
+``body_mass``, ``friction`` and ``actuator_gear`` (every body, geom or actuator by the same factor); a panda-gym
+robot task's (PyBullet) ``body_mass`` and ``friction`` (every link of every body: the robot, the table, the object)
+and ``actuator_gear`` (the joints' motor forces)."""
 
 from __future__ import annotations
 
@@ -67,21 +69,53 @@ def _classic(family: str, name: str) -> PerturbationKind:
     )
 
 
+def is_pybullet_robot(env_id: str) -> bool:
+    """Whether ``env_id`` is a panda-gym robot task (PyBullet), whose bodies' masses and frictions can be changed."""
+    import gymnasium as gym
+
+    try:
+        return "panda_gym" in str(gym.spec(env_id).entry_point)
+    except gym.error.Error:
+        return False
+
+
+# PyBullet's dynamics per link: (getDynamicsInfo's index, changeDynamics's keyword)
+PYBULLET = {"body_mass": (0, "mass"), "friction": (1, "lateralFriction")}
+
+
+def _links(env: Any) -> list[tuple[int, int]]:
+    client = env.sim.physics_client
+    return [(body, link) for body in env.sim._bodies_idx.values() for link in range(-1, client.getNumJoints(body))]
+
+
 def _mujoco(name: str, array: str) -> PerturbationKind:
     def read(env: Any) -> np.ndarray:
-        return np.array(getattr(env.model, array), copy=True)
+        if hasattr(env, "model"):
+            return np.array(getattr(env.model, array), copy=True)
+        if name == "actuator_gear":  # panda-gym: the joints' motor forces
+            return np.array(env.robot.joint_forces, copy=True)
+        client, (index, _) = env.sim.physics_client, PYBULLET[name]
+        return np.array([client.getDynamicsInfo(body, link)[index] for body, link in _links(env)])
 
     def write(env: Any, value: np.ndarray) -> None:
-        getattr(env.model, array)[:] = value
+        if hasattr(env, "model"):
+            getattr(env.model, array)[:] = value
+            return
+        if name == "actuator_gear":
+            env.robot.joint_forces = np.asarray(value)
+            return
+        client, (_, keyword) = env.sim.physics_client, PYBULLET[name]
+        for (body, link), scaled in zip(_links(env), np.asarray(value), strict=True):
+            client.changeDynamics(body, link, **{keyword: float(scaled)})
 
     return PerturbationKind(
         name,
         "dynamics",
         *SPREAD,
-        f"MuJoCo {array}, x U[1-s, 1+s] per episode",
+        f"MuJoCo {array} or a panda-gym robot's, x U[1-s, 1+s] per episode",
         read=read,
         write=write,
-        accepts=is_mujoco,
+        accepts=lambda env_id: is_mujoco(env_id) or is_pybullet_robot(env_id),
     )
 
 

@@ -146,7 +146,7 @@ def make_eval_env(
 
     register_env_packages()
     register_env(env_id)
-    with gym_pickle_alias(), contextlib.redirect_stdout(io.StringIO()), native_output_silenced(), missing_extra():
+    with gym_pickle_alias(), native_output_silenced(), contextlib.redirect_stdout(io.StringIO()), missing_extra():
         return create_test_env(
             env_id,
             n_envs=n_envs,

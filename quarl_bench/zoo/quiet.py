@@ -38,7 +38,8 @@ def native_output_silenced() -> Iterator[None]:
 
     Python's own output in the block is lost too, so only library calls belong inside, but for the library's notes
     (``errors.note``: a long evaluation's heartbeat), which go to the real stderr; an exception still propagates
-    (and is reported after the block).
+    (and is reported after the block). Enter it before any ``redirect_stdout``: it silences the descriptors of the
+    streams it finds, and a ``StringIO`` has none (panda-gym's PyBullet printed its ``argv[0]=...`` lines so).
     """
     streams = []
     for stream in (sys.stdout, sys.stderr):
