@@ -279,3 +279,26 @@ def test_results_show_the_success_rate_and_export_outcomes_as_json() -> None:
     assert list(table.columns[5].cells) == ["action-noise=0.2"]  # the condition, beside the recipe
     exported = as_text_columns(pd.DataFrame([row]))
     assert json.loads(exported["episode_outcomes"][0]) == {"success": [1.0, 1.0, 0.0, 1.0]}
+
+
+TRAJECTORY_JUDGE = """def quick(episode):
+    steps = episode.trajectory
+    assert len(steps.observations) == len(steps.actions) == len(steps.rewards) == episode.length
+    assert len(steps.raw_observations) == episode.length
+    return episode.length <= 50
+"""
+
+
+def test_a_judge_sees_the_whole_trajectory(cli, tmp_path: Path) -> None:
+    sys.path.insert(0, str(DATA))
+    (tmp_path / "reach.py").write_text(REACH_POLICY)
+    (tmp_path / "judge.py").write_text(TRAJECTORY_JUDGE)
+    agent = ("--policy-module", f"{tmp_path / 'reach.py'}:make", "--env", "ReachLine-v0", "--env-package", "reach_line")
+    store = tmp_path / "q.sqlite"
+    code, _, err = cli(
+        "run", *agent, "--bits", "8", "-n", "4", "--success", f"{tmp_path / 'judge.py'}:quick", "--store", store
+    )
+    assert code == 0, err
+    with ResultStore(store) as opened:
+        outcomes = opened.to_dataframe()["episode_outcomes"]
+    assert all(len(o["success"]) == 4 for o in outcomes)

@@ -30,17 +30,36 @@ JUDGED = {"success": "is_success", "progress": "progress"}  # the outcome a judg
 
 
 @dataclass(frozen=True)
+class Trajectory:
+    """Every step of one finished episode, in order: what the policy was shown (``observations``: normalised where
+    the agent normalises; ``raw_observations``: the env's own units), the actions it sent, each step's reward and
+    info. ``observations[t]`` is what ``actions[t]`` answered; the final observation is the episode's own."""
+
+    observations: list[Any]
+    raw_observations: list[Any]
+    actions: list[Any]
+    rewards: list[float]
+    infos: list[dict[str, Any]]
+
+    def first_success(self) -> int | None:
+        """The step (1-based) whose info first reports ``is_success``, or None."""
+        return next((t + 1 for t, info in enumerate(self.infos) if info.get("is_success")), None)
+
+
+@dataclass(frozen=True)
 class Episode:
     """What a judge is shown of one finished episode: its return and length, whether it ended on its own (not a
-    time limit), the last step's info, and its final observation as the env gave it (``final_observation``, raw
+    time limit), the last step's info, its final observation as the env gave it (``final_observation``, raw
     units) and as the policy saw it (``normalized_final_observation``: after the agent's VecNormalize; the raw one
-    where it has none)."""
+    where it has none), and its whole ``trajectory`` (:class:`Trajectory`: observations raw and normalised, actions,
+    rewards, infos)."""
 
     return_: float
     length: int
     terminated: bool
     info: dict[str, Any]
     raw_final_observation: Any = None
+    trajectory: Trajectory | None = None
 
     @property
     def final_observation(self) -> Any:
@@ -114,29 +133,56 @@ class JudgedEnv(VecEnvWrapper):
         self.normalizer = _normalizer(venv)
         self.returns = np.zeros(self.num_envs)
         self.lengths = np.zeros(self.num_envs, dtype=int)
+        self.steps: list[dict[str, list[Any]]] = [_fresh() for _ in range(self.num_envs)]
+        self.shown: Any = None  # the observations the policy answers next
 
     def reset(self) -> Any:
         self.returns[:], self.lengths[:] = 0.0, 0
-        return self.venv.reset()
+        self.steps = [_fresh() for _ in range(self.num_envs)]
+        self.shown = self.venv.reset()
+        return self.shown
+
+    def step_async(self, actions: np.ndarray) -> None:
+        for index in range(self.num_envs):
+            self.steps[index]["observations"].append(_row(self.shown, index))
+            self.steps[index]["actions"].append(np.array(actions[index], copy=True))
+        self.venv.step_async(actions)
 
     def step_wait(self) -> Any:
         observations, rewards, dones, infos = self.venv.step_wait()
         self.returns += rewards
         self.lengths += 1
+        for steps, reward, info in zip(self.steps, rewards, infos, strict=True):
+            steps["rewards"].append(float(reward))
+            steps["infos"].append(dict(info))
         for index in np.flatnonzero(dones):
             info = infos[index]
             final = info.get("terminal_observation")
-            raw = self.normalizer.unnormalize_obs(final) if self.normalizer is not None and final is not None else None
+            raw = self._raw(final) if final is not None else None
+            steps = self.steps[index]
+            trajectory = Trajectory(
+                steps["observations"],
+                [self._raw(o) for o in steps["observations"]],
+                steps["actions"],
+                steps["rewards"],
+                steps["infos"],
+            )
             episode = Episode(
                 float(self.returns[index]),
                 int(self.lengths[index]),
                 not info.get("TimeLimit.truncated", False),
                 info,
-                raw,
+                raw if self.normalizer is not None else None,
+                trajectory,
             )
             info[self.key] = self._judged(episode)
             self.returns[index], self.lengths[index] = 0.0, 0
+            self.steps[index] = _fresh()
+        self.shown = observations
         return observations, rewards, dones, infos
+
+    def _raw(self, observation: Any) -> Any:
+        return self.normalizer.unnormalize_obs(observation) if self.normalizer is not None else observation
 
     def _judged(self, episode: Episode) -> float:
         from quarl_bench.errors import terminal_stderr
@@ -152,6 +198,17 @@ class JudgedEnv(VecEnvWrapper):
                 f"the --progress function returned {progress:g} for an episode: expected a share in [0, 1]"
             )
         return progress
+
+
+def _fresh() -> dict[str, list[Any]]:
+    return {"observations": [], "actions": [], "rewards": [], "infos": []}
+
+
+def _row(observations: Any, index: int) -> Any:
+    """One env's row of a batch of observations (a Dict observation's, key by key)."""
+    if isinstance(observations, dict):
+        return {key: np.array(value[index], copy=True) for key, value in observations.items()}
+    return np.array(observations[index], copy=True)
 
 
 def _normalizer(venv: VecEnv) -> Any:
