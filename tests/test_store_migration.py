@@ -110,8 +110,9 @@ def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
     and deploy rows (ort-int8-static calibrated) and certify/export verdicts. Each row's key is rebuilt from what
     is stored, and running the same commands again plays nothing it need not; except what changed on purpose: the
     ort-int8-static row (its artifact now calibrates once on its claim's states, where that row's calibrated per
-    batch seed on others) is played again under a new key, and δ's random policy now plays 300 episodes (was 100,
-    issue 53), so its scale row is new and the verdicts are decided anew from the stored batches."""
+    batch seed on others) is played again under a new key, δ's random policy now plays 300 episodes (was 100,
+    issue 53), so its scale row is new and the verdicts are decided anew from the stored batches, and export's
+    closed loop plays the artifact it names by its sha256 (issue 74: its certificate is measured on its bytes)."""
     store = tmp_path / "old.sqlite"
     shutil.copy(SCHEMA_11_STORE, store)
     shutil.copy(POLICY, tmp_path / "tiny_policy.py")
@@ -140,8 +141,14 @@ def test_a_store_from_when_method_and_backend_were_spec_fields_keeps_its_keys(
     with ResultStore(store) as opened:
         after = opened.to_dataframe()
         added = after[~after["key"].isin(frame["key"])]
-        assert set(after["key"]) > set(frame["key"]) and len(added) == static.sum() + 1
-        pairs = sorted(zip(added["method"], added["backend"], strict=True))
+        # export's closed loop now plays the artifact it names by its bytes (a row of its own per batch): not
+        # answered from the old rows, which named no artifact
+        named = [fields.get("artifact", "") for fields in added["spec_json"]]
+        exported = added[[bool(sha) for sha in named]]
+        assert len(exported) >= 1 and set(exported["backend"]) == {"ort-fp32"}
+        rest = added[[not sha for sha in named]]
+        assert set(after["key"]) > set(frame["key"]) and len(rest) == static.sum() + 1
+        pairs = sorted(zip(rest["method"], rest["backend"], strict=True))
         assert pairs == [("deploy", "ort-int8-static"), ("random", "")]
         assert (added.loc[added["method"] == "random", "episodes"] == 300).all()
         now = opened.verdicts()
