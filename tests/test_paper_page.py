@@ -134,3 +134,13 @@ def test_a_paper_row_is_found_in_whichever_variant_holds_its_cells() -> None:
         }
     )
     assert set(one_agent(rows)["variant"]) == {"episodes 20"}
+
+
+def test_a_store_with_no_paper_cell_gets_no_paper_table(tmp_path: Path) -> None:
+    """A robot store (or any store of agents the papers never had) opens with its own tables, not the papers'."""
+    from quarl_bench.report.paper_page import paper_page_report
+
+    notes: list[str] = []
+    rows = pd.DataFrame(columns=["algo", "env_id", "precision", "method"])
+    assert paper_page_report(rows, config_dir() / "paper", notes) == []
+    assert notes == ["no cell of the papers' tables was measured in this store: their tables are left out"]

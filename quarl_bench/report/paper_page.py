@@ -193,6 +193,9 @@ def paper_summary(page: pd.DataFrame) -> pd.DataFrame:
 SECTION = "The papers, cell by cell"
 
 
+UNMEASURED = ("no agent", "not measured")  # a published cell this store has nothing for
+
+
 def paper_page_report(
     selected: pd.DataFrame, paper_dir: Path, notes: list[str], everything: pd.DataFrame | None = None
 ) -> list[Table]:
@@ -204,6 +207,10 @@ def paper_page_report(
     page = paper_page(selected, paper_dir)
     actorq_cells = actorq_paper_cells(everything if everything is not None else pd.DataFrame(), paper_dir)
     if page.empty and actorq_cells.empty:
+        return []
+    measured = [frame[~frame["status"].isin(UNMEASURED)] for frame in (page, actorq_cells) if len(frame)]
+    if not any(len(frame) for frame in measured):  # a store of other agents (a robot's): no paper table to show
+        notes.append("no cell of the papers' tables was measured in this store: their tables are left out")
         return []
     summary = paper_summary(pd.concat([page, actorq_cells], ignore_index=True))
     for _, line in summary.iterrows():
