@@ -302,3 +302,29 @@ def test_a_judge_sees_the_whole_trajectory(cli, tmp_path: Path) -> None:
     with ResultStore(store) as opened:
         outcomes = opened.to_dataframe()["episode_outcomes"]
     assert all(len(o["success"]) == 4 for o in outcomes)
+
+
+def test_steps_to_success_is_the_first_successful_step_bounded_by_the_length() -> None:
+    tracker = OutcomeTracker(2)
+    for t in range(5):
+        tracker.step([{"is_success": t >= 2}, {"is_success": False}])
+    assert tracker.finish(0, {"is_success": True})["steps_to_success"] == 3.0  # first success at step 3
+    assert tracker.finish(1, {"is_success": False})["steps_to_success"] == 5.0  # never: the episode's length
+    tracker.step([{"is_success": True}, {}])
+    assert tracker.finish(0, {})["steps_to_success"] == 1.0  # a new episode counts from its own first step
+    row = {"episode_rewards": [0.0, 0.0], "episode_outcomes": {"steps_to_success": [3.0, 50.0]}}
+    assert list(outcome_values(row, "steps", "info")) == [-3.0, -50.0]  # lower is better: read negated
+
+
+def test_certify_decides_the_time_to_success(cli, tmp_path: Path) -> None:
+    """ReachLine reports is_success: certify --outcome steps, bounded by its time limit, decides int8 safe."""
+    sys.path.insert(0, str(DATA))
+    (tmp_path / "reach.py").write_text(REACH_POLICY)
+    agent = ("--policy-module", f"{tmp_path / 'reach.py'}:make", "--env", "ReachLine-v0", "--env-package", "reach_line")
+    steps = ("--outcome", "steps", "--tolerance-abs", "10", "--batch", "20", "--max-episodes", "60")
+    code, out, err = cli("certify", *agent, "--bits", "8", *steps, "--store", tmp_path / "q.sqlite", "--json")
+    assert code in (0, 1), err
+    verdict = json.loads(out.strip().splitlines()[-1])["verdicts"][0]
+    assert (
+        verdict["outcome"] == "steps" and verdict["bounds"][1] == 0.0 and verdict["verdict"] in ("safe", "undetermined")
+    )

@@ -17,10 +17,12 @@ import numpy as np
 from quarl_bench.errors import QuarlError
 from quarl_bench.zoo.return_bounds import ReturnBounds
 
-CERTIFIED_OUTCOMES = ("return", "success", "progress", "cost")  # what certify --outcome takes
+CERTIFIED_OUTCOMES = ("return", "success", "progress", "cost", "steps")  # what certify --outcome takes
 SUCCESS_RULES = ("info", "terminated", "truncated", "return>=X", "FILE.py:FN")
 THRESHOLD = re.compile(r"^return>=(-?\d+(?:\.\d+)?)$")
-INFO_KEYS = {"success": "is_success", "progress": "progress", "cost": "cost"}  # what the env must report
+# what the env must report (steps: the time to success, from is_success at every step)
+INFO_KEYS = {"success": "is_success", "progress": "progress", "cost": "cost", "steps": "is_success"}
+LOWER_IS_BETTER = ("cost", "steps")  # read negated, so one question serves every outcome
 
 
 def check_outcome(
@@ -48,7 +50,7 @@ def check_outcome(
     if tolerance_abs is None:
         raise QuarlError(
             f"--outcome {outcome} needs --tolerance-abs EPS: how far the quantized policy's {outcome} may fall "
-            f"{'above' if outcome == 'cost' else 'below'} fp32's"
+            f"{'above' if outcome in LOWER_IS_BETTER else 'below'} fp32's"
         )
     if outcome in ("success", "progress") and not 0 < tolerance_abs < 1:
         raise QuarlError(f"bad ε {tolerance_abs:g} for --outcome {outcome}: expected a share in (0, 1), e.g. 0.05")
@@ -68,10 +70,23 @@ def success_rule(success: str) -> str:
     )
 
 
-def outcome_bounds(outcome: str, declared: tuple[float, float] | None) -> ReturnBounds | None:
-    """The range of an outcome's per-episode value, higher is better (None for the return: the env's bounds)."""
+def outcome_bounds(outcome: str, declared: tuple[float, float] | None, env_id: str = "") -> ReturnBounds | None:
+    """The range of an outcome's per-episode value, higher is better (None for the return: the env's bounds).
+
+    :raises QuarlError: for steps to success on an env with no time limit and no ``--return-bounds``.
+    """
     if outcome in ("success", "progress"):
         return ReturnBounds(0.0, 1.0, f"a {outcome} lies in [0, 1]")
+    if outcome == "steps":
+        if declared is not None:
+            return ReturnBounds(-declared[1], -declared[0], "--return-bounds: the steps' range, negated")
+        limit = _time_limit(env_id)
+        if limit is None:
+            raise QuarlError(
+                f"--outcome steps on {env_id}: it has no time limit to bound the steps to success; pass "
+                "--return-bounds LO HI"
+            )
+        return ReturnBounds(-float(limit), 0.0, f"steps to success lie in [0, {limit}] (its time limit), negated")
     if outcome == "cost":
         assert declared is not None  # check_outcome asks for it
         return ReturnBounds(-declared[1], -declared[0], "--return-bounds: the cost's range, negated")
@@ -90,6 +105,7 @@ def outcome_values(row: dict[str, Any], outcome: str, success: str) -> np.ndarra
     if outcome == "success" and (threshold := THRESHOLD.match(success)):
         return (rewards >= float(threshold.group(1))).astype(float)
     name = "terminated" if outcome == "success" and success in ("terminated", "truncated") else outcome
+    name = "steps_to_success" if outcome == "steps" else name
     if name not in stored:
         raise QuarlError(
             f"{row.get('env_id', 'this env')} reported no {INFO_KEYS.get(name, name)!r} in its info "
@@ -99,7 +115,17 @@ def outcome_values(row: dict[str, Any], outcome: str, success: str) -> np.ndarra
     values = np.asarray(stored[name], dtype=float)
     if outcome == "success" and success == "truncated":
         return 1.0 - values
-    return -values if outcome == "cost" else values
+    return -values if outcome in LOWER_IS_BETTER else values
+
+
+def _time_limit(env_id: str) -> int | None:
+    import gymnasium as gym
+
+    try:
+        limit = gym.spec(env_id).max_episode_steps
+    except gym.error.Error:
+        return None
+    return int(limit) if limit else None
 
 
 def probe_reports(env_id: str, env_kwargs: dict[str, Any], outcome: str, rule: str) -> None:

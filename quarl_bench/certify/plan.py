@@ -173,7 +173,7 @@ class Certifier:
                 f"bad baseline {self.baseline.algo}/{self.baseline.env_id}: expected an agent on {ref.env_id}, "
                 "whose episodes pair with this agent's"
             )
-        self.bounds = outcome_bounds(config.outcome, config.return_bounds) or return_bounds(
+        self.bounds = outcome_bounds(config.outcome, config.return_bounds, ref.env_id) or return_bounds(
             ref.env_id, config.return_bounds
         )
         self.guarantee = config.guarantee or ("finite-sample" if self.bounds else "asymptotic")

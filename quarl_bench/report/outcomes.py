@@ -51,6 +51,9 @@ def outcome_report(rows: pd.DataFrame) -> list[Table]:
                 "success": success_cell(outcomes["success"]) if "success" in outcomes else "-",
                 "mean progress": float(np.mean(outcomes["progress"])) if "progress" in outcomes else None,
                 "mean cost": float(np.mean(outcomes["cost"])) if "cost" in outcomes else None,
+                "mean steps to success": float(np.mean(outcomes["steps_to_success"]))
+                if "steps_to_success" in outcomes
+                else None,
                 "key": row["key"],
             }
         )
@@ -58,7 +61,8 @@ def outcome_report(rows: pd.DataFrame) -> list[Table]:
         return []
     caption = (
         "Per stored row: success (the env's info['is_success'] at each episode's end, or the function that judged "
-        "it) with its Wilson 95% interval, mean progress and mean summed cost; certify --outcome decides a quantized "
+        "it) with its Wilson 95% interval, mean progress, mean summed cost and mean steps to the first success (the "
+        "episode's length where none); certify --outcome decides a quantized "
         "rate against fp32's, paired"
     )
     return [Table("outcomes", SECTION, pd.DataFrame.from_records(records), caption, console=True)]
