@@ -309,3 +309,20 @@ def test_certify_json_says_what_the_console_says(cli, zoo: Path, tmp_path: Path)
     for name in ("delta", "delta_low", "delta_high", "episodes", "mean", "lower", "upper"):
         assert isinstance(verdict[name], float | int), name
     assert verdict["condition"] == "action-noise=0.05" and verdict["design"] == "paired"
+
+
+def test_rows_a_variant_s_fields_do_not_name_are_parted_into_variants_of_their_own(tmp_path: Path) -> None:
+    """Two runs that differ in their env count (a field Variant does not name) give two reward-error tables,
+    each labelled by what sets it apart, each with its own rows and their own fp32."""
+    runs = [BASE, dataclasses.replace(BASE, n_envs=3)]
+    with ResultStore(tmp_path / "s.sqlite") as store:
+        for job in runs:
+            store.put(result(job, 100.0))
+            store.put(result(job.reference(), 101.0))
+        variants = store.variants()
+        assert sorted(v.extra for v in variants) == ["n envs 2", "n envs 3"]
+        assert len({v.slug() for v in variants}) == 2
+        for variant in variants:
+            keys = set(store.select(variant)["key"])
+            job = runs[0] if variant.extra == "n envs 2" else runs[1]
+            assert keys == {job.key, job.reference().key}

@@ -74,6 +74,11 @@ class Variant:
     recipe: str = ""  # QuantSpec.recipe_label(): activations, groups, calibrated rounding, pruning
     perturbation: str = ""  # the condition played under ('' = nominal): a perturbed row never joins a nominal table
     judge: str = ""  # the user's function that judged each episode's outcome ('' = the env's info)
+    # where the fields above leave two questions together (rows that differ in a field of the job they do not name:
+    # envs, action mode, setting, ...), the derived question (store/question.py, less agent and precision) that
+    # parts them, and what sets it apart in words; '' otherwise
+    question: str = ""
+    extra: str = ""
 
     def __post_init__(self) -> None:
         spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, layers=self.layers)
@@ -99,6 +104,7 @@ class Variant:
             parts.append(self.recipe)
         parts += [f"perturbed {self.perturbation}"] if self.perturbation else []
         parts += [f"judged {self.judge}"] if self.judge else []
+        parts += [self.extra] if self.extra else []
         return ", ".join(parts) or "default"
 
     def slug(self) -> str:
@@ -370,7 +376,16 @@ class ResultStore:
             if value is not None:
                 where.append(f"r.{column} = :{column}")
                 params[column] = value
-        return self._frame(SELECT_ROWS + " WHERE " + " AND ".join(where) + " ORDER BY r.created_at, r.key", params)
+        frame = self._frame(SELECT_ROWS + " WHERE " + " AND ".join(where) + " ORDER BY r.created_at, r.key", params)
+        if not variant.question or frame.empty:
+            return frame
+        from quarl_bench.store.question import AGENT, PRECISION, with_questions
+
+        # a parted variant: its question's rows, and the reference rows they name
+        quantized = frame[frame["key"] != frame["reference_key"]]
+        keys = with_questions(quantized, over=(PRECISION, AGENT), column="variant")
+        own = quantized[(keys["variant"] == variant.question).to_numpy()]
+        return frame[frame["key"].isin(own["key"]) | frame["key"].isin(own["reference_key"])]
 
     def variants(self, method: str = "ptq") -> list[Variant]:
         """Every variant with at least one quantized (non-fp32) row of ``method`` (``deploy``: any row, since an
@@ -395,9 +410,34 @@ class ResultStore:
             "method = 'deploy') AND layer_bits = ''",
             (method,),
         ).fetchall()
-        columns = [column.name for column in fields(Variant)][1:]  # the names above, in Variant's order
+        columns = [column.name for column in fields(Variant)][1:-2]  # the names above, in Variant's order
         found = {Variant(method, **dict(zip(columns, row, strict=True))) for row in rows}
-        return sorted(found, key=lambda v: (not v.is_default, v.label()))
+        split = [part for variant in found for part in self._parted(variant)]
+        return sorted(split, key=lambda v: (not v.is_default, v.label()))
+
+    def _parted(self, variant: Variant) -> list[Variant]:
+        """``variant``, or one variant per question its rows hold where its own fields leave two together (the
+        question derived from every field of the job, less agent and precision: store/question.py), each named by
+        what sets it apart."""
+        from dataclasses import replace as changed
+
+        from quarl_bench.store.question import AGENT, PRECISION, distinguishing_labels, with_questions
+
+        rows = self.select(variant)
+        quantized = rows[rows["key"] != rows["reference_key"]] if len(rows) else rows
+        if quantized.empty:
+            return [variant]
+        quantized = with_questions(quantized, over=(PRECISION, AGENT), column="variant")
+        if quantized["variant"].nunique() <= 1:
+            return [variant]
+        from quarl_bench.store.question import job_of_row, question_fields
+
+        firsts = quantized.drop_duplicates("variant")
+        questions = [question_fields(job_of_row(row), (PRECISION, AGENT)) for row in firsts.to_dict("records")]
+        labels = distinguishing_labels(questions)
+        return [
+            changed(variant, question=key, extra=label) for key, label in zip(firsts["variant"], labels, strict=True)
+        ]
 
     def _frame(self, sql: str, params: Any) -> pd.DataFrame:
         frame = pd.read_sql_query(sql, self._connection, params=params)

@@ -25,7 +25,7 @@ from quarl_bench.types import QUANTIZER_VERSION, Job, QuantSpec
 
 # The axes a table may sum over, each the identity's entries it removes. A table that sums over more than the
 # default says so by naming the axis here (and shows that axis's values in a column of its own).
-PRECISION, SEED, SPEC, LAYERS = "precision", "seed", "spec", "layers"
+PRECISION, SEED, SPEC, LAYERS, AGENT = "precision", "seed", "spec", "layers", "agent"
 DEFAULT_AXES = (PRECISION, SEED)
 # a spec's entries that only say which method played it: kept when the spec is summed over
 _SPEC_KEPT = ("method", "backend")
@@ -36,6 +36,20 @@ _SHOWN_ELSEWHERE = ("algo", "env_id", "agent_hash", "episodes", "n_envs")
 # derived from the fields above (a condition's version, how draws are made): never a label's own part
 _DERIVED = ("episode_starts", "draws", "perturbation_version", "calibration", "rounding", "deploy_calibration")
 _ABSENT = "<absent>"
+
+
+def distinguishing_labels(questions: list[dict[str, Any]]) -> list[str]:
+    """Per question, only the fields in which these questions differ (``n_envs 4``, ``actions sampled``)."""
+    flat = [_flatten(fields) for fields in questions]
+    names = sorted({name for fields in flat for name in fields})
+    varying = [
+        name
+        for name in names
+        if name.split(".")[0] not in _DERIVED and len({repr(fields.get(name, _ABSENT)) for fields in flat}) > 1
+    ]
+    return [", ".join(_part(name, fields.get(name, "")) for name in varying) for fields in flat]
+
+
 _NAMES = {
     "perturbation": "condition",
     "judge": "judged by",
@@ -130,6 +144,12 @@ def _sum_layers(fields: dict[str, Any]) -> None:
     fields["spec"].pop("layer_precisions", None)
 
 
+def _sum_agent(fields: dict[str, Any]) -> None:
+    """The agent and its env (a reward-error table's rows): what is asked of every agent alike remains."""
+    for name in ("algo", "env_id", "agent_hash"):
+        fields.pop(name)
+
+
 def _sum_seed(fields: dict[str, Any]) -> None:
     fields.pop("seed")
 
@@ -140,7 +160,7 @@ def _sum_spec(fields: dict[str, Any]) -> None:
         fields.pop(name, None)
 
 
-_SUMMED = {PRECISION: _sum_precision, SEED: _sum_seed, SPEC: _sum_spec, LAYERS: _sum_layers}
+_SUMMED = {PRECISION: _sum_precision, SEED: _sum_seed, SPEC: _sum_spec, LAYERS: _sum_layers, AGENT: _sum_agent}
 
 
 def question_key(job: Job, over: Iterable[str] = DEFAULT_AXES, quantizer_version: int = QUANTIZER_VERSION) -> str:
