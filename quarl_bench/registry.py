@@ -21,7 +21,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from quarl_bench.errors import QuarlError
@@ -211,3 +211,15 @@ METHODS: Registry[type] = Registry(
         "harden": "quarl_bench.methods.harden",
     },
 )
+
+
+# a method's fp32 reference where it is not its own job at fp32 (a ``Job -> Job``), registered by its module
+# (deploy, mixed, rollout); ``Job.reference`` asks :func:`reference_rule`
+REFERENCE_RULES: dict[str, Callable[[Any], Any]] = {}
+
+
+def reference_rule(method: str) -> Callable[[Any], Any]:
+    """``method``'s reference rule: its module's (imported through the methods' index: never missed), else none."""
+    if method not in REFERENCE_RULES and method in METHODS.indexed():
+        METHODS.load(method)
+    return REFERENCE_RULES.get(method, lambda job: job)

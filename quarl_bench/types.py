@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from quarl_bench.action_modes import ActionMode
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import Precision, help_text, parse_precision, precision, precision_bits
+from quarl_bench.registry import reference_rule
 from quarl_bench.rounding import NEAREST, ROUNDINGS
 
 GRANULARITIES = ("per-tensor", "per-channel", "auto")
@@ -334,7 +334,7 @@ class Job:
     set of seeded episodes.
 
     :param method: the registered method whose evaluator plays it, and that its stored row names; the job knows
-        none of them by name (a method's module states what differs for its jobs: :data:`REFERENCE_RULES`).
+        none of them by name (a method's module states what differs for its jobs: :data:`~quarl_bench.registry.REFERENCE_RULES`).
     :param target: the deployed artifact it plays, where its method builds one (its backend sets the spec).
     """
 
@@ -394,27 +394,13 @@ class Job:
 
     def reference(self) -> Job:
         """The fp32 job of the same agent on the same episodes: the baseline of this job's E%, as the job's method
-        states it (:data:`REFERENCE_RULES`; by default the same job at fp32)."""
+        states it (:data:`~quarl_bench.registry.REFERENCE_RULES`; by default the same job at fp32)."""
         fp32 = replace(self, spec=QuantSpec("fp32"), target=None)
         return reference_rule(self.method)(fp32)
 
     @property
     def deterministic(self) -> bool:
         return self.actions.deterministic
-
-
-# a method's fp32 reference where it is not its own job at fp32, registered by its module (deploy, mixed, rollout)
-REFERENCE_RULES: dict[str, Callable[[Job], Job]] = {}
-
-
-def reference_rule(method: str) -> Callable[[Job], Job]:
-    """``method``'s reference rule: its module's (imported through the methods' index: never missed), else none."""
-    if method not in REFERENCE_RULES:
-        from quarl_bench.registry import METHODS
-
-        if method in METHODS.indexed():
-            METHODS.load(method)
-    return REFERENCE_RULES.get(method, lambda job: job)
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def test_success_and_cost_of_an_env_that_reports_them(cli, tmp_path: Path) -> No
     with ResultStore(store) as opened:
         rows = opened.to_dataframe()
     fp32 = rows[rows["precision"] == "fp32"].iloc[0]
-    assert set(fp32["episode_outcomes"]) == {"success", "cost", "terminated"}
+    assert set(fp32["episode_outcomes"]) == {"success", "cost", "terminated", "steps_to_success"}
     assert np.mean(fp32["episode_outcomes"]["success"]) == 1.0  # it reaches the target in every episode
     assert fp32["episode_outcomes"]["terminated"] == fp32["episode_outcomes"]["success"]  # reaching ends it
     code, out, err = cli("report", "--store", store, "--out", tmp_path / "report")
@@ -255,7 +255,7 @@ def test_an_edited_judge_is_a_new_question_and_what_it_prints_is_shown(cli, tmp_
 
 
 def test_a_success_verdict_carries_both_rates_and_says_when_the_reference_rarely_succeeds() -> None:
-    from quarl_bench.certify.plan import arm_outcomes
+    from quarl_bench.certify.outcome import arm_outcomes
 
     found = arm_outcomes("success", np.array([1.0] * 37 + [0.0] * 3), np.array([1.0] * 38 + [0.0] * 2))
     assert (found["quantized_successes"], found["reference_successes"], found["outcome_pairs"]) == (37, 38, 40)
@@ -267,7 +267,7 @@ def test_a_success_verdict_carries_both_rates_and_says_when_the_reference_rarely
 
 
 def test_results_show_the_success_rate_and_export_outcomes_as_json() -> None:
-    from quarl_bench.report.console import rows_table
+    from quarl_bench.report.console_rows import rows_table
     from quarl_bench.store.results import as_text_columns, success_rate
 
     assert success_rate({"success": [1.0, 0.0, 1.0, 1.0]}) == 0.75 and success_rate({}) != success_rate({})

@@ -276,7 +276,7 @@ def verdict_rows(config: CertifyConfig, batch_key: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("name", CONFIG_FIELDS)
 def test_no_verdict_table_or_record_puts_two_certifications_in_one_line(tmp_path: Path, name: str) -> None:
-    from quarl_bench.api.record import diff_records, tidy_record
+    from quarl_bench.api.record_diff import diff_records, tidy_record
 
     base, changed = config_pair(name)
     keys = ("1" * 24, "2" * 24)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quarl_bench.api.record import diff_records, read_record, undetermined_reason
+from quarl_bench.api.record import undetermined_reason
+from quarl_bench.api.record_diff import diff_records, read_record
 from quarl_bench.certify.result import Verdict
 
 

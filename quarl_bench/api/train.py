@@ -151,19 +151,16 @@ def train_agent(
     cache: Path | None = None,
     seed: int = 0,
     n_timesteps: int | None = None,
-    conf_file: Path | None = None,
-    hyperparams: tuple[str, ...] = (),
-    save_freq: int | None = None,
-    resume: bool = False,
+    options: Any = None,
 ) -> Any:
-    """Train an fp32 baseline with rl-zoo3's hyperparameters (or ``conf_file``'s, with ``hyperparams`` overrides)
-    into the cache, checkpointing as it goes (``resume`` continues an interrupted run); the trained agent."""
+    """Train an fp32 baseline with rl-zoo3's hyperparameters (or ``options``' file and overrides:
+    :class:`~quarl_bench.zoo.train.TrainOptions`) into the cache, checkpointing as it goes; the trained agent."""
     from quarl_bench.zoo.agents import DEFAULT_CACHE, find_in_folder
     from quarl_bench.zoo.envs import resolve_env_id
     from quarl_bench.zoo.train import train_baseline
 
     env_id = resolve_env_id(env)
     cache = cache or DEFAULT_CACHE
-    train_baseline(algo, env_id, cache, seed, n_timesteps, conf_file, hyperparams, save_freq, resume)
+    train_baseline(algo, env_id, cache, seed, n_timesteps, options)
     ref: AgentRef | None = find_in_folder(cache, algo, env_id, "trained")
     return ref

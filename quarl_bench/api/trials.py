@@ -207,7 +207,7 @@ class Decision:
 def decide(settings: TrialSettings, trials: list[Trial]) -> Decision:
     """The campaign's answer after ``trials``: certify's finite-sample test read after every pair, stopped at its
     first decision (later pairs are not read: the test's rejection is final), undetermined at the cap."""
-    from quarl_bench.certify.plan import arm_outcomes
+    from quarl_bench.certify.outcome import arm_outcomes
     from quarl_bench.certify.result import Verdict
     from quarl_bench.statistics.certification import SequentialTest
 

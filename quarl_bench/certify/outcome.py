@@ -148,3 +148,33 @@ def probe_reports(env_id: str, env_kwargs: dict[str, Any], outcome: str, rule: s
     if key not in info:
         hint = "or --success terminated, truncated or return>=X" if outcome == "success" else "or another --outcome"
         raise QuarlError(f"{env_id} reports no {key!r} in its info: --outcome {outcome} needs an env that does, {hint}")
+
+
+def arm_outcomes(outcome: str, quantized: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    """Each policy's own mean of the certified outcome over the pairs played (a success rate: the successes too),
+    and a warning where the reference's rate leaves nothing to compare (it almost never, or always, succeeds)."""
+    found: dict[str, Any] = {"quantized_mean": float(quantized.mean()), "reference_mean": float(reference.mean())}
+    if outcome != "success":
+        return found
+    found |= {
+        "quantized_successes": int(quantized.sum()),
+        "reference_successes": int(reference.sum()),
+        "outcome_pairs": len(reference),
+    }
+    rate = float(reference.mean())
+    if len(reference) < NOTED_AFTER:
+        return found
+    if rate < RARE_SUCCESS:
+        found["warning"] = (
+            f"the reference succeeds in {int(reference.sum())} of {len(reference)} pairs: a safe verdict says "
+            "little where the reference itself almost never succeeds (check the success rule)"
+        )
+    elif rate == 1.0 and quantized.mean() == 1.0:
+        found["warning"] = (
+            f"both policies succeed in all {len(reference)} pairs (a success rule that cannot fail would read the same)"
+        )
+    return found
+
+
+RARE_SUCCESS = 0.1  # a reference success rate below this is called out
+NOTED_AFTER = 20  # pairs before a rate is called out (a first batch's)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from quarl_bench.certify.config import CertifyConfig
-from quarl_bench.certify.outcome import outcome_bounds, outcome_rule, outcome_values, success_rule
+from quarl_bench.certify.outcome import arm_outcomes, outcome_bounds, outcome_rule, outcome_values, success_rule
 from quarl_bench.certify.result import Verdict
 from quarl_bench.errors import QuarlError
 from quarl_bench.evaluation.judges import judge_text
@@ -409,36 +409,6 @@ class Certifier:
             tuple(rows),
             evidence=evidence,
         )
-
-
-def arm_outcomes(outcome: str, quantized: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-    """Each policy's own mean of the certified outcome over the pairs played (a success rate: the successes too),
-    and a warning where the reference's rate leaves nothing to compare (it almost never, or always, succeeds)."""
-    found: dict[str, Any] = {"quantized_mean": float(quantized.mean()), "reference_mean": float(reference.mean())}
-    if outcome != "success":
-        return found
-    found |= {
-        "quantized_successes": int(quantized.sum()),
-        "reference_successes": int(reference.sum()),
-        "outcome_pairs": len(reference),
-    }
-    rate = float(reference.mean())
-    if len(reference) < NOTED_AFTER:
-        return found
-    if rate < RARE_SUCCESS:
-        found["warning"] = (
-            f"the reference succeeds in {int(reference.sum())} of {len(reference)} pairs: a safe verdict says "
-            "little where the reference itself almost never succeeds (check the success rule)"
-        )
-    elif rate == 1.0 and quantized.mean() == 1.0:
-        found["warning"] = (
-            f"both policies succeed in all {len(reference)} pairs (a success rule that cannot fail would read the same)"
-        )
-    return found
-
-
-RARE_SUCCESS = 0.1  # a reference success rate below this is called out
-NOTED_AFTER = 20  # pairs before a rate is called out (a first batch's)
 
 
 def walk_family(spec: QuantSpec) -> str:

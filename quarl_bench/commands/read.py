@@ -28,7 +28,7 @@ def report(args: argparse.Namespace) -> int:
 
 
 def results(args: argparse.Namespace) -> int:
-    from quarl_bench.report.console import rows_table
+    from quarl_bench.report.console_rows import rows_table
     from quarl_bench.store.results import as_text_columns, results_frame
 
     path = existing_store(args.store)

@@ -103,7 +103,8 @@ def write_record(table, store: ResultStore, out: Path, coverage: str = "") -> No
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from quarl_bench.api.record import draw_record, tidy_record
+    from quarl_bench.api.record import draw_record
+    from quarl_bench.api.record_diff import tidy_record
 
     table.to_csv(out / "record.csv", index=False)
     tidy = tidy_record(store.verdicts())
@@ -142,7 +143,7 @@ def _evidence(line: Any, side: str) -> str:
 
 def diff(args: argparse.Namespace) -> int:
     """Exit 1 when a confirmatory verdict changed between the two records, else 0."""
-    from quarl_bench.api.record import diff_records, read_record
+    from quarl_bench.api.record_diff import diff_records, read_record
 
     if len(args.action) != 3:
         raise QuarlError("bad record diff: expected record diff OLD NEW (two stores or two record_verdicts.csv)")

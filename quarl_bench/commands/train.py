@@ -188,17 +188,9 @@ def rollout(args: argparse.Namespace) -> int:
 
 def train(args: argparse.Namespace) -> int:
     from quarl_bench.api import train_agent
+    from quarl_bench.zoo.train import TrainOptions
 
-    ref = train_agent(
-        args.algo,
-        args.env,
-        args.cache,
-        args.seed,
-        args.n_timesteps,
-        conf_file=args.conf_file,
-        hyperparams=tuple(args.hyperparams),
-        save_freq=args.save_freq,
-        resume=args.resume,
-    )
+    options = TrainOptions(args.conf_file, tuple(args.hyperparams), args.save_freq, args.resume)
+    ref = train_agent(args.algo, args.env, args.cache, args.seed, args.n_timesteps, options)
     console.print(f"Saved {args.algo}/{ref.env_id if ref else args.env} in {ref.run_dir if ref else args.cache}")
     return 0

@@ -19,11 +19,11 @@ from quarl_bench.errors import QuarlError
 from quarl_bench.jobs.grids import Variants
 from quarl_bench.methods.agent_evaluation import AgentEvaluation
 from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
+from quarl_bench.registry import REFERENCE_RULES
 from quarl_bench.types import (
     CALIBRATION_SEED,
     DEFAULT_CALIBRATION_STATES,
     FP32_TARGET,
-    REFERENCE_RULES,
     DeployTarget,
     EvalResult,
     Job,

@@ -21,9 +21,9 @@ from quarl_bench.methods.protocol import OfAgent, register, register_evaluator
 from quarl_bench.quant.layers import unquantized_modules
 from quarl_bench.quant.prune import nonzero_weights
 from quarl_bench.quant.quantize import acting_bytes, quantize, weight_profile
+from quarl_bench.registry import REFERENCE_RULES
 from quarl_bench.types import (
     CALIBRATION_SEED,
-    REFERENCE_RULES,
     AgentRef,
     EvalResult,
     Job,

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quarl_bench.config import zoo_hyperparameters
 from quarl_bench.errors import QuarlError
 from quarl_bench.methods.protocol import register
+from quarl_bench.registry import REFERENCE_RULES
 from quarl_bench.training.options import ROLLOUT_BACKENDS, ROLLOUT_CORRECTIONS
-from quarl_bench.types import REFERENCE_RULES, ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, QuantSpec
+from quarl_bench.types import ROLLOUT_REFERENCE, AgentRef, EvalResult, Job, QuantSpec
 from quarl_bench.zoo.algorithms import ALGOS, ROLLOUT_ALGOS
 
 if TYPE_CHECKING:

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from quarl_bench import perturbations
 from quarl_bench.errors import QuarlError
 from quarl_bench.precision import help_text, parse_precision
 from quarl_bench.rounding import ROUNDINGS
@@ -28,13 +29,6 @@ def precision_arg(value: str) -> str:
         return parse_precision(value)
     except QuarlError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
-
-
-def perturbation_help() -> str:
-    """Every registered perturbation and what its severity means (:mod:`quarl_bench.perturbations`)."""
-    from quarl_bench.perturbations import help_text
-
-    return help_text()
 
 
 def add_precisions(
@@ -339,7 +333,7 @@ def add_statistics(parser: argparse.ArgumentParser) -> None:
         default="",
         metavar="COND",
         help="play every episode under a condition, NAME=SEVERITY,... (NAME~a/b: a severity drawn per episode), "
-        f"or a name from zoo_configs/perturbations.yaml: {perturbation_help()}; docs/evaluation.md",
+        f"or a name from zoo_configs/perturbations.yaml: {perturbations.help_text()}; docs/evaluation.md",
     )
     for outcome, what in (("success", "truthy: a success"), ("progress", "a share in [0, 1]")):
         parser.add_argument(

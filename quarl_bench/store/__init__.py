@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,10 @@ from quarl_bench.store.schema import (
     VERDICT_JSON_COLUMNS,
     VERDICTS_SCHEMA,
 )
-from quarl_bench.types import QUANTIZER_VERSION, EvalResult, QuantSpec
+from quarl_bench.store.variant import Variant
+from quarl_bench.types import EvalResult
+
+__all__ = ["DEFAULT_STORE", "ResultStore", "Variant", "check_store_file", "result_row"]
 
 DEFAULT_STORE = Path("results/quarl.sqlite")
 # checked names, not SQL input
@@ -52,67 +54,6 @@ SIDE_JSON_COLUMNS = {
     "hardened": HARDENED_JSON_COLUMNS,
 }
 OPEN_TIMEOUT_S, WRITE_TIMEOUT_S = 5.0, 60
-
-
-@dataclass(frozen=True)
-class Variant:
-    """Which rows a table shows: everything about a job except the agent and the precision.
-
-    Float precisions ignore granularity/symmetric/bias and fp32 ignores the layer mode (their specs are normalised
-    the same way, see :class:`~quarl_bench.types.QuantSpec`), so they join every variant they belong to.
-    """
-
-    method: str = "ptq"
-    seed: int = 0
-    episodes: int = 100
-    granularity: str = "auto"
-    symmetric: bool = False
-    quantize_bias: bool = False
-    layers: str = "paper"
-    quantizer_version: int = QUANTIZER_VERSION
-    obs_noise: float = 0.0
-    recipe: str = ""  # QuantSpec.recipe_label(): activations, groups, calibrated rounding, pruning
-    perturbation: str = ""  # the condition played under ('' = nominal): a perturbed row never joins a nominal table
-    judge: str = ""  # the user's function that judged each episode's outcome ('' = the env's info)
-    # where the fields above leave two questions together (rows that differ in a field of the job they do not name:
-    # envs, action mode, setting, ...), the derived question (store/question.py, less agent and precision) that
-    # parts them, and what sets it apart in words; '' otherwise
-    question: str = ""
-    extra: str = ""
-
-    def __post_init__(self) -> None:
-        spec = QuantSpec("int8", self.granularity, self.symmetric, self.quantize_bias, layers=self.layers)
-        object.__setattr__(self, "quantize_bias", spec.quantize_bias)
-        object.__setattr__(self, "symmetric", bool(self.symmetric))  # stored as 0/1
-
-    @property
-    def is_default(self) -> bool:
-        return self == Variant(self.method)
-
-    def label(self) -> str:
-        """What sets this variant apart from the default, e.g. ``seed 7, symmetric``; ``default`` if nothing."""
-        default, parts = Variant(self.method), []
-        for name in ("seed", "episodes", "granularity", "layers"):
-            if getattr(self, name) != getattr(default, name):
-                parts.append(f"{name} {getattr(self, name)}")
-        parts += [name.replace("_", " ") for name in ("symmetric", "quantize_bias") if getattr(self, name)]
-        if self.quantizer_version != QUANTIZER_VERSION:
-            parts.append(f"quantizer v{self.quantizer_version}")
-        if self.obs_noise:
-            parts.append(f"obs noise {self.obs_noise:g}")
-        if self.recipe:
-            parts.append(self.recipe)
-        parts += [f"perturbed {self.perturbation}"] if self.perturbation else []
-        parts += [f"judged {self.judge}"] if self.judge else []
-        parts += [self.extra] if self.extra else []
-        return ", ".join(parts) or "default"
-
-    def slug(self) -> str:
-        """The label as a file-name suffix (a condition's ``=`` and ``,`` too: ``masspole-0.5+sticky-0.1``)."""
-        if self.is_default:
-            return ""
-        text = self.label().replace(", ", "_").replace(" ", "-").replace(",", "+").replace("=", "-")
-        return "__" + re.sub(r"[^A-Za-z0-9._+-]", "-", text)
 
 
 def _prepare(db: sqlite3.Connection, path: Path) -> None:
@@ -379,11 +320,11 @@ class ResultStore:
         frame = self._frame(SELECT_ROWS + " WHERE " + " AND ".join(where) + " ORDER BY r.created_at, r.key", params)
         if not variant.question or frame.empty:
             return frame
-        from quarl_bench.store.question import AGENT, PRECISION, with_questions
+        from quarl_bench.store.question import VARIANT_AXES, with_questions
 
         # a parted variant: its question's rows, and the reference rows they name
         quantized = frame[frame["key"] != frame["reference_key"]]
-        keys = with_questions(quantized, over=(PRECISION, AGENT), column="variant")
+        keys = with_questions(quantized, over=VARIANT_AXES, column="variant")
         own = quantized[(keys["variant"] == variant.question).to_numpy()]
         return frame[frame["key"].isin(own["key"]) | frame["key"].isin(own["reference_key"])]
 
@@ -421,19 +362,19 @@ class ResultStore:
         what sets it apart."""
         from dataclasses import replace as changed
 
-        from quarl_bench.store.question import AGENT, PRECISION, distinguishing_labels, with_questions
+        from quarl_bench.store.question import VARIANT_AXES, distinguishing_labels, with_questions
 
         rows = self.select(variant)
         quantized = rows[rows["key"] != rows["reference_key"]] if len(rows) else rows
         if quantized.empty:
             return [variant]
-        quantized = with_questions(quantized, over=(PRECISION, AGENT), column="variant")
+        quantized = with_questions(quantized, over=VARIANT_AXES, column="variant")
         if quantized["variant"].nunique() <= 1:
             return [variant]
         from quarl_bench.store.question import job_of_row, question_fields
 
         firsts = quantized.drop_duplicates("variant")
-        questions = [question_fields(job_of_row(row), (PRECISION, AGENT)) for row in firsts.to_dict("records")]
+        questions = [question_fields(job_of_row(row), VARIANT_AXES) for row in firsts.to_dict("records")]
         labels = distinguishing_labels(questions)
         return [
             changed(variant, question=key, extra=label) for key, label in zip(firsts["variant"], labels, strict=True)

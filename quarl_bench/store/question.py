@@ -25,8 +25,11 @@ from quarl_bench.types import QUANTIZER_VERSION, Job, QuantSpec
 
 # The axes a table may sum over, each the identity's entries it removes. A table that sums over more than the
 # default says so by naming the axis here (and shows that axis's values in a column of its own).
-PRECISION, SEED, SPEC, LAYERS, AGENT = "precision", "seed", "spec", "layers", "agent"
+PRECISION, SEED, SPEC, LAYERS, AGENT, BACKEND = "precision", "seed", "spec", "layers", "agent", "backend"
 DEFAULT_AXES = (PRECISION, SEED)
+# what a reward-error or deployment table shows in its rows and columns (agents, precisions, the spec's grid and
+# recipe, backends): a Variant is parted by what is left (store.ResultStore.variants)
+VARIANT_AXES = (PRECISION, AGENT, SPEC, BACKEND)
 # a spec's entries that only say which method played it: kept when the spec is summed over
 _SPEC_KEPT = ("method", "backend")
 # derived from the spec's fields: summed with it
@@ -150,6 +153,13 @@ def _sum_agent(fields: dict[str, Any]) -> None:
         fields.pop(name)
 
 
+def _sum_backend(fields: dict[str, Any]) -> None:
+    """The deployed artifact: its backend, calibration and bytes (a deployment table's column)."""
+    for name in ("backend", "artifact", "calibration_states", "calibration_method"):
+        fields["spec"].pop(name, None)
+    fields.pop("deploy_calibration", None)
+
+
 def _sum_seed(fields: dict[str, Any]) -> None:
     fields.pop("seed")
 
@@ -160,7 +170,14 @@ def _sum_spec(fields: dict[str, Any]) -> None:
         fields.pop(name, None)
 
 
-_SUMMED = {PRECISION: _sum_precision, SEED: _sum_seed, SPEC: _sum_spec, LAYERS: _sum_layers, AGENT: _sum_agent}
+_SUMMED = {
+    PRECISION: _sum_precision,
+    SEED: _sum_seed,
+    SPEC: _sum_spec,
+    LAYERS: _sum_layers,
+    AGENT: _sum_agent,
+    BACKEND: _sum_backend,
+}
 
 
 def question_key(job: Job, over: Iterable[str] = DEFAULT_AXES, quantizer_version: int = QUANTIZER_VERSION) -> str:

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +28,29 @@ _STEPS = re.compile(r"\|\s*total_timesteps\s*\|\s*(\d+)")
 _PLANNED = re.compile(r"'n_timesteps', ([0-9.e+]+)")
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """How ``train`` runs rl-zoo3's trainer besides the pair, seed and budget.
+
+    :param conf_file: an rl-zoo3 hyperparameter file (YAML) in place of quarl-bench's and rl-zoo3's own.
+    :param hyperparams: rl-zoo3's ``--hyperparams`` overrides, ``KEY:VALUE`` each.
+    :param save_freq: a checkpoint every this many steps (None: a tenth of the budget; -1: none).
+    :param resume: continue an interrupted run from its latest checkpoint.
+    """
+
+    conf_file: Path | None = None
+    hyperparams: tuple[str, ...] = ()
+    save_freq: int | None = None
+    resume: bool = False
+
+
 def train_baseline(
     algo: str,
     env_id: str,
     cache_dir: Path,
     seed: int = 0,
     n_timesteps: int | None = None,
-    conf_file: Path | None = None,
-    hyperparams: tuple[str, ...] = (),
-    save_freq: int | None = None,
-    resume: bool = False,
+    options: TrainOptions | None = None,
 ) -> None:
     """Run ``python -m rl_zoo3.train`` into ``cache_dir/{algo}/{env_id}_N`` (its own, unmodified trainer), on one
     torch thread, with progress on stderr, saving a checkpoint every ``save_freq`` steps (default: a tenth of the
@@ -45,11 +59,16 @@ def train_baseline(
     model, not an off-policy replay buffer or VecNormalize's running statistics, which start again). Partial
     folders with no checkpoint are removed first.
 
-    :param conf_file: an rl-zoo3 hyperparameter file (YAML) in place of quarl-bench's and rl-zoo3's own.
-    :param hyperparams: rl-zoo3's ``--hyperparams`` overrides, ``KEY:VALUE`` each.
     :raises QuarlError: when rl-zoo3 has no hyperparameters for the pair, there is no checkpoint to resume, or
         training fails.
     """
+    options = options or TrainOptions()
+    conf_file, hyperparams, save_freq, resume = (
+        options.conf_file,
+        options.hyperparams,
+        options.save_freq,
+        options.resume,
+    )
     remove_partial_runs(cache_dir, algo, env_id)
     budget = n_timesteps or planned_steps(algo, env_id, conf_file)
     checkpoint = latest_checkpoint(cache_dir, algo, env_id) if resume else None
