@@ -24,7 +24,7 @@ import json
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -400,8 +400,3 @@ def expected_trials(
         "median pairs": found.median_trials,
         "sequences": float(sequences),
     }
-
-
-def with_overrides(settings: TrialSettings, **changes: Any) -> TrialSettings:
-    """``settings`` with the given fields changed (validated again)."""
-    return replace(settings, **{k: v for k, v in changes.items() if v is not None})

@@ -84,9 +84,6 @@ def check_condition(perturbation: Perturbation, env_id: str) -> None:
             )
 
 
-check_dynamics = check_condition  # the name it had when only dynamics parameters were checked
-
-
 def condition_for(text: str, env_id: str) -> str:
     """The canonical spelling of ``text`` for ``env_id`` ('' for none).
 

@@ -185,11 +185,6 @@ def question_key(job: Job, over: Iterable[str] = DEFAULT_AXES, quantizer_version
     return _hash(question_fields(job, over, quantizer_version))
 
 
-def row_question(row: Mapping[str, Any], over: Iterable[str] = DEFAULT_AXES) -> str:
-    """A stored row's :func:`question_key`, with the quantizer version it was made by."""
-    return question_key(job_of_row(row), tuple(over), int(row.get("quantizer_version") or QUANTIZER_VERSION))
-
-
 def with_questions(frame: pd.DataFrame, over: Iterable[str] = DEFAULT_AXES, column: str = "question") -> pd.DataFrame:
     """``frame`` (results rows) with each row's question key in ``column`` and its label in ``column label``."""
     over = tuple(over)
