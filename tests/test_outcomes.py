@@ -160,8 +160,8 @@ def test_a_goal_reaching_arm_trained_with_her_is_certified_on_its_success(cli, t
     assert set(rows["perturbation"]) == {"action-noise=0.1"}
     for outcomes, episodes in zip(rows["episode_outcomes"], rows["episodes"], strict=True):
         assert len(outcomes["success"]) == episodes and set(outcomes["success"]) <= {0.0, 1.0}
-    code, _, err = cli("run", *agent, "--bits", "8", "-n", "4", "--perturb", "obs-noise=0.1")
-    assert code == 2 and "its observations are a Dict" in err  # refused in one line, before anything is played
+    code, _, err = cli("run", *agent, "--bits", "8", "-n", "4", "--perturb", "obs-noise-raw@goal=0.01")
+    assert code == 2 and "has no key 'goal'; its keys are achieved_goal, desired_goal, observation" in err
 
 
 JUDGE = """def reached(episode):

@@ -139,12 +139,15 @@ def probe_reports(env_id: str, env_kwargs: dict[str, Any], outcome: str, rule: s
         return
     import gymnasium as gym
 
-    env = gym.make(env_id, **env_kwargs)
-    try:
-        env.reset(seed=0)
-        _, _, _, _, info = env.step(env.action_space.sample())
-    finally:
-        env.close()
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    with native_output_silenced():  # pybullet prints "argv[0]=" from C as an env starts
+        env = gym.make(env_id, **env_kwargs)
+        try:
+            env.reset(seed=0)
+            _, _, _, _, info = env.step(env.action_space.sample())
+        finally:
+            env.close()
     if key not in info:
         hint = "or --success terminated, truncated or return>=X" if outcome == "success" else "or another --outcome"
         raise QuarlError(f"{env_id} reports no {key!r} in its info: --outcome {outcome} needs an env that does, {hint}")

@@ -166,11 +166,13 @@ def run_check(folder: Path, emulate: str = "") -> tuple[bool, list[str]]:
 
     from quarl_bench.errors import QuarlError
 
+    if not emulate and all((folder / name).is_file() for name in ("policy.json", "Makefile", "check.c")):
+        return c_check(folder)
     missing = [name for name in ("policy.json", "check.py", "vectors.npz") if not (folder / name).is_file()]
     if missing:
         raise QuarlError(
             f"{str(folder)!r} is not a checkable artifact folder (no {', '.join(missing)}): expected a folder "
-            "written by `quarl-bench export --backend ort-*|litert-*|executorch-*`"
+            "written by `quarl-bench export` (an ort-*, litert-* or executorch-* folder, or a c-* one with its Makefile)"
         )
     if not emulate:
         done = subprocess.run([sys.executable, "check.py"], cwd=folder, capture_output=True, text=True)
@@ -183,6 +185,28 @@ def run_check(folder: Path, emulate: str = "") -> tuple[bool, list[str]]:
             f"{contract.get('backend', 'non-ONNX')} artifact; expected an ort-* artifact folder"
         )
     return emulated_check(folder, contract, emulate)
+
+
+def c_check(folder: Path) -> tuple[bool, list[str]]:
+    """A C artifact folder's own check, ``make check`` (its test vectors, bit for bit, on this host's compiler), run
+    on a copy so that the folder is left as it was.
+
+    :raises QuarlError: in one line, where no C compiler or make is found.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    from quarl_bench.errors import QuarlError
+
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        raise QuarlError(f"{str(folder)!r} is a C artifact: its check needs make and a C compiler (cc), not found")
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "artifact"
+        shutil.copytree(folder, copy)
+        done = subprocess.run(["make", "-s", "check"], cwd=copy, capture_output=True, text=True)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return done.returncode == 0, lines
 
 
 def emulated_check(folder: Path, contract: dict[str, Any], kernel: str) -> tuple[bool, list[str]]:

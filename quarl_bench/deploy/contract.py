@@ -20,7 +20,9 @@ observation = contract["observation"]
 statistics = None if observation["normalization_inside"] else observation.get("normalization")
 
 
-def prepare(obs):  # VecNormalize's statistics, where the artifact leaves them to the client
+def prepare(obs):  # a Dict's keys concatenated in the recorded order; VecNormalize's statistics, where left to us
+    if isinstance(obs, dict):
+        obs = np.concatenate([np.asarray(obs[key["name"]], np.float32).reshape(-1) for key in observation["keys"]])
     if statistics is None:
         return obs
     x = (np.asarray(obs, dtype=np.float32) - np.float32(statistics["mean"])) * np.float32(statistics["scale"])
@@ -73,13 +75,18 @@ def contract(
     outside = artifact.info("normalization") is not None
     from quarl_bench.zoo.observation_names import ACTIONS, OBSERVATIONS, named
 
-    features = int(np.prod(policy.observation_space.shape))
+    layout = getattr(module, "layout", None)
+    features = layout.size if layout is not None else int(np.prod(policy.observation_space.shape))
+    names = layout.features() if layout is not None else named(OBSERVATIONS, ref.env_id, features, "obs")
     observation: dict[str, Any] = {
-        "shape": list(policy.observation_space.shape),
-        "features": named(OBSERVATIONS, ref.env_id, features, "obs") if features <= 512 else [],
+        "shape": [features] if layout is not None else list(policy.observation_space.shape),
+        "features": names if features <= 512 else [],
         "dtype": "uint8" if getattr(module, "image", False) else "float32",
         "normalization_inside": normalizes and not outside,
     }
+    if layout is not None:  # a Dict observation: its keys, concatenated in this order into the one input
+        observation["keys"] = layout.as_json()
+        observation["flattening"] = "concatenate each key's values, row-major, in the order of keys"
     if normalizes:
         observation["normalization"] = {
             "mean": module.obs_mean.tolist(),
@@ -143,8 +150,9 @@ def contract(
 
 
 def rl_zoo3_registered(env_id: str) -> list[str]:
-    """``["rl_zoo3.import_envs"]`` for an env that rl-zoo3 registers itself (CartPoleNoVel-v1, ...: gymnasium
-    imports the module before making it), else []."""
+    """The module gymnasium must import before it can make ``env_id``: ``rl_zoo3.import_envs`` for an env that
+    rl-zoo3 registers itself (CartPoleNoVel-v1, ...), the top package of an env another package registers
+    (``panda_gym``, ``pybullet_envs_gymnasium``, ``ale_py``), [] for gymnasium's own."""
     import gymnasium as gym
 
     try:
@@ -152,7 +160,10 @@ def rl_zoo3_registered(env_id: str) -> list[str]:
     except gym.error.Error:
         return []
     module = entry.__module__ if callable(entry) else str(entry).partition(":")[0]
-    return [module] if module.startswith("rl_zoo3.") else []
+    if module.startswith("rl_zoo3."):
+        return [module]
+    top = module.split(".")[0]
+    return [] if top in ("gymnasium", "") else [top]
 
 
 def module_folders(packages: tuple[str, ...]) -> list[str]:
@@ -264,6 +275,13 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
             f"with {', '.join(f'{k} {v}' for k, v in check['runtime'].items())}"
             + (f"; kernel: {check['kernel']}" if "kernel" in check else "")
             + "."
+        )
+    keys = document["observation"].get("keys")
+    if keys:  # a Dict observation: the one input is its keys, concatenated
+        order = ", ".join(f"`{key['name']}` ({key['size']})" for key in keys)
+        lines.append(
+            f"- Input: one float32 vector of {document['observation']['shape'][0]} values, the Dict observation's keys "
+            f"concatenated in this order: {order} (`policy.json`'s `observation.keys`; `prepare` below does it)."
         )
     if "cortex_m4" in document:
         lines.append(f"- {cortex_m4_text(document['cortex_m4'])}.")

@@ -1,6 +1,7 @@
 """The deployable policy: a raw env observation in, the env action out, as one torch module (then ONNX).
 
-Everything SB3's ``predict`` does around the network is inside: VecNormalize's observation statistics (clipping
+Everything SB3's ``predict`` does around the network is inside (a Dict observation comes in flat, its keys
+concatenated in the order :mod:`quarl_bench.observation_layout` declares and ``policy.json`` records): VecNormalize's observation statistics (clipping
 included), Atari's uint8 channel-last frames transposed and scaled, and deterministic action selection (argmax;
 the Gaussian mean clipped to the action bounds; tanh-squashed actions unscaled to the bounds). SB3's export
 guide leaves unscaling to the user; :func:`check_equivalence` proves the artifact picks SB3's actions.
@@ -23,6 +24,7 @@ from torch import nn
 
 from quarl_bench.errors import QuarlError
 from quarl_bench.families import family_of
+from quarl_bench.observation_layout import layout_of
 
 if TYPE_CHECKING:
     from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
@@ -86,30 +88,37 @@ class DeployablePolicy(TorchForm):
         self, policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None
     ) -> None:
         super().__init__()
-        if not isinstance(observation_space, spaces.Box):
+        self.layout = layout_of(observation_space)  # a Dict observation's keys, concatenated in its declared order
+        if self.layout is None and not isinstance(observation_space, spaces.Box):
             raise QuarlError(
                 f"cannot export a policy for {type(observation_space).__name__} observations: "
-                "expected a Box observation space"
+                "expected a Box observation space or a Dict of vector Boxes"
             )
         self.policy, self.family = policy, family_of(policy)
         self.image = (
-            is_image_space(observation_space, check_channels=False)
+            self.layout is None
+            and is_image_space(observation_space, check_channels=False)
             and observation_space.dtype == np.uint8
             and not self.family.raw_observations  # a user's module takes the observations as they come
         )
-        self.channels_last = self.image and observation_space.shape[-1] < observation_space.shape[0]
+        shape = observation_space.shape or ()
+        self.channels_last = self.image and shape[-1] < shape[0]
+        self.obs_dim = self.layout.size if self.layout else int(np.prod(shape))
         action_space = policy.action_space
         self.discrete = isinstance(action_space, spaces.Discrete)
         if not self.discrete and not isinstance(action_space, spaces.Box):
             raise QuarlError(f"cannot export {type(action_space).__name__} actions: expected Discrete or Box")
         self.normalize = False
         if normalizer is not None and normalizer.norm_obs:
-            self.normalize, stats = True, normalizer.obs_rms
-            assert not isinstance(stats, dict)  # a Box observation space (checked above) has one RunningMeanStd
-            self.register_buffer("obs_mean", torch.as_tensor(stats.mean, dtype=torch.float32))
-            self.register_buffer(
-                "obs_scale", torch.as_tensor(1.0 / np.sqrt(stats.var + normalizer.epsilon), dtype=torch.float32)
-            )
+            self.normalize = True
+            if self.layout is not None:  # per key, concatenated as the keys are
+                mean, scale = self.layout.flat_statistics(normalizer)
+            else:
+                stats = normalizer.obs_rms
+                assert not isinstance(stats, dict)  # a Box observation space has one RunningMeanStd
+                mean, scale = stats.mean, 1.0 / np.sqrt(stats.var + normalizer.epsilon)
+            self.register_buffer("obs_mean", torch.as_tensor(mean, dtype=torch.float32))
+            self.register_buffer("obs_scale", torch.as_tensor(scale, dtype=torch.float32))
             self.clip_obs = float(normalizer.clip_obs)
         if isinstance(action_space, spaces.Box):
             self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
@@ -136,9 +145,14 @@ class DeployablePolicy(TorchForm):
             x = torch.clamp((x - self.obs_mean) * self.obs_scale, -self.clip_obs, self.clip_obs)
         return x
 
+    def network_input(self, x: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        """What the policy's features extractor takes: the flat vector split back into its keys (a Dict policy's
+        ``CombinedExtractor`` flattens and concatenates them again, in the same order), else the vector itself."""
+        return x if self.layout is None else self.layout.unflatten(x)
+
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Logits / Q-values (discrete) or the action in the policy's own range (continuous)."""
-        return self.family.scores(self.policy, x)
+        return self.family.scores(self.policy, self.network_input(x))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.action_of(self.scores(self.preprocess(obs)))
@@ -179,7 +193,7 @@ class RecurrentDeployablePolicy(DeployablePolicy):
         self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         policy = self.policy
-        features = policy.pi_features_extractor(self.preprocess(obs))
+        features = policy.pi_features_extractor(self.network_input(self.preprocess(obs)))
         latent, (h_out, c_out) = policy.lstm_actor(features.unsqueeze(0), (h, c))
         out = policy.action_net(policy.mlp_extractor.forward_actor(latent.squeeze(0)))
         return self.action_of(out), h_out, c_out
@@ -212,7 +226,7 @@ def raw_observations(module, network_states: np.ndarray, dtype) -> np.ndarray:
 
 def raw_markov(module, network_states: np.ndarray) -> np.ndarray:
     """Markov states as a recurrent artifact takes them: the observation part before VecNormalize's statistics."""
-    obs_dim = int(np.prod(module.policy.observation_space.shape))
+    obs_dim = module.obs_dim
     states = np.asarray(network_states, dtype=np.float32)
     raw = raw_observations(module, states[:, :obs_dim], np.float32)
     return np.concatenate([raw.reshape(len(states), -1), states[:, obs_dim:]], axis=1)

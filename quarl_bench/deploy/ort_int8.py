@@ -135,13 +135,21 @@ def _output_axis(node) -> int:
 
 
 def fp32_layers(model: bytes, observations: np.ndarray) -> list[str]:
-    """The nodes ``ort-int8-static`` keeps in fp32: the first MatMul/Gemm for vector (non-uint8) observations."""
+    """The nodes ``ort-int8-static`` keeps in fp32: the first MatMul/Gemm for vector (non-uint8) observations, and
+    for a Dict policy every node before it (its normalisation, the slicing and concatenation of its keys: ORT put
+    the normalised observation on a per-tensor uint8 grid there, 58 steps from the claim, whose observation stays
+    fp32)."""
     import onnx
 
     if observations.dtype == np.uint8:
         return []
-    nodes = onnx.load_from_string(model).graph.node
-    return [node.name for node in nodes if node.op_type in MATRIX_OPS][:1]
+    nodes = list(onnx.load_from_string(model).graph.node)
+    first = next((i for i, node in enumerate(nodes) if node.op_type in MATRIX_OPS), None)
+    if first is None:
+        return []
+    before = nodes[:first]
+    keys = [node.name for node in before] if any(node.op_type == "Concat" for node in before) else []
+    return [*keys, nodes[first].name]
 
 
 def on_claim_grid(model, source_weights: dict) -> None:

@@ -156,7 +156,7 @@ def artifact_parity(
     :func:`parity`), on the agent's fixed fp32-visited states (``detail``: filled with the gate's states, the claimed
     actions and what :func:`parity` records).
 
-    :raises QuarlError: for a policy with no fixed-state set (dict observations).
+    :raises QuarlError: for a policy with no fixed-state set (a Dict observation with non-vector keys).
     """
     import torch
 
@@ -169,7 +169,10 @@ def artifact_parity(
     policy.set_training_mode(False)
     states = fixed_states(agent.ref.content_hash, policy, agent.make_env)
     if not len(states):
-        raise QuarlError("parity gate: this policy has no fixed-state set (dict observations): expected a Box one")
+        raise QuarlError(
+            "parity gate: this policy has no fixed-state set (a Dict observation whose keys are not vectors): "
+            "expected a Box observation or a Dict of vector Boxes"
+        )
     raw = module.raw_states(states)  # a recurrent form's fixed states are Markov states [obs | h | c]
     with torch.no_grad():  # what predict does; the fast greedy paths leave it to the caller
         claimed_actions = greedy_actions(reference)(states)

@@ -8,7 +8,6 @@ from collections.abc import Callable
 import numpy as np
 from stable_baselines3.common.policies import BasePolicy
 
-from quarl_bench.errors import QuarlError
 from quarl_bench.types import CALIBRATION_SEED
 
 CALIBRATION_ENVS = 10  # fixed, so a calibration set does not depend on how many envs an evaluation plays
@@ -22,22 +21,20 @@ def visited_states(policy: BasePolicy, make_env: Callable, count: int, seed: int
     observations): whole episodes, so landings and late-episode states are in the set, not only starts. ``seed``
     replaces ``CALIBRATION_SEED`` for a set of another use (fixed-state fidelity). A recurrent policy carries its
     state through the episodes, and its states are Markov states, ``[obs | h | c]``
-    (:mod:`~quarl_bench.families.recurrent`)."""
+    (:mod:`~quarl_bench.families.recurrent`); a Dict policy's are flat rows (:mod:`quarl_bench.observation_layout`)."""
     from quarl_bench.zoo.policy import as_policy
 
     n_envs = min(CALIBRATION_ENVS, count)
     env = make_env(n_envs, seed)
     try:
         observations = env.reset()
-        if isinstance(observations, dict):
-            raise QuarlError("calibration states: dict observations are not supported; expected a Box observation")
         states: list[np.ndarray] = []
         ended = np.zeros(n_envs, dtype=bool)
         acting = as_policy(policy)
         memory, starts = acting.initial_state(n_envs), np.ones(n_envs, dtype=bool)
         while (not ended.all() or len(states) * n_envs < count) and len(states) * n_envs < MAX_STEPS_PER_STATE * count:
-            observed = np.asarray(observations).copy()
-            states.append(acting.acted_states(observed, memory, starts))
+            # a copy: the env's next step may write into its observation buffer
+            states.append(np.array(acting.acted_states(observations, memory, starts)))
             actions, memory = acting.act(observations, memory, starts, deterministic=True)
             observations, _, dones, _ = env.step(actions)
             starts = np.asarray(dones, dtype=bool)

@@ -40,7 +40,7 @@ def fixed_states(agent_hash: str, policy: BasePolicy, make_env: Callable) -> np.
         try:
             with native_output_silenced():  # pybullet prints "argv[0]=" from C when an env is first reset
                 _cache[agent_hash] = visited_states(policy, make_env, count, FIXED_STATES_SEED)
-        except QuarlError:  # dict observations: no fixed set
+        except QuarlError:  # a Dict observation with keys that are not vectors: no fixed set
             _cache[agent_hash] = np.empty((0,))
     return _cache[agent_hash]
 

@@ -25,6 +25,8 @@ from quarl_bench.registry import Registry
 # A policy object of some family. Its sub-networks are attributes that torch's stubs type as ``Tensor | Module``
 # (``nn.Module.__getattr__``), so a family reads them untyped; its ``matches`` says which objects it takes.
 PolicyObject = Any
+# What a features extractor takes: a tensor, or a Dict policy's tensor per key (its CombinedExtractor concatenates)
+NetworkInput = torch.Tensor | dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,9 @@ class PolicyFamily:
         """Whether its continuous actions come out in [-1, 1] to be unscaled to the bounds (else clipped)."""
         return bool(getattr(policy, "squash_output", False))
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
-        """The network's output on preprocessed observations: logits / values, or the continuous action."""
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
+        """The network's output on preprocessed observations (a Dict policy's per key): logits / values, or the
+        continuous action."""
         raise NotImplementedError
 
     def acting_chain(self, policy: PolicyObject) -> ActingChain:
@@ -111,8 +114,11 @@ class PolicyFamily:
 
     def play(self, policy: PolicyObject, states: np.ndarray) -> None:
         """Act on stored ``states`` exactly as evaluation acts (for hooks to see): a recurrent policy's states are
-        Markov states (:mod:`quarl_bench.families.recurrent`)."""
-        policy.predict(states, deterministic=True)
+        Markov states (:mod:`quarl_bench.families.recurrent`), a Dict policy's flat rows
+        (:mod:`quarl_bench.observation_layout`)."""
+        from quarl_bench.observation_layout import as_observations
+
+        policy.predict(as_observations(getattr(policy, "observation_space", None), states), deterministic=True)
 
     def state_lstm(self, policy: PolicyObject) -> nn.LSTM | None:
         """The LSTM whose state it carries from step to step; None: it carries none."""

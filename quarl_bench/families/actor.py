@@ -9,7 +9,7 @@ from stable_baselines3.sac.policies import SACPolicy
 from stable_baselines3.td3.policies import TD3Policy
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, register_family
+from quarl_bench.families import ActingChain, NetworkInput, Output, PolicyFamily, PolicyObject, register_family
 
 
 class SeparateActor(PolicyFamily):
@@ -23,7 +23,7 @@ class SeparateActor(PolicyFamily):
     def squashed(self, policy: PolicyObject) -> bool:
         return True
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
         actor = policy.actor
         if hasattr(actor, "latent_pi"):
             return torch.tanh(actor.mu(actor.latent_pi(actor.features_extractor(x))))

@@ -13,7 +13,15 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, distribution_output, register_family
+from quarl_bench.families import (
+    ActingChain,
+    NetworkInput,
+    Output,
+    PolicyFamily,
+    PolicyObject,
+    distribution_output,
+    register_family,
+)
 
 SHARED_EXTRACTOR = "features_extractor"
 SHAPE = ("pi_features_extractor", "mlp_extractor", "action_net", "value_net", "get_distribution", "action_dist")
@@ -51,7 +59,7 @@ class ActorCritic(PolicyFamily):
             return tuple(prefix for prefix in self.acting if prefix != SHARED_EXTRACTOR)
         return self.acting
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
         return policy.action_net(policy.mlp_extractor.forward_actor(policy.pi_features_extractor(x)))
 
     def acting_chain(self, policy: PolicyObject) -> ActingChain:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import torch
 from sb3_contrib.ars.policies import ARSPolicy
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, network_output, register_family
+from quarl_bench.families import (
+    ActingChain,
+    NetworkInput,
+    Output,
+    PolicyFamily,
+    PolicyObject,
+    network_output,
+    register_family,
+)
 
 
 class ARS(PolicyFamily):
@@ -16,7 +24,7 @@ class ARS(PolicyFamily):
     def matches(self, policy: PolicyObject) -> bool:
         return isinstance(policy, ARSPolicy)
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
         return policy.action_net(policy.features_extractor(x))
 
     def acting_chain(self, policy: PolicyObject) -> ActingChain:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, network_output, register_family
+from quarl_bench.families import (
+    ActingChain,
+    NetworkInput,
+    Output,
+    PolicyFamily,
+    PolicyObject,
+    network_output,
+    register_family,
+)
 
 
 class Module(PolicyFamily):
@@ -21,7 +29,7 @@ class Module(PolicyFamily):
     def squashed(self, policy: PolicyObject) -> bool:
         return False  # its actions are clipped to the bounds
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
         return policy.module(x)
 
     def acting_chain(self, policy: PolicyObject) -> ActingChain:

@@ -9,7 +9,7 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.dqn.policies import DQNPolicy
 from torch import nn
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, register_family
+from quarl_bench.families import ActingChain, NetworkInput, Output, PolicyFamily, PolicyObject, register_family
 
 
 class QValues(PolicyFamily):
@@ -20,7 +20,7 @@ class QValues(PolicyFamily):
     def matches(self, policy: PolicyObject) -> bool:
         return isinstance(policy, DQNPolicy)
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
         return policy.q_net.q_net(policy.q_net.features_extractor(x))
 
     def acting_chain(self, policy: PolicyObject) -> ActingChain:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from sb3_contrib.qrdqn.policies import QRDQNPolicy
 
-from quarl_bench.families import ActingChain, Output, PolicyFamily, PolicyObject, register_family
+from quarl_bench.families import ActingChain, NetworkInput, Output, PolicyFamily, PolicyObject, register_family
 
 
 class Quantile(PolicyFamily):
@@ -18,7 +18,7 @@ class Quantile(PolicyFamily):
     def matches(self, policy: PolicyObject) -> bool:
         return isinstance(policy, QRDQNPolicy)
 
-    def scores(self, policy: PolicyObject, x: torch.Tensor) -> torch.Tensor:
+    def scores(self, policy: PolicyObject, x: NetworkInput) -> torch.Tensor:
         net = policy.quantile_net
         quantiles = net.quantile_net(net.features_extractor(x)).view(-1, net.n_quantiles, net.action_space.n)
         return quantiles.mean(dim=1)

@@ -81,27 +81,32 @@ def claim_calibration_states(agent, count: int) -> np.ndarray:
     env.close()
     if normalizer is None or not normalizer.norm_obs:
         return states
-    return np.asarray(normalizer.unnormalize_obs(states), dtype=np.float32)
+    from quarl_bench.observation_layout import applied_flat
+
+    space = agent.model.policy.observation_space
+    return np.asarray(applied_flat(space, states, normalizer.unnormalize_obs), dtype=np.float32)
 
 
 def deploy_calibration_states(agent, count: int, seed: int, n_envs: int = 4) -> np.ndarray:
     """``count`` raw observations the fp32 policy visits, playing from ``seed``."""
     from quarl_bench.deploy.export import split_normalizer
+    from quarl_bench.observation_layout import as_flat
     from quarl_bench.zoo.policy import normalized_policy
     from quarl_bench.zoo.quiet import native_output_silenced
 
+    space = agent.model.policy.observation_space
     env = agent.make_env(n_envs, seed)
     raw, normalizer = split_normalizer(env)
     reference = normalized_policy(agent.model.policy, normalizer)
     with native_output_silenced():  # pybullet envs print from C when first reset
         states: list[np.ndarray] = []
-        obs = np.asarray(raw.reset())  # a deployed policy's observations are one Box array
+        obs = raw.reset()
         memory, starts = None, np.ones(n_envs, dtype=bool)  # a recurrent policy carries its state
         while sum(len(s) for s in states) < count:
-            states.append(obs)
+            states.append(np.array(as_flat(space, obs)))  # a deployed policy takes one array (a Dict's keys flat)
             actions, memory = reference.predict(obs, memory, starts, deterministic=True)
-            next_obs, _, dones, _ = raw.step(actions)
-            obs, starts = np.asarray(next_obs), np.asarray(dones, dtype=bool)
+            obs, _, dones, _ = raw.step(actions)
+            starts = np.asarray(dones, dtype=bool)
     env.close()
     return np.concatenate(states)[:count]
 
@@ -186,7 +191,13 @@ def evaluate_job(agent, job: Job, driver: dict[str, Any], eval_workers: int = 1)
         run = runner(artifact, threads=1)
         reference = None if target.backend == "torch-fp32" else normalized_policy(policy, normalizer)
         raw_envs = lambda n_envs, seed: split_normalizer(agent.make_env(n_envs, seed))[0]  # noqa: E731
-        episodes = play_job(agent, job, artifact_policy(run, policy.action_space), reference, make_env=raw_envs)
+        episodes = play_job(
+            agent,
+            job,
+            artifact_policy(run, policy.action_space, policy.observation_space),
+            reference,
+            make_env=raw_envs,
+        )
         timing = latency(run, sample[0])
         timing["batch64_obs_per_s"] = throughput(run, sample)
     deployment = {

@@ -22,7 +22,10 @@ class RandomActions:
         self.action_space = action_space
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
-        n_envs = len(episode_start) if episode_start is not None else len(observation)
+        if episode_start is not None:
+            n_envs = len(episode_start)
+        else:  # a Dict observation's rows are its keys' (len of the dict is its number of keys)
+            n_envs = len(next(iter(observation.values())) if isinstance(observation, dict) else observation)
         return np.stack([self.action_space.sample() for _ in range(n_envs)]), state
 
     def decision_values(self, observation: np.ndarray) -> np.ndarray:

@@ -6,6 +6,10 @@ A condition is ``name=severity`` pairs, comma-separated (``obs-noise=0.1,action-
 ``name~a/b/c``, draws the severity of each episode uniformly from the list (the suite's distribution, decided over in
 one certification), where ``name=a/b/c`` is a grid of three conditions (certify's), decided one by one.
 
+An observation kind may name what it perturbs: ``obs-noise-raw@desired_goal=0.01`` (one key of a Dict observation:
+the goal estimate), ``obs-noise@3=0.1`` or ``obs-noise@0:3=0.1`` (dimensions of a Box, or of the flat Dict);
+without a target it perturbs every value the policy sees.
+
 A kind says what it touches: the ``observation`` the policy sees, the ``action`` the env receives, the ``reset``
 (where an episode starts) or the ``dynamics`` (a parameter of the simulator, scaled per episode), its severity's
 range, and the hooks :class:`~quarl_bench.evaluation.perturbations.PerturbedEnv` calls. A new perturbation is one
@@ -51,7 +55,9 @@ class PerturbationKind:
     :param accepts: ``env_id -> bool``: whether this env has what it perturbs (a dynamics parameter, a start range).
     :param why_not: what a refusal says where ``accepts`` is False (before the list of what the env accepts).
     :param scaled: an observation kind that reads each dimension's spread (``scale``: the fp32 policy's fixed states
-        are measured for it); False: it needs none, and also plays on a Dict observation, key by key.
+        are measured for it); False: it needs none, and plays on a Dict observation key by key.
+    :param raw: an observation kind applied to the observation as the env makes it (its own units: metres,
+        radians), before the agent's normalisation; else to what the policy sees, after it.
     """
 
     name: str
@@ -70,6 +76,7 @@ class PerturbationKind:
     accepts: Callable[[str], bool] = lambda env_id: True
     why_not: str = "the env has no such parameter"
     scaled: bool = True
+    raw: bool = False
 
     def __post_init__(self) -> None:
         if self.touches not in TOUCHES:
@@ -134,8 +141,15 @@ class Perturbation:
 
     def touching(self, what: str) -> list[PerturbationKind]:
         """The kinds it uses that touch ``what`` (``action``, ...), in their order of application."""
-        found = [PERTURBATIONS.get(name) for name in self.names]
+        found = {kind_of(name) for name in self.names}
         return sorted((kind for kind in found if kind.touches == what), key=lambda kind: (kind.order, kind.name))
+
+    def terms(self, what: str) -> list[Term]:
+        """Each ``name[@target]`` it uses that touches ``what``, with its kind, in their order of application."""
+        found = [Term(name, kind_of(name), target_of(name)) for name in self.names]
+        return sorted(
+            (term for term in found if term.kind.touches == what), key=lambda term: (term.kind.order, term.name)
+        )
 
     @property
     def dynamics(self) -> tuple[str, ...]:
@@ -157,7 +171,44 @@ class Perturbation:
         return "", 0.0
 
 
-EXAMPLE = "e.g. obs-noise=0.1 or masspole=0.2"
+@dataclass(frozen=True)
+class Term:
+    """One ``name[@target]`` of a condition: its name in the condition (the key of its severity), its kind, and
+    what it perturbs ('' for everything the kind touches; a Dict key, or Box dimensions ``i`` / ``i:j``)."""
+
+    name: str
+    kind: PerturbationKind
+    target: str = ""
+
+
+def kind_of(name: str) -> PerturbationKind:
+    """The registered kind of a condition's ``name[@target]``."""
+    return PERTURBATIONS.get(name.partition("@")[0])
+
+
+def target_of(name: str) -> str:
+    """What ``name[@target]`` perturbs ('' for everything its kind touches)."""
+    return name.partition("@")[2]
+
+
+def dimensions(target: str, size: int) -> slice | None:
+    """The columns a dimension target (``3``, ``0:3``) names in a vector of ``size``, or None for a key name.
+
+    :raises QuarlError: for dimensions outside the vector.
+    """
+    start, colon, stop = target.partition(":")
+    if not start.isdigit() or (colon and not stop.isdigit()):
+        return None
+    columns = slice(int(start), int(stop) if colon else int(start) + 1)
+    if not columns.start < columns.stop <= size:
+        raise QuarlError(
+            f"bad perturbation target @{target}: the observation has {size} dimensions, expected i or i:j "
+            f"with 0 <= i < j <= {size}"
+        )
+    return columns
+
+
+EXAMPLE = "e.g. obs-noise=0.1, obs-noise-raw@desired_goal=0.01 or masspole=0.2"
 
 
 def parse_perturbation(text: str) -> Perturbation:
@@ -194,11 +245,22 @@ def parse_perturbation(text: str) -> Perturbation:
 
 
 def _kind(name: str, part: str) -> PerturbationKind:
-    if name not in PERTURBATIONS:
+    base, at, target = name.partition("@")
+    if base not in PERTURBATIONS:
         raise QuarlError(
             f"bad perturbation {part!r}: expected NAME=SEVERITY with NAME one of {', '.join(k.name for k in kinds())}"
         )
-    return PERTURBATIONS.get(name)
+    kind = PERTURBATIONS.get(base)
+    if at and kind.touches != "observation":
+        raise QuarlError(
+            f"bad perturbation {part!r}: {base} touches the {kind.touches}, which has no parts to name; expected "
+            "@TARGET on an observation kind only"
+        )
+    if at and not target.replace("_", "").replace(":", "").replace("-", "").isalnum():
+        raise QuarlError(
+            f"bad perturbation {part!r}: expected {base}@KEY (a Dict observation's key) or {base}@i / @i:j (dimensions)"
+        )
+    return kind
 
 
 def _severity(kind: PerturbationKind, value: str, part: str) -> float:

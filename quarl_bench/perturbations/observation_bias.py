@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from quarl_bench.perturbations import PerturbationKind, register_perturbation
-from quarl_bench.perturbations.observation_noise import box_observations
 
 
 def observe(
@@ -26,7 +25,5 @@ register_perturbation(
         "a per-episode offset, x each dimension's spread",
         order=10,
         observe=observe,
-        accepts=box_observations,
-        why_not="its observations are a Dict, whose per-dimension spread quarl-bench does not measure",
     )
 )

@@ -147,7 +147,7 @@ def make_eval_env(
     register_env_packages()
     register_env(env_id)
     with gym_pickle_alias(), native_output_silenced(), contextlib.redirect_stdout(io.StringIO()), missing_extra():
-        return create_test_env(
+        venv = create_test_env(
             env_id,
             n_envs=n_envs,
             stats_path=stats_path,
@@ -159,6 +159,30 @@ def make_eval_env(
             # Atari too, see eval_workers)
             vec_env_cls=DummyVecEnv,
         )
+    reproducible_resets(venv)
+    return venv
+
+
+def reproducible_resets(venv: VecEnv) -> None:
+    """Resets without a seed drawn from the env's own seeded generator, for envs whose own such resets draw from
+    the OS: panda-gym 3 reseeds its task (the goal) with ``np_random(None)`` on every reset, so the episodes after
+    the first of an auto-resetting VecEnv (calibration and fixed-state play) differed from run to run."""
+    inner: Any = venv
+    while hasattr(inner, "venv"):
+        inner = inner.venv
+    for env in getattr(inner, "envs", []):
+        base = env.unwrapped
+        if type(base).__module__.startswith("panda_gym."):
+            base.reset = _seeded_from_own_generator(base, base.reset)
+
+
+def _seeded_from_own_generator(env: Any, reset: Any) -> Any:
+    def seeded_reset(*, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if seed is None:
+            seed = int(env.np_random.integers(2**31 - 1))
+        return reset(seed=seed, options=options)
+
+    return seeded_reset
 
 
 @contextlib.contextmanager

@@ -6,6 +6,8 @@ values, its acting layers) instead of branching on what they hold. The kinds:
 - ``sb3``: a Stable-Baselines3 policy (every algorithm of :data:`~quarl_bench.zoo.algorithms.ALGOS`);
 - ``recurrent``: sb3-contrib's ``RecurrentActorCriticPolicy``: it acts on Markov states ``[obs | h | c]``
   (:mod:`quarl_bench.families.recurrent`);
+- ``dict``: an SB3 policy on Dict observations (goal-conditioned): its states are flat rows, the keys concatenated
+  in a declared order (:mod:`quarl_bench.observation_layout`);
 - ``module`` / ``onnx``: a user's torch module or ONNX graph as an SB3 policy (:mod:`quarl_bench.zoo.foreign`);
 - ``artifact``: an exported artifact's runner (:func:`artifact_policy`, a recurrent one carrying its state), on raw
   observations; ``normalized``: an SB3 policy fed raw observations, normalising them as its VecNormalize would
@@ -155,6 +157,37 @@ class SB3Policy(Policy):
         return list(acting_layers(self.network))
 
 
+class DictSB3Policy(SB3Policy):
+    """A Stable-Baselines3 policy on Dict observations (goal-conditioned, HER): it acts on the Dict, and the states
+    it is asked about are flat rows, its keys concatenated in the order :mod:`~quarl_bench.observation_layout`
+    declares (what calibration, the fixed-state set and an exported artifact hold)."""
+
+    kind = "dict"
+
+    def acted_states(self, observation: Any, state: Any, starts: np.ndarray | None) -> np.ndarray:
+        from quarl_bench.observation_layout import layout_of
+
+        layout = layout_of(self.observation_space)
+        assert layout is not None  # as_policy gives this adapter to Dict observation spaces only
+        return layout.flatten(observation) if isinstance(observation, dict) else np.array(observation)
+
+    def greedy(self) -> Greedy:
+        from quarl_bench.observation_layout import as_observations
+
+        space = self.observation_space
+        return lambda states: self.network.predict(as_observations(space, states), None, None, True)[0]
+
+    def probabilities(self, observation: Any, state: Any, starts: np.ndarray | None) -> tuple[np.ndarray, Any]:
+        from quarl_bench.observation_layout import as_observations
+
+        return super().probabilities(as_observations(self.observation_space, observation), state, starts)
+
+    def decision_values(self, states: np.ndarray) -> np.ndarray | None:
+        from quarl_bench.observation_layout import as_observations
+
+        return super().decision_values(as_observations(self.observation_space, states))
+
+
 class ModulePolicy(SB3Policy):
     """A user's torch module (:class:`~quarl_bench.zoo.foreign.UserModulePolicy`): logits or actions."""
 
@@ -255,7 +288,7 @@ def as_policy(network: Any) -> Policy:
     if is_recurrent(network):
         return RecurrentSB3Policy(network)
     if isinstance(network, BasePolicy):
-        return SB3Policy(network)
+        return DictSB3Policy(network) if isinstance(network.observation_space, spaces.Dict) else SB3Policy(network)
     if not hasattr(network, "predict"):
         raise TypeError(f"cannot act with a {type(network).__name__}: expected an SB3 policy or an object with predict")
     return StatefulPredictor(network) if getattr(network, "carries_state", False) else Policy(network)
@@ -273,13 +306,17 @@ class StatefulPredictor(Policy):
 
 
 class _ArtifactRun:
-    """An artifact's runner with SB3's ``predict`` (what the evaluation loop calls on an adapter's network)."""
+    """An artifact's runner with SB3's ``predict`` (what the evaluation loop calls on an adapter's network); a Dict
+    observation is given to it flat, its keys concatenated as the artifact's layout declares."""
 
-    def __init__(self, run: Any, action_space: spaces.Space) -> None:
-        self.run, self.action_space = run, action_space
+    def __init__(self, run: Any, action_space: spaces.Space, observation_space: spaces.Space | None = None) -> None:
+        self.run, self.action_space, self.observation_space = run, action_space, observation_space
         self.carries_state = hasattr(run, "step")  # a recurrent runner steps a state
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        from quarl_bench.observation_layout import as_flat
+
+        observation = as_flat(self.observation_space, observation)
         if not self.carries_state:
             return self.run(np.asarray(observation)), state
         from quarl_bench.families.recurrent import started
@@ -295,8 +332,8 @@ class ArtifactPolicy(Policy):
     kind = "artifact"
     torch_layers = False
 
-    def __init__(self, run: Any, action_space: spaces.Space) -> None:
-        super().__init__(_ArtifactRun(run, action_space))
+    def __init__(self, run: Any, action_space: spaces.Space, observation_space: spaces.Space | None = None) -> None:
+        super().__init__(_ArtifactRun(run, action_space, observation_space))
 
     @property
     def carries_state(self) -> bool:
@@ -306,9 +343,11 @@ class ArtifactPolicy(Policy):
         return stateful_follower(self.network) if self.carries_state else super().follower()
 
 
-def artifact_policy(run: Any, action_space: spaces.Space) -> ArtifactPolicy:
-    """An artifact's runner in its adapter."""
-    return ArtifactPolicy(run, action_space)
+def artifact_policy(
+    run: Any, action_space: spaces.Space, observation_space: spaces.Space | None = None
+) -> ArtifactPolicy:
+    """An artifact's runner in its adapter (``observation_space``: the env's, where a Dict is given to it flat)."""
+    return ArtifactPolicy(run, action_space, observation_space)
 
 
 class _NormalizedRun:
