@@ -143,3 +143,26 @@ action = session.run(None, {"obs": prepare(obs)[None].astype(np.float32)})[0][0]
 flat = np.concatenate([obs["achieved_goal"], obs["desired_goal"], obs["observation"]])
 print(action.shape, bool(np.array_equal(prepare(obs), flat)))
 """
+
+
+def test_a_failed_gate_names_its_worst_rows_and_the_input_outside_its_range() -> None:
+    """An artifact off by 10 steps on one state, whose second feature lies far outside the other states': the
+    refusal names how many states fail, which, the action dimension and that feature."""
+    from quarl_bench.deploy.parity import failing_rows, parity
+
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(100, 3)).astype(np.float32)
+    states[42, 1] = 40.0
+    claimed = np.tanh(states[:, :2])
+    step = 2 / 255
+
+    def run(observation: np.ndarray) -> np.ndarray:
+        off = np.zeros((len(observation), 2))
+        off[:, 1] = np.where(observation[:, 1] > 30, 10 * step, 0.0)
+        return np.tanh(observation[:, :2]) + off
+
+    figures = parity(run, states, claimed, claimed, None, (-np.ones(2), np.ones(2)), "int8")
+    assert not figures["passed"] and figures["worst_states"][0] == 42 and figures["states_over_limit"] == 1
+    text = failing_rows(figures, ["x", "goal[0]", "z"], states)
+    assert text.startswith("1 of 100 states over the limit (worst: states #42")
+    assert "action dimension 1" in text and "the worst state's goal[0] lies" in text

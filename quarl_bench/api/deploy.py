@@ -15,7 +15,13 @@ import numpy as np
 
 from quarl_bench.api.c_firmware import c_firmware
 from quarl_bench.deploy.contract import contract, readme
-from quarl_bench.deploy.parity import artifact_parity, claimed_spec, degraded_cause, divergence_cause
+from quarl_bench.deploy.parity import (
+    artifact_parity,
+    claimed_spec,
+    degraded_cause,
+    divergence_cause,
+    failing_rows,
+)
 from quarl_bench.errors import QuarlError
 from quarl_bench.types import AgentRef, DeployTarget, QuantSpec
 
@@ -140,6 +146,7 @@ def export_artifact(
     if not parity["passed"] and not allow_divergent:
         raise QuarlError(
             f"parity gate failed for {target.backend}: {parity_text(parity)} (limit: {parity['limit']}); "
+            f"{failing_rows(parity, feature_names(module), detail.get('raw_states'))}"
             f"{divergence_cause(artifact, claimed, parity)}nothing written, pass --allow-divergent to write it anyway"
         )
     worse = [c for c in certification["conditions"] if c["against_fp32"]["verdict"] == "unsafe"]
@@ -372,6 +379,12 @@ def _arm_means(store: ResultStore, keys: list[str], certifier: Any, alpha: float
         interval = certifier.test(alpha).mean_interval(np.asarray(values, dtype=float))
         summaries.append({"mean": interval.mean, "lower": interval.lower, "upper": interval.upper})
     return summaries[0], summaries[1]
+
+
+def feature_names(module: Any) -> list[str]:
+    """The artifact's input columns by name (a Dict's ``key[i]``; else ``obs[i]``)."""
+    layout = getattr(module, "layout", None)
+    return layout.features() if layout is not None else []
 
 
 def spec_text(spec: QuantSpec) -> str:

@@ -115,12 +115,16 @@ def parity(
     calm = moved <= np.quantile(moved, 1 - NEAR_TIE_SHARE)
     detail.update(counted=calm, measure="steps", limit=STEP_LIMIT, step=step.tolist())
     figure = float(steps[calm].max()) if calm.any() else 0.0
+    per_dimension = (np.abs(actions - claimed) / step)[calm] if calm.any() else np.zeros((1, len(step)))
     figures = {
         "states": n,
         "step": step.tolist(),
         "max_error_steps": float(steps.max()),
         "max_error_steps_outside_sensitive": figure,
         "median_error_steps": float(np.median(steps)),
+        "states_over_limit": int((steps[calm] > STEP_LIMIT).sum()),
+        "worst_states": [int(i) for i in np.argsort(np.where(calm, steps, -1.0))[::-1][:5]],
+        "worst_action_dimension": int(per_dimension.max(axis=0).argmax()),
     }
     return _verdict(
         figures, figure <= STEP_LIMIT, f"largest error outside the sensitive quarter <= {STEP_LIMIT:g} steps"
@@ -188,6 +192,29 @@ def artifact_parity(
     spans = np.ptp(np.asarray(raw, np.float64).reshape(len(raw), -1), axis=0)
     spans = spans[spans > 0]
     return found | {"observation_span_ratio": float(spans.max() / spans.min()) if len(spans) else 1.0}
+
+
+def failing_rows(parity: dict[str, Any], feature_names: list[str], raw_states: np.ndarray | None) -> str:
+    """Which rows a failed continuous gate fails on: how many states exceed the limit, the worst ones (their index
+    in the fixed-state set), the action dimension that carries the error, and the observation feature of the worst
+    state farthest outside the set's 1-99% range (an input the calibration saw little of), where one is."""
+    if parity.get("passed", True) or "worst_states" not in parity:
+        return ""
+    worst = parity["worst_states"]
+    text = (
+        f"{parity['states_over_limit']} of {parity['states']} states over the limit (worst: states "
+        f"{', '.join(f'#{i}' for i in worst[:3])}; action dimension {parity['worst_action_dimension']})"
+    )
+    if raw_states is not None and len(raw_states):
+        rows = np.asarray(raw_states, np.float64).reshape(len(raw_states), -1)
+        low, high = np.quantile(rows, 0.01, axis=0), np.quantile(rows, 0.99, axis=0)
+        span = np.where(high > low, high - low, 1.0)
+        beyond = np.maximum(low - rows[worst[0]], rows[worst[0]] - high) / span
+        column = int(beyond.argmax())
+        if beyond[column] > 0:
+            name = feature_names[column] if column < len(feature_names) else f"obs[{column}]"
+            text += f"; the worst state's {name} lies {beyond[column]:.2f} spans outside the states' 1-99% range"
+    return text + "; "
 
 
 def divergence_cause(artifact: Any, claimed: QuantSpec, parity: dict[str, Any]) -> str:
