@@ -116,7 +116,7 @@ def parity(
     detail.update(counted=calm, measure="steps", limit=STEP_LIMIT, step=step.tolist())
     figure = float(steps[calm].max()) if calm.any() else 0.0
     per_dimension = (np.abs(actions - claimed) / step)[calm] if calm.any() else np.zeros((1, len(step)))
-    figures = {
+    figures: dict[str, Any] = {
         "states": n,
         "step": step.tolist(),
         "max_error_steps": float(steps.max()),
