@@ -94,7 +94,7 @@ def parity(
         near_tie = gaps <= np.quantile(gaps, NEAR_TIE_SHARE)
         detail.update(counted=~near_tie, limit=FLIP_LIMIT)
         figure = float(flipped[~near_tie].mean()) if (~near_tie).any() else 0.0
-        figures = {
+        figures: dict[str, Any] = {
             "states": n,
             "flip_rate": float(flipped.mean()),
             "flip_rate_near_ties": float(flipped[near_tie].mean()) if near_tie.any() else 0.0,
@@ -116,7 +116,7 @@ def parity(
     detail.update(counted=calm, measure="steps", limit=STEP_LIMIT, step=step.tolist())
     figure = float(steps[calm].max()) if calm.any() else 0.0
     per_dimension = (np.abs(actions - claimed) / step)[calm] if calm.any() else np.zeros((1, len(step)))
-    figures: dict[str, Any] = {
+    figures = {
         "states": n,
         "step": step.tolist(),
         "max_error_steps": float(steps.max()),
