@@ -166,3 +166,25 @@ def test_a_failed_gate_names_its_worst_rows_and_the_input_outside_its_range() ->
     text = failing_rows(figures, ["x", "goal[0]", "z"], states)
     assert text.startswith("1 of 100 states over the limit (worst: states #42")
     assert "action dimension 1" in text and "the worst state's goal[0] lies" in text
+
+
+def test_wider_starts_on_a_panda_task_widen_its_goal_range_in_x_and_y() -> None:
+    """init-spread=1 on PandaReach: goals drawn from a range twice as wide in x and y (z unchanged, above the table),
+    by the env's own seeded generator, so two wrappers of one seed draw the same goals."""
+    pytest.importorskip("panda_gym")
+    from quarl_bench.evaluation.perturbations import PerturbedEnv, condition_for
+    from quarl_bench.zoo.quiet import native_output_silenced
+
+    condition = parse_perturbation(condition_for("init-spread=1", "PandaReach-v3"))
+    goals = []
+    for _ in range(2):
+        with native_output_silenced():
+            venv = DummyVecEnv([lambda: gym.make("PandaReach-v3")])
+            venv.seed(4)
+            env = PerturbedEnv(venv, condition, 0, None)
+        task = env.bases[0].task
+        assert task.goal_range_low.tolist() == pytest.approx([-0.3, -0.3, 0.0])
+        assert task.goal_range_high.tolist() == pytest.approx([0.3, 0.3, 0.3])
+        goals.append(env.reset()["desired_goal"].copy())
+        env.close()
+    assert np.array_equal(goals[0], goals[1])

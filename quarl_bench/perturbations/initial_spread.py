@@ -1,6 +1,7 @@
 """``init-spread=s``: wider initial states, the range the env draws its start from (1 + s) times as wide about its
 centre (CartPole's, Acrobot's and MountainCar's reset bounds, Pendulum's initial angular velocity, a MuJoCo env's
-reset noise scale); the env's own seeded generator draws the start, so paired episodes start alike."""
+reset noise scale, a panda-gym task's goal and object ranges in x and y); the env's own seeded generator draws the
+start, so paired episodes start alike."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ def widen_start(env: Any, severity: float) -> None:
     if hasattr(env, "_reset_noise_scale"):
         env._reset_noise_scale = env._reset_noise_scale * factor
         return
+    task = getattr(env, "task", None)
+    if task is not None and hasattr(task, "goal_range_low"):
+        for name in ("goal_range", "obj_range"):
+            if hasattr(task, f"{name}_low"):
+                _widen_horizontally(task, name, factor)
+        return
     wider = wider_start_options(env.spec.id, factor)
     reset = env.reset
 
@@ -43,10 +50,33 @@ def widen_start(env: Any, severity: float) -> None:
     env.reset = wider_reset
 
 
+def _widen_horizontally(task: Any, name: str, factor: float) -> None:
+    """A panda-gym task's ``name`` range (goal or object) ``factor`` times as wide in x and y about its centre; z
+    keeps its range (wider below would put goals inside the table)."""
+    low, high = getattr(task, f"{name}_low").astype(float), getattr(task, f"{name}_high").astype(float)
+    centre, half = (low + high) / 2, (high - low) / 2
+    low[:2], high[:2] = centre[:2] - half[:2] * factor, centre[:2] + half[:2] * factor
+    setattr(task, f"{name}_low", low)
+    setattr(task, f"{name}_high", high)
+
+
+def is_panda_task(env_id: str) -> bool:
+    """Whether ``env_id`` is a panda-gym robot task (its goal and object ranges are what init-spread widens)."""
+    import gymnasium as gym
+
+    from quarl_bench.zoo.envs import register_env_packages
+
+    register_env_packages()
+    try:
+        return "panda_gym" in str(gym.spec(env_id).entry_point)
+    except gym.error.Error:
+        return False
+
+
 def accepts(env_id: str) -> bool:
     from quarl_bench.perturbations.dynamics import is_mujoco
 
-    return wider_start_options(env_id, 1.0) is not None or is_mujoco(env_id)
+    return wider_start_options(env_id, 1.0) is not None or is_mujoco(env_id) or is_panda_task(env_id)
 
 
 register_perturbation(
@@ -59,6 +89,7 @@ register_perturbation(
         mixable=False,
         wrap=widen_start,
         accepts=accepts,
-        why_not=f"expected an env whose start quarl-bench can widen ({', '.join(RESET_BOUNDS)}, Pendulum or a MuJoCo env)",
+        why_not=f"expected an env whose start quarl-bench can widen ({', '.join(RESET_BOUNDS)}, Pendulum, a MuJoCo env "
+        "or a panda-gym task)",
     )
 )
