@@ -19,6 +19,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from quarl_bench.errors import QuarlError
+from quarl_bench.types import file_name
 
 # rl-zoo3's policies are small MLPs: beside a busy process on 2 cores one torch thread trained 100,000 PPO CartPole
 # steps in 56.8 s against 97.3 s with the default (quiet: 19.1 s and 18.9 s), and a subprocess inherits no thread
@@ -132,6 +133,9 @@ def train_baseline(
         if not finished:
             for folder in set(run_folders(cache_dir, algo, env_id)) - before:
                 if checkpoints(folder):  # kept: --resume continues from its latest checkpoint
+                    # rl-zoo3 saves the model it has when interrupted as if it were the final one: the run did not
+                    # finish its budget, so that file must not make the folder look finished (its child is dead now)
+                    (folder / f"{file_name(env_id)}.zip").unlink(missing_ok=True)
                     print(
                         f"Kept {folder}: checkpoint at {max(checkpoints(folder))} steps; `quarl-bench train --algo "
                         f"{algo} --env {env_id} --resume` continues it",
@@ -197,8 +201,6 @@ def checkpoints(folder: Path) -> dict[int, Path]:
 
 def latest_checkpoint(cache_dir: Path, algo: str, env_id: str) -> tuple[Path, int] | None:
     """The latest checkpoint of an unfinished run of the pair (one without its final ``{env}.zip``), or None."""
-    from quarl_bench.types import file_name
-
     found = [
         (steps, path)
         for folder in run_folders(cache_dir, algo, env_id)
