@@ -5,17 +5,8 @@ goal estimated to 1 cm) or ``@i:j`` it perturbs that part only."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
 from quarl_bench.perturbations import PerturbationKind, register_perturbation
-
-
-def observe(observation: np.ndarray, severity: float, memory: dict, rng: np.random.Generator, scale: Any) -> Any:
-    noise = severity * rng.standard_normal(np.shape(observation))
-    return (np.asarray(observation, dtype=np.float32) + noise).astype(np.float32)
-
+from quarl_bench.perturbations.observation_noise_abs import observe  # the same draw; only where it applies differs
 
 register_perturbation(
     PerturbationKind(
