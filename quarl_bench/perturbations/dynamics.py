@@ -1,9 +1,10 @@
 """A dynamics parameter, ``PARAM=s``: the env's ``PARAM`` is scaled by a factor drawn from U[1 - s, 1 + s] at every
 episode's start. CartPole's ``masspole``, ``length``, ``force_mag``; Pendulum's ``m``, ``l``, ``g``; Acrobot's
 ``link_mass_1``, ``link_mass_2``; MountainCar's ``force``; MountainCarContinuous' ``power``; a MuJoCo env's
-``body_mass``, ``friction`` and ``actuator_gear`` (every body, geom or actuator by the same factor); a panda-gym
-robot task's (PyBullet) ``body_mass`` and ``friction`` (every link of every body: the robot, the table, the object)
-and ``actuator_gear`` (the joints' motor forces)."""
+``body_mass``, ``friction`` and ``actuator_gear`` (every body, geom or actuator by the same factor), gymnasium-robotics'
+tasks' too (a Fetch arm follows a mocap target: its ``actuator_gear`` is the gain on the commanded displacement); a
+panda-gym robot task's (PyBullet) ``body_mass`` and ``friction`` (every link of every body: the robot, the table, the
+object) and ``actuator_gear`` (the joints' motor forces)."""
 
 from __future__ import annotations
 
@@ -33,14 +34,17 @@ def family_of(env_id: str) -> str | None:
 
 
 def is_mujoco(env_id: str) -> bool:
-    """Whether ``env_id`` is a MuJoCo env (its model's arrays are what ``body_mass``, ``friction`` and
-    ``actuator_gear`` scale)."""
+    """Whether ``env_id`` is a MuJoCo env, gymnasium's or gymnasium-robotics' (its model's arrays are what
+    ``body_mass``, ``friction`` and ``actuator_gear`` scale)."""
     import gymnasium as gym
 
+    from quarl_bench.zoo.robotics import is_robotics_mujoco
+
     try:
-        return "mujoco" in str(gym.spec(env_id).entry_point)
+        entry_point = str(gym.spec(env_id).entry_point)
     except gym.error.Error:
         return False
+    return "mujoco" in entry_point or is_robotics_mujoco(entry_point)
 
 
 def _derived(env: Any) -> None:
@@ -88,8 +92,25 @@ def _links(env: Any) -> list[tuple[int, int]]:
     return [(body, link) for body in env.sim._bodies_idx.values() for link in range(-1, client.getNumJoints(body))]
 
 
+def _mocap_gain(env: Any) -> np.ndarray:
+    """A Fetch arm's gain: how far it moves per unit of action (x, y, z), 1 as the env is made."""
+    if not hasattr(env, "_mocap_gain"):
+        env._mocap_gain = np.ones(1)
+        set_action = env._set_action
+
+        def scaled_action(action: np.ndarray) -> None:  # the arm's three displacement components, not the gripper
+            action = np.array(action, dtype=float, copy=True)
+            action[:3] *= env._mocap_gain[0]
+            set_action(action)
+
+        env._set_action = scaled_action
+    return env._mocap_gain
+
+
 def _mujoco(name: str, array: str) -> PerturbationKind:
     def read(env: Any) -> np.ndarray:
+        if name == "actuator_gear" and hasattr(env, "initial_gripper_xpos"):  # a Fetch task
+            return np.array(_mocap_gain(env), copy=True)
         if hasattr(env, "model"):
             return np.array(getattr(env.model, array), copy=True)
         if name == "actuator_gear":  # panda-gym: the joints' motor forces
@@ -98,6 +119,9 @@ def _mujoco(name: str, array: str) -> PerturbationKind:
         return np.array([client.getDynamicsInfo(body, link)[index] for body, link in _links(env)])
 
     def write(env: Any, value: np.ndarray) -> None:
+        if name == "actuator_gear" and hasattr(env, "initial_gripper_xpos"):
+            _mocap_gain(env)[:] = value
+            return
         if hasattr(env, "model"):
             getattr(env.model, array)[:] = value
             return

@@ -1,6 +1,6 @@
 """``init-spread=s``: wider initial states, the range the env draws its start from (1 + s) times as wide about its
 centre (CartPole's, Acrobot's and MountainCar's reset bounds, Pendulum's initial angular velocity, a MuJoCo env's
-reset noise scale, a panda-gym task's goal and object ranges in x and y); the env's own seeded generator draws the
+reset noise scale, a panda-gym or gymnasium-robotics Fetch task's goal and object ranges in x and y); the env's own seeded generator draws the
 start, so paired episodes start alike."""
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def widen_start(env: Any, severity: float) -> None:
             if hasattr(task, f"{name}_low"):
                 _widen_horizontally(task, name, factor)
         return
+    if hasattr(env, "target_range") and hasattr(env, "initial_gripper_xpos"):
+        _widen_fetch(env, factor)
+        return
     wider = wider_start_options(env.spec.id, factor)
     reset = env.reset
 
@@ -60,23 +63,46 @@ def _widen_horizontally(task: Any, name: str, factor: float) -> None:
     setattr(task, f"{name}_high", high)
 
 
+def _widen_fetch(env: Any, factor: float) -> None:
+    """A Fetch task's object range (x and y already) and its goals' spread in x and y about the gripper's start
+    (plus the task's target offset) ``factor`` times as wide; the goal's own draw is the env's, so it stays seeded."""
+    import numpy as np
+
+    if hasattr(env, "obj_range"):
+        env.obj_range = env.obj_range * factor
+    sample_goal = env._sample_goal
+
+    def wider_goal() -> Any:
+        goal = np.array(sample_goal(), copy=True)
+        centre = (env.initial_gripper_xpos[:3] + env.target_offset)[:2]
+        goal[:2] = centre + (goal[:2] - centre) * factor
+        return goal
+
+    env._sample_goal = wider_goal
+
+
+def is_fetch_task(env_id: str) -> bool:
+    """Whether ``env_id`` is a gymnasium-robotics Fetch task (MuJoCo; goals drawn about the gripper's start)."""
+    from quarl_bench.zoo.envs import entry_point_of
+
+    entry_point = entry_point_of(env_id)
+    return entry_point.startswith("gymnasium_robotics.envs.fetch.") and "MujocoPy" not in entry_point
+
+
 def is_panda_task(env_id: str) -> bool:
     """Whether ``env_id`` is a panda-gym robot task (its goal and object ranges are what init-spread widens)."""
-    import gymnasium as gym
+    from quarl_bench.zoo.envs import entry_point_of
 
-    from quarl_bench.zoo.envs import register_env_packages
-
-    register_env_packages()
-    try:
-        return "panda_gym" in str(gym.spec(env_id).entry_point)
-    except gym.error.Error:
-        return False
+    return "panda_gym" in entry_point_of(env_id)
 
 
 def accepts(env_id: str) -> bool:
     from quarl_bench.perturbations.dynamics import is_mujoco
+    from quarl_bench.zoo.envs import entry_point_of
+    from quarl_bench.zoo.robotics import is_robotics_mujoco
 
-    return wider_start_options(env_id, 1.0) is not None or is_mujoco(env_id) or is_panda_task(env_id)
+    gym_mujoco = is_mujoco(env_id) and not is_robotics_mujoco(entry_point_of(env_id))  # their reset noise scale
+    return wider_start_options(env_id, 1.0) is not None or gym_mujoco or is_panda_task(env_id) or is_fetch_task(env_id)
 
 
 register_perturbation(
@@ -90,6 +116,6 @@ register_perturbation(
         wrap=widen_start,
         accepts=accepts,
         why_not=f"expected an env whose start quarl-bench can widen ({', '.join(RESET_BOUNDS)}, Pendulum, a MuJoCo env "
-        "or a panda-gym task)",
+        "or a panda-gym or Fetch task)",
     )
 )

@@ -28,8 +28,15 @@ def register_env_packages() -> None:
 
 
 def register_env(env_id: str) -> None:
-    """Make a ``dmc/`` id known to ``gym.make`` in this process (importing ``zoo.dmc`` costs 0.5 s here, so only
-    for those ids; Ray workers making classic-control envs need nothing)."""
+    """Make a ``dmc/`` id or a gymnasium-robotics one known to ``gym.make`` in this process (importing ``zoo.dmc``
+    costs 0.5 s here, gymnasium-robotics 0.7 s, so only for those ids; Ray workers making classic-control envs need
+    nothing)."""
+    if not env_id.startswith(DMC_PREFIX):
+        from quarl_bench.zoo.robotics import fix_loaded_robotics, register_robotics_envs
+
+        if env_id not in gym.registry:
+            register_robotics_envs()
+        fix_loaded_robotics()  # also when something else imported gymnasium-robotics first
     if env_id.startswith(DMC_PREFIX):
         from quarl_bench.extras import require
 
@@ -52,6 +59,9 @@ def import_env_packages(packages: tuple[str, ...] | list[str]) -> None:
                 f"cannot import env package {package!r}: {type(error).__name__}: {error}; "
                 "expected an importable module that registers gymnasium envs"
             ) from error
+    from quarl_bench.zoo.robotics import fix_loaded_robotics
+
+    fix_loaded_robotics()
 
 
 def env_with_packages(name: str, packages: tuple[str, ...] | list[str] = ()) -> tuple[str, tuple[str, ...]]:
@@ -75,6 +85,7 @@ def resolve_env_id(name: str) -> str:
     env_id = settings["aliases"].get(name, name)
     env_id = settings["legacy_ids"].get(env_id, env_id)
     register_env_packages()
+    register_env(env_id)  # gymnasium-robotics' ids, imported only when asked for
     if env_id not in gym.registry or env_id.startswith("dm_control/"):  # shimmy's dict observations -> dmc/ flat
         import importlib.util
 
@@ -119,6 +130,15 @@ def env_kind(env_id: str) -> str:
     if "pybullet" in entry_point:
         return "bullet"
     return "default"
+
+
+def entry_point_of(env_id: str) -> str:
+    """The env's registered entry point ("" for an id nothing registers)."""
+    register_env_packages()
+    try:
+        return str(gym.spec(env_id).entry_point)
+    except gym.error.Error:
+        return ""
 
 
 def default_eval_envs(env_id: str) -> int:

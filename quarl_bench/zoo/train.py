@@ -238,7 +238,9 @@ def remove_partial_runs(cache_dir: Path, algo: str, env_id: str) -> None:
 def zoo_extras(algo: str, env_id: str) -> list[str]:
     """rl-zoo3 train flags for envs it does not know: our hyperparameters file, the module registering the env."""
     from quarl_bench.config import hyperparams_file
+    from quarl_bench.zoo.envs import entry_point_of
     from quarl_bench.zoo.ids import DMC_PREFIX
+    from quarl_bench.zoo.robotics import is_robotics_mujoco
 
     extras = []
     conf = hyperparams_file(algo, env_id)
@@ -246,6 +248,8 @@ def zoo_extras(algo: str, env_id: str) -> list[str]:
         extras += ["--conf-file", str(conf)]
     if env_id.startswith(DMC_PREFIX):
         extras += ["--gym-packages", "quarl_bench.zoo.dmc"]
+    elif is_robotics_mujoco(entry_point_of(env_id)):
+        extras += ["--gym-packages", "quarl_bench.zoo.robotics_envs"]
     return extras
 
 
