@@ -35,6 +35,9 @@ from quarl_bench.errors import QuarlError
 
 DESIGNS = ("paired", "unpaired")
 OUTCOMES = ("success", "progress", "return")
+# anytime: certify's betting test (any outcome, any ε, no cap needed); finite-horizon: the discordant-pair test
+# (success, ε = 0: is the candidate's rate above or below the reference's?), exact over the cap
+TESTS = ("auto", "anytime", "finite-horizon")
 CAMPAIGN_VERSION = 1
 
 
@@ -50,6 +53,8 @@ class TrialSettings:
     :param epsilon: how far the candidate's mean may fall below the reference's and still be safe.
     :param confidence: 1 - α: a wrong "safe" (or a wrong "unsafe") has probability ≤ α.
     :param max_trials: pairs after which a campaign still undecided is undetermined.
+    :param test: ``anytime`` (certify's betting test), ``finite-horizon`` (success rates at ε = 0: the discordant
+        pairs' test, its α spent over ``max_trials``) or ``auto`` (finite-horizon where it applies); stored resolved.
     """
 
     reference: str
@@ -60,6 +65,7 @@ class TrialSettings:
     epsilon: float = 0.05
     confidence: float = 0.95
     max_trials: int = 500
+    test: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.reference or not self.candidate or self.reference == self.candidate:
@@ -77,12 +83,22 @@ class TrialSettings:
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise QuarlError(f"bad bounds [{low:g}, {high:g}]: expected finite LO < HI")
         object.__setattr__(self, "bounds", (low, high))
-        if not 0 < self.epsilon < high - low:
-            raise QuarlError(f"bad epsilon {self.epsilon:g}: expected a margin in (0, {high - low:g})")
+        if not 0 <= self.epsilon < high - low:
+            raise QuarlError(f"bad epsilon {self.epsilon:g}: expected a margin in [0, {high - low:g})")
         if not 0.5 < self.confidence < 1:
             raise QuarlError(f"bad confidence {self.confidence:g}: expected a level in (0.5, 1), e.g. 0.95")
         if self.max_trials < 1:
             raise QuarlError(f"bad max trials {self.max_trials}: expected an integer >= 1")
+        if self.test not in TESTS:
+            raise QuarlError(f"bad test {self.test!r}: expected one of {', '.join(TESTS)}")
+        rates_at_zero = self.outcome == "success" and self.epsilon == 0
+        if self.test == "finite-horizon" and not rates_at_zero:
+            raise QuarlError(
+                f"bad test 'finite-horizon' for a {self.outcome} at ε {self.epsilon:g}: it compares success rates at "
+                "ε = 0 (--outcome success --epsilon 0); --test anytime takes any outcome and margin"
+            )
+        if self.test == "auto":
+            object.__setattr__(self, "test", "finite-horizon" if rates_at_zero else "anytime")
 
     @property
     def alpha(self) -> float:
@@ -205,25 +221,15 @@ class Decision:
 
 
 def decide(settings: TrialSettings, trials: list[Trial]) -> Decision:
-    """The campaign's answer after ``trials``: certify's finite-sample test read after every pair, stopped at its
-    first decision (later pairs are not read: the test's rejection is final), undetermined at the cap."""
+    """The campaign's answer after ``trials``: its test read after every pair, stopped at its first decision (later
+    pairs are not read: the test's rejection is final), undetermined at the cap."""
     from quarl_bench.certify.outcome import arm_outcomes
     from quarl_bench.certify.result import Verdict
-    from quarl_bench.statistics.certification import SequentialTest
 
     pairs = pairs_of(settings, trials)
+    d = (pairs.candidate - pairs.reference)[: settings.max_trials]
+    read, decided, shown = _read(settings, d)
     low, high = settings.bounds
-    test = SequentialTest("finite-sample", settings.alpha, (low, high))
-    d = pairs.candidate - pairs.reference
-    decided, used = None, len(d)
-    if len(d):
-        codes = test.decide_looks(d, settings.epsilon, np.arange(len(d)))
-        crossed = np.flatnonzero(codes)
-        if len(crossed):
-            used = int(crossed[0]) + 1
-            decided = {1: "safe", -1: "unsafe"}[int(codes[crossed[0]])]
-    read = d[:used]
-    interval = test.interval(read) if len(read) else None
     evidence = {
         "design": settings.design,
         "outcome": settings.outcome,
@@ -231,7 +237,8 @@ def decide(settings: TrialSettings, trials: list[Trial]) -> Decision:
         "method": "trials",
         "reference": settings.reference,
         "candidate": settings.candidate,
-        "guarantee": "finite-sample",
+        "test": settings.test,
+        "guarantee": "finite-sample" if settings.test == "anytime" else "finite-sample, exact over the cap",
         "bounds": [low, high],
         "bounds_source": "declared" if settings.outcome == "return" else f"a {settings.outcome} lies in [0, 1]",
         "alpha_test": settings.alpha,
@@ -239,17 +246,17 @@ def decide(settings: TrialSettings, trials: list[Trial]) -> Decision:
         "delta_high": settings.epsilon,
         "families": 1,
         "max_trials": settings.max_trials,
-    }
+    } | shown.evidence
     if len(read):
-        evidence |= arm_outcomes(settings.outcome, pairs.candidate[:used], pairs.reference[:used])
+        evidence |= arm_outcomes(settings.outcome, pairs.candidate[: len(read)], pairs.reference[: len(read)])
     verdict = Verdict(
         settings.candidate,
         settings.candidate,
         decided or "undetermined",
         int(len(read)),
-        float(interval.mean) if interval else math.nan,
-        float(interval.lower) if interval else math.nan,
-        float(interval.upper) if interval else math.nan,
+        float(read.mean()) if len(read) else math.nan,
+        shown.lower,
+        shown.upper,
         settings.epsilon,
         settings.alpha,
         evidence=evidence,
@@ -257,6 +264,42 @@ def decide(settings: TrialSettings, trials: list[Trial]) -> Decision:
     going_on = decided is None and len(d) < settings.max_trials
     next_policy = pairs.waiting or settings.reference
     return Decision(verdict, going_on, next_policy, len(trials))
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What a verdict shows beside its answer: the anytime test's interval, or the finite-horizon walk."""
+
+    lower: float = math.nan
+    upper: float = math.nan
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _read(settings: TrialSettings, d: np.ndarray) -> tuple[np.ndarray, str | None, _Shown]:
+    """The pairs read (up to the first decision), the decision (safe, unsafe or None) and what the verdict shows."""
+    if not len(d):
+        return d, None, _Shown()
+    if settings.test == "finite-horizon":
+        from quarl_bench.statistics.discordant import DiscordantPairTest
+
+        test = DiscordantPairTest(settings.alpha, settings.max_trials, settings.design)
+        codes = test.decide_looks(d, np.arange(len(d)))
+    else:
+        from quarl_bench.statistics.certification import SequentialTest
+
+        betting = SequentialTest("finite-sample", settings.alpha, settings.bounds)
+        codes = betting.decide_looks(d, settings.epsilon, np.arange(len(d)))
+    crossed = np.flatnonzero(codes)
+    used = int(crossed[0]) + 1 if len(crossed) else len(d)
+    decided = {1: "safe", -1: "unsafe"}[int(codes[crossed[0]])] if len(crossed) else None
+    read = d[:used]
+    if settings.test == "anytime":
+        interval = betting.interval(read)
+        return read, decided, _Shown(float(interval.lower), float(interval.upper))
+    discordant = int(np.count_nonzero(read))
+    walk = int(read.sum())
+    boundary = test.boundary(discordant, final=used >= settings.max_trials)
+    return read, decided, _Shown(evidence={"walk": walk, "discordant_pairs": discordant, "boundary": boundary})
 
 
 def read_csv(path: Path, settings: TrialSettings) -> list[Trial]:
@@ -378,9 +421,8 @@ def expected_trials(
     for name, rate in (("reference", reference_rate), ("candidate", candidate_rate)):
         if not 0 <= rate <= 1:
             raise QuarlError(f"bad {name} rate {rate:g}: expected a success rate in [0, 1]")
-    test = SequentialTest("finite-sample", settings.alpha, settings.bounds)
     if settings.design == "unpaired" or agreement is None:
-        draw = unpaired(candidate_rate, reference_rate)
+        candidate_only, reference_only = candidate_rate * (1 - reference_rate), reference_rate * (1 - candidate_rate)
     else:
         gap, disagree = candidate_rate - reference_rate, 1 - agreement
         if not abs(gap) <= disagree <= 1 or disagree > min(
@@ -390,13 +432,32 @@ def expected_trials(
                 f"bad agreement {agreement:g}: rates {reference_rate:g} and {candidate_rate:g} agree on at most "
                 f"{1 - abs(gap):g} and at least {max(0.0, 1 - min(candidate_rate + reference_rate, 2 - candidate_rate - reference_rate)):g} of trials"
             )
-        draw = paired((disagree + gap) / 2, (disagree - gap) / 2)
-    found = simulate(draw, sequences, settings.max_trials, test, settings.epsilon, seed=0)
+        candidate_only, reference_only = (disagree + gap) / 2, (disagree - gap) / 2
+    if settings.test == "finite-horizon":  # exact: no simulation
+        from quarl_bench.statistics.discordant import DiscordantPairTest
+
+        found = DiscordantPairTest(settings.alpha, settings.max_trials, settings.design).operating(
+            candidate_only, reference_only
+        )
+        return {
+            "P(safe)": found.better,
+            "P(unsafe)": found.worse,
+            "P(undetermined)": 1 - found.better - found.worse,
+            "mean pairs": found.mean_pairs,
+            "sequences": 0.0,  # exact: none simulated
+        }
+    test = SequentialTest("finite-sample", settings.alpha, settings.bounds)
+    draw = (
+        unpaired(candidate_rate, reference_rate)
+        if settings.design == "unpaired" or agreement is None
+        else paired(candidate_only, reference_only)
+    )
+    simulated = simulate(draw, sequences, settings.max_trials, test, settings.epsilon, seed=0)
     return {
-        "P(safe)": found.above,
-        "P(unsafe)": found.below,
-        "P(undetermined)": 1 - found.above - found.below,
-        "mean pairs": found.mean_trials,
-        "median pairs": found.median_trials,
+        "P(safe)": simulated.above,
+        "P(unsafe)": simulated.below,
+        "P(undetermined)": 1 - simulated.above - simulated.below,
+        "mean pairs": simulated.mean_trials,
+        "median pairs": simulated.median_trials,
         "sequences": float(sequences),
     }

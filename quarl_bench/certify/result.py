@@ -57,16 +57,20 @@ class Verdict:
         ends, δ with its bounds, α and α per test, and what the question was (method, recipe, backend, outcome and its
         judge, condition, design, families), then every other field of its evidence (bounds, catastrophes)."""
         evidence = self.evidence
+        walked = "walk" in evidence
         named = {
             "precision": self.spec,
             "verdict": self.verdict,
             "episodes": self.episodes,
             "pairs": self.episodes,
             "mean": self.mean,
-            "lower": self.lower,
-            "upper": self.upper,
-            # the interval is the running intersection of a confidence sequence: the mean may lie outside it
-            "interval": "running intersection" if evidence.get("guarantee") else "",
+            "lower": None if walked else self.lower,
+            "upper": None if walked else self.upper,
+            # the interval is the running intersection of a confidence sequence: the mean may lie outside it; the
+            # finite-horizon test of success rates has none (a walk against its boundary: its walk, boundary fields)
+            "interval": "none: a walk against its boundary"
+            if walked
+            else ("running intersection" if evidence.get("guarantee") else ""),
             "delta": self.delta,
             "delta_low": evidence.get("delta_low", self.delta),
             "delta_high": evidence.get("delta_high", self.delta),

@@ -11,7 +11,9 @@ from typing import Any
 from quarl_bench.commands.common import console
 from quarl_bench.errors import QuarlError
 
-SETTING_FLAGS = ("reference", "candidate", "design", "outcome", "bounds", "epsilon", "confidence", "max_trials")
+SETTING_FLAGS = (
+    *("reference", "candidate", "design", "outcome", "bounds", "epsilon", "confidence", "max_trials", "test"),
+)
 
 
 def trials(args: argparse.Namespace) -> int:
@@ -106,12 +108,17 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"settings": settings.identity(), "rates": list(args.rates), "plan": plan}))
         return 0
+    exact = settings.test == "finite-horizon"
+    how = (
+        "exact, from the test's own boundaries"
+        if exact
+        else f"median {plan['median pairs']:.0f}, from {int(plan['sequences'])} simulated campaigns of the test itself"
+    )
     console.print(
-        f"{settings.design}, ε {settings.epsilon:g}, confidence {settings.confidence:g}, cap {settings.max_trials} "
-        f"pairs, rates {args.rates[0]:g} (reference) and {args.rates[1]:g} (candidate)"
+        f"{settings.design}, {settings.test} test, ε {settings.epsilon:g}, confidence {settings.confidence:g}, cap "
+        f"{settings.max_trials} pairs, rates {args.rates[0]:g} (reference) and {args.rates[1]:g} (candidate)"
         + (f", agreement {args.agreement:g}" if args.agreement is not None else "")
         + f": P(safe) {plan['P(safe)']:.3f}, P(unsafe) {plan['P(unsafe)']:.3f}, "
-        f"{plan['mean pairs']:.0f} pairs on average (median {plan['median pairs']:.0f}), "
-        f"from {int(plan['sequences'])} simulated campaigns of the test itself"
+        f"{plan['mean pairs']:.0f} pairs on average ({how})"
     )
     return 0

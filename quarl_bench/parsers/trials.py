@@ -40,6 +40,13 @@ def add_trials(commands: Subcommands) -> None:
     trials.add_argument("--confidence", type=float, default=None, help="1 - α (default 0.95)")
     trials.add_argument("--max-trials", type=positive_int, default=None, help="pairs before undetermined (default 500)")
     trials.add_argument(
+        "--test",
+        default=None,
+        choices=("auto", "anytime", "finite-horizon"),
+        help="finite-horizon: success rates at --epsilon 0, α spent exactly over --max-trials (fewer trials); "
+        "anytime: certify's betting test, any outcome and margin; auto (default): finite-horizon where it applies",
+    )
+    trials.add_argument(
         "--rates", nargs=2, type=float, default=None, metavar=("REF", "CAND"), help="plan: the success rates expected"
     )
     trials.add_argument("--agreement", type=float, default=None, help="plan, paired: the share of trials alike")

@@ -355,10 +355,18 @@ def verdict_line(found: Any) -> str:
     evidence = found.evidence
     if not found.episodes:
         return f"  {found.spec}: [{style}]{found.verdict}[/]{label} (no pairs yet)"
-    interval = interval_against(
-        found.lower, found.upper, evidence.get("delta_low", found.delta), evidence.get("delta_high", found.delta)
-    )
-    note = outside_note(found.mean, found.lower, found.upper)
+    if "walk" in evidence:  # the finite-horizon test of success rates: a walk against its boundary, no interval
+        bound = evidence["boundary"]
+        interval = (
+            f"candidate-only minus reference-only {evidence['walk']:+d} of {evidence['discordant_pairs']} discordant "
+            + (f"pairs, deciding at ±{bound}" if bound is not None else "pairs, too few to decide")
+        )
+        note = ""
+    else:
+        interval = interval_against(
+            found.lower, found.upper, evidence.get("delta_low", found.delta), evidence.get("delta_high", found.delta)
+        )
+        note = outside_note(found.mean, found.lower, found.upper)
     rates = _success_rates(evidence)
     warning = f"\n    [yellow]note[/]: {evidence['warning']}" if evidence.get("warning") else ""
     return (

@@ -26,7 +26,7 @@ STEP's power on every pair with fewer trials on most (``benchmarks/trial_counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 from scipy import stats
@@ -62,9 +62,13 @@ class DiscordantPairTest:
         if self.design not in DESIGNS:
             raise ValueError(f"bad design {self.design!r}: expected one of {', '.join(DESIGNS)}")
 
-    @cached_property
+    @property
     def _boundaries(self) -> tuple[np.ndarray, np.ndarray]:
-        """(interim, final): the least ``S`` deciding "better" after ``k`` discordant pairs, k = 0..cap."""
+        """(interim, final): the least ``S`` deciding "better" after ``k`` discordant pairs, k = 0..cap (solved once
+        per level, cap and design in a process: a live campaign asks after every trial)."""
+        return _solved(self)
+
+    def _solve(self) -> tuple[np.ndarray, np.ndarray]:
         scale = stats.norm.isf(self.alpha) / stats.norm.isf(0.05)
         while self._worst_error(self._interim(scale), None) > INTERIM_SHARE * self.alpha:
             scale *= 1.05
@@ -144,6 +148,12 @@ class DiscordantPairTest:
     def final(self) -> np.ndarray:
         return self._boundaries[1]
 
+    def boundary(self, discordant: int, final: bool = False) -> int | None:
+        """The walk's distance from 0 that decides after ``discordant`` discordant pairs (the final look's at the
+        cap); None where no walk decides yet."""
+        least = (self.final if final else self.interim)[min(discordant, self.cap)]
+        return int(least) if np.isfinite(least) and least <= discordant else None
+
     def worst_null_error(self) -> float:
         """The exact worst error at equal rates (≤ α by construction)."""
         return self._worst_error(*self._boundaries)
@@ -180,6 +190,11 @@ class DiscordantPairTest:
         # E[min(τ_j, cap)] for the index τ_j of the j-th discordant pair: the sum over n < cap of P(fewer than j by n)
         expected_index = stats.binom.cdf(steps[None, :] - 1, np.arange(self.cap)[:, None], d).sum(axis=0)
         return Operating(better, worse, float(stopped @ expected_index + (1 - stopped.sum()) * self.cap))
+
+
+@cache
+def _solved(test: DiscordantPairTest) -> tuple[np.ndarray, np.ndarray]:
+    return test._solve()
 
 
 def _reachable(least: np.ndarray, k: np.ndarray) -> np.ndarray:
