@@ -114,3 +114,25 @@ def test_equivalence_within_delta_low_and_difference_beyond_delta_high() -> None
     assert test.equivalence(np.zeros(200), (24.0, 30.0)) == "equivalent"
     assert test.equivalence(np.zeros(40), (24.0, 30.0)) is None  # 40 identical pairs: below the floor
     assert test.equivalence(np.full(40, 300.0), (24.0, 30.0)) == "different"  # better by 300: not equivalent either
+
+
+def test_the_hedged_bet_holds_alpha_and_spends_fewer_pairs_on_a_small_gap_with_spread() -> None:
+    """Success pairs alike 90% of the time, margin 0.05 (certify's margin question, paired): the hedged bet decides
+    "safe" in fewer than 0.75x the plug-in bet's pairs; at the null (the candidate 0.05 worse) it errs at most α."""
+    from quarl_bench.statistics.certification import SequentialTest
+
+    rng = np.random.default_rng(3)
+
+    def pairs(candidate_only: float, reference_only: float, rows: int) -> np.ndarray:
+        u = rng.random((rows, 1500))
+        return np.where(u < candidate_only, 1.0, np.where(u < candidate_only + reference_only, -1.0, 0.0))
+
+    spent = {}
+    for bet in ("plug-in", "hedged"):
+        test = SequentialTest("finite-sample", 0.05, (0.0, 1.0), bet=bet)
+        codes = test.decide_looks(pairs(0.05, 0.05, 300), 0.05, np.arange(1500))
+        spent[bet] = np.where((codes != 0).any(axis=1), (codes != 0).argmax(axis=1) + 1, 1500).mean()
+    assert spent["hedged"] < 0.75 * spent["plug-in"]
+    test = SequentialTest("finite-sample", 0.05, (0.0, 1.0), bet="hedged")
+    null = test.decide_looks(pairs(0.025, 0.075, 2000), 0.05, np.array([1499]))[:, 0]
+    assert (null == 1).mean() <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)

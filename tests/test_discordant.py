@@ -62,17 +62,22 @@ def test_trials_at_epsilon_zero_decide_on_the_walk_and_say_so(cli, tmp_path: Pat
     code, out, _ = cli("trials", "decide", path, *SETTINGS, "--design", "unpaired", "--epsilon", "0")
     assert "+7 of 7 discordant pairs, deciding at ±7" in " ".join(out.split())
     code, _, err = cli("trials", "decide", path, *SETTINGS, "--epsilon", "0.05", "--test", "finite-horizon")
-    assert code == 2 and "--test anytime takes any outcome and margin" in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2
+        and "--test hedged or plug-in take any outcome and margin" in err
+        and len(err.strip().splitlines()) == 1
+    )
 
 
-def test_a_campaign_started_before_the_test_setting_keeps_certify_s_test(tmp_path: Path) -> None:
+def test_a_campaign_started_before_the_test_setting_keeps_certify_s_bet(tmp_path: Path) -> None:
     from quarl_bench.api.trials import Campaign
 
     campaign = tmp_path / "old.jsonl"
     header = {"reference": "fp32", "candidate": "int8", "design": "paired", "outcome": "success"}
     header |= {"bounds": [0.0, 1.0], "epsilon": 0.1, "confidence": 0.95, "max_trials": 500}
     campaign.write_text(json.dumps({"campaign": header, "version": 1}) + "\n")
-    assert Campaign.open(campaign).settings.test == "anytime"
+    assert Campaign.open(campaign).settings.test == "plug-in"
+    assert TrialSettings("fp32", "int8", epsilon=0.1).test == "hedged"
     with pytest.raises(QuarlError, match="bad epsilon -0.1"):
         TrialSettings("fp32", "int8", epsilon=-0.1)
     settings = TrialSettings("fp32", "int8", epsilon=0.0)

@@ -39,8 +39,8 @@ def test_a_recorded_campaign_is_decided_from_its_csv_in_under_a_second(tmp_path:
     assert found.verdict.verdict == "safe" and not found.going_on
     # the pairs it read are the first ones, in recorded order, and the decision is the test's own on them
     d = np.array([c - r for c, r in _pairs(trials)])[: found.verdict.episodes]
-    test = SequentialTest("finite-sample", settings.alpha, (0.0, 1.0))
-    assert test.decide(d, 0.1) == "safe" and test.decide(d[:-1], 0.1) is None
+    test = SequentialTest("finite-sample", settings.alpha, (0.0, 1.0), bet="hedged")  # trials' default bet
+    assert settings.test == "hedged" and test.decide(d, 0.1) == "safe" and test.decide(d[:-1], 0.1) is None
     worse = decide(settings, read_csv(recorded(tmp_path / "worse.csv", 200, 0.4, 0.5), settings))
     assert worse.verdict.verdict == "unsafe"
 

@@ -35,9 +35,10 @@ from quarl_bench.errors import QuarlError
 
 DESIGNS = ("paired", "unpaired")
 OUTCOMES = ("success", "progress", "return")
-# anytime: certify's betting test (any outcome, any ε, no cap needed); finite-horizon: the discordant-pair test
-# (success, ε = 0: is the candidate's rate above or below the reference's?), exact over the cap
-TESTS = ("auto", "anytime", "finite-horizon")
+# plug-in: certify's betting test; hedged: the same with a hedged bet (statistics/betting.py: fewer pairs where
+# the mean gap is small beside the spread); both anytime-valid, any outcome and margin. finite-horizon: the
+# discordant-pair test (success, ε = 0: is the candidate's rate above or below the reference's?), exact over the cap
+TESTS = ("auto", "plug-in", "hedged", "finite-horizon")
 CAMPAIGN_VERSION = 1
 
 
@@ -53,8 +54,9 @@ class TrialSettings:
     :param epsilon: how far the candidate's mean may fall below the reference's and still be safe.
     :param confidence: 1 - α: a wrong "safe" (or a wrong "unsafe") has probability ≤ α.
     :param max_trials: pairs after which a campaign still undecided is undetermined.
-    :param test: ``anytime`` (certify's betting test), ``finite-horizon`` (success rates at ε = 0: the discordant
-        pairs' test, its α spent over ``max_trials``) or ``auto`` (finite-horizon where it applies); stored resolved.
+    :param test: ``plug-in`` (certify's betting test), ``hedged`` (its hedged bet), ``finite-horizon`` (success
+        rates at ε = 0: the discordant pairs' test, its α spent over ``max_trials``) or ``auto`` (finite-horizon where
+        it applies, else hedged); stored resolved (a campaign started before this setting is ``plug-in``).
     """
 
     reference: str
@@ -95,10 +97,10 @@ class TrialSettings:
         if self.test == "finite-horizon" and not rates_at_zero:
             raise QuarlError(
                 f"bad test 'finite-horizon' for a {self.outcome} at ε {self.epsilon:g}: it compares success rates at "
-                "ε = 0 (--outcome success --epsilon 0); --test anytime takes any outcome and margin"
+                "ε = 0 (--outcome success --epsilon 0); --test hedged or plug-in take any outcome and margin"
             )
         if self.test == "auto":
-            object.__setattr__(self, "test", "finite-horizon" if rates_at_zero else "anytime")
+            object.__setattr__(self, "test", "finite-horizon" if rates_at_zero else "hedged")
 
     @property
     def alpha(self) -> float:
@@ -238,7 +240,7 @@ def decide(settings: TrialSettings, trials: list[Trial]) -> Decision:
         "reference": settings.reference,
         "candidate": settings.candidate,
         "test": settings.test,
-        "guarantee": "finite-sample" if settings.test == "anytime" else "finite-sample, exact over the cap",
+        "guarantee": "finite-sample, exact over the cap" if settings.test == "finite-horizon" else "finite-sample",
         "bounds": [low, high],
         "bounds_source": "declared" if settings.outcome == "return" else f"a {settings.outcome} lies in [0, 1]",
         "alpha_test": settings.alpha,
@@ -287,13 +289,13 @@ def _read(settings: TrialSettings, d: np.ndarray) -> tuple[np.ndarray, str | Non
     else:
         from quarl_bench.statistics.certification import SequentialTest
 
-        betting = SequentialTest("finite-sample", settings.alpha, settings.bounds)
+        betting = SequentialTest("finite-sample", settings.alpha, settings.bounds, bet=settings.test)
         codes = betting.decide_looks(d, settings.epsilon, np.arange(len(d)))
     crossed = np.flatnonzero(codes)
     used = int(crossed[0]) + 1 if len(crossed) else len(d)
     decided = {1: "safe", -1: "unsafe"}[int(codes[crossed[0]])] if len(crossed) else None
     read = d[:used]
-    if settings.test == "anytime":
+    if settings.test != "finite-horizon":
         interval = betting.interval(read)
         return read, decided, _Shown(float(interval.lower), float(interval.upper))
     discordant = int(np.count_nonzero(read))
@@ -370,7 +372,8 @@ class Campaign:
         complete = lines[:-1]  # a line is recorded once its newline is: a cut-off tail was never acknowledged
         try:
             header = json.loads(complete[0])
-            settings = TrialSettings(**(header["campaign"] | {"bounds": tuple(header["campaign"]["bounds"])}))
+            started = {"test": "plug-in"} | header["campaign"]  # started before the setting: certify's test
+            settings = TrialSettings(**(started | {"bounds": tuple(header["campaign"]["bounds"])}))
         except (IndexError, KeyError, TypeError, json.JSONDecodeError):
             raise QuarlError(f"bad campaign {str(path)!r}: expected a file quarl-bench trials start wrote") from None
         trials = [Trial(**{k: v for k, v in json.loads(line).items() if k != "at"}) for line in complete[1:] if line]
@@ -446,7 +449,7 @@ def expected_trials(
             "mean pairs": found.mean_pairs,
             "sequences": 0.0,  # exact: none simulated
         }
-    test = SequentialTest("finite-sample", settings.alpha, settings.bounds)
+    test = SequentialTest("finite-sample", settings.alpha, settings.bounds, bet=settings.test)
     draw = (
         unpaired(candidate_rate, reference_rate)
         if settings.design == "unpaired" or agreement is None

@@ -42,9 +42,10 @@ def add_trials(commands: Subcommands) -> None:
     trials.add_argument(
         "--test",
         default=None,
-        choices=("auto", "anytime", "finite-horizon"),
-        help="finite-horizon: success rates at --epsilon 0, α spent exactly over --max-trials (fewer trials); "
-        "anytime: certify's betting test, any outcome and margin; auto (default): finite-horizon where it applies",
+        choices=("auto", "plug-in", "hedged", "finite-horizon"),
+        help="finite-horizon: success rates at --epsilon 0, α spent exactly over --max-trials; hedged: anytime betting "
+        "with a hedged bet (fewer pairs for small gaps); plug-in: certify's own bet; auto (default): finite-horizon "
+        "where it applies, else hedged",
     )
     trials.add_argument(
         "--rates", nargs=2, type=float, default=None, metavar=("REF", "CAND"), help="plan: the success rates expected"

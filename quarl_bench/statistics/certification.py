@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quarl_bench.statistics import GUARANTEES
-from quarl_bench.statistics.betting import rejected
+from quarl_bench.statistics.betting import BETS, rejected
 from quarl_bench.statistics.confidence_sequence import Interval, asymptotic_cs, asymptotic_radius, bounded_cs
 from quarl_bench.types import QuantSpec
 
@@ -37,6 +37,7 @@ class SequentialTest:
     :param bounds: (lo, hi) every episode's return lies in; paired differences then lie in ±(hi - lo).
     :param min_pairs: asymptotic only: no decision before this many pairs.
     :param planned_pairs: asymptotic only: the t* the boundary is tightest at.
+    :param bet: finite-sample only: ``plug-in`` (certify's) or ``hedged`` (``statistics/betting.py``).
     """
 
     guarantee: str
@@ -44,6 +45,7 @@ class SequentialTest:
     bounds: tuple[float, float] | None = None
     min_pairs: int = ASYMPTOTIC_MIN_PAIRS
     planned_pairs: int = 100
+    bet: str = "plug-in"
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -52,6 +54,8 @@ class SequentialTest:
             raise ValueError("a finite-sample test needs return bounds")
         if not 0 < self.alpha < 0.5:
             raise ValueError(f"bad alpha {self.alpha:g}: expected a one-sided level in (0, 0.5)")
+        if self.bet not in BETS:
+            raise ValueError(f"bad bet {self.bet!r}: expected one of {', '.join(BETS)}")
 
     @property
     def finite(self) -> bool:
@@ -66,7 +70,7 @@ class SequentialTest:
     def interval(self, differences: Sequence[float] | np.ndarray) -> Interval:
         """The sequence's one-sided bounds on the mean difference after all of ``differences``."""
         if self.finite:
-            return bounded_cs(differences, -self.span, self.span, self.alpha)
+            return bounded_cs(differences, -self.span, self.span, self.alpha, self.bet)
         return asymptotic_cs(differences, self.alpha, self.planned_pairs)
 
     def looks(self, differences: np.ndarray, threshold: float, side: int, at: np.ndarray) -> np.ndarray:
@@ -79,7 +83,7 @@ class SequentialTest:
         at = np.asarray(at, dtype=int)
         if self.finite:
             level = (threshold + self.span) / (2 * self.span)
-            return rejected((d + self.span) / (2 * self.span), level, side, self.alpha)[..., at]
+            return rejected((d + self.span) / (2 * self.span), level, side, self.alpha, bet=self.bet)[..., at]
         t = at + 1.0
         total, squares = np.cumsum(d, axis=-1)[..., at], np.cumsum(d**2, axis=-1)[..., at]
         mean = total / t

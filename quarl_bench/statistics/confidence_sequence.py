@@ -69,7 +69,9 @@ def asymptotic_radius(pairs: np.ndarray, spread: np.ndarray, alpha: float, plann
     return spread * np.sqrt(2 * growth / (pairs**2 * rho2) * np.log(np.sqrt(growth) / (2 * alpha)))
 
 
-def bounded_cs(values: Sequence[float] | np.ndarray, low: float, high: float, alpha: float) -> Interval:
+def bounded_cs(
+    values: Sequence[float] | np.ndarray, low: float, high: float, alpha: float, bet: str = "plug-in"
+) -> Interval:
     """The betting confidence sequence for the mean of ``values``, each known to lie in [``low``, ``high``], at
     ``t = len(values)``: each side a one-sided (1 - α) bound valid at every ``t`` at once (finite-sample).
 
@@ -86,5 +88,8 @@ def bounded_cs(values: Sequence[float] | np.ndarray, low: float, high: float, al
     unit = (x - low) / (high - low)
     span = high - low
     return Interval(
-        x.size, float(x.mean()), low + span * lower_bound(unit, alpha), low + span * upper_bound(unit, alpha)
+        x.size,
+        float(x.mean()),
+        low + span * lower_bound(unit, alpha, bet=bet),
+        low + span * upper_bound(unit, alpha, bet=bet),
     )
