@@ -35,7 +35,7 @@ QUICK = {
     "report_speed.py": "report --html: ",
     "rollout_speed.py": "int8 rollouts: ",
     "sweep_speed.py": "speed-up: ",
-    "trial_counts.py": "trial counts against Barnard at equal power: ",
+    "trial_counts.py": "trial counts against STEP: ",
 }
 NEEDS_QEMU = ("c_int8_instructions.py", "c_int8_recorded.py")
 

@@ -27,6 +27,10 @@ def test_barnard_s_region_holds_its_level_and_has_the_power_of_its_tables() -> N
     assert power(region, 0.9, 0.3) > 0.95
     n, how = FixedTrials(0.05, [10, 20, 30, 40]).trials_for(0.9, 0.3, 0.95)
     assert how == "exact" and n in (20, 30)  # 0.9 against 0.3 at 95% power: a few dozen trials per policy
+    fixed = FixedTrials(0.05, [])
+    exact, how = fixed.fewest(0.9, 0.3, 0.95, 60)  # no ladder: the fewest n itself
+    assert how == "exact" and 10 < exact <= n
+    assert power(fixed.region(exact), 0.9, 0.3) >= 0.95 > power(fixed.region(exact - 1), 0.9, 0.3)
 
 
 def test_certify_s_success_test_holds_alpha_at_the_null_and_pairing_saves_trials() -> None:
