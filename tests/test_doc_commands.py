@@ -25,7 +25,8 @@ LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)")
 
 # training, cluster and timing commands are parsed, not run: each takes minutes, and other tests run them
 NOT_RUN = ("actorq", "amp", "qat", "train", "table4", "record")  # record: a zoo's worth (tests/test_record.py)
-# PandaReach: its agent is trained first (3 minutes; tests/test_outcomes.py trains a short one and certifies it)
+# PandaReach, FetchReach: their agents are trained first (3 and 7 minutes; tests/test_outcomes.py trains a short
+# PandaReach one and certifies it, tests/test_robotics_envs.py plays FetchReach under its perturbations)
 NOT_RUN_FLAGS = (
     "--executor",
     "--grid certify_methods",
@@ -34,6 +35,7 @@ NOT_RUN_FLAGS = (
     "qat",
     "--train-if-missing",
     "PandaReach",
+    "FetchReach",
 )
 # sweeps of the big grids are parsed, not run (hundreds of jobs even at 2 episodes); smoke stands for them
 RUN_SWEEPS = ("smoke",)
