@@ -94,7 +94,8 @@ def _show(decision: Any, as_json: bool) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from quarl_bench.api.trials import TrialSettings, expected_trials
+    from quarl_bench.api.trials import TrialSettings
+    from quarl_bench.api.trials_plan import expected_trials
 
     if args.rates is None:
         raise QuarlError("bad trials plan: expected --rates REF CAND (the success rates you expect)")
