@@ -105,6 +105,14 @@ def test_success_and_cost_of_an_env_that_reports_them(cli, tmp_path: Path) -> No
     )
     assert code == 0, err
     assert "int8: safe" in out
+    # a robot campaign's plan from this sim certification: its rates and the agreement of its pairs
+    code, out, err = cli("trials", "plan", "--from", store, "--candidate", "int8", "--epsilon", "0.1", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["rates"] == [1.0, 1.0] and plan["agreement"] == 1.0 and plan["plan"]["P(safe)"] == 1.0
+    assert plan["from"]["verdict"].endswith("int8 nominal")
+    code, _, err = cli("trials", "plan", "--from", store, "--candidate", "int4")
+    assert code == 2 and "0 success verdicts match precision 'int4'" in err and len(err.strip().splitlines()) == 1
     cost = ("--outcome", "cost", "--tolerance-abs", "1", "--return-bounds", "0", "40")
     code, out, err = cli("certify", *agent, "--bits", "8", *cost, "--store", store)
     assert code == 0, err

@@ -4,8 +4,73 @@ campaign's own test (exact for the finite-horizon one, simulated on the test its
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 from quarl_bench.api.trials import TrialSettings
 from quarl_bench.errors import QuarlError
+
+
+@dataclass(frozen=True)
+class SimulatedRates:
+    """The rates a sim certification measured: one stored success verdict's, and the agreement of its pairs."""
+
+    key: str
+    what: str  # agent, precision and condition, as a person reads them
+    reference_rate: float
+    candidate_rate: float
+    agreement: float | None  # None for an unpaired verdict
+    pairs: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "verdict": self.what, "pairs": self.pairs}
+
+    def line(self) -> str:
+        alike = f", {self.agreement:.3f} of pairs alike" if self.agreement is not None else ", unpaired"
+        return (
+            f"from verdict {self.key[:12]} ({self.what}): reference {self.reference_rate:.3f}, candidate "
+            f"{self.candidate_rate:.3f} over {self.pairs} pairs{alike}"
+        )
+
+
+def rates_from_store(path: Path, key: str | None, candidate: str | None) -> SimulatedRates:
+    """The success verdict of ``path``'s store a plan starts from: the one whose key starts with ``key``, else the one
+    of precision ``candidate``.
+
+    :raises QuarlError: for a store with no such verdict, or several (naming their keys).
+    """
+    from quarl_bench.report.verdicts import condition_of
+    from quarl_bench.store import ResultStore
+
+    if not path.is_file():
+        raise QuarlError(
+            f"bad --from {str(path)!r}: no such store (certify --outcome success --store STORE writes one)"
+        )
+    verdicts = ResultStore(path).verdicts()
+    rated = [row for _, row in verdicts.iterrows() if "reference_successes" in (row["evidence"] or {})]
+    chosen = [
+        r for r in rated if (r["key"].startswith(key) if key else candidate is None or r["precision"] == candidate)
+    ]
+    if len(chosen) != 1:
+        listed = chosen or rated  # the ambiguous ones, or every success verdict there is
+        named = ", ".join(f"{r['key'][:12]} ({r['precision']}, {condition_of(r['settings'])})" for r in listed[:8])
+        which = f"key {key!r}" if key else f"precision {candidate!r}" if candidate else "any precision"
+        raise QuarlError(
+            f"bad --from {str(path)!r}: {len(chosen)} success verdicts match {which}; expected one (pass --key): "
+            + (named or "the store has no success verdict (certify --outcome success)")
+        )
+    row = chosen[0]
+    evidence, pairs = row["evidence"], int(row["evidence"]["outcome_pairs"])
+    paired = evidence.get("design", "paired") == "paired"
+    return SimulatedRates(
+        str(row["key"]),
+        f"{row['agent']} {row['precision']} {condition_of(row['settings'])}",
+        evidence["reference_successes"] / pairs,
+        evidence["quantized_successes"] / pairs,
+        1 - int(evidence.get("nonzero_pairs", 0)) / pairs if paired else None,
+        pairs,
+    )
 
 
 def expected_trials(

@@ -97,8 +97,19 @@ def _plan(args: argparse.Namespace) -> int:
     from quarl_bench.api.trials import TrialSettings
     from quarl_bench.api.trials_plan import expected_trials
 
+    source = None
+    if args.from_store is not None:
+        from quarl_bench.api.trials_plan import rates_from_store
+
+        if args.rates is not None or args.agreement is not None:
+            raise QuarlError("bad trials plan: --from takes the rates and agreement from a verdict (no --rates)")
+        source = rates_from_store(Path(args.from_store), args.key, args.candidate)
+        args.rates, args.agreement = [source.reference_rate, source.candidate_rate], source.agreement
     if args.rates is None:
-        raise QuarlError("bad trials plan: expected --rates REF CAND (the success rates you expect)")
+        raise QuarlError(
+            "bad trials plan: expected --rates REF CAND (the success rates you expect) or --from STORE (a sim "
+            "certification's success verdict)"
+        )
     given = {name: getattr(args, name) for name in SETTING_FLAGS if getattr(args, name) is not None}
     given.setdefault("reference", "reference")
     given.setdefault("candidate", "candidate")
@@ -107,8 +118,11 @@ def _plan(args: argparse.Namespace) -> int:
     settings = TrialSettings(**given)
     plan = expected_trials(settings, args.rates[0], args.rates[1], args.agreement)
     if args.json:
-        print(json.dumps({"settings": settings.identity(), "rates": list(args.rates), "plan": plan}))
+        found = {"settings": settings.identity(), "rates": list(args.rates), "agreement": args.agreement, "plan": plan}
+        print(json.dumps(found | ({"from": source.as_json()} if source else {})))
         return 0
+    if source is not None:
+        console.print(source.line())
     exact = settings.test == "finite-horizon"
     how = (
         "exact, from the test's own boundaries"

@@ -51,4 +51,13 @@ def add_trials(commands: Subcommands) -> None:
         "--rates", nargs=2, type=float, default=None, metavar=("REF", "CAND"), help="plan: the success rates expected"
     )
     trials.add_argument("--agreement", type=float, default=None, help="plan, paired: the share of trials alike")
+    trials.add_argument(
+        "--from",
+        dest="from_store",
+        default=None,
+        metavar="STORE",
+        help="plan: the rates and agreement of a sim certification's success verdict in STORE (certify --outcome "
+        "success; the one of --candidate's precision, or --key)",
+    )
+    trials.add_argument("--key", default=None, help="plan --from: the verdict's key (or its start)")
     trials.add_argument("--json", action="store_true", help="one JSON line per answer, as certify --json")
