@@ -340,4 +340,10 @@ def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: 
     policy's own :class:`GraphPolicy`)."""
     from quarl_bench.zoo.policy import as_policy
 
-    return FORMS[as_policy(policy).deploy_form](policy, observation_space, normalizer).eval()
+    form = as_policy(policy).deploy_form
+    if form not in FORMS:
+        raise QuarlError(
+            f"cannot export a {form} policy yet: its artifact must run the {form} loop itself (issue 77); expected a "
+            "policy that maps one observation to one action, or a recurrent one"
+        )
+    return FORMS[form](policy, observation_space, normalizer).eval()

@@ -92,6 +92,8 @@ def check_output(policy: UserModulePolicy, source: str) -> None:
     try:
         with torch.no_grad():
             out = policy.decision_values(torch.as_tensor(sample))
+    except QuarlError:  # the policy's own refusal (a chunk of the wrong shape) says what is wrong
+        raise
     except Exception as error:  # a user's network raises any type
         raise QuarlError(
             f"policy {source} fails on a batch of observations of shape {sample.shape}: "

@@ -9,6 +9,8 @@ values, its acting layers) instead of branching on what they hold. The kinds:
 - ``dict``: an SB3 policy on Dict observations (goal-conditioned): its states are flat rows, the keys concatenated
   in a declared order (:mod:`quarl_bench.observation_layout`);
 - ``module`` / ``onnx``: a user's torch module or ONNX graph as an SB3 policy (:mod:`quarl_bench.zoo.foreign`);
+- ``chunked``: a user's module predicting a chunk of actions (ACT-shaped, :mod:`quarl_bench.zoo.chunked`): it
+  carries its pending actions or recent chunks as its state;
 - ``artifact``: an exported artifact's runner (:func:`artifact_policy`, a recurrent one carrying its state), on raw
   observations; ``normalized``: an SB3 policy fed raw observations, normalising them as its VecNormalize would
   (:func:`normalized_policy`, the reference an artifact is compared with);
@@ -194,6 +196,24 @@ class ModulePolicy(SB3Policy):
     kind = "module"
 
 
+class ChunkedPolicy(ModulePolicy):
+    """A chunking module (:class:`~quarl_bench.zoo.chunked.ChunkedModulePolicy`): its state is its chunk queue or
+    ensemble; a state's greedy action is its chunk's first."""
+
+    kind = "chunked"
+    deploy_form = "chunked"  # no artifact runs the chunk loop yet: export refuses it in one line
+
+    @property
+    def carries_state(self) -> bool:
+        return True
+
+    def greedy(self) -> Greedy:
+        return lambda observation: self.network.predict(observation, None, None, True)[0]
+
+    def follower(self) -> Follower:
+        return stateful_follower(self.network)
+
+
 class OnnxGraphPolicy(ModulePolicy):
     """An ONNX graph: its torch twin where it is one MLP chain, else ONNX Runtime (a recurrent graph carries state)."""
 
@@ -280,9 +300,12 @@ def as_policy(network: Any) -> Policy:
 
     from quarl_bench.families.recurrent import is_recurrent
     from quarl_bench.zoo import foreign
+    from quarl_bench.zoo.chunked import ChunkedModulePolicy
 
     if isinstance(network, foreign.UserOnnxPolicy):
         return OnnxGraphPolicy(network)
+    if isinstance(network, ChunkedModulePolicy):
+        return ChunkedPolicy(network)
     if isinstance(network, foreign.UserModulePolicy):
         return ModulePolicy(network)
     if is_recurrent(network):
