@@ -3,6 +3,7 @@ episode, played, paired and certified from the CLI like any module; bad chunk sh
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -114,6 +115,10 @@ def test_a_chunked_reach_is_certified_from_the_cli_and_its_chunk_shape_is_checke
         assert code == 0, err
         said = " ".join(out.split())
         assert "int8: safe" in said and "fp32 40/40" in said and "quantized 40/40" in said, out
+        shape = "chunk 4, 2 executed" if function == "make" else "chunk 4, ensembled (m 0.1)"
+        assert f"reach.py:{function}; {shape}" in said  # the agent line names its chunk
+        code, out, err = cli("certify", *agent, *flags, "--json")
+        assert json.loads(out.splitlines()[-1])["verdicts"][0]["policy_shape"] == shape, out
     code, _, err = cli("certify", "--policy-module", f"{tmp_path / 'reach.py'}:wrong", *env, "--bits", "8")
     assert code == 2 and "bad action chunk: the module returned shape (2, 3)" in err
     assert len(err.strip().splitlines()) == 1

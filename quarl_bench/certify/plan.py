@@ -369,10 +369,13 @@ class Certifier:
                 decided = test.decide(d, tolerance, crashes, config.max_catastrophe_rate)
             if decided:
                 break
+        from quarl_bench.zoo.forms import form_of
+
         interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
             "method": "deploy" if target is not None else by,  # what played it, and with what recipe and artifact
             "recipe": spec.recipe_label(),
+            "policy_shape": form_of(self.ref).shape(self.ref),  # an action chunk's size and execution, or ''
             "backend": target.backend if target is not None else "",
             "judge": judge_text(config.outcome, outcome_rule(config.outcome, config.success, config.progress)),
             "perturbation": config.perturb,

@@ -56,8 +56,11 @@ def _agent_for(args: argparse.Namespace, store: ResultStore | None = None):
     if store is not None:
         store.check()
     ref = resolve(agent_query(args))
+    from quarl_bench.zoo.forms import form_of
+
     where = ref.model_path or ref.run_dir
-    console.print(f"Agent: [bold]{escape(ref_title(ref))}[/] from {escape(where)}")
+    shape = form_of(ref).shape(ref)  # an action chunk's (zoo/chunked.py), named where it acts
+    console.print(f"Agent: [bold]{escape(ref_title(ref))}[/] from {escape(where)}" + (f"; {shape}" if shape else ""))
     if ref.saved_env_id != ref.env_id:
         console.print(f"Note: this agent was saved for {ref.saved_env_id}; it runs on {ref.env_id}.")
     return ref

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,15 @@ def declared_chunk(module: nn.Module, source: str) -> ChunkShape | None:
     """The module's declared chunk shape (None: it maps an observation to one action)."""
     declaration = getattr(module, "action_chunk", None)
     return None if declaration is None else ChunkShape.declared(declaration, source)
+
+
+@cache
+def chunk_label(model_path: str) -> str:
+    """The chunk a ``--policy-module`` (or registered module) declares, as a certificate names it; '' for none."""
+    from quarl_bench.zoo.foreign import load_module_function
+
+    chunk = declared_chunk(load_module_function(model_path), model_path)
+    return chunk.label() if chunk else ""
 
 
 class ChunkedModulePolicy(UserModulePolicy):

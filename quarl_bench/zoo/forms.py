@@ -30,6 +30,10 @@ class StoredForm:
         """The file a saved agent of this form is: an SB3 zip, or an ONNX graph (a torch module is written as one)."""
         return ".zip"
 
+    def shape(self, ref: Any) -> str:
+        """What shape of policy it is beyond one action per observation (a certificate names it): '' here."""
+        return ""
+
     def load(self, ref: Any) -> Any:
         """The agent ``ref`` names, loaded (:class:`~quarl_bench.zoo.agents.LoadedAgent`)."""
         from quarl_bench.zoo.agents import load_sb3_agent
@@ -120,6 +124,12 @@ class ModuleForm(StoredForm):
 
         return load_foreign(ref)
 
+    def shape(self, ref: Any) -> str:
+        """``chunk 10, 5 executed`` for a module declaring an action chunk (``zoo/chunked.py``), else ''."""
+        from quarl_bench.zoo.chunked import chunk_label
+
+        return chunk_label(ref.model_path)
+
     def action_mode(self, ref: Any) -> Any:
         from quarl_bench.action_modes import ActionMode
 
@@ -165,6 +175,9 @@ class GraphForm(ModuleForm):
         from quarl_bench.zoo.agents import graph_policy, load_foreign
 
         return load_foreign(ref, graph_policy)
+
+    def shape(self, ref: Any) -> str:
+        return ""  # a graph declares no chunk (its sidecar will: issue 77)
 
     def refuse_fine_tuning(self, ref: Any, recipe: str, distills: bool) -> None:
         self.refuse_calibrated(ref, "harden fine-tunes torch weights, and this ONNX policy is played as its own graph")
