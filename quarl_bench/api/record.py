@@ -49,6 +49,10 @@ def method_columns() -> dict[str, str]:
 # bounds the asymptotic sequence decides later: 3,000 on the Box2D record (1,120 to 5,200)
 PLANNED_EPISODES = 2100
 PLANNED_EPISODES_ASYMPTOTIC = 3000
+# per env kind where the record measured otherwise: MuJoCo's 16 agents (2026-12-02, three runs) took 52m14s where the
+# plan said 68m29s (1.31x over; per run 1.68x and 1.49x over, and 0.80x for the 3 tqc agents, which played 820-2,840
+# episodes each): 3,000 x 52m14s / 68m29s
+PLANNED_EPISODES_BY_KIND = {"mujoco": 2300}
 RECORD_OVERHEAD_SECONDS = 14.0
 
 
@@ -132,7 +136,10 @@ def agent_seconds(candidate: Candidate, context: PlanContext | None = None) -> f
         return 0.0
     context = context or PlanContext()
     env = candidate.ref.env_id
+    from quarl_bench.api.reproduce import cost_kind
+
     episodes = PLANNED_EPISODES if return_bounds(env) is not None else PLANNED_EPISODES_ASYMPTOTIC
+    episodes = PLANNED_EPISODES_BY_KIND.get(cost_kind(env), episodes)
     conditions = agent_conditions(candidate.ref, context.perturb)
     left = 1.0 - answered_share(candidate.ref, context.verdicts, conditions)
     return (RECORD_OVERHEAD_SECONDS + episodes * episode_seconds(env, context.measured)) * len(conditions) * left
