@@ -44,6 +44,7 @@ from quarl_bench.statistics.certification import (
 from quarl_bench.statistics.pairing import in_identity_order, paired_rewards, unpaired_differences
 from quarl_bench.statistics.wording import spec_name
 from quarl_bench.types import AgentRef, DeployTarget, Job, QuantSpec, spec_identity
+from quarl_bench.zoo.forms import form_of
 from quarl_bench.zoo.return_bounds import ReturnBounds, check_returns, return_bounds
 
 FP32 = QuantSpec("fp32")
@@ -369,8 +370,6 @@ class Certifier:
                 decided = test.decide(d, tolerance, crashes, config.max_catastrophe_rate)
             if decided:
                 break
-        from quarl_bench.zoo.forms import form_of
-
         interval = test.interval(d)  # d and crashes: every pair played (the loop runs at least once)
         evidence = {
             "method": "deploy" if target is not None else by,  # what played it, and with what recipe and artifact

@@ -24,7 +24,10 @@ class ReachLine(gym.Env):
         return np.array([self.position, self.target], dtype=np.float32)
 
     def step(self, action):
-        self.position = float(np.clip(self.position + STEP * (int(action) - 1), -1.0, 1.0))
+        return self._moved(int(action) - 1)
+
+    def _moved(self, push: float):
+        self.position = float(np.clip(self.position + STEP * push, -1.0, 1.0))
         distance = abs(self.position - self.target)
         reached = distance < REACHED
         info = {"is_success": reached, "cost": float(abs(self.position) > WALL)}
@@ -41,12 +44,7 @@ class ReachLineContinuous(ReachLine):
     action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
 
     def step(self, action):
-        push = float(np.clip(np.asarray(action, dtype=float).reshape(-1)[0], -1.0, 1.0))
-        self.position = float(np.clip(self.position + STEP * push, -1.0, 1.0))
-        distance = abs(self.position - self.target)
-        reached = distance < REACHED
-        info = {"is_success": reached, "cost": float(abs(self.position) > WALL)}
-        return self._observation(), -distance, reached, False, info
+        return self._moved(float(np.clip(np.asarray(action, dtype=float).reshape(-1)[0], -1.0, 1.0)))
 
 
 if "ReachLineContinuous-v0" not in gym.registry:
