@@ -229,13 +229,13 @@ def load_foreign(ref: AgentRef, make_policy: Any = None) -> LoadedAgent:
 
 def module_policy(ref: AgentRef, observation_space: Any, action_space: Any) -> Any:
     """A ``--policy-module FILE.py:FN``'s module as an SB3 policy."""
-    from quarl_bench.zoo.chunked import ChunkedModulePolicy, declared_chunk
+    from quarl_bench.zoo.chunked import chunked_policy, declared_chunk
     from quarl_bench.zoo.foreign import UserModulePolicy, load_module_function
 
     module = load_module_function(ref.model_path)
     chunk = declared_chunk(module, ref.model_path)
     if chunk is not None:
-        return ChunkedModulePolicy(observation_space, action_space, module, chunk)
+        return chunked_policy(observation_space, action_space, module, chunk)
     return UserModulePolicy(observation_space, action_space, module)
 
 

@@ -67,9 +67,23 @@ class ChunkShape:
 
 
 def declared_chunk(module: nn.Module, source: str) -> ChunkShape | None:
-    """The module's declared chunk shape (None: it maps an observation to one action)."""
+    """The module's declared chunk shape, a denoising one included (None: it maps an observation to one action)."""
+    from quarl_bench.zoo.denoising import DenoisingShape
+
+    if getattr(module, "denoising", None) is not None:
+        return DenoisingShape.declared(module.denoising, source)
     declaration = getattr(module, "action_chunk", None)
     return None if declaration is None else ChunkShape.declared(declaration, source)
+
+
+def chunked_policy(
+    observation_space: spaces.Space, action_space: spaces.Space, module: nn.Module, chunk: ChunkShape
+) -> ChunkedModulePolicy:
+    """The policy that plays ``chunk``: a denoising loop where it declares one."""
+    from quarl_bench.zoo.denoising import DenoisingModulePolicy, DenoisingShape
+
+    kind = DenoisingModulePolicy if isinstance(chunk, DenoisingShape) else ChunkedModulePolicy
+    return kind(observation_space, action_space, module, chunk)
 
 
 @cache
@@ -135,7 +149,7 @@ class ChunkedModulePolicy(UserModulePolicy):
         actions = np.clip(actions, low, high).reshape(batch, *self.shape)
         return actions.astype(self.box.dtype), state
 
-    def _fresh(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    def _fresh(self, batch: int) -> tuple[np.ndarray, ...]:
         size, dim = self.chunk.size, self.action_dim
         if self.chunk.execute is not None:
             return np.zeros((batch, size, dim), np.float32), np.full(batch, size, np.int64)  # nothing pending
