@@ -28,6 +28,7 @@ QUICK = {
     "certify_heldout.py": "held-out, asymptotic: ",
     "certify_speed.py": "ratio fixed / certify: ",
     "certify_validity.py": "worst P(false safe), asymptotic",
+    "denoising_steps.py": "final chunk error vs fp32: int8 ",
     "deploy_latency.py": "policy III: int8 ",
     "eval_throughput.py": "eval vs env-only: ",
     "harden_cost.py": "dqn:CartPole-v1",

@@ -92,3 +92,30 @@ def test_a_denoising_reach_is_certified_from_the_cli_and_names_its_scheduler(cli
     assert {v["policy_shape"] for v in verdicts} == {"chunk 4, 2 executed; ddim 10 steps (epsilon, 100 trained)"}
     code, _, err = cli("export", *agent, "--backend", "ort-fp32", "--out", tmp_path / "art")
     assert code == 2 and "cannot export a chunked policy yet" in err and not (tmp_path / "art").exists()
+
+
+def test_the_chunk_policies_train_from_an_expert_and_certify_on_success(cli, tmp_path: Path) -> None:
+    """scripts/train_chunk_policies.py's path, tiny: demonstrations from the reach's exact expert, an ACT-style
+    transformer and a Diffusion Policy trained on them, loaded through their ``policy.py`` and certified."""
+    import importlib.util
+
+    sys.path.insert(0, str(DATA))
+    import reach_line  # noqa: F401  (registers ReachLineContinuous-v0)
+
+    spec = importlib.util.spec_from_file_location(
+        "train_chunks", DATA.parent.parent / "scripts/train_chunk_policies.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    expert = lambda observation: np.clip(10 * (observation[1:] - observation[:1]), -1, 1)  # noqa: E731
+    script.train(expert, "ReachLineContinuous-v0", tmp_path, episodes=20, size=4, execute=2, steps=150, seed=0)
+    store, env = tmp_path / "q.sqlite", ("--env", "ReachLineContinuous-v0", "--env-package", "reach_line")
+    learned = {"act": 18, "diffusion": 10}  # of 20 fp32 episodes, after 150 steps (20 and 14 measured)
+    for kind, shape in (("act", "chunk 4, 2 executed"), ("diffusion", "ddim 10 steps (epsilon, 100 trained)")):
+        agent = ("--policy-module", f"{tmp_path / 'policy.py'}:{kind}", *env)
+        flags = ("--bits", "8", "--outcome", "success", "--tolerance-abs", "0.2", "--max-episodes", "20")
+        code, out, err = cli("certify", *agent, *flags, "--store", store, "--json")
+        assert code == 0, err
+        verdict = json.loads(out.splitlines()[-1])["verdicts"][0]
+        assert shape in verdict["policy_shape"], verdict
+        assert verdict["reference_successes"] >= learned[kind] and verdict["outcome_pairs"] == 20, verdict

@@ -132,12 +132,21 @@ class ChunkedModulePolicy(UserModulePolicy):
             )
         return out.reshape(batch, size, dim)
 
-    def decision_values(self, observation: torch.Tensor) -> torch.Tensor:
+    def flat(self, observation: Any) -> np.ndarray:
+        """``(batch, obs_dim)`` float32: a Dict observation's keys concatenated in its space's order."""
+        if isinstance(self.observation_space, spaces.Dict) and isinstance(observation, dict):
+            parts = [np.asarray(observation[key], np.float32) for key in self.observation_space.spaces]
+            return np.concatenate([part.reshape(len(part), -1) for part in parts], axis=1)
+        return np.asarray(observation, dtype=np.float32)
+
+    def decision_values(self, observation: Any) -> torch.Tensor:
+        if isinstance(observation, dict):
+            observation = torch.cat([torch.as_tensor(observation[key]).flatten(1).float() for key in observation], 1)
         return self.chunks(observation)[:, 0].reshape(-1, *self.shape)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):  # noqa: ANN001
         """One action per env, and the chunk state to pass next (reset where ``episode_start`` is set)."""
-        observation = np.asarray(observation, dtype=np.float32)
+        observation = self.flat(observation)
         batch = len(observation)
         state = self._fresh(batch) if state is None else tuple(np.array(part, copy=True) for part in state)
         starts = np.ones(batch, bool) if episode_start is None else np.asarray(episode_start, bool)

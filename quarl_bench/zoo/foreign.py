@@ -87,7 +87,8 @@ def check_output(policy: UserModulePolicy, source: str) -> None:
 
     :raises QuarlError: for an output of the wrong shape, or a network that fails on the observations.
     """
-    sample = np.stack([policy.observation_space.sample() for _ in range(2)]).astype(np.float32)
+    space = policy.observation_space  # a Dict's keys flat, in the space's order (what a chunked policy passes)
+    sample = np.stack([np.asarray(spaces.flatten(space, space.sample())) for _ in range(2)]).astype(np.float32)
     expected = (2, *expected_output(policy.action_space))
     try:
         with torch.no_grad():

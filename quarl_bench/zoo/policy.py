@@ -210,6 +210,9 @@ class ChunkedPolicy(ModulePolicy):
     def greedy(self) -> Greedy:
         return lambda observation: self.network.predict(observation, None, None, True)[0]
 
+    def acted_states(self, observation: Any, state: Any, starts: np.ndarray | None) -> np.ndarray:
+        return self.network.flat(observation)  # a Dict observation's keys flat, as the module reads them
+
     def follower(self) -> Follower:
         return stateful_follower(self.network)
 
