@@ -39,7 +39,7 @@ def main() -> None:
     from quarl_bench.quant.quantize import quantize
     from quarl_bench.training.chunk_models import ChunkDenoiser, load
     from quarl_bench.types import QuantSpec
-    from quarl_bench.zoo.chunked import chunked_policy, declared_chunk
+    from quarl_bench.zoo.chunk_policies import chunked_policy, declared_chunk
     from quarl_bench.zoo.denoising import chunk_generator, episode_seed
     from quarl_bench.zoo.devices import one_torch_thread
 

@@ -14,7 +14,7 @@ import torch
 from gymnasium import spaces
 
 from quarl_bench.errors import QuarlError
-from quarl_bench.zoo.chunked import chunked_policy, declared_chunk
+from quarl_bench.zoo.chunk_policies import chunked_policy, declared_chunk
 from quarl_bench.zoo.denoising import DenoisingShape
 
 DATA = Path(__file__).parent / "data"

@@ -229,7 +229,7 @@ def load_foreign(ref: AgentRef, make_policy: Any = None) -> LoadedAgent:
 
 def module_policy(ref: AgentRef, observation_space: Any, action_space: Any) -> Any:
     """A ``--policy-module FILE.py:FN``'s module as an SB3 policy."""
-    from quarl_bench.zoo.chunked import chunked_policy, declared_chunk
+    from quarl_bench.zoo.chunk_policies import chunked_policy, declared_chunk
     from quarl_bench.zoo.foreign import UserModulePolicy, load_module_function
 
     module = load_module_function(ref.model_path)

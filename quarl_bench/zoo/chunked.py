@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -64,35 +63,6 @@ class ChunkShape:
         """``chunk 10, 5 executed`` or ``chunk 10, ensembled (m 0.01)``: what the certificate names."""
         how = f"{self.execute} executed" if self.execute is not None else f"ensembled (m {self.ensemble:g})"
         return f"chunk {self.size}, {how}"
-
-
-def declared_chunk(module: nn.Module, source: str) -> ChunkShape | None:
-    """The module's declared chunk shape, a denoising one included (None: it maps an observation to one action)."""
-    from quarl_bench.zoo.denoising import DenoisingShape
-
-    if getattr(module, "denoising", None) is not None:
-        return DenoisingShape.declared(module.denoising, source)
-    declaration = getattr(module, "action_chunk", None)
-    return None if declaration is None else ChunkShape.declared(declaration, source)
-
-
-def chunked_policy(
-    observation_space: spaces.Space, action_space: spaces.Space, module: nn.Module, chunk: ChunkShape
-) -> ChunkedModulePolicy:
-    """The policy that plays ``chunk``: a denoising loop where it declares one."""
-    from quarl_bench.zoo.denoising import DenoisingModulePolicy, DenoisingShape
-
-    kind = DenoisingModulePolicy if isinstance(chunk, DenoisingShape) else ChunkedModulePolicy
-    return kind(observation_space, action_space, module, chunk)
-
-
-@cache
-def chunk_label(model_path: str) -> str:
-    """The chunk a ``--policy-module`` (or registered module) declares, as a certificate names it; '' for none."""
-    from quarl_bench.zoo.foreign import load_module_function
-
-    chunk = declared_chunk(load_module_function(model_path), model_path)
-    return chunk.label() if chunk else ""
 
 
 class ChunkedModulePolicy(UserModulePolicy):

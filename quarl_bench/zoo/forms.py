@@ -126,7 +126,7 @@ class ModuleForm(StoredForm):
 
     def shape(self, ref: Any) -> str:
         """``chunk 10, 5 executed`` for a module declaring an action chunk (``zoo/chunked.py``), else ''."""
-        from quarl_bench.zoo.chunked import chunk_label
+        from quarl_bench.zoo.chunk_policies import chunk_label
 
         return chunk_label(ref.model_path)
 
