@@ -110,8 +110,9 @@ class ChunkedModulePolicy(UserModulePolicy):
         return np.asarray(observation, dtype=np.float32)
 
     def decision_values(self, observation: Any) -> torch.Tensor:
-        if isinstance(observation, dict):
-            observation = torch.cat([torch.as_tensor(observation[key]).flatten(1).float() for key in observation], 1)
+        if isinstance(observation, dict):  # SB3's tensors of a Dict observation: flat in the space's order
+            keys = getattr(self.observation_space, "spaces", observation)
+            observation = torch.cat([torch.as_tensor(observation[key]).flatten(1).float() for key in keys], 1)
         return self.chunks(observation)[:, 0].reshape(-1, *self.shape)
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):  # noqa: ANN001
