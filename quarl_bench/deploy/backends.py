@@ -38,7 +38,8 @@ class Artifact:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        """Of every file it is (a chunk artifact's graph, sidecar and runtime; a C artifact's sources)."""
+        return hashlib.sha256(b"".join(data for _, data in self.files) if self.files else self.data).hexdigest()
 
     @property
     def nbytes(self) -> int:
@@ -108,7 +109,9 @@ def build(
             f"{module.policy.not_a_chain}; expected one of {', '.join(onnx_capable())} for such a graph"
         )
     if not module.carries_state:
-        return entry.builder()(name, module, sample, calibration, calibration_method, network_states)
+        artifact = entry.builder()(name, module, sample, calibration, calibration_method, network_states)
+        packaged = getattr(module, "packaged", None)  # a chunk policy's loop goes beside its graph
+        return packaged(artifact) if packaged is not None else artifact
     from quarl_bench.deploy.recurrent import refuse_stateless
 
     refuse_stateless(name, entry.carries_state)
@@ -202,6 +205,10 @@ def runner(artifact: Artifact, threads: int = 1) -> Callable[[np.ndarray], np.nd
         from quarl_bench.deploy.recurrent import recurrent_runner
 
         return recurrent_runner(artifact, threads)
+    if artifact.info("chunk") is not None:
+        from quarl_bench.deploy.chunk_artifact import ChunkRunner
+
+        return ChunkRunner(artifact, threads)
     return KINDS.get(artifact.kind).function("runner")(artifact, threads)
 
 

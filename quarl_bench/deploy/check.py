@@ -80,29 +80,39 @@ sys.exit(0 if passed else 1)
 """
 
 
-def check_script(kind: str) -> str:
-    """``check.py`` for an artifact of ``kind``: the plain client's ``act`` and the replay."""
+def check_script(kind: str, chunk: bool = False) -> str:
+    """``check.py`` for an artifact of ``kind``: the plain client's ``act`` (a chunk artifact's: its runtime, from
+    a fresh state on the recorded noise) and the replay."""
+    from quarl_bench.deploy.chunk_artifact import CHECK_CLIENT
     from quarl_bench.deploy.contract import PREPARE
     from quarl_bench.deploy.targets import KINDS
 
     head = "import json\nimport sys\n\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
-    return head + KINDS.get(kind).client + "\n" + PREPARE + CHECK
+    return head + (CHECK_CLIENT if chunk else KINDS.get(kind).client) + "\n" + PREPARE + CHECK
 
 
 def vectors(
-    raw_states: np.ndarray, outputs: np.ndarray, claimed: np.ndarray, counted: np.ndarray, image: bool
+    raw_states: np.ndarray,
+    outputs: np.ndarray,
+    claimed: np.ndarray,
+    counted: np.ndarray,
+    image: bool,
+    noise: np.ndarray | None = None,
 ) -> bytes:
-    """``vectors.npz``: the first gate states with the artifact's outputs, the claimed actions and the gate's mask."""
+    """``vectors.npz``: the first gate states with the artifact's outputs, the claimed actions and the gate's mask
+    (a denoising artifact's: each state's chunk noise too, ``(vector, 1 + steps, size, action_dim)``)."""
     count = IMAGE_VECTORS if image else VECTORS
     buffer = io.BytesIO()
-    np.savez_compressed(
-        buffer,
-        observations=np.asarray(raw_states[:count]),
-        outputs=np.asarray(outputs[:count], dtype=np.float64).reshape(min(count, len(outputs)), -1),
-        claimed=np.asarray(claimed[:count], dtype=np.float64),
-        counted=np.asarray(counted[:count], dtype=bool),
-    )
+    arrays = {
+        "observations": np.asarray(raw_states[:count]),
+        "outputs": np.asarray(outputs[:count], dtype=np.float64).reshape(min(count, len(outputs)), -1),
+        "claimed": np.asarray(claimed[:count], dtype=np.float64),
+        "counted": np.asarray(counted[:count], dtype=bool),
+    }
+    if noise is not None:
+        arrays["noise"] = np.asarray(noise[:count], dtype=np.float32)
+    np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
 
 
@@ -144,9 +154,15 @@ def travelling_gate(artifact: Any, module: Any, detail: dict[str, Any], document
         }
         return {}
     image = bool(getattr(module, "image", False))
+    chunk, noise = artifact.info("chunk") is not None, None
+    if chunk:  # the noise each state's chunk was denoised from, so that check.py replays the same
+        from quarl_bench.deploy.chunk_artifact import ChunkRunner
+
+        noise = ChunkRunner(artifact).noise_of(detail["raw_states"][:VECTORS])
+    raw, actions, claimed, counted = (detail[k] for k in ("raw_states", "actions", "claimed", "counted"))
     files = {
-        "vectors.npz": vectors(detail["raw_states"], detail["actions"], detail["claimed"], detail["counted"], image),
-        "check.py": check_script(artifact.kind).encode(),
+        "vectors.npz": vectors(raw, actions, claimed, counted, image, noise),
+        "check.py": check_script(artifact.kind, chunk).encode(),
     }
     document["check"] = gate_record(detail, artifact)
     document["files"] |= {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
@@ -179,6 +195,12 @@ def run_check(folder: Path, emulate: str = "") -> tuple[bool, list[str]]:
         lines = (done.stdout + done.stderr).strip().splitlines()
         return done.returncode == 0, lines
     contract = json.loads((folder / "policy.json").read_text())
+    if "chunk" in contract:
+        raise QuarlError(
+            f"--emulate {emulate} replays one ONNX graph per action: {str(folder)!r} holds a chunk artifact, whose "
+            "runtime.py runs its loop; expected a folder of a policy that maps one observation to one action "
+            "(run its check without --emulate)"
+        )
     if not (folder / "policy.onnx").is_file():
         raise QuarlError(
             f"--emulate {emulate} replays ONNX Runtime's int8 kernels: {str(folder)!r} holds a "

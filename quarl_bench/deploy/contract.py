@@ -44,16 +44,18 @@ print(f"return {total:.1f}")
 )
 
 
-def client(kind: str, recurrent: bool = False) -> str:
+def client(kind: str, recurrent: bool = False, chunk: bool = False) -> str:
     """A plain client for an artifact of ``kind``, run in the artifact folder: one seeded episode, its return (a
-    recurrent artifact's client carries the state)."""
+    recurrent artifact's client carries the state; a chunk artifact's plays its runtime's loop)."""
     head = "import json\nimport sys\n\nimport gymnasium as gym\nimport numpy as np\n\n"
     head += 'contract = json.load(open("policy.json"))\n'
     head += 'sys.path[:0] = contract.get("env_module_folders", [])  # where the env\'s own modules were found\n'
+    from quarl_bench.deploy.chunk_artifact import CLIENT as CHUNK_CLIENT
     from quarl_bench.deploy.targets import KINDS
 
     entry = KINDS.get(kind)
-    return head + (entry.recurrent_client if recurrent else entry.client) + "\n\n" + PLAY
+    acting = CHUNK_CLIENT if chunk else entry.recurrent_client if recurrent else entry.client
+    return head + acting + "\n\n" + PLAY
 
 
 def contract(
@@ -136,6 +138,14 @@ def contract(
     }
     if cortex_m4 is not None:
         found["cortex_m4"] = cortex_m4
+    chunk = artifact.info("chunk")
+    if chunk is not None:  # the loop around the graph: chunk.json, which runtime.py reads
+        found["chunk"] = chunk
+        found["action"]["mapping"] = (
+            "runtime.py: the denoised chunk mapped from [-1, 1] onto [low, high], executed open-loop"
+            if chunk["shape"] == "denoising"
+            else "runtime.py: the chunk executed open-loop or ensembled, clipped to [low, high]"
+        )
     state = artifact.info("recurrent")
     if state is not None:
         found["state"] = {
@@ -303,7 +313,7 @@ def readme(artifact: Artifact, ref: AgentRef, document: dict[str, Any]) -> str:
         f"Play it with gymnasium and {KINDS.get(artifact.kind).runtime or 'torch'} alone, from this folder:",
         "",
         "```python",
-        client(artifact.kind, "state" in document).rstrip(),
+        client(artifact.kind, "state" in document, "chunk" in document).rstrip(),
         "```",
         "",
     ]

@@ -326,24 +326,34 @@ def acting_graph(
     return model.SerializeToString()
 
 
-Form = DeployablePolicy | GraphPolicy
+Form = DeployablePolicy | GraphPolicy | TorchForm
+
+
+def chunk_form(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None) -> Form:
+    """A chunk policy's form: its module, the loop beside it (:mod:`quarl_bench.deploy.chunk_artifact`)."""
+    from quarl_bench.deploy.chunk_artifact import ChunkForm
+
+    return ChunkForm(policy, observation_space, normalizer)
+
+
 FORMS: dict[str, Callable[[BasePolicy, spaces.Space, VecNormalize | None], Form]] = {
     "module": DeployablePolicy,
     "recurrent": RecurrentDeployablePolicy,
     "graph": GraphPolicy,
+    "chunked": chunk_form,
 }
 
 
 def deployable(policy: BasePolicy, observation_space: spaces.Space, normalizer: VecNormalize | None = None) -> Form:
     """What a backend builds its artifact from: the deployable form the policy's adapter names
-    (:attr:`~quarl_bench.zoo.policy.Policy.deploy_form`: a :class:`DeployablePolicy`, its recurrent form, or an ONNX
-    policy's own :class:`GraphPolicy`)."""
+    (:attr:`~quarl_bench.zoo.policy.Policy.deploy_form`: a :class:`DeployablePolicy`, its recurrent form, a chunk
+    policy's module with its loop beside it, or an ONNX policy's own :class:`GraphPolicy`)."""
     from quarl_bench.zoo.policy import as_policy
 
     form = as_policy(policy).deploy_form
     if form not in FORMS:
         raise QuarlError(
-            f"cannot export a {form} policy yet: its artifact must run the {form} loop itself (issue 77); expected a "
-            "policy that maps one observation to one action, or a recurrent one"
+            f"cannot export a {form} policy: expected a policy that maps one observation to one action, a recurrent "
+            "one or a chunk policy"
         )
     return FORMS[form](policy, observation_space, normalizer).eval()

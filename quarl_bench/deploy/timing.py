@@ -73,8 +73,8 @@ def peak_memory_mb(artifact: Artifact, observation: np.ndarray) -> float | None:
     from quarl_bench.deploy.targets import KINDS
 
     kind = KINDS.get(artifact.kind)
-    if not kind.probe or artifact.info("recurrent") is not None:
-        return None  # the probe feeds one observation: a recurrent artifact takes its state too
+    if not kind.probe or artifact.info("recurrent") is not None or artifact.info("chunk") is not None:
+        return None  # the probe feeds one observation: a recurrent artifact takes its state, a chunk one its loop
     with tempfile.TemporaryDirectory() as folder:
         path, obs_path = Path(folder) / f"policy{artifact.suffix}", Path(folder) / "obs.npy"
         if kind.probe_file:  # what the probe loads is made from the artifact (C: the compiled library)

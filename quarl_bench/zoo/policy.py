@@ -201,7 +201,7 @@ class ChunkedPolicy(ModulePolicy):
     ensemble; a state's greedy action is its chunk's first."""
 
     kind = "chunked"
-    deploy_form = "chunked"  # no artifact runs the chunk loop yet: export refuses it in one line
+    deploy_form = "chunked"  # its module as a graph, its loop in the artifact's runtime (deploy/chunk_artifact.py)
 
     @property
     def carries_state(self) -> bool:
@@ -347,7 +347,8 @@ class _ArtifactRun:
             return self.run(np.asarray(observation)), state
         from quarl_bench.families.recurrent import started
 
-        state = self.run.zero_state(len(observation)) if state is None else started(state, episode_start)
+        restart = getattr(self.run, "started", started)  # a chunk runner's state is its own
+        state = self.run.zero_state(len(observation)) if state is None else restart(state, episode_start)
         return self.run.step(np.asarray(observation), state)
 
 
