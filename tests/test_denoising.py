@@ -90,8 +90,6 @@ def test_a_denoising_reach_is_certified_from_the_cli_and_names_its_scheduler(cli
     verdicts = json.loads(out.splitlines()[-1])["verdicts"]
     assert [v["verdict"] for v in verdicts] == ["safe", "safe"], out
     assert {v["policy_shape"] for v in verdicts} == {"chunk 4, 2 executed; ddim 10 steps (epsilon, 100 trained)"}
-    code, _, err = cli("export", *agent, "--backend", "ort-fp32", "--out", tmp_path / "art")
-    assert code == 2 and "cannot export a chunked policy yet" in err and not (tmp_path / "art").exists()
 
 
 def test_the_chunk_policies_train_from_an_expert_and_certify_on_success(cli, tmp_path: Path) -> None:

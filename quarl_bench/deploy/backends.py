@@ -108,6 +108,9 @@ def build(
             f"backend {name} needs a torch policy, and this ONNX policy is played as its own graph: "
             f"{module.policy.not_a_chain}; expected one of {', '.join(onnx_capable())} for such a graph"
         )
+    refuse = getattr(module, "refuse_backend", None)  # a chunk policy's loop runs beside ONNX graphs only
+    if refuse is not None:
+        refuse(name)
     if not module.carries_state:
         artifact = entry.builder()(name, module, sample, calibration, calibration_method, network_states)
         packaged = getattr(module, "packaged", None)  # a chunk policy's loop goes beside its graph

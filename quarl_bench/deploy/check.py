@@ -104,7 +104,7 @@ def vectors(
     (a denoising artifact's: each state's chunk noise too, ``(vector, 1 + steps, size, action_dim)``)."""
     count = IMAGE_VECTORS if image else VECTORS
     buffer = io.BytesIO()
-    arrays = {
+    arrays: dict[str, Any] = {
         "observations": np.asarray(raw_states[:count]),
         "outputs": np.asarray(outputs[:count], dtype=np.float64).reshape(min(count, len(outputs)), -1),
         "claimed": np.asarray(claimed[:count], dtype=np.float64),
@@ -112,7 +112,7 @@ def vectors(
     }
     if noise is not None:
         arrays["noise"] = np.asarray(noise[:count], dtype=np.float32)
-    np.savez_compressed(buffer, **arrays)
+    np.savez_compressed(buffer, allow_pickle=False, **arrays)
     return buffer.getvalue()
 
 

@@ -114,13 +114,17 @@ class ChunkForm(TorchForm):
             found["denoising"] = scheduler_tables(self.chunk, self.policy.scheduler)
         return found
 
+    @staticmethod
+    def refuse_backend(backend: str) -> None:
+        """:raises QuarlError: for a backend whose artifact cannot sit beside the runtime (before it is built)."""
+        if backend not in BACKENDS:
+            raise QuarlError(
+                f"backend {backend} cannot play a chunk policy: its loop runs in runtime.py beside an ONNX graph "
+                f"that nothing calibrates; expected one of {', '.join(BACKENDS)}"
+            )
+
     def packaged(self, artifact: Any) -> Any:
         """``artifact`` (its graph built by an ONNX backend) with the sidecar and the runtime beside it."""
-        if artifact.backend not in BACKENDS:
-            raise QuarlError(
-                f"backend {artifact.backend} cannot play a chunk policy: its loop runs in runtime.py beside an ONNX "
-                f"graph; expected one of {', '.join(BACKENDS)}"
-            )
         sidecar = self.sidecar()
         files = (
             ("policy.onnx", artifact.data),

@@ -75,12 +75,16 @@ class ChunkRuntime:
 
     def chunks(self, observation: np.ndarray, noise: list[tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
         """``(batch, size, action_dim)`` in the env's units (unclipped: the action played is clipped); a denoising
-        artifact's from each row's ``noise``."""
+        artifact's from each row's ``noise``. The graph sees one observation per call, as deployed: a dynamically
+        quantized graph takes its activation ranges from the batch it is given."""
         obs = self.normalised(observation)
         if self.shape == "chunked":
-            return self.session.run(None, {"obs": obs})[0].reshape(len(obs), self.size, self.dim)
+            rows = [self.session.run(None, {"obs": obs[i : i + 1]})[0] for i in range(len(obs))]
+            return np.concatenate(rows).reshape(len(obs), self.size, self.dim)
         assert noise is not None and len(noise) == len(obs)  # a denoising chunk starts from its noise
-        unit = self.denoised(obs, np.stack([n[0] for n in noise]), np.stack([n[1] for n in noise]))
+        unit = np.concatenate(
+            [self.denoised(obs[i : i + 1], noise[i][0][None], noise[i][1][None]) for i in range(len(obs))]
+        )
         return self.low + (np.clip(unit, -1.0, 1.0) + 1.0) / 2.0 * (self.high - self.low)
 
     def denoised(self, obs: np.ndarray, sample: np.ndarray, step_noise: np.ndarray) -> np.ndarray:
@@ -157,7 +161,7 @@ class ChunkRuntime:
         ages = np.arange(self.size)
         for_now = history[:, ages, ages]  # the chunk made i steps ago, at its step i
         order = (made[:, None] - 1 - ages[None, :]).astype(np.float64)  # 0 for the oldest chunk still held
-        weights = np.where(ages[None, :] < made[:, None], np.exp(-float(self.ensemble) * order), 0.0)
+        weights = np.where(ages[None, :] < made[:, None], np.exp(-float(self.ensemble or 0.0) * order), 0.0)
         actions = (weights[:, :, None] * for_now).sum(axis=1) / weights.sum(axis=1, keepdims=True)
         return np.clip(actions, self.low, self.high).astype(np.float32), (history, made)
 

@@ -47,7 +47,7 @@ class ChunkTransformer(Normalised):
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         token = self.embed(self.normalise(observation))[:, None]
-        tokens = torch.cat([token, self.queries.expand(len(token), -1, -1)], dim=1)
+        tokens = torch.cat([token, self.queries.expand(token.shape[0], -1, -1)], dim=1)
         return torch.tanh(self.head(self.encoder(tokens)[:, 1:]))  # (batch, size, action_dim) in [-1, 1]
 
 
@@ -79,8 +79,8 @@ class ChunkDenoiser(Normalised):
 
     def forward(self, sample: torch.Tensor, timestep: torch.Tensor, observation: torch.Tensor) -> torch.Tensor:
         time = self.time(timestep_embedding(timestep, self.embedding))
-        inputs = torch.cat([sample.reshape(len(sample), -1), self.normalise(observation), time], dim=-1)
-        return self.net(inputs).reshape(len(sample), self.size, self.action_dim)
+        inputs = torch.cat([sample.flatten(1), self.normalise(observation), time], dim=-1)
+        return self.net(inputs).reshape(sample.shape[0], self.size, self.action_dim)
 
 
 KINDS: dict[str, type[nn.Module]] = {"act": ChunkTransformer, "diffusion": ChunkDenoiser}
