@@ -114,3 +114,26 @@ def test_a_denoising_policy_exports_with_its_loop_and_the_folder_runs_alone(cli,
     code, _, err = cli("export", *agent, "--backend", "ort-int8-static", "--out", tmp_path / "static", *flags)
     assert code == 2 and "cannot play a chunk policy" in err and "ort-int8-dynamic" in err
     assert not (tmp_path / "static").exists()
+    _loaded_as_a_model(cli, folder, tmp_path)
+
+
+def _loaded_as_a_model(cli, folder: Path, tmp_path: Path) -> None:
+    """The folder's graph and sidecar as ``--model``: the loop played around the graph, certified with its shape
+    named; a sidecar without statistics, or with an unknown scheduler, refused in one line."""
+    env = ("--env", "ReachLineContinuous-v0", "--env-package", "reach_line", "--store", tmp_path / "m.sqlite")
+    flags = ("--bits", "8", "--outcome", "success", "--tolerance-abs", "0.1", "--json")
+    code, out, err = cli("certify", "--model", folder / "policy.onnx", *env, *flags)
+    assert code == 0, err
+    verdict = json.loads(out.splitlines()[-1])["verdicts"][0]
+    assert verdict["verdict"] == "safe" and verdict["reference_successes"] == verdict["outcome_pairs"] == 40
+    assert verdict["policy_shape"] == "chunk 4, 2 executed; ddim 10 steps (epsilon, 100 trained)"
+    sidecar = json.loads((folder / "chunk.json").read_text())
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "policy.onnx").write_bytes((folder / "policy.onnx").read_bytes())
+    unknown = sidecar | {"denoising": sidecar["denoising"] | {"scheduler": "euler"}}
+    missing = {key: value for key, value in sidecar.items() if key != "normalization"}
+    for written, message in ((unknown, "unknown denoising scheduler 'euler'"), (missing, "no observation normal")):
+        (bad / "chunk.json").write_text(json.dumps(written))
+        code, _, err = cli("run", "--model", bad / "policy.onnx", *env, "--bits", "8", "-n", "2")
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

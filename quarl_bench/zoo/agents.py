@@ -243,8 +243,12 @@ def graph_policy(ref: AgentRef, observation_space: Any, action_space: Any) -> An
     """An ONNX graph as an SB3 policy: its torch twin where it is one MLP chain (every method a torch module takes
     then takes it), else the graph itself on ONNX Runtime."""
     from quarl_bench.zoo.foreign import UserModulePolicy, UserOnnxPolicy, chain_reading
+    from quarl_bench.zoo.onnx_chunk import onnx_chunk_policy, sidecar_of
 
     graph = Path(ref.model_path).read_bytes()
+    sidecar = sidecar_of(ref.model_path)
+    if sidecar is not None:  # a chunk or denoising graph: the loop around it (zoo/onnx_chunk.py)
+        return onnx_chunk_policy(graph, sidecar, observation_space, action_space)
     announce_outputs(ref.model_path, graph)
     reading = chain_reading(graph, action_space)
     if reading.module is not None:

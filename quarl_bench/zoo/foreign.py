@@ -265,16 +265,7 @@ class UserOnnxPolicy(UserModulePolicy):
 
     def current_graph(self) -> bytes:
         """The graph with the current (possibly quantized) weights in its initializers."""
-        import onnx
-        from onnx import numpy_helper
-
-        model = onnx.load_from_string(self.graph_bytes)
-        values = self.module.initializers()
-        for index, init in enumerate(model.graph.initializer):
-            if init.name in values:
-                array = values[init.name].astype(numpy_helper.to_array(init).dtype)
-                model.graph.initializer[index].CopyFrom(numpy_helper.from_array(array, init.name))
-        return model.SerializeToString()
+        return graph_with_weights(self.graph_bytes, self.module.initializers())
 
     def decision_values(self, observation: torch.Tensor) -> torch.Tensor:
         if self._session is None:
@@ -288,6 +279,19 @@ class UserOnnxPolicy(UserModulePolicy):
             outputs = [self._session.run(None, {self.input_name: row[None]})[0] for row in batch]
             return torch.from_numpy(np.concatenate(outputs))
         return torch.from_numpy(self._session.run(None, {self.input_name: batch})[0])
+
+
+def graph_with_weights(graph_bytes: bytes, values: dict[str, np.ndarray]) -> bytes:
+    """The graph with ``values`` (weights by initializer name, :meth:`OnnxLayers.initializers`) in its initializers."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(graph_bytes)
+    for index, init in enumerate(model.graph.initializer):
+        if init.name in values:
+            array = values[init.name].astype(numpy_helper.to_array(init).dtype)
+            model.graph.initializer[index].CopyFrom(numpy_helper.from_array(array, init.name))
+    return model.SerializeToString()
 
 
 def fixed_batch_of_one(graph_bytes: bytes, input_name: str) -> bool:

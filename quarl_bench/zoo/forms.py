@@ -177,7 +177,9 @@ class GraphForm(ModuleForm):
         return load_foreign(ref, graph_policy)
 
     def shape(self, ref: Any) -> str:
-        return ""  # a graph declares no chunk (its sidecar will: issue 77)
+        from quarl_bench.zoo.onnx_chunk import sidecar_label
+
+        return sidecar_label(ref.model_path)  # a chunk graph's sidecar declares its shape
 
     def refuse_fine_tuning(self, ref: Any, recipe: str, distills: bool) -> None:
         self.refuse_calibrated(ref, "harden fine-tunes torch weights, and this ONNX policy is played as its own graph")

@@ -68,6 +68,8 @@ def model_ref(
         from quarl_bench.extras import require
 
         require("deploy", "--model FILE.onnx", ("onnx", "onnxruntime"))
+        from quarl_bench.zoo.onnx_chunk import sidecar_of
+
         if algo not in (None, "onnx"):
             raise QuarlError(f"bad --algo {algo!r} for an ONNX model: expected none (the graph acts by itself)")
         return AgentRef(
@@ -76,7 +78,7 @@ def model_ref(
             env_id,
             "model",
             str(path.parent),
-            content_hash([path], extra),
+            content_hash([path, *filter(None, [sidecar_of(path)])], extra),  # a chunk graph's sidecar acts too
             str(path),
             str(vec_path or ""),
             kwargs,
