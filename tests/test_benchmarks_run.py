@@ -29,6 +29,7 @@ QUICK = {
     "certify_speed.py": "ratio fixed / certify: ",
     "certify_validity.py": "worst P(false safe), asymptotic",
     "denoising_steps.py": "final chunk error vs fp32: int8 ",
+    "chunk_latency.py": "int8/fp32 latency per executed action: act ",
     "deploy_latency.py": "policy III: int8 ",
     "eval_throughput.py": "eval vs env-only: ",
     "harden_cost.py": "dqn:CartPole-v1",

@@ -73,6 +73,15 @@ class ChunkForm(TorchForm):
         inputs = ["sample", "timestep", "obs"] if self.denoising else ["obs"]
         output = "prediction" if self.denoising else "chunk"
         buffer = io.BytesIO()
+        fast = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)  # the fused encoder-layer kernel has no ONNX export
+        try:
+            self._export(inputs, output, sample, buffer)
+        finally:
+            torch.backends.mha.set_fastpath_enabled(fast)
+        return buffer.getvalue()
+
+    def _export(self, inputs: list[str], output: str, sample: np.ndarray, buffer: io.BytesIO) -> None:
         with torch.no_grad():
             torch.onnx.export(
                 self,
@@ -84,7 +93,6 @@ class ChunkForm(TorchForm):
                 opset_version=OPSET,
                 dynamo=False,
             )
-        return buffer.getvalue()
 
     def sidecar(self) -> dict[str, Any]:
         """``chunk.json``: what runtime.py needs besides the graph."""
