@@ -17,7 +17,7 @@ GRANULARITIES = ("per-tensor", "per-channel", "auto")
 ROLLOUT_REFERENCE = "none"  # a quantized-rollout run's reference: fp32 rollouts, the naive (uncorrected) loss
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")  # ort-int8-static's (deploy)
 # PTQ beyond round-to-nearest weights (quant/activations.py, quant/calibrated.py, quant/prune.py).
-ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse")
+ACT_CALIBRATION_METHODS = ("minmax", "percentile", "mse", "dynamic")  # dynamic: each call's own range
 GROUP_SIZES = (16, 32, 64, 128, 256)
 PRUNE_STRUCTURES = ("unstructured", "neurons")
 # Calibration states come from the fp32 agent playing envs seeded from here on: never an evaluation seed's episodes.
@@ -48,7 +48,9 @@ class QuantSpec:
     :param layers: which tensors are quantized: ``paper`` (the acting network's weights, as the paper describes) or
         ``quarl-code`` (what harvard-edge/QuaRL's ``new_ptq.py`` really selected, see ``quant/layers.py``).
     :param calibration_states: calibrated PTQ only (activations, calibrated rounding): the visited states used.
-    :param calibration_method: activation ranges' calibration: ``minmax``, ``percentile`` or ``mse``.
+    :param calibration_method: activation ranges' calibration: ``minmax``, ``percentile`` or ``mse``; or
+        ``dynamic``: no calibration, each input's range taken per call and per batch row (zero included), as ONNX
+        Runtime's dynamic quantization takes it from the one observation it is given.
     :param layer_precisions: one precision per acting layer (module order) instead of one for all: per-layer
         sensitivity and mixed-precision allocations. ``precision`` is then the narrowest of them.
     :param act_bits: PTQ: each acting layer's input fake-quantized at this precision (an integer width or a format),
@@ -165,6 +167,8 @@ class QuantSpec:
                     f"bad calibration method {self.calibration_method!r}: expected one of "
                     f"{', '.join(ACT_CALIBRATION_METHODS)}"
                 )
+            elif self.calibration_method == "dynamic":  # nothing is calibrated: one key whatever the count
+                object.__setattr__(self, "calibration_states", 1)
 
     def identity(self) -> dict[str, Any]:
         """The spec as job keys and stored rows record it: its fields, less those added later while they are at

@@ -123,6 +123,15 @@ class ChunkForm(TorchForm):
         return found
 
     @staticmethod
+    def claim(backend: str, spec: Any) -> Any:
+        """What the artifact claims to be: ``ort-int8-dynamic``'s claim with each layer's input on the grid of its
+        own range per call (``dynamic``), as ORT quantizes it: over a denoising loop or a transformer's layers the
+        rounding of activations compounds, and a weight-only claim would gate the artifact against another policy."""
+        if backend != "ort-int8-dynamic":
+            return spec
+        return dataclasses.replace(spec, act_bits="int8", calibration_method="dynamic", calibration_states=1)
+
+    @staticmethod
     def refuse_backend(backend: str) -> None:
         """:raises QuarlError: for a backend whose artifact cannot sit beside the runtime (before it is built)."""
         if backend not in BACKENDS:

@@ -55,8 +55,9 @@ def ort_int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: 
         per_channel = backend != "ort-int8-dynamic"
         fp32 = weights_on_grid(fp32, per_channel)
         source.write_bytes(fp32)
-        if backend == "ort-int8-dynamic":
-            quantize_dynamic(source, target, weight_type=weight_type, extra_options=options)
+        if backend == "ort-int8-dynamic":  # weights times activations only: attention's two activations stay fp32
+            excluded = activation_products(fp32)
+            quantize_dynamic(source, target, weight_type=weight_type, extra_options=options, nodes_to_exclude=excluded)
         else:
             if calibration is None or not len(calibration):
                 raise QuarlError("ort-int8-static needs calibration observations: expected --calibration-states >= 1")
@@ -83,6 +84,17 @@ def ort_int8(backend: str, fp32: bytes, calibration: np.ndarray | None, method: 
         on_claim_grid(model, source_weights)
     float_decision_values(model)
     return model.SerializeToString()
+
+
+def activation_products(graph: bytes) -> list[str]:
+    """The MatMul nodes with no constant operand (attention's scores and mixing): no torch layer's weight, so the
+    claim keeps them fp32 and so does the artifact."""
+    import onnx
+
+    model = onnx.load_from_string(graph).graph
+    constants = {init.name for init in model.initializer}
+    constants |= {out for node in model.node if node.op_type == "Constant" for out in node.output}
+    return [n.name for n in model.node if n.op_type == "MatMul" and not constants.intersection(n.input)]
 
 
 def observations(calibration: np.ndarray):
@@ -163,9 +175,13 @@ def on_claim_grid(model, source_weights: dict) -> None:
     rescaled: dict[str, np.ndarray] = {}
     for name, initializer in initializers.items():
         base = name.removesuffix("_quantized")
-        if base == name or base not in source_weights or initializer.data_type != 2 or len(initializer.dims) < 2:
+        # a Gemm's (out, in) weight, which dynamic quantization turned into a MatMul's (in, out) "_Transposed" one
+        source = base if base in source_weights else base.removesuffix("_Transposed")
+        if base == name or source not in source_weights or initializer.data_type != 2 or len(initializer.dims) < 2:
             continue  # 2: TensorProto.UINT8
-        weight = numpy_helper.to_array(source_weights[base]).astype(np.float64)
+        weight = numpy_helper.to_array(source_weights[source]).astype(np.float64)
+        if source != base:
+            weight = weight.T
         scale_name = f"{base}_scale"
         old_scale = numpy_helper.to_array(initializers[scale_name]).astype(np.float64)
         axis = axes.get(name, 1) if old_scale.size > 1 else None

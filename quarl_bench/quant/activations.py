@@ -134,6 +134,8 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
         elif spec.act_bits:
             plan.append((layer, spec.act_bits, False, "input"))
     outputs = output_layers(policy) if spec.out_bits else []
+    if spec.calibration_method == "dynamic":
+        return _install_dynamic(plan, outputs, spec.out_bits, layers, names)
     inputs = record_tensors(policy, states, [p[0] for p in plan], output=False)
     produced = record_tensors(policy, states, outputs, output=True)
     for (input_layer, precision, per_feature, _), values in zip(plan, inputs, strict=True):
@@ -145,6 +147,33 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
         output_layer.register_forward_hook(_output_hook(spec.out_bits, bounds))
         described.append(f"{names[layers.index(output_layer)]} output: {spec.out_bits}")
     return described
+
+
+def _install_dynamic(
+    plan: list[tuple[nn.Module, str, bool, str]], outputs: list[nn.Module], out_bits: str, layers: list, names: list
+) -> list[str]:
+    """The ``dynamic`` method's hooks: each tensor on the grid of its own range, per batch row."""
+    described = []
+    for layer, precision, _, _ in plan:
+        layer.register_forward_pre_hook(lambda _m, inputs, p=precision: (dynamic_round_trip(inputs[0], p), *inputs[1:]))
+        described.append(f"{names[layers.index(layer)]} input: {precision} (dynamic)")
+    for layer in outputs:
+        layer.register_forward_hook(lambda _m, _i, output, p=out_bits: dynamic_round_trip(output, p))
+        described.append(f"{names[layers.index(layer)]} output: {out_bits} (dynamic)")
+    return described
+
+
+def dynamic_round_trip(x: torch.Tensor, precision: str) -> torch.Tensor:
+    """``x`` with each batch row on the grid of that row's own range (ONNX Runtime's ``DynamicQuantizeLinear`` on
+    the one observation of a call; formats round as they are defined)."""
+    kind = number_format(precision)
+    if not kind.is_int:
+        return quantize_activation(x, precision, Range(x.min(), x.max()))
+    if x.dim() < 2:
+        return activation_grid(x, x.min(), x.max(), kind.bits)
+    rows = x.reshape(x.shape[0], -1)
+    shape = (x.shape[0],) + (1,) * (x.dim() - 1)
+    return activation_grid(x, rows.min(dim=1).values.reshape(shape), rows.max(dim=1).values.reshape(shape), kind.bits)
 
 
 def _input_hook(precision: str, bounds: Range) -> Callable:

@@ -31,6 +31,42 @@ class Normalised(nn.Module):
         return (observation.float() - self.obs_mean) / self.obs_std
 
 
+class SelfAttention(nn.Module):
+    """Multi-head self-attention from four ``Linear`` layers: every weight is a layer PTQ quantizes, as an int8
+    graph's MatMuls are (``nn.MultiheadAttention``'s packed input projection is no ``Linear``); the scores and their
+    softmax stay fp32 on both sides."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value, self.out = (nn.Linear(width, width) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, width = x.shape
+        size = width // self.heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(batch, tokens, self.heads, size).transpose(1, 2)
+
+        query, key, value = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(size), dim=-1)
+        return self.out((weights @ value).transpose(1, 2).reshape(batch, tokens, width))
+
+
+class EncoderLayer(nn.Module):
+    """A post-norm transformer encoder layer (``nn.TransformerEncoderLayer``'s default order, ReLU, no dropout)."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.attention, self.norm1 = SelfAttention(width, heads), nn.LayerNorm(width)
+        self.feed = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Linear(2 * width, width))
+        self.norm2 = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.feed(x))
+
+
 class ChunkTransformer(Normalised):
     """ACT's decoder shape without its CVAE: one observation token and ``size`` learned query tokens through a
     transformer encoder (LayerNorm, softmax attention); each query token's output is one action of the chunk."""
@@ -39,8 +75,7 @@ class ChunkTransformer(Normalised):
         super().__init__(obs_dim)
         self.embed = nn.Linear(obs_dim, width)
         self.queries = nn.Parameter(torch.randn(size, width) * 0.02)
-        layer = nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=2 * width, dropout=0.0, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.encoder = nn.Sequential(EncoderLayer(width, 4), EncoderLayer(width, 4))
         self.head = nn.Linear(width, action_dim)
         self.action_chunk = {"size": size, "execute": execute}
         self.config = {"obs_dim": obs_dim, "action_dim": action_dim, "size": size, "execute": execute, "width": width}
