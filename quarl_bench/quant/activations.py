@@ -150,7 +150,11 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
 
 
 def _install_dynamic(
-    plan: list[tuple[nn.Module, str, bool, str]], outputs: list[nn.Module], out_bits: str, layers: list, names: list
+    plan: list[tuple[nn.Module, str, bool, str]],
+    outputs: Sequence[nn.Module],
+    out_bits: str,
+    layers: list[nn.Module],
+    names: list[str],
 ) -> list[str]:
     """The ``dynamic`` method's hooks: each tensor on the grid of its own range, per batch row."""
     described = []
