@@ -210,7 +210,8 @@ class QuantSpec:
         if self.prune:
             parts.append(f"prune{self.prune:g}" + ("-neurons" if self.prune_structure == "neurons" else ""))
         if self.calibrated and self.activations:
-            parts.append(f"cal-{self.calibration_method}{self.calibration_states}")
+            count = "" if self.calibration_method == "dynamic" else self.calibration_states  # nothing calibrated
+            parts.append(f"cal-{self.calibration_method}{count}")
         elif self.calibrated:
             parts.append(f"cal{self.calibration_states}")
         return " ".join(parts)
