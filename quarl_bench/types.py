@@ -60,6 +60,9 @@ class QuantSpec:
     :param out_bits: the output layer's output (logits, Q-values, actions before squashing).
     :param state_bits: a recurrent policy's hidden and cell state, rounded after every step (ranges calibrated on
         the states the fp32 policy visits).
+    :param norm_bits: every LayerNorm and GroupNorm module's output (a transformer's normalised tokens), one range
+        per tensor; '' = fp32.
+    :param softmax_bits: every ``nn.Softmax`` module's output (attention probabilities), one range per tensor.
     :param group_size: integer weights on one grid per ``group_size`` input values of each output channel.
     :param ptq: how weights round: ``rtn`` (nearest), ``gptq`` or ``learned-round`` (calibrated on visited states).
     :param prune: share of acting weights zeroed by magnitude before quantization (0: none).
@@ -84,6 +87,8 @@ class QuantSpec:
     obs_bits: str = ""
     out_bits: str = ""
     state_bits: str = ""
+    norm_bits: str = ""
+    softmax_bits: str = ""
     group_size: int = 0
     ptq: str = "rtn"
     prune: float = 0.0
@@ -236,7 +241,14 @@ class QuantSpec:
         return self.precision == "fp32" and not self.activations and not self.prune
 
 
-RECIPE_SHORT = (("act_bits", "a"), ("obs_bits", "obs"), ("out_bits", "out"), ("state_bits", "h"))
+RECIPE_SHORT = (
+    ("act_bits", "a"),
+    ("obs_bits", "obs"),
+    ("out_bits", "out"),
+    ("state_bits", "h"),
+    ("norm_bits", "norm"),
+    ("softmax_bits", "sm"),
+)
 INPUT_FIELDS = tuple(name for name, _ in RECIPE_SHORT)  # what activation calibration quantizes
 RECIPE_FIELDS = (*INPUT_FIELDS, "group_size", "ptq", "prune", "prune_structure")
 

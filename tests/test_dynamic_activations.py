@@ -55,3 +55,36 @@ def test_a_dynamic_int8_gemm_computes_what_its_claim_computes() -> None:
     fp32 = layer(x).detach()
     artifact = session.run(None, {"obs": x.numpy()})[0]
     assert np.abs(artifact - claim.numpy()).max() < 1e-5 < np.abs(artifact - fp32.numpy()).max()
+
+
+def test_norm_and_softmax_outputs_round_by_flag_and_a_policy_without_them_is_told() -> None:
+    import pytest
+    from gymnasium import spaces
+
+    from quarl_bench.errors import QuarlError
+    from quarl_bench.quant.quantize import quantize
+    from quarl_bench.training.chunk_models import ChunkTransformer
+    from quarl_bench.zoo.chunk_policies import chunked_policy, declared_chunk
+
+    torch.manual_seed(0)
+    module = ChunkTransformer(3, 1, size=4, execute=2, width=16)
+    box, actions = spaces.Box(-1, 1, (3,), np.float32), spaces.Box(-1, 1, (1,), np.float32)
+    policy = chunked_policy(box, actions, module, declared_chunk(module, "act"))
+    states = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
+    observation = torch.as_tensor(states[:8])
+
+    def hooked(spec: QuantSpec) -> tuple[dict[str, int], np.ndarray]:
+        quantized, _ = quantize(policy, spec, states)
+        hooks = {name: len(m._forward_hooks) for name, m in quantized.module.named_modules() if m._forward_hooks}
+        return hooks, quantized.chunks(observation).detach().numpy()
+
+    base = QuantSpec("int8", act_bits="int8")
+    plain, plain_chunks = hooked(base)
+    rounded, rounded_chunks = hooked(QuantSpec("int8", act_bits="int8", norm_bits="int4", softmax_bits="int4"))
+    assert plain == {}  # without the flags LayerNorm and softmax stay fp32
+    norms = {f"encoder.{i}.norm{j}" for i in (0, 1) for j in (1, 2)}
+    assert set(rounded) == norms | {f"encoder.{i}.attention.softmax" for i in (0, 1)}
+    assert np.abs(rounded_chunks - plain_chunks).max() > 1e-3
+    mlp = chunked_policy(box, actions, torch.nn.Sequential(torch.nn.Linear(3, 4)), declared_chunk(module, "act"))
+    with pytest.raises(QuarlError, match="--norm-bits int8: this policy has no LayerNorm or GroupNorm module"):
+        quantize(mlp, QuantSpec("int8", norm_bits="int8"), states)

@@ -227,6 +227,8 @@ def add_recipe(parser: argparse.ArgumentParser) -> None:
         ("--obs-bits", "the observation after normalisation (per feature; 32 beside --act-bits: kept fp32)"),
         ("--out-bits", "the output layer's output"),
         ("--state-bits", "a recurrent policy's hidden and cell state after every step"),
+        ("--norm-bits", "every LayerNorm/GroupNorm output (fp32 without it)"),
+        ("--softmax-bits", "every nn.Softmax output, attention's probabilities (fp32 without it)"),
     ):
         parser.add_argument(
             flag,
@@ -281,6 +283,8 @@ def recipe_options(args: argparse.Namespace) -> dict[str, Any]:
         "obs_bits": args.obs_bits or "",
         "out_bits": args.out_bits or "",
         "state_bits": getattr(args, "state_bits", None) or "",
+        "norm_bits": getattr(args, "norm_bits", None) or "",
+        "softmax_bits": getattr(args, "softmax_bits", None) or "",
         "group_size": args.group_size,
         "ptq": args.ptq,
         "prune": args.prune,

@@ -134,8 +134,9 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
         elif spec.act_bits:
             plan.append((layer, spec.act_bits, False, "input"))
     outputs = output_layers(policy) if spec.out_bits else []
+    described += _install_inner(policy, spec, states)
     if spec.calibration_method == "dynamic":
-        return _install_dynamic(plan, outputs, spec.out_bits, layers, names)
+        return described + _install_dynamic(plan, outputs, spec.out_bits, layers, names)
     inputs = record_tensors(policy, states, [p[0] for p in plan], output=False)
     produced = record_tensors(policy, states, outputs, output=True)
     for (input_layer, precision, per_feature, _), values in zip(plan, inputs, strict=True):
@@ -146,6 +147,40 @@ def install(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]
         bounds = calibrate(values, spec.out_bits, spec.calibration_method, False)
         output_layer.register_forward_hook(_output_hook(spec.out_bits, bounds))
         described.append(f"{names[layers.index(output_layer)]} output: {spec.out_bits}")
+    return described
+
+
+INNER = {"norm_bits": (nn.LayerNorm, nn.GroupNorm), "softmax_bits": (nn.Softmax,)}
+
+
+def _install_inner(policy: nn.Module, spec: QuantSpec, states: np.ndarray) -> list[str]:
+    """``norm_bits``/``softmax_bits``: the outputs of every norm or softmax module, each on its own range.
+
+    :raises QuarlError: where the policy has no such module (an attention's functional softmax has none).
+    """
+    from quarl_bench.errors import QuarlError
+
+    described = []
+    for field, kinds in INNER.items():
+        precision = getattr(spec, field)
+        if not precision:
+            continue
+        found = [(name, m) for name, m in policy.named_modules() if isinstance(m, kinds)]
+        if not found:
+            flag = "--" + field.replace("_", "-")
+            raise QuarlError(
+                f"{flag} {precision}: this policy has no {' or '.join(k.__name__ for k in kinds)} module to round "
+                "(a functional softmax or nn.MultiheadAttention's is out of reach); expected a policy with one"
+            )
+        modules = [m for _, m in found]
+        if spec.calibration_method == "dynamic":
+            hooks = [lambda _m, _i, out, p=precision: dynamic_round_trip(out, p) for _ in modules]
+        else:
+            produced = record_tensors(policy, states, modules, output=True)
+            hooks = [_output_hook(precision, calibrate(v, precision, spec.calibration_method, False)) for v in produced]
+        for (name, module), hook in zip(found, hooks, strict=True):
+            module.register_forward_hook(hook)
+            described.append(f"{name} output: {precision}")
     return described
 
 

@@ -40,6 +40,7 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.heads = heads
         self.query, self.key, self.value, self.out = (nn.Linear(width, width) for _ in range(4))
+        self.softmax = nn.Softmax(dim=-1)  # a module, so that --softmax-bits can round its output
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, width = x.shape
@@ -49,7 +50,7 @@ class SelfAttention(nn.Module):
             return t.reshape(batch, tokens, self.heads, size).transpose(1, 2)
 
         query, key, value = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(size), dim=-1)
+        weights = self.softmax(query @ key.transpose(-2, -1) / math.sqrt(size))
         return self.out((weights @ value).transpose(1, 2).reshape(batch, tokens, width))
 
 
