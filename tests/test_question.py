@@ -52,6 +52,8 @@ ALTERNATIVES: dict[str, tuple[dict[str, Any], Any]] = {
     "spec.obs_bits": ({}, "6"),
     "spec.out_bits": ({}, "8"),
     "spec.state_bits": ({}, "8"),
+    "spec.norm_bits": ({}, "8"),
+    "spec.softmax_bits": ({}, "8"),
     "spec.group_size": ({}, 32),
     "spec.ptq": ({}, "gptq"),
     "spec.prune_structure": ({"spec.prune": 0.5}, "neurons"),
