@@ -137,3 +137,21 @@ def _loaded_as_a_model(cli, folder: Path, tmp_path: Path) -> None:
         (bad / "chunk.json").write_text(json.dumps(written))
         code, _, err = cli("run", "--model", bad / "policy.onnx", *env, "--bits", "8", "-n", "2")
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_loaded_chunk_graph_quantizes_as_its_torch_module_does(tmp_path: Path) -> None:
+    from quarl_bench.quant.quantize import quantize
+    from quarl_bench.types import QuantSpec
+    from quarl_bench.zoo.onnx_chunk import onnx_chunk_policy
+
+    module = Denoiser({"size": 3, "execute": 2, "scheduler": "ddim", "steps": 6})
+    policy = chunked_policy(BOX, ACTIONS, module, declared_chunk(module, "test"))
+    artifact = build("ort-fp32", ChunkForm(policy, BOX), np.zeros((1, 2), np.float32))
+    for name, data in artifact.files:
+        (tmp_path / name).write_bytes(data)
+    loaded = onnx_chunk_policy((tmp_path / "policy.onnx").read_bytes(), tmp_path / "chunk.json", BOX, ACTIONS)
+    fresh = np.random.default_rng(1).uniform(-1, 1, (8, 2)).astype(np.float32)
+    assert np.abs(loaded.predict(fresh)[0] - policy.predict(fresh)[0]).max() < 1e-5
+    spec = QuantSpec("int4")
+    graph_int4, torch_int4 = quantize(loaded, spec)[0].predict(fresh)[0], quantize(policy, spec)[0].predict(fresh)[0]
+    assert np.abs(graph_int4 - torch_int4).max() < 1e-4 < np.abs(graph_int4 - policy.predict(fresh)[0]).max()
