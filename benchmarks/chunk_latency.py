@@ -61,9 +61,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", type=Path, help="chunk_models .pt files (act.pt, diffusion.pt)")
     parser.add_argument("--env", default="PandaReach-v3")
-    parser.add_argument("--observations", type=int, default=50)
+    parser.add_argument("--observations", type=int, default=200)
     parser.add_argument("--steps", type=int, default=8, help="steps per episode for the per-action figure")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="untrained small models on Pendulum-v1 (the suite)")
     args = parser.parse_args()
     if not args.quick and not args.models:

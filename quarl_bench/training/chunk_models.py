@@ -38,13 +38,13 @@ class SelfAttention(nn.Module):
 
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()
-        self.heads = heads
+        self.heads, self.size = heads, width // heads
         self.query, self.key, self.value, self.out = (nn.Linear(width, width) for _ in range(4))
         self.softmax = nn.Softmax(dim=-1)  # a module, so that --softmax-bits can round its output
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, width = x.shape
-        size = width // self.heads
+        size = self.size  # a constant of the module (the trace keeps the batch and token counts dynamic)
 
         def split(t: torch.Tensor) -> torch.Tensor:
             return t.reshape(batch, tokens, self.heads, size).transpose(1, 2)
