@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -155,3 +156,45 @@ def test_a_loaded_chunk_graph_quantizes_as_its_torch_module_does(tmp_path: Path)
     spec = QuantSpec("int4")
     graph_int4, torch_int4 = quantize(loaded, spec)[0].predict(fresh)[0], quantize(policy, spec)[0].predict(fresh)[0]
     assert np.abs(graph_int4 - torch_int4).max() < 1e-4 < np.abs(graph_int4 - policy.predict(fresh)[0]).max()
+
+
+class GoalLine(gym.Env):
+    """A Dict-observation reach in one dimension (5 steps), to play fidelity's side-by-side on."""
+
+    observation_space = spaces.Dict(
+        {"desired_goal": spaces.Box(-1, 1, (1,), np.float32), "observation": spaces.Box(-1, 1, (1,), np.float32)}
+    )
+    action_space = ACTIONS
+
+    def reset(self, seed=None, options=None):  # noqa: ANN001, ANN201
+        super().reset(seed=seed)
+        self.x, self.goal, self.t = 0.0, float(self.np_random.uniform(-1, 1)), 0
+        return self._obs(), {}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {"desired_goal": np.array([self.goal], np.float32), "observation": np.array([self.x], np.float32)}
+
+    def step(self, action):  # noqa: ANN001, ANN201
+        self.x, self.t = float(np.clip(self.x + 0.1 * action[0], -1, 1)), self.t + 1
+        return self._obs(), -abs(self.x - self.goal), False, self.t >= 5, {}
+
+
+def test_fidelity_plays_a_chunk_policy_on_dict_observations_side_by_side() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from quarl_bench.evaluation.fidelity import side_by_side
+    from quarl_bench.evaluation.fidelity_over_time import over_time
+    from quarl_bench.quant.quantize import quantize
+    from quarl_bench.types import QuantSpec
+
+    space = GoalLine.observation_space
+    module = Chunker({"size": 3, "execute": 2})
+    policy = chunked_policy(space, ACTIONS, module, declared_chunk(module, "test"))
+    quantized = quantize(policy, QuantSpec("int2"))[0]
+    envs = [DummyVecEnv([GoalLine, GoalLine]) for _ in range(4)]
+    for env in envs:
+        env.seed(3)
+    found = side_by_side(policy, quantized, envs[0], envs[1], threshold=1e-6)
+    assert found.lengths == [5, 5] and all(step is not None for step in found.first_action)
+    steps = over_time(policy, quantized, envs[2])
+    assert steps.alive == [2] * 5 and steps.hidden_error == [] and sum(steps.action_error) > 0

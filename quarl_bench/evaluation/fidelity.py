@@ -10,6 +10,7 @@ before the episode ends in both runs at the same step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,8 +54,10 @@ def side_by_side(
     max_steps: int = 100_000,
 ) -> Divergence:
     """Play each env's first episode in both envs (same seeds, same noise draws) and return where they part."""
-    n = env.num_envs
-    obs_ref, obs_q = np.asarray(reference_env.reset()), np.asarray(env.reset())  # Box observations
+    from quarl_bench.observation_layout import as_flat
+
+    n, space = env.num_envs, env.observation_space
+    obs_ref, obs_q = _batch(reference_env.reset()), _batch(env.reset())  # a Dict's batch stays a dict of arrays
     noise_ref, noise_q = np.random.default_rng(seed), np.random.default_rng(seed)
     first_action: list[int | None] = [None] * n
     first_obs: list[int | None] = [None] * n
@@ -65,8 +68,9 @@ def side_by_side(
     masks_ref, masks_q = mask_reader(reference_env), mask_reader(env)  # a masked env's legal actions, each side's
     with torch.inference_mode():
         for step in range(max_steps):
-            seen_ref, seen_q = with_noise(obs_ref, obs_noise, noise_ref), with_noise(obs_q, obs_noise, noise_q)
-            gap = np.max(np.abs(seen_ref.astype(float) - seen_q.astype(float)).reshape(n, -1), axis=1)
+            seen_ref, seen_q = _noisy(obs_ref, obs_noise, noise_ref), _noisy(obs_q, obs_noise, noise_q)
+            flat_ref, flat_q = (as_flat(space, seen).astype(float) for seen in (seen_ref, seen_q))
+            gap = np.max(np.abs(flat_ref - flat_q).reshape(n, -1), axis=1)
             action_ref, state_ref = greedy_step(reference, masks_ref, seen_ref, state_ref, start_ref)
             action_q, state_q = greedy_step(policy, masks_q, seen_q, state_q, start_q)
             differ = actions_differ(np.asarray(action_ref), np.asarray(action_q), env.action_space)
@@ -79,7 +83,7 @@ def side_by_side(
                     first_action[i] = step
             next_ref, _, dones_ref, _ = reference_env.step(action_ref)
             next_q, _, dones_q, _ = env.step(action_q)
-            obs_ref, obs_q = np.asarray(next_ref), np.asarray(next_q)
+            obs_ref, obs_q = _batch(next_ref), _batch(next_q)
             lengths = [lengths[i] + int(not done_ref[i]) for i in range(n)]
             start_ref, start_q = np.asarray(dones_ref, bool), np.asarray(dones_q, bool)
             done_ref |= dones_ref
@@ -87,3 +91,15 @@ def side_by_side(
             if done_ref.all() and done_q.all():
                 break
     return Divergence(first_action, first_obs, lengths)
+
+
+def _batch(observation: Any) -> Any:
+    """A VecEnv's observations: an array, or (a Dict space) a dict of arrays, as policies take them."""
+    return observation if isinstance(observation, dict) else np.asarray(observation)
+
+
+def _noisy(observation: Any, sigma: float, rng: np.random.Generator) -> Any:
+    """:func:`with_noise` on each key of a Dict observation, in its order."""
+    if isinstance(observation, dict):
+        return {key: with_noise(value, sigma, rng) for key, value in observation.items()}
+    return with_noise(observation, sigma, rng)

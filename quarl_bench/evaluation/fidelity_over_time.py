@@ -45,7 +45,7 @@ def over_time(
     n = env.num_envs
     space = env.action_space
     span = action_span(space) if isinstance(space, spaces.Box) else None
-    recurrent = as_policy(reference).carries_state and as_policy(policy).carries_state
+    recurrent = as_policy(reference).lstm_state and as_policy(policy).lstm_state
     found = OverTime(label=label)
     observations = env.reset()
     reference_state = policy_state = None

@@ -41,6 +41,7 @@ class Policy:
     kind = "predictor"
     torch_layers = True  # its network is torch layers (an ONNX graph played as itself, on ONNX Runtime, is not)
     deploy_form = "module"  # what export builds from it (deploy/export.FORMS): a torch module, run as the policy
+    lstm_state = False  # its carried state is an LSTM's (h, c), layers x envs x units (a chunk queue is not)
 
     def __init__(self, network: Any) -> None:
         self.network = network
@@ -242,6 +243,7 @@ class RecurrentSB3Policy(SB3Policy):
 
     kind = "recurrent"
     deploy_form = "recurrent"  # one step of its actor, the state in and out
+    lstm_state = True
 
     @property
     def carries_state(self) -> bool:
