@@ -74,6 +74,8 @@ def main() -> None:
         print(f"int{bits}: mean |sample - fp32| after each step (0 = the shared noise): ")
         print("  " + " ".join(f"{step}:{error:.4f}" for step, error in enumerate(errors)))
         print(f"  executed action (first of the chunk, [-1, 1] units): {executed:.4f}")
+        horizon = (samples[-1].clamp(-1, 1) - reference[-1].clamp(-1, 1)).abs().mean(dim=(0, 2))
+        print("  final chunk over its horizon (action 0 = played first): " + " ".join(f"{e:.4f}" for e in horizon))
         finals.append(f"int{bits} {errors[-1]:.4f}")
     print("final chunk error vs fp32: " + ", ".join(finals))
 
