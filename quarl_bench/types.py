@@ -27,9 +27,8 @@ CALIBRATION_SAMPLING = "uniform over whole episodes"  # how the states are drawn
 LAYER_MODES = ("paper", "quarl-code")
 # Bump when quantize() changes any number it produces: rows made by an older quantizer are then not reused.
 QUANTIZER_VERSION = 3  # 3: 2**bits-code group grids, MX exponents by frexp
-# How an evaluation's random draws are made (sampled and epsilon-greedy actions, observation noise): per env, so a
-# job's episodes do not depend on how its envs are batched or split over processes. Rows stored before drew from
-# shared generators; their jobs' keys lack this field, so they are not mixed with these.
+# How an evaluation's random draws (sampled actions, observation noise) are made: per env, so a job's episodes do not
+# depend on how its envs are split; rows stored before drew from shared generators, and their keys lack this field.
 EVAL_DRAWS = "per-env"
 # How an evaluation's episodes start: each from a reset seed of its own (evaluation/episode_seeds.py), so fp32 and
 # quantized episodes pair one to one. Part of every key: rows stored before carry no episode identity.
@@ -49,8 +48,7 @@ class QuantSpec:
         ``quarl-code`` (what harvard-edge/QuaRL's ``new_ptq.py`` really selected, see ``quant/layers.py``).
     :param calibration_states: calibrated PTQ only (activations, calibrated rounding): the visited states used.
     :param calibration_method: activation ranges' calibration: ``minmax``, ``percentile`` or ``mse``; or
-        ``dynamic``: no calibration, each input's range taken per call and per batch row (zero included), as ONNX
-        Runtime's dynamic quantization takes it from the one observation it is given.
+        ``dynamic``: each input's own range per call and batch row, as ONNX Runtime's dynamic quantization takes it.
     :param layer_precisions: one precision per acting layer (module order) instead of one for all: per-layer
         sensitivity and mixed-precision allocations. ``precision`` is then the narrowest of them.
     :param act_bits: PTQ: each acting layer's input fake-quantized at this precision (an integer width or a format),
@@ -60,8 +58,7 @@ class QuantSpec:
     :param out_bits: the output layer's output (logits, Q-values, actions before squashing).
     :param state_bits: a recurrent policy's hidden and cell state, rounded after every step (ranges calibrated on
         the states the fp32 policy visits).
-    :param norm_bits: every LayerNorm and GroupNorm module's output (a transformer's normalised tokens), one range
-        per tensor; '' = fp32.
+    :param norm_bits: every LayerNorm and GroupNorm module's output, one range per tensor; '' = fp32.
     :param softmax_bits: every ``nn.Softmax`` module's output (attention probabilities), one range per tensor.
     :param group_size: integer weights on one grid per ``group_size`` input values of each output channel.
     :param ptq: how weights round: ``rtn`` (nearest), ``gptq`` or ``learned-round`` (calibrated on visited states).
@@ -215,7 +212,7 @@ class QuantSpec:
         if self.prune:
             parts.append(f"prune{self.prune:g}" + ("-neurons" if self.prune_structure == "neurons" else ""))
         if self.calibrated and self.activations:
-            count = "" if self.calibration_method == "dynamic" else self.calibration_states  # nothing calibrated
+            count = "" if self.calibration_method == "dynamic" else self.calibration_states  # dynamic: none
             parts.append(f"cal-{self.calibration_method}{count}")
         elif self.calibrated:
             parts.append(f"cal{self.calibration_states}")
@@ -241,14 +238,8 @@ class QuantSpec:
         return self.precision == "fp32" and not self.activations and not self.prune
 
 
-RECIPE_SHORT = (
-    ("act_bits", "a"),
-    ("obs_bits", "obs"),
-    ("out_bits", "out"),
-    ("state_bits", "h"),
-    ("norm_bits", "norm"),
-    ("softmax_bits", "sm"),
-)
+_INPUTS_SHORT = {"act_bits": "a", "obs_bits": "obs", "out_bits": "out", "state_bits": "h", "norm_bits": "norm"}
+RECIPE_SHORT = (*_INPUTS_SHORT.items(), ("softmax_bits", "sm"))
 INPUT_FIELDS = tuple(name for name, _ in RECIPE_SHORT)  # what activation calibration quantizes
 RECIPE_FIELDS = (*INPUT_FIELDS, "group_size", "ptq", "prune", "prune_structure")
 

@@ -11,7 +11,6 @@ compare the artifact with its claim on the same noise.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from quarl_bench.deploy.export import OPSET, TorchForm
+from quarl_bench.deploy.export import TorchForm, traced_onnx
 from quarl_bench.errors import QuarlError
 from quarl_bench.observation_layout import layout_of
 from quarl_bench.zoo.denoising import DenoisingShape, chunk_generator
@@ -69,30 +68,10 @@ class ChunkForm(TorchForm):
 
     def onnx(self, sample: np.ndarray) -> bytes:
         """The chunker ``obs -> chunk``, or the denoiser ``(sample, timestep, obs) -> prediction``."""
-        self.eval()
         inputs = ["sample", "timestep", "obs"] if self.denoising else ["obs"]
         output = "prediction" if self.denoising else "chunk"
-        buffer = io.BytesIO()
-        fast = torch.backends.mha.get_fastpath_enabled()
-        torch.backends.mha.set_fastpath_enabled(False)  # the fused encoder-layer kernel has no ONNX export
-        try:
-            self._export(inputs, output, sample, buffer)
-        finally:
-            torch.backends.mha.set_fastpath_enabled(fast)
-        return buffer.getvalue()
-
-    def _export(self, inputs: list[str], output: str, sample: np.ndarray, buffer: io.BytesIO) -> None:
-        with torch.no_grad():
-            torch.onnx.export(
-                self,
-                self.example(sample),
-                buffer,  # type: ignore[arg-type]  # TorchScript export writes to a file object too (dynamo=False)
-                input_names=inputs,
-                output_names=[output],
-                dynamic_axes={name: {0: "batch"} for name in (*inputs, output)},
-                opset_version=OPSET,
-                dynamo=False,
-            )
+        axes = {name: {0: "batch"} for name in (*inputs, output)}
+        return traced_onnx(self, self.example(sample), inputs, [output], axes)
 
     def sidecar(self) -> dict[str, Any]:
         """``chunk.json``: what runtime.py needs besides the graph."""

@@ -54,15 +54,26 @@ class TorchForm(nn.Module):
     def onnx(self, sample: np.ndarray) -> bytes:
         """ONNX bytes of the module (a recurrent form's also ``h``, ``c`` in and ``h_out``, ``c_out`` out:
         :mod:`quarl_bench.deploy.recurrent`)."""
-        self.eval()
         inputs, outputs = ["obs", *self.state_inputs], ["action", *self.state_outputs]
         axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
         axes |= {name: {1: "batch"} for name in (*self.state_inputs, *self.state_outputs)}
-        buffer = io.BytesIO()
+        return traced_onnx(self, self.example(sample), inputs, outputs, axes)
+
+
+def traced_onnx(
+    module: nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str], axes: dict
+) -> bytes:
+    """ONNX bytes of ``module`` traced on ``example`` (TorchScript export at :data:`OPSET`), attention's fused fast
+    path off while tracing (its kernel has no ONNX export)."""
+    module.eval()
+    buffer = io.BytesIO()
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
         with torch.no_grad():
             torch.onnx.export(
-                self,
-                self.example(sample),
+                module,
+                example,
                 buffer,  # type: ignore[arg-type]  # TorchScript export writes to a file object too (dynamo=False)
                 input_names=inputs,
                 output_names=outputs,
@@ -70,7 +81,9 @@ class TorchForm(nn.Module):
                 opset_version=OPSET,
                 dynamo=False,
             )
-        return buffer.getvalue()
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
+    return buffer.getvalue()
 
 
 class DeployablePolicy(TorchForm):
