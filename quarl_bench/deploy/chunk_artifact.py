@@ -202,6 +202,7 @@ class ChunkRunner:
 
 
 CLIENT = """\
+sys.path.insert(0, ".")  # runtime.py lies in this folder, beside policy.onnx
 from runtime import ChunkRuntime
 
 runtime = ChunkRuntime("policy.onnx", json.load(open("chunk.json")))  # the chunk loop: open loop, ensemble, denoising
@@ -214,6 +215,7 @@ def act(obs):
     return action[0]
 """
 CHECK_CLIENT = """\
+sys.path.insert(0, ".")  # runtime.py lies in this folder, beside policy.onnx
 from runtime import ChunkRuntime
 
 runtime = ChunkRuntime("policy.onnx", json.load(open("chunk.json")))
