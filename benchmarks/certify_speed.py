@@ -12,6 +12,9 @@ by the CLI in one process, then on a local pool of ``--workers`` (default 2), th
 cluster ADDRESS, or ``local``), each on a fresh store; prints each run's seconds, whether the verdicts (and the
 episodes behind each) are identical, and the speed-up of the pool over one process:
     python benchmarks/certify_speed.py --parallel --algo a2c dqn --env CartPole-v1 Acrobot-v1 --max-episodes 300
+With ``--parallel --record``, ``quarl-bench record`` itself on those agents (its ladder at certify's defaults), the
+same three ways, with each run's plan beside its wall time:
+    python benchmarks/certify_speed.py --parallel --record --algo a2c dqn ppo qrdqn --env CartPole-v1 Acrobot-v1
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ def parallel(args: argparse.Namespace) -> None:
     from quarl_bench.config import grid_file
 
     scratch = Path(tempfile.mkdtemp())
+    if args.record:
+        parallel_record(args, scratch)
+        return
     study = yaml.safe_load(grid_file(args.grid).read_text())
     for line in study["grid"]:  # the grid's own lines, on the agents asked for
         line["algos"] = [a for a in line["algos"] if not args.algo or a in args.algo]
@@ -108,6 +114,49 @@ def parallel(args: argparse.Namespace) -> None:
     print(f"speed-up, pool of {args.workers} over 1 process: {inline / pooled:.2f}x ({inline:.1f} s / {pooled:.1f} s)")
 
 
+def parallel_record(args: argparse.Namespace, scratch: Path) -> None:
+    """``quarl-bench record`` itself (its ladder, its driver) on the agents asked for: in one process, on a pool
+    of ``--workers`` and (``--ray``) on Ray, each on a fresh store; each run's seconds and its plan, whether the
+    verdicts (question, verdict, pairs, interval) are identical, and the pool's speed-up."""
+    import pandas as pd
+
+    command = [str(Path(sys.executable).with_name("quarl-bench")), "record", "-f", args.zoo]
+    command += [*(["--algo", *args.algo] if args.algo else []), *(["--env", *args.env] if args.env else [])]
+    runs = {"1 process": [], f"pool of {args.workers}": ["--workers", str(args.workers)]}
+    if args.ray:
+        address = [] if args.ray == "local" else ["--address", args.ray]
+        runs[f"ray ({args.ray})"] = ["--executor", "ray", "--workers", str(args.workers), *address]
+    answers, seconds = {}, {}
+    for number, (name, flags) in enumerate(runs.items()):
+        out, start = scratch / f"record{number}", time.perf_counter()
+        done = subprocess.run(
+            [*command, *flags, "--store", str(scratch / f"run{number}.sqlite"), "--out", str(out)],
+            capture_output=True,
+            text=True,
+        )
+        seconds[name] = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: {done.stderr.strip().splitlines()[-1]}")
+        tidy = pd.read_csv(out / "record_verdicts.csv").sort_values("question")
+        answers[name] = tidy[["question", "verdict", "episodes", "mean", "lower", "upper"]].values.tolist()
+        run = json.loads((out / "record_run.json").read_text())
+        counts = tidy["verdict"].value_counts()
+        print(
+            f"{name}: {seconds[name]:.1f} s (plan {run['plan_seconds']:.0f} s, {run['wall_over_plan']:.2f}x), "
+            f"{tidy['agent'].nunique()} agents, {len(tidy)} verdicts ("
+            + ", ".join(f"{int(n)} {verdict}" for verdict, n in counts.items())
+            + f"), {int(tidy['episodes'].sum())} pairs"
+        )
+    first = next(iter(answers.values()))
+    for name, verdicts in answers.items():
+        print(f"{name}: verdicts, pairs and intervals identical to 1 process: {verdicts == first}")
+    inline = seconds["1 process"]
+    for name in list(runs)[1:]:
+        print(
+            f"speed-up, {name} over 1 process: {inline / seconds[name]:.2f}x ({inline:.1f} s / {seconds[name]:.1f} s)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", default=os.environ.get("QUARL_ZOO", "../shared/zoo"))
@@ -116,6 +165,7 @@ def main() -> None:
     parser.add_argument("--agents", nargs="*", default=None, help="algo/env pairs, e.g. dqn/CartPole-v1")
     parser.add_argument("--parallel", action="store_true", help="a grid inline, on a pool and on Ray: the ratio")
     parser.add_argument("--grid", default="certify_methods", help="--parallel: the certify grid")
+    parser.add_argument("--record", action="store_true", help="--parallel: quarl-bench record's ladder, not a grid")
     parser.add_argument("--algo", nargs="*", default=None, help="--parallel: the grid's algos to keep")
     parser.add_argument("--env", nargs="*", default=None, help="--parallel: the grid's envs to keep")
     parser.add_argument("--workers", type=int, default=2, help="--parallel: pool (and Ray) workers")

@@ -3,6 +3,7 @@ table of minimum certified precisions, and a diff that names the verdict that mo
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -43,6 +44,13 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     )
     assert table[table["env"] == "Breakout"].iloc[0]["status"].startswith("not run: no model zip")
     assert "int8" in (out / "record.svg").read_text()  # the figure: minimum certified precision by algo x env
+    run = json.loads((out / "record_run.json").read_text())  # the wall time against the plan, as reproduce's
+    assert run["workers"] == 1 and run["executor"] == "local" and run["wall_seconds"] > 0
+    assert run["wall_over_plan"] == pytest.approx(run["wall_seconds"] / run["plan_seconds"], rel=0.01)
+    assert f"({run['wall_over_plan']:.2f}x) on 1 worker(s)" in text
+    assert "questions (plan " in err and " elapsed" in err  # the heartbeat names the plan it runs against
+    code, _, err = cli("record", "-f", folder, "--plan", "--address", "127.0.0.1:1", "--store", store)
+    assert code == 2 and "a Ray address needs --executor ray" in err
     code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)  # resumed: every verdict stored
     assert code == 0, err and "stored" in text
 

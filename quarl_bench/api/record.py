@@ -302,15 +302,17 @@ def run_record(
     workers: int = 1,
     on_verdict: Callable[[Any, Any], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    executor_kind: str = "local",
+    address: str | None = None,
 ) -> list[Any]:
     """Certify the record's requests (:func:`record_requests`; resumable: stored verdicts are reused), on
-    ``workers`` processes."""
+    ``workers`` processes, or on Ray (``executor_kind`` ``ray``: the cluster at ``address``, else a local one)."""
     from quarl_bench.api.evaluate import certify
     from quarl_bench.deploy.machine import kernel_kind
     from quarl_bench.run.executors import make_executor
     from quarl_bench.store.provenance import driver_provenance
 
-    executor = make_executor("local" if workers <= 1 else "pool", store, workers)
+    executor = make_executor(executor_kind, store, workers, address=address)
     driver = driver_provenance() | {"cpu_kind": kernel_kind()}  # a diff names the CPU kinds two records ran on
     return certify(list(requests), store, driver, on_verdict, False, executor, on_progress)
 

@@ -83,14 +83,17 @@ def existing_store(path: Path | None) -> Path:
 
 
 @contextmanager
-def certify_progress(requests: list, quiet: bool = False) -> Iterator[Callable[[int, int], None] | None]:
-    """Certification's progress over its questions (a bar on a terminal, a line per answer when redirected); None
-    when ``quiet`` (``--json``)."""
+def certify_progress(
+    requests: list, quiet: bool = False, what: str = "questions"
+) -> Iterator[Callable[[int, int], None] | None]:
+    """Certification's progress over its questions (a bar on a terminal, a line per answer when redirected, each
+    with the time elapsed and left; ``what`` names them, a record's with its plan); None when ``quiet``
+    (``--json``)."""
     from quarl_bench.certify.driver import question_count
     from quarl_bench.progress import progress
 
     if quiet:
         yield None
         return
-    with progress(question_count(requests), "questions") as update:
+    with progress(question_count(requests), what) as update:
         yield lambda done, _total: update(completed=done)

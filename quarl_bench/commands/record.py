@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +33,15 @@ def record(args: argparse.Namespace) -> int:
         zoo_candidates,
     )
     from quarl_bench.commands.common import certify_progress
+    from quarl_bench.deploy.machine import load_record, load_text
+    from quarl_bench.parsers.arguments import check_executor
     from quarl_bench.progress import clock
     from quarl_bench.report.console import verdict_line
     from quarl_bench.store.agent_names import ref_title
     from quarl_bench.zoo.agents import ZOO_ENV
 
+    check_executor(args)
+    args.workers = args.workers or 1
     folder = Path(args.folder or os.environ.get(ZOO_ENV, ""))
     if not str(folder) or not folder.is_dir():
         raise QuarlError(f"bad --folder {str(folder)!r}: expected an rl-zoo3 log folder (algo/ENV_N/ENV.zip)")
@@ -62,24 +68,58 @@ def record(args: argparse.Namespace) -> int:
             console.print(f"  not run: {candidate.algo} {candidate.saved_env}: {candidate.reason}")
     if args.plan:
         return 0
+    began, load_at_start = time.perf_counter(), load_record()
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
         requests = record_requests(candidates, args.perturb)
-        with certify_progress(requests) as on_progress:
+        with certify_progress(requests, what=f"questions (plan {clock(seconds)})") as on_progress:
             results = run_record(
                 requests,
                 store,
                 args.workers,
                 lambda ref, found: console.print(f"{escape(ref_title(ref))} {verdict_line(found)}"),
                 on_progress,
+                args.executor,
+                args.address,
             )
         table = record_table(results, store, candidates)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         write_record(table, store, out, coverage_text(candidates))
+    run = run_record_json(args, seconds, per_kind, time.perf_counter() - began, load_at_start)
+    (out / "record_run.json").write_text(json.dumps(run, indent=2, default=str))
     console.print(table.to_string(index=False))
-    console.print(f"wrote {out}/record.md, record.csv, record_verdicts.csv and record.svg; stored in {store.path}")
+    console.print(
+        f"record: {clock(run['wall_seconds'])} against the plan's {clock(seconds)} ({run['wall_over_plan']:.2f}x) on "
+        f"{args.workers} worker(s), executor {args.executor}; {load_text(load_at_start) or 'load not recorded'} at "
+        f"its start, {load_text(run['load_at_end']) or 'not recorded'} at its end"
+    )
+    console.print(
+        f"wrote {out}/record.md, record.csv, record_verdicts.csv, record.svg and record_run.json; stored in {store.path}"
+    )
     return 0
+
+
+def run_record_json(
+    args: argparse.Namespace, plan: float, per_kind: dict[str, float], wall: float, load_at_start: dict
+) -> dict[str, Any]:
+    """What a record run measured against its plan (``record_run.json``), as ``reproduce`` keeps it: the command,
+    the plan in all and per env kind, the wall time and the ratio, the workers, the load at both ends, the code and
+    the machine. A resumed run's plan counts only what was left, so its ratio is for that run."""
+    from quarl_bench.deploy.machine import load_record, machine_record
+    from quarl_bench.store.provenance import driver_provenance
+
+    return driver_provenance() | {
+        "plan_seconds": round(plan, 1),
+        "plan_seconds_per_kind": {kind: round(value / args.workers, 1) for kind, value in sorted(per_kind.items())},
+        "wall_seconds": round(wall, 1),
+        "wall_over_plan": round(wall / max(plan, 1e-9), 3),
+        "workers": args.workers,
+        "executor": args.executor,
+        "load_at_start": load_at_start,
+        "load_at_end": load_record(),
+        "machine": machine_record(),
+    }
 
 
 def _plan_context(path: Path, perturb: str):

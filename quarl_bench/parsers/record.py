@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from quarl_bench.parsers import Subcommands, handler
-from quarl_bench.parsers.arguments import add_store, positive_int
+from quarl_bench.parsers.arguments import add_executor, add_store
 
 
 def add_record(commands: Subcommands) -> None:
@@ -27,7 +27,7 @@ def add_record(commands: Subcommands) -> None:
     record.add_argument("--algo", nargs="+", default=None, metavar="A", help="only these algorithms")
     record.add_argument("--env", nargs="+", default=None, metavar="ENV", help="only these env ids, as saved")
     record.add_argument("--plan", action="store_true", help="list the agents, the reasons and the time; run nothing")
-    record.add_argument("--workers", type=positive_int, default=1, help="processes (default %(default)s)")
+    add_executor(record, "processes (or Ray tasks) certifying agents, families and scale sets side by side", "1")
     record.add_argument(
         "--perturb",
         default="",
