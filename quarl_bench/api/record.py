@@ -54,6 +54,16 @@ PLANNED_EPISODES_ASYMPTOTIC = 3000
 # episodes each): 3,000 x 52m14s / 68m29s
 PLANNED_EPISODES_BY_KIND = {"mujoco": 2300}
 RECORD_OVERHEAD_SECONDS = 14.0
+# what each worker beyond the first adds: the record's own path on 8 classic agents (2026-12-03, quiet machine, 2
+# cores; `benchmarks/certify_speed.py --parallel --record`) ran 1.68x faster on a pool of 2 and 1.69x on Ray than in
+# one process, where the plan had said 2x (1.15x over its wall): each worker starts torch and loads and quantizes
+# each agent again, and two busy cores run each episode slower than one
+WORKER_EFFICIENCY = 0.84
+
+
+def worker_speedup(workers: int) -> float:
+    """How many times faster than one process the record runs on ``workers`` (measured for 2; assumed beyond)."""
+    return 1.0 if workers <= 1 else workers * WORKER_EFFICIENCY
 
 
 @dataclass(frozen=True)
@@ -175,7 +185,7 @@ def within_budget(
         return list(candidates)
     chosen, spent = [], 0.0
     for candidate in candidates:
-        cost = agent_seconds(candidate, context) / max(workers, 1)
+        cost = agent_seconds(candidate, context) / worker_speedup(workers)
         if candidate.ref is None or spent + cost <= seconds:
             chosen.append(candidate)
             spent += cost
@@ -185,7 +195,8 @@ def within_budget(
 def plan_seconds(
     candidates: Sequence[Candidate], workers: int = 1, context: PlanContext | None = None
 ) -> tuple[float, dict[str, float]]:
-    """The record's estimated seconds on ``workers`` processes, and per env kind (the plan's cost model)."""
+    """The record's estimated seconds on ``workers`` processes (:func:`worker_speedup`), and per env kind on one
+    (the plan's cost model)."""
     from quarl_bench.api.reproduce import cost_kind
 
     per_kind: dict[str, float] = {}
@@ -193,7 +204,7 @@ def plan_seconds(
         if candidate.ref is not None:
             kind = cost_kind(candidate.ref.env_id)
             per_kind[kind] = per_kind.get(kind, 0.0) + agent_seconds(candidate, context)
-    return sum(per_kind.values()) / max(workers, 1), per_kind
+    return sum(per_kind.values()) / worker_speedup(workers), per_kind
 
 
 def record_requests(candidates: Sequence[Candidate], perturb: str = "") -> list[Any]:

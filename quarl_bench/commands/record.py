@@ -24,12 +24,14 @@ def record(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from quarl_bench.api.record import (
+        WORKER_EFFICIENCY,
         coverage_text,
         plan_seconds,
         record_requests,
         record_table,
         run_record,
         within_budget,
+        worker_speedup,
         zoo_candidates,
     )
     from quarl_bench.commands.common import certify_progress
@@ -60,7 +62,7 @@ def record(args: argparse.Namespace) -> int:
     console.print(
         f"estimated {clock(seconds)} on {args.workers} worker(s) here ("
         + ", ".join(f"{kind} {clock(value)}" for kind, value in sorted(per_kind.items()))
-        + f"); on a Ray cluster of N cores about {clock(seconds * args.workers)} / N"
+        + f"); on a Ray cluster of N cores about {clock(seconds * worker_speedup(args.workers))} / ({WORKER_EFFICIENCY} N)"
         + (f"; {len(context.verdicts)} verdicts already stored are reused" if len(context.verdicts) else "")
     )
     for candidate in candidates:
@@ -111,7 +113,7 @@ def run_record_json(
 
     return driver_provenance() | {
         "plan_seconds": round(plan, 1),
-        "plan_seconds_per_kind": {kind: round(value / args.workers, 1) for kind, value in sorted(per_kind.items())},
+        "plan_seconds_per_kind": {kind: round(value, 1) for kind, value in sorted(per_kind.items())},  # on one
         "wall_seconds": round(wall, 1),
         "wall_over_plan": round(wall / max(plan, 1e-9), 3),
         "workers": args.workers,
