@@ -106,3 +106,32 @@ def test_the_record_figure_marks_an_undetermined_agent_and_draws_the_nominal_lin
     texts = sorted(text.get_text() for text in figure.axes[0].texts)
     plt.close(figure)
     assert texts == ["int6", "undetermined"]  # an undetermined agent is no blank; the suite's line is not drawn
+
+
+def test_the_caps_script_reads_the_pairs_a_verdict_would_take_from_its_interval() -> None:
+    """scripts/record_caps.py on a verdict CSV: an interval of half-width 10 at 100 pairs, mean 0 against −δ = −5,
+    needs (10/5)² x 100 = 400 pairs to clear it on the safe side, 100 at 2δ; a mean below −δ is read on the unsafe
+    side; a decided verdict has no line."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "scripts" / "record_caps.py"
+    spec = importlib.util.spec_from_file_location("record_caps", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = pd.DataFrame(
+        [
+            {"algo": "ppo", "env": "E", "spec": "int6", "verdict": "undetermined", "episodes": 100, "mean": 0.0,
+             "lower": -10.0, "upper": 10.0, "delta": 5.0},
+            {"algo": "ppo", "env": "E", "spec": "int5", "verdict": "undetermined", "episodes": 100, "mean": -8.0,
+             "lower": -14.0, "upper": -2.0, "delta": 5.0},
+            {"algo": "ppo", "env": "E", "spec": "int8", "verdict": "safe", "episodes": 100, "mean": 0.0,
+             "lower": -1.0, "upper": 1.0, "delta": 5.0},
+        ]
+    )  # fmt: skip
+    table = module.caps(rows)
+    assert table["variant"].tolist() == ["int6", "int5"]
+    assert table.iloc[0]["side"] == "safe" and table.iloc[0]["pairs it would take (δ)"] == "~400"
+    assert table.iloc[0]["at 2δ"] == "~100 (safe)"
+    assert table.iloc[1]["side"] == "unsafe" and table.iloc[1]["pairs it would take (δ)"] == "~400"  # (6 / 3)² x 100
+    assert table.iloc[1]["at 2δ"] == "~900 (safe)"  # mean -8 against -10: (6 / 2)² x 100
