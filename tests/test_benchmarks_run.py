@@ -40,6 +40,7 @@ QUICK = {
     "trial_counts.py": "trial counts against STEP: ",
 }
 NEEDS_QEMU = ("c_int8_instructions.py", "c_int8_recorded.py")
+STARTS_RAY = ("actorq_speedup.py",)  # its actors are Ray's: one Ray test at a time (conftest's lock)
 
 
 def test_every_script_has_a_quick_mode() -> None:
@@ -55,7 +56,9 @@ def test_every_benchmark_imports_and_parses_its_flags(script: str, monkeypatch: 
     assert done.value.code == 0
 
 
-@pytest.mark.parametrize("script", sorted(QUICK))
+@pytest.mark.parametrize(
+    "script", [pytest.param(s, marks=[pytest.mark.ray] if s in STARTS_RAY else []) for s in sorted(QUICK)]
+)
 def test_quick_benchmarks_run_and_print_their_headline(script: str, zoo: Path) -> None:
     if script in NEEDS_QEMU and shutil.which("qemu-system-arm") is None:
         pytest.skip("needs qemu-system-arm and gcc-arm-none-eabi (scripts/bootstrap.sh installs them as root)")
