@@ -135,3 +135,27 @@ def test_the_caps_script_reads_the_pairs_a_verdict_would_take_from_its_interval(
     assert table.iloc[0]["at 2δ"] == "~100 (safe)"
     assert table.iloc[1]["side"] == "unsafe" and table.iloc[1]["pairs it would take (δ)"] == "~400"  # (6 / 3)² x 100
     assert table.iloc[1]["at 2δ"] == "~900 (safe)"  # mean -8 against -10: (6 / 2)² x 100
+
+
+def test_a_stored_nominal_record_gives_the_pairs_a_suite_is_planned_at() -> None:
+    """The plan of an agent under a suite reads its own stored nominal ladder's pairs: at the widest α split it
+    was stored with (a nominal-only record's 3 families, then a suite's 6), never another agent's or a perturbed
+    line's, never a verdict off the ladder."""
+    from quarl_bench.api.record import nominal_pairs
+    from quarl_bench.types import AgentRef
+
+    ref = AgentRef("dqn", "CartPole-v1", "CartPole-v1", "folder", "dqn/CartPole-v1_1", "a" * 16)
+    rows = pd.DataFrame(
+        [
+            {"agent_hash": "a" * 16, "spec": "fp16", "episodes": 100, "evidence": {"families": 3}},
+            {"agent_hash": "a" * 16, "spec": "int8", "episodes": 300, "evidence": {"families": 3}},
+            {"agent_hash": "a" * 16, "spec": "fp16", "episodes": 120, "evidence": {"families": 6}},
+            {"agent_hash": "a" * 16, "spec": "int8", "episodes": 340, "evidence": {"families": 6, "perturbation": ""}},
+            {"agent_hash": "a" * 16, "spec": "int8", "episodes": 999, "evidence": {"families": 6, "perturbation": "x"}},
+            {"agent_hash": "a" * 16, "spec": "int3", "episodes": 999, "evidence": {"families": 6}},
+            {"agent_hash": "b" * 16, "spec": "fp16", "episodes": 999, "evidence": {"families": 9}},
+        ]
+    )
+    assert nominal_pairs(ref, rows) == 460
+    assert nominal_pairs(ref, rows[rows["agent_hash"] == "b" * 16]) == 0
+    assert nominal_pairs(ref, pd.DataFrame()) == 0

@@ -54,6 +54,9 @@ PLANNED_EPISODES_ASYMPTOTIC = 3000
 # episodes each): 3,000 x 52m14s / 68m29s
 PLANNED_EPISODES_BY_KIND = {"mujoco": 2300}
 RECORD_OVERHEAD_SECONDS = 14.0
+# the episodes a record plays per pair its verdicts count (the quantized episode, the fp32 one its families share
+# in part, the scale set): 8 classic agents (2026-12-03) took 1,040 pairs each and the wall time of 2,100 episodes
+EPISODES_PER_PAIR = 2.0
 # what each worker beyond the first adds: the record's own path on 8 classic agents (2026-12-03, quiet machine, 2
 # cores; `benchmarks/certify_speed.py --parallel --record`) ran 1.68x faster on a pool of 2 and 1.69x on Ray than in
 # one process, where the plan had said 2x (1.15x over its wall): each worker starts torch and loads and quantizes
@@ -152,7 +155,27 @@ def agent_seconds(candidate: Candidate, context: PlanContext | None = None) -> f
     episodes = PLANNED_EPISODES_BY_KIND.get(cost_kind(env), episodes)
     conditions = agent_conditions(candidate.ref, context.perturb)
     left = 1.0 - answered_share(candidate.ref, context.verdicts, conditions)
-    return (RECORD_OVERHEAD_SECONDS + episodes * episode_seconds(env, context.measured)) * len(conditions) * left
+    # the agent's own nominal record, when stored, foretells a condition's pairs better than the average does
+    # (robot-light took 1.02x its nominal pairs on the classic agents and 0.93x on LunarLander, 2026-12-03, the
+    # average 1.30x and 1.68x over), and its own pairs are stored: decided again at a suite's α, they are reused
+    nominal = EPISODES_PER_PAIR * nominal_pairs(candidate.ref, context.verdicts)
+    played = [(nominal if condition else 0.0) if nominal else episodes for condition in conditions]
+    return sum(RECORD_OVERHEAD_SECONDS + n * episode_seconds(env, context.measured) for n in played) * left
+
+
+def nominal_pairs(ref: AgentRef, verdicts: pd.DataFrame) -> int:
+    """The pairs the agent's stored nominal ladder took (at the widest α split it was stored with), 0 for none."""
+    if verdicts.empty:
+        return 0
+    mine = verdicts[
+        (verdicts["agent_hash"] == ref.content_hash) & verdicts["spec"].isin([spec_name(s) for s in LADDER])
+    ]
+    evidence = [e or {} for e in mine["evidence"]]
+    nominal = [not e.get("perturbation") for e in evidence]
+    families = pd.Series([e.get("families", 0) for e in evidence], index=mine.index)[nominal]
+    if families.empty:
+        return 0
+    return int(mine.loc[families.index[families == families.max()], "episodes"].sum())
 
 
 def answered_share(ref: AgentRef, verdicts: pd.DataFrame, conditions: Sequence[str]) -> float:
