@@ -148,3 +148,22 @@ def test_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version = 99")
     with pytest.raises(QuarlError, match="schema version 99, newer"), ResultStore(path) as store:
         store.has("x")
+
+
+def test_a_reader_in_another_process_does_not_break_an_open_store(tmp_path: Path) -> None:
+    """A second connection of this process (a worker's, per work) must not drop the first one's SQLite locks: a
+    plain open()/close() of the file does (POSIX locks are the process's), after which another process's reader
+    (the sqlite3 shell watching a record) closes as if it were the last and deletes the WAL under the open store,
+    whose next read was "disk I/O error" mid-certification."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "q.sqlite"
+    with ResultStore(path) as driver:
+        driver.put(spec_result("fp32", 1.0))
+        with ResultStore(path) as worker:  # opened and closed per work, as run_in_worker does
+            worker.put(spec_result("int8", 1.0))
+        reader = f"import sqlite3; sqlite3.connect({str(path)!r}).execute('SELECT count(*) FROM results').fetchall()"
+        subprocess.run([sys.executable, "-c", reader], check=True)
+        assert Path(f"{path}-wal").exists()  # the reader knew it was not the last connection
+        assert len(driver.to_dataframe()) == 2

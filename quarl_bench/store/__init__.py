@@ -33,7 +33,6 @@ from quarl_bench.store.schema import (
     SCHEMA,
     SCHEMA_VERSION,
     SELECT_ROWS,
-    SQLITE_HEADER,
     TIMING_JSON_COLUMNS,
     TIMINGS_SCHEMA,
     VERDICT_JSON_COLUMNS,
@@ -120,6 +119,9 @@ class ResultStore:
                         f"results store {str(self.path)!r} cannot be opened: {error}; "
                         "is another process holding it? pass another --store"
                     ) from error
+                except sqlite3.DatabaseError as error:  # "file is not a database": its first read, nothing written
+                    db.close()
+                    raise not_a_database(self.path) from error
                 except QuarlError:
                     db.close()
                     raise
@@ -390,22 +392,24 @@ class ResultStore:
 
 
 def check_store_file(path: Path) -> None:
-    """Refuse (without touching it) a file that is not an SQLite database.
+    """Refuse a folder where a store should be. The file itself is never opened here: closing any descriptor of it
+    drops every SQLite lock this process holds on it (POSIX locks are per process), after which another process's
+    reader deletes the WAL under this process's open connections ("disk I/O error"). SQLite's own first read
+    refuses a file that is no database (:func:`not_a_database`).
 
-    :raises QuarlError: naming the file and what is expected.
+    :raises QuarlError: naming the folder and what is expected.
     """
-    if not path.exists():
-        return
     if path.is_dir():
         raise QuarlError(
             f"results store {str(path)!r} is a folder: expected an SQLite file such as results/quarl.sqlite"
         )
-    with open(path, "rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
-    if header and header != SQLITE_HEADER:
-        raise QuarlError(
-            f"results store {str(path)!r} is not an SQLite database: pass a quarl-bench store (.sqlite) or a new path"
-        )
+
+
+def not_a_database(path: Path) -> QuarlError:
+    """The one-line refusal of a file SQLite cannot read as a database (left untouched: nothing was written)."""
+    return QuarlError(
+        f"results store {str(path)!r} is not an SQLite database: pass a quarl-bench store (.sqlite) or a new path"
+    )
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:

@@ -17,7 +17,6 @@ SCHEMA_VERSION = 14  # PRAGMA user_version; 0/1: before layers, action modes, qu
 # and the fidelity table; 6: before the recipe column; 7: before episode identities and the verdicts table;
 # 8: before spec_json (store_migration.py fills it); 9: before the hardened table; 10: before verdicts' evidence;
 # 11: before fidelity's over_time; 12: before episode_outcomes and perturbation; 13: before judge
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
