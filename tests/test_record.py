@@ -159,3 +159,29 @@ def test_a_stored_nominal_record_gives_the_pairs_a_suite_is_planned_at() -> None
     assert nominal_pairs(ref, rows) == 460
     assert nominal_pairs(ref, rows[rows["agent_hash"] == "b" * 16]) == 0
     assert nominal_pairs(ref, pd.DataFrame()) == 0
+
+
+def test_a_resumed_record_plans_the_families_its_store_has_not_answered() -> None:
+    """A nominal record stopped part-way (its fp16 verdict stored, the walk going on) is planned at its three
+    families, not as done; each family answered takes its third off; a whole ladder leaves nothing."""
+    from quarl_bench.api.record import Candidate, PlanContext, agent_seconds
+    from quarl_bench.types import AgentRef
+
+    ref = AgentRef("ppo", "CartPole-v1", "CartPole-v1", "folder", "ppo/CartPole-v1_1", "a" * 16)
+    agent = Candidate("ppo", "CartPole-v1", ref)
+
+    def planned(*specs: tuple[str, str]) -> float:
+        rows = pd.DataFrame(
+            [{"agent_hash": "a" * 16, "spec": s, "verdict": v, "episodes": 200, "evidence": {"families": 3}}
+             for s, v in specs],
+            columns=["agent_hash", "spec", "verdict", "episodes", "evidence"],
+        )  # fmt: skip
+        return agent_seconds(agent, PlanContext(verdicts=rows))
+
+    fresh = planned()
+    assert fresh > 0
+    assert planned(("fp16", "safe")) == fresh
+    walk_stopped = (("fp16", "safe"), ("int8", "undetermined"))
+    assert planned(*walk_stopped) == pytest.approx(fresh * 2 / 3)
+    assert planned(*walk_stopped, ("int4 per-channel", "safe")) == pytest.approx(fresh / 3)
+    assert planned(*walk_stopped, ("int4 per-channel", "safe"), ("int8 a8 cal-minmax1000", "unsafe")) == 0

@@ -159,19 +159,28 @@ def agent_seconds(candidate: Candidate, context: PlanContext | None = None) -> f
     episodes = PLANNED_EPISODES if return_bounds(env) is not None else PLANNED_EPISODES_ASYMPTOTIC
     episodes = PLANNED_EPISODES_BY_ENV.get(env) or PLANNED_EPISODES_BY_KIND.get(cost_kind(env), episodes)
     conditions = agent_conditions(candidate.ref, context.perturb)
-    left = 1.0 - answered_share(candidate.ref, context.verdicts, conditions)
-    # the agent's own nominal record, when stored, foretells a condition's pairs better than the average does
+    shares = answered_shares(candidate.ref, context.verdicts, conditions)
+    # the agent's own nominal record, once whole, foretells a condition's pairs better than the average does
     # (robot-light took 1.02x its nominal pairs on the classic agents and 0.93x on LunarLander, 2026-12-03, the
-    # average 1.30x and 1.68x over), and its own pairs are stored: decided again at a suite's α, they are reused
-    nominal = EPISODES_PER_PAIR * nominal_pairs(candidate.ref, context.verdicts)
+    # average 1.30x and 1.68x over), and its own pairs are stored: decided again at a suite's α, they are reused; a
+    # nominal record still part-way (a resumed run) plays the rest of its families at the average
+    stored = nominal_rows(candidate.ref, context.verdicts)
+    whole = not stored.empty and answered_families(stored) == 3
+    nominal = EPISODES_PER_PAIR * nominal_pairs(candidate.ref, context.verdicts) if whole else 0.0
     played = [(nominal if condition else 0.0) if nominal else episodes for condition in conditions]
-    return sum(RECORD_OVERHEAD_SECONDS + n * episode_seconds(env, context.measured) for n in played) * left
+    seconds = episode_seconds(env, context.measured)
+    return sum((RECORD_OVERHEAD_SECONDS + n * seconds) * (1.0 - share) for n, share in zip(played, shares, strict=True))
 
 
 def nominal_pairs(ref: AgentRef, verdicts: pd.DataFrame) -> int:
     """The pairs the agent's stored nominal ladder took (at the widest α split it was stored with), 0 for none."""
+    return int(nominal_rows(ref, verdicts)["episodes"].sum())
+
+
+def nominal_rows(ref: AgentRef, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The agent's stored nominal ladder verdicts at the widest α split they were stored with (none: empty)."""
     if verdicts.empty:
-        return 0
+        return pd.DataFrame({"episodes": []})
     mine = verdicts[
         (verdicts["agent_hash"] == ref.content_hash) & verdicts["spec"].isin([spec_name(s) for s in LADDER])
     ]
@@ -179,29 +188,33 @@ def nominal_pairs(ref: AgentRef, verdicts: pd.DataFrame) -> int:
     nominal = [not e.get("perturbation") for e in evidence]
     families = pd.Series([e.get("families", 0) for e in evidence], index=mine.index)[nominal]
     if families.empty:
-        return 0
-    return int(mine.loc[families.index[families == families.max()], "episodes"].sum())
+        return pd.DataFrame({"episodes": []})
+    return mine.loc[families.index[families == families.max()]]
 
 
-def answered_share(ref: AgentRef, verdicts: pd.DataFrame, conditions: Sequence[str]) -> float:
-    """The share of an agent's record already in ``verdicts`` (a store's): per condition, each of the ladder's three
-    families is answered once its walk stopped (a verdict that is not safe) or reached its end, with α shared as
-    this record shares it; what the plan need not count again."""
-    from quarl_bench.statistics.certification import PASSING
-
+def answered_shares(ref: AgentRef, verdicts: pd.DataFrame, conditions: Sequence[str]) -> list[float]:
+    """Per condition, the share of the agent's record already in ``verdicts`` (a store's), with α shared as this
+    record shares it: what the plan need not count again."""
     if verdicts.empty:
-        return 0.0
+        return [0.0 for _ in conditions]
     families = 3 * len(conditions)
     mine = verdicts[verdicts["agent_hash"] == ref.content_hash]
     evidence = [e or {} for e in mine["evidence"]]
-    answered = 0
+    shares = []
     for condition in conditions:
         here = [e.get("perturbation", "") == condition and e.get("families") == families for e in evidence]
-        rows = mine.loc[pd.Series(here, index=mine.index, dtype=bool)]
-        walk = rows[rows["spec"].isin([spec_name(s) for s in LADDER[:5]])]
-        answered += int(len(walk) == 5 or bool((~walk["verdict"].isin(PASSING)).any()))
-        answered += sum(int((rows["spec"] == spec_name(s)).any()) for s in LADDER[5:])
-    return answered / families
+        shares.append(answered_families(mine.loc[pd.Series(here, index=mine.index, dtype=bool)]) / 3)
+    return shares
+
+
+def answered_families(rows: pd.DataFrame) -> int:
+    """How many of the ladder's three families one condition's verdicts answer: the walk once it stopped (a verdict
+    that is not safe) or reached its end, int4 per channel and W8A8 once stored."""
+    from quarl_bench.statistics.certification import PASSING
+
+    walk = rows[rows["spec"].isin([spec_name(s) for s in LADDER[:5]])]
+    answered = int(len(walk) == 5 or bool((~walk["verdict"].isin(PASSING)).any()))
+    return answered + sum(int((rows["spec"] == spec_name(s)).any()) for s in LADDER[5:])
 
 
 def within_budget(
