@@ -168,7 +168,7 @@ def agent_seconds(candidate: Candidate, context: PlanContext | None = None) -> f
     # nominal record still part-way (a resumed run) plays the rest of its families at the average
     stored = nominal_rows(candidate.ref, context.verdicts)
     whole = not stored.empty and answered_families(stored) == 3
-    nominal = EPISODES_PER_PAIR * nominal_pairs(candidate.ref, context.verdicts) if whole else 0.0
+    nominal = EPISODES_PER_PAIR * int(stored["episodes"].sum()) if whole else 0.0
     played = [(nominal if condition else 0.0) if nominal else episodes for condition in conditions]
     seconds = episode_seconds(env, context.measured)
     return sum((RECORD_OVERHEAD_SECONDS + n * seconds) * (1.0 - share) for n, share in zip(played, shares, strict=True))
