@@ -52,7 +52,9 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     code, _, err = cli("record", "-f", folder, "--plan", "--address", "127.0.0.1:1", "--store", store)
     assert code == 2 and "a Ray address needs --executor ray" in err
     code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)  # resumed: every verdict stored
-    assert code == 0, err and "stored" in text
+    assert code == 0 and "stored" in text, err
+    assert "with nothing planned (the store answered every question)" in text and "x) on" not in text
+    assert json.loads((out / "record_run.json").read_text())["wall_over_plan"] is None  # not wall / 0
 
     old = read_record(out / "record_verdicts.csv")
     assert {"int8", "int6"} <= set(old["spec"].str.split().str[0])

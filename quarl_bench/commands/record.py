@@ -91,10 +91,15 @@ def record(args: argparse.Namespace) -> int:
     run = run_record_json(args, seconds, per_kind, time.perf_counter() - began, load_at_start)
     (out / "record_run.json").write_text(json.dumps(run, indent=2, default=str))
     console.print(table.to_string(index=False))
+    against = (
+        f"against the plan's {clock(seconds)} ({run['wall_over_plan']:.2f}x)"
+        if run["wall_over_plan"] is not None
+        else "with nothing planned (the store answered every question)"
+    )
     console.print(
-        f"record: {clock(run['wall_seconds'])} against the plan's {clock(seconds)} ({run['wall_over_plan']:.2f}x) on "
-        f"{args.workers} worker(s), executor {args.executor}; {load_text(load_at_start) or 'load not recorded'} at "
-        f"its start, {load_text(run['load_at_end']) or 'not recorded'} at its end"
+        f"record: {clock(run['wall_seconds'])} {against} on {args.workers} worker(s), executor {args.executor}; "
+        f"{load_text(load_at_start) or 'load not recorded'} at its start, "
+        f"{load_text(run['load_at_end']) or 'not recorded'} at its end"
     )
     console.print(
         f"wrote {out}/record.md, record.csv, record_verdicts.csv, record.svg and record_run.json; stored in {store.path}"
@@ -107,7 +112,8 @@ def run_record_json(
 ) -> dict[str, Any]:
     """What a record run measured against its plan (``record_run.json``), as ``reproduce`` keeps it: the command,
     the plan in all and per env kind, the wall time and the ratio, the workers, the load at both ends, the code and
-    the machine. A resumed run's plan counts only what was left, so its ratio is for that run."""
+    the machine. A resumed run's plan counts only what was left, so its ratio is for that run; one that had nothing
+    left has no ratio (``null``), not a wall time over zero."""
     from quarl_bench.deploy.machine import load_record, machine_record
     from quarl_bench.store.provenance import driver_provenance
 
@@ -115,7 +121,7 @@ def run_record_json(
         "plan_seconds": round(plan, 1),
         "plan_seconds_per_kind": {kind: round(value, 1) for kind, value in sorted(per_kind.items())},  # on one
         "wall_seconds": round(wall, 1),
-        "wall_over_plan": round(wall / max(plan, 1e-9), 3),
+        "wall_over_plan": round(wall / plan, 3) if plan > 0 else None,
         "workers": args.workers,
         "executor": args.executor,
         "load_at_start": load_at_start,
