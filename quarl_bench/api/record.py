@@ -58,8 +58,14 @@ PLANNED_EPISODES_BY_KIND = {"mujoco": 2300}
 # at 100-560 pairs a question, ppo's fp16 and W8A8 at the cap) and 4,320 on Hardcore (every question at the cap),
 # where the Box2D average said 3,000: the plan had said 1h09m for the 2h01m that record took on two workers (1h33m now);
 # ppo Breakout (2026-12-03, two workers) played 4,640: fp16 safe in 320 pairs, int8, int4 per channel and W8A8 at the
-# cap, in 2h15m where the plan had said 1h14m (2h09m now)
-PLANNED_EPISODES_BY_ENV = {"BipedalWalker-v3": 2850, "BipedalWalkerHardcore-v3": 4300, "BreakoutNoFrameskip-v4": 4650}
+# cap, in 2h15m where the plan had said 1h14m (2h09m now); ppo Pong (2026-12-03 and 04) played 4,420: int5 safe in 680
+# pairs, int4 and int4 per channel at the cap, in 3h36m over two runs where the plan had said 1h41m (3h03m now)
+PLANNED_EPISODES_BY_ENV = {
+    "BipedalWalker-v3": 2850,
+    "BipedalWalkerHardcore-v3": 4300,
+    "BreakoutNoFrameskip-v4": 4650,
+    "PongNoFrameskip-v4": 4400,
+}
 RECORD_OVERHEAD_SECONDS = 14.0
 # the episodes a record plays per pair its verdicts count (the quantized episode, the fp32 one its families share
 # in part, the scale set): 8 classic agents (2026-12-03) took 1,040 pairs each and the wall time of 2,100 episodes

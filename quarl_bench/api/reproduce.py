@@ -41,10 +41,11 @@ EPISODE_SECONDS = {
 # and the certified record's Box2D rows (2026-11-29, two workers on 2 cores); BipedalWalker-v3's from its record of
 # a2c and ppo on a quiet machine (2026-12-03: 5,460 episodes in 661 s on two workers, 0.232 s an episode in each, so
 # 0.20 s on one at the record's 0.84 per worker); Breakout's from its certified record (2026-12-03, two workers: the
-# median of 217 rows 3.32 s an episode in each, 2.8 s on one)
+# median of 217 rows 3.32 s an episode in each, 2.8 s on one) and Pong's (2026-12-03 and 04, two workers: the median of
+# 206 rows 4.95 s, 4.2 s on one; its episodes run ~8,900 steps to Breakout's ~5,600)
 ENV_EPISODE_SECONDS = {
     "BreakoutNoFrameskip-v4": 2.8,
-    "PongNoFrameskip-v4": 3.4,
+    "PongNoFrameskip-v4": 4.2,
     "LunarLander-v3": 0.047,
     "LunarLanderContinuous-v3": 0.052,
     "BipedalWalker-v3": 0.20,
