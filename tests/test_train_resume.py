@@ -16,6 +16,12 @@ from quarl_bench.zoo.agents import find_in_folder
 from quarl_bench.zoo.train import checkpoints, latest_checkpoint, run_folders
 
 
+def hear_ctrl_c() -> None:
+    """Ctrl-C stops the trainer even where the suite runs as a shell's background job (which ignores SIGINT, and
+    its children inherit that: the training then ran to its end and exited 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupted_training_keeps_its_checkpoint_and_resume_finishes_it(cli, tmp_path: Path) -> None:
     cache = tmp_path / "agents"
     conf = tmp_path / "ppo.yml"  # a small budget of rl-zoo3's own PPO CartPole settings, with one override
@@ -23,7 +29,12 @@ def test_an_interrupted_training_keeps_its_checkpoint_and_resume_finishes_it(cli
     command = [sys.executable, "-m", "quarl_bench.cli", "train", "--algo", "ppo", "--env", "CartPole-v1"]
     command += ["--cache", str(cache), "--conf-file", str(conf), "--save-freq", "2048", "--hyperparams", "n_steps:128"]
     training = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=hear_ctrl_c,
     )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not any(checkpoints(f) for f in run_folders(cache, "ppo", "CartPole-v1")):
