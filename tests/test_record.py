@@ -51,10 +51,16 @@ def test_a_small_record_lists_what_cannot_run_and_a_diff_names_the_verdict_that_
     assert "questions (plan " in err and " elapsed" in err  # the heartbeat names the plan it runs against
     code, _, err = cli("record", "-f", folder, "--plan", "--address", "127.0.0.1:1", "--store", store)
     assert code == 2 and "a Ray address needs --executor ray" in err
+    assert run["status"] == "finished" and run["earlier_runs"] == [] and run["questions_answered"][0] > 0
+    cut_short = run | {"status": "running"}  # as a run killed with its session leaves it, at its last heartbeat
+    (out / "record_run.json").write_text(json.dumps(cut_short))
     code, text, err = cli("record", "-f", folder, "--store", store, "--out", out)  # resumed: every verdict stored
     assert code == 0 and "stored" in text, err
     assert "with nothing planned (the store answered every question)" in text and "x) on" not in text
-    assert json.loads((out / "record_run.json").read_text())["wall_over_plan"] is None  # not wall / 0
+    resumed = json.loads((out / "record_run.json").read_text())
+    assert resumed["wall_over_plan"] is None  # not wall / 0
+    assert [r["wall_seconds"] for r in resumed["earlier_runs"]] == [run["wall_seconds"]]  # the wall of each run
+    assert "with the 1 run(s) it continued" in text and "against the first run's plan of" in text
 
     old = read_record(out / "record_verdicts.csv")
     assert {"int8", "int6"} <= set(old["spec"].str.split().str[0])

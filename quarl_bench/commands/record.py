@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quarl_bench.commands.common import console
 from quarl_bench.errors import QuarlError
 from quarl_bench.store import DEFAULT_STORE, ResultStore
+
+if TYPE_CHECKING:
+    from quarl_bench.report.run_log import RunLog
 
 
 def record(args: argparse.Namespace) -> int:
@@ -35,10 +36,11 @@ def record(args: argparse.Namespace) -> int:
         zoo_candidates,
     )
     from quarl_bench.commands.common import certify_progress
-    from quarl_bench.deploy.machine import load_record, load_text
+    from quarl_bench.deploy.machine import load_text
     from quarl_bench.parsers.arguments import check_executor
     from quarl_bench.progress import clock
     from quarl_bench.report.console import verdict_line
+    from quarl_bench.report.run_log import RunLog
     from quarl_bench.store.agent_names import ref_title
     from quarl_bench.zoo.agents import ZOO_ENV
 
@@ -70,26 +72,30 @@ def record(args: argparse.Namespace) -> int:
             console.print(f"  not run: {candidate.algo} {candidate.saved_env}: {candidate.reason}")
     if args.plan:
         return 0
-    began, load_at_start = time.perf_counter(), load_record()
+    out = Path(args.out)
     with ResultStore(args.store or DEFAULT_STORE) as store:
         store.check()
         requests = record_requests(candidates, args.perturb)
-        with certify_progress(requests, what=f"questions (plan {clock(seconds)})") as on_progress:
+        log = RunLog(out / "record_run.json", run_record_fields(args, seconds, per_kind))
+        with log, certify_progress(requests, what=f"questions (plan {clock(seconds)})") as on_progress:
+
+            def answered(done: int, total: int) -> None:
+                log.answered_so_far(done, total)
+                if on_progress is not None:
+                    on_progress(done, total)
+
             results = run_record(
                 requests,
                 store,
                 args.workers,
                 lambda ref, found: console.print(f"{escape(ref_title(ref))} {verdict_line(found)}"),
-                on_progress,
+                answered,
                 args.executor,
                 args.address,
             )
-        table = record_table(results, store, candidates)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_record(table, store, out, coverage_text(candidates))
-    run = run_record_json(args, seconds, per_kind, time.perf_counter() - began, load_at_start)
-    (out / "record_run.json").write_text(json.dumps(run, indent=2, default=str))
+            table = record_table(results, store, candidates)
+            write_record(table, store, out, coverage_text(candidates))
+            run = log.finish(lambda ended: closing_fields(seconds, ended))
     console.print(table.to_string(index=False))
     against = (
         f"against the plan's {clock(seconds)} ({run['wall_over_plan']:.2f}x)"
@@ -98,36 +104,52 @@ def record(args: argparse.Namespace) -> int:
     )
     console.print(
         f"record: {clock(run['wall_seconds'])} {against} on {args.workers} worker(s), executor {args.executor}; "
-        f"{load_text(load_at_start) or 'load not recorded'} at its start, "
+        f"{load_text(run['load_at_start']) or 'load not recorded'} at its start, "
         f"{load_text(run['load_at_end']) or 'not recorded'} at its end"
     )
+    if run["earlier_runs"]:
+        console.print(
+            f"with the {len(run['earlier_runs'])} run(s) it continued (cut short, from {out}/record_run.json): "
+            f"{clock(run['wall_seconds_all_runs'])} in all"
+            + (
+                f" against the first run's plan of {clock(run['earlier_runs'][0]['plan_seconds'])} "
+                f"({run['wall_all_runs_over_first_plan']:.2f}x)"
+                if "wall_all_runs_over_first_plan" in run
+                else ""
+            )
+        )
     console.print(
         f"wrote {out}/record.md, record.csv, record_verdicts.csv, record.svg and record_run.json; stored in {store.path}"
     )
     return 0
 
 
-def run_record_json(
-    args: argparse.Namespace, plan: float, per_kind: dict[str, float], wall: float, load_at_start: dict
-) -> dict[str, Any]:
-    """What a record run measured against its plan (``record_run.json``), as ``reproduce`` keeps it: the command,
-    the plan in all and per env kind, the wall time and the ratio, the workers, the load at both ends, the code and
-    the machine. A resumed run's plan counts only what was left, so its ratio is for that run; one that had nothing
-    left has no ratio (``null``), not a wall time over zero."""
-    from quarl_bench.deploy.machine import load_record, machine_record
+def run_record_fields(args: argparse.Namespace, plan: float, per_kind: dict[str, float]) -> dict[str, Any]:
+    """What a record run is, for its ``record_run.json`` (kept as it goes, as ``reproduce`` keeps its own): the
+    command, the code, the plan in all and per env kind, the workers and the machine. A resumed run's plan counts
+    only what was left."""
+    from quarl_bench.deploy.machine import machine_record
     from quarl_bench.store.provenance import driver_provenance
 
     return driver_provenance() | {
         "plan_seconds": round(plan, 1),
         "plan_seconds_per_kind": {kind: round(value, 1) for kind, value in sorted(per_kind.items())},  # on one
-        "wall_seconds": round(wall, 1),
-        "wall_over_plan": round(wall / plan, 3) if plan > 0 else None,
         "workers": args.workers,
         "executor": args.executor,
-        "load_at_start": load_at_start,
-        "load_at_end": load_record(),
         "machine": machine_record(),
     }
+
+
+def closing_fields(plan: float, log: RunLog) -> dict[str, Any]:
+    """What only a whole run knows: its wall over its plan (``null`` where nothing was planned: the store answered
+    every question, and a wall over zero means nothing) and, where it continued runs cut short, the wall of them
+    all over the first run's plan."""
+    closing: dict[str, Any] = {"wall_over_plan": round(log.wall() / plan, 3) if plan > 0 else None}
+    first_plan = float(log.earlier[0].get("plan_seconds") or 0) if log.earlier else 0.0
+    if first_plan > 0:
+        whole = log.wall() + sum(float(run.get("wall_seconds") or 0) for run in log.earlier)
+        closing["wall_all_runs_over_first_plan"] = round(whole / first_plan, 3)
+    return closing
 
 
 def _plan_context(path: Path, perturb: str):
