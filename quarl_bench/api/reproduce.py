@@ -42,12 +42,15 @@ EPISODE_SECONDS = {
 # a2c and ppo on a quiet machine (2026-12-03: 5,460 episodes in 661 s on two workers, 0.232 s an episode in each, so
 # 0.20 s on one at the record's 0.84 per worker); Breakout's from its certified record (2026-12-03, two workers: the
 # median of 217 rows 3.32 s an episode in each, 2.8 s on one) and Pong's (2026-12-03 and 04, two workers: the median of
-# 206 rows 4.95 s, 4.2 s on one; its episodes run ~8,900 steps to Breakout's ~5,600)
+# 206 rows 4.95 s, 4.2 s on one; its episodes run ~8,900 steps to Breakout's ~5,600); LunarLander's from fresh
+# records of its zoo agents (2026-12-04, two workers: 8,920 episodes in 423 s of rows, 0.047 s in each, 0.040 s on one;
+# the continuous lander's 10,280 in 543 s, 0.053 s and 0.044 s), where the Box2D rows of 2026-11-29 had given the
+# in-worker figures as if on one worker (the plan then said 6m09s for a 4m01s record)
 ENV_EPISODE_SECONDS = {
     "BreakoutNoFrameskip-v4": 2.8,
     "PongNoFrameskip-v4": 4.2,
-    "LunarLander-v3": 0.047,
-    "LunarLanderContinuous-v3": 0.052,
+    "LunarLander-v3": 0.040,
+    "LunarLanderContinuous-v3": 0.044,
     "BipedalWalker-v3": 0.20,
     "BipedalWalkerHardcore-v3": 0.41,
 }
