@@ -145,3 +145,17 @@ def test_a_second_reproduction_keeps_the_first_s_record_and_says_its_ratio(cli, 
     assert re.search(r"Reproduction: \S+ in all against the plan's \S+ \(\d+\.\d\dx;", text)
     kept = sorted(p.name for p in (tmp_path / "out").glob("reproduction*.json"))
     assert len(kept) == 2 and kept[-1] == "reproduction.json"  # the first run's record renamed, not overwritten
+
+
+@pytest.mark.slow
+def test_a_reproduction_the_store_already_holds_says_nothing_was_planned(cli, zoo: Path, tmp_path: Path) -> None:
+    arguments = ("reproduce", "--quick", "--only", "table2", "-f", zoo, "--store", tmp_path / "q.sqlite")
+    for _ in range(2):
+        code, out, err = cli(*arguments, "--out", tmp_path / "out")
+        assert code == 0, err
+    text = " ".join(out.split())
+    assert "(stored)" in text and re.search(
+        r"table2: \S+ with nothing estimated \(the store held every job\); load", text
+    )
+    assert "in all with nothing planned (the store held every job;" in text
+    assert not re.search(r"\d{5,}\.\d\dx", text)  # not a wall time over 0 s (it printed 5300000000.00x)

@@ -67,9 +67,9 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
         failures += code != 0
         took = time.perf_counter() - began
         console.print(
-            f"  {line.artifact.name}: {clock(took)} against an estimate of {clock(line.seconds)} "
-            f"({took / max(line.seconds, 1e-9):.2f}x); {load_text(load) or 'load not recorded'} at its start, "
-            f"{load_text(load_record()) or 'not recorded'} at its end"
+            f"  {line.artifact.name}: {clock(took)} {against_estimate(took, line.seconds)}; "
+            f"{load_text(load) or 'load not recorded'} at its start, {load_text(load_record()) or 'not recorded'} at "
+            "its end"
         )
         record["artifacts"].append(
             {
@@ -93,9 +93,23 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(previous.stat().st_mtime))
         previous.rename(out / f"reproduction-{stamp}.json")
     (out / "reproduction.json").write_text(json.dumps(record, indent=2, default=str))
-    ratio = record["wall_seconds"] / max(estimate, 1e-9)
+    against = (
+        f"against the plan's {clock(estimate)} ({record['wall_seconds'] / estimate:.2f}x; "
+        if estimate > 0
+        else "with nothing planned (the store held every job; "
+    )
     console.print(
-        f"Reproduction: {clock(record['wall_seconds'])} in all against the plan's {clock(estimate)} ({ratio:.2f}x; "
+        f"Reproduction: {clock(record['wall_seconds'])} in all {against}"
         f"{load_text(load_record()) or 'load not recorded'} at the end); provenance in {out / 'reproduction.json'}"
     )
     return 1 if failures else 0
+
+
+def against_estimate(wall: float, estimate: float) -> str:
+    """``against an estimate of 1m02s (1.10x)``; where nothing was estimated (the store held every job), it says so
+    rather than a wall time over zero."""
+    from quarl_bench.progress import clock
+
+    if estimate <= 0:
+        return "with nothing estimated (the store held every job)"
+    return f"against an estimate of {clock(estimate)} ({wall / estimate:.2f}x)"
