@@ -95,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Interrupted as error:
         print(f"quarl-bench: interrupted: {error}", file=sys.stderr)
         return 130
+    except KeyboardInterrupt:  # Ctrl-C anywhere else: one line, not a traceback through the worker pool's shutdown
+        print("quarl-bench: interrupted (Ctrl-C): what was stored before it stays stored", file=sys.stderr)
+        return 130
     except QuarlError as error:
         print(f"quarl-bench: error: {error}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from quarl_bench.api.reproduce import ARTIFACT_NAMES, PlanLine, parse_duration, within_budget
-from quarl_bench.errors import QuarlError
+from quarl_bench.errors import Interrupted, QuarlError
 from quarl_bench.parsers.reproduce import ARTIFACTS
 
 
@@ -159,3 +159,71 @@ def test_a_reproduction_the_store_already_holds_says_nothing_was_planned(cli, zo
     )
     assert "in all with nothing planned (the store held every job;" in text
     assert not re.search(r"\d{5,}\.\d\dx", text)  # not a wall time over 0 s (it printed 5300000000.00x)
+
+
+def test_a_reproduction_stopped_part_way_leaves_what_it_did_and_the_next_carries_it(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """``reproduction.json`` was written at the end only: a reproduction stopped in its third hour left nothing. It
+    is now kept as ``record_run.json`` is (``RunLog``): Ctrl-C in the second artifact (its command exits 130) stops
+    the reproduction, not only that artifact, and leaves ``interrupted`` with the first's wall; the run that resumes it
+    carries it and says the wall of both against the first plan."""
+    import json
+
+    import quarl_bench.cli
+    from quarl_bench.api.reproduce import ARTIFACTS as artifacts
+    from quarl_bench.commands.reproduce import run_artifacts
+
+    played: list[str] = []
+
+    def main_stopped_at(stop_at: str | None):
+        def main(argv: list[str]) -> int:
+            played.append(argv[0])
+            return 130 if argv[0] == stop_at else 0  # as cli.main returns on Ctrl-C
+
+        return main
+
+    lines = [PlanLine(artifacts[0], ["sweep"], seconds=60.0), PlanLine(artifacts[1], ["qat"], seconds=120.0)]
+    out, store = tmp_path / "out", tmp_path / "q.sqlite"
+    monkeypatch.setattr(quarl_bench.cli, "main", main_stopped_at("qat"))
+    with pytest.raises(Interrupted, match=f"{artifacts[1].name} stopped part-way"):
+        run_artifacts(lines, store, out, quick=True)
+    stopped = json.loads((out / "reproduction.json").read_text())
+    assert stopped["status"] == "interrupted" and stopped["stopped_by"] == "Interrupted"
+    assert stopped["artifacts_done"] == [1, 2]
+    assert [(a["name"], a["exit_code"]) for a in stopped["artifacts"]] == [
+        (artifacts[0].name, 0),
+        (artifacts[1].name, 130),
+    ]
+    assert stopped["plan_seconds"] == 180.0
+
+    monkeypatch.setattr(quarl_bench.cli, "main", main_stopped_at(None))
+    capsys.readouterr()
+    assert run_artifacts(lines[1:], store, out, quick=True) == 0
+    resumed = json.loads((out / "reproduction.json").read_text())
+    assert resumed["status"] == "finished" and resumed["artifacts_done"] == [1, 1]
+    assert [run["status"] for run in resumed["earlier_runs"]] == ["interrupted"]
+    assert len(resumed["earlier_runs"][0]["artifacts"]) == 2
+    text = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"with the 1 run\(s\) it continued \(cut short, from \S+reproduction.json\): \S+ in all", text)
+    assert "against the first run's plan of 3m00s" in text
+    assert played == ["sweep", "qat", "qat", "report"]  # the stopped artifact again, then the report
+    assert not list(out.glob("reproduction-*.json"))  # the run it continued is in its file, not set aside
+
+    assert run_artifacts(lines[1:], store, out, quick=True) == 0  # a finished one is set aside, not continued
+    assert len(list(out.glob("reproduction-*.json"))) == 1
+    assert json.loads((out / "reproduction.json").read_text())["earlier_runs"] == []
+
+
+def test_ctrl_c_is_one_line_and_exit_130(cli, tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C in a reproduction printed a traceback through the worker pool's shutdown and died by the signal."""
+    from quarl_bench.commands import reproduce
+
+    def stopped(*_: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reproduce, "run_artifacts", stopped)
+    code, _, err = cli("reproduce", "--quick", "--only", "table5", "--store", tmp_path / "q.sqlite")
+    assert code == 130 and err.strip().splitlines() == [
+        "quarl-bench: interrupted (Ctrl-C): what was stored before it stays stored"
+    ]

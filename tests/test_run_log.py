@@ -19,7 +19,7 @@ import sys, time
 from pathlib import Path
 from quarl_bench.report.run_log import RunLog
 with RunLog(Path(sys.argv[1]), {"plan_seconds": 120.0}, heartbeat=0.05) as log:
-    log.answered_so_far(1, 4)
+    log.done_so_far(1, 4)
     print("answered", flush=True)
     time.sleep(600)
 """
@@ -46,9 +46,10 @@ def test_a_run_killed_outright_leaves_its_wall_so_far_and_the_next_run_carries_i
 
     with RunLog(path, {"plan_seconds": 60.0}) as resumed:
         assert read(path)["earlier_runs"] == [carried]  # on disk from its start: killed again, it still has it
-        run = resumed.finish(lambda log: {"wall_over_plan": round(log.wall() / 60.0, 3)})
+        run = resumed.finish()
     assert run["status"] == "finished" and run["earlier_runs"] == [carried] and "load_at_end" in run
     assert run["wall_seconds_all_runs"] == pytest.approx(run["wall_seconds"] + left["wall_seconds"], abs=0.11)
+    assert run["wall_all_runs_over_first_plan"] == pytest.approx(run["wall_seconds_all_runs"] / 120.0, abs=0.002)
     assert read(path) == run
 
     with RunLog(path, {"plan_seconds": 60.0}):  # after a finished run, a new one starts its own history
@@ -58,7 +59,7 @@ def test_a_run_killed_outright_leaves_its_wall_so_far_and_the_next_run_carries_i
 def test_a_run_stopped_by_ctrl_c_says_so_and_its_history_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "record_run.json"
     with pytest.raises(KeyboardInterrupt), RunLog(path, {"plan_seconds": 10.0}) as log:
-        log.answered_so_far(2, 5)
+        log.done_so_far(2, 5)
         raise KeyboardInterrupt
     first = read(path)
     assert first["status"] == "interrupted" and first["stopped_by"] == "KeyboardInterrupt"

@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quarl_bench.commands.common import console
 from quarl_bench.errors import QuarlError
 from quarl_bench.store import DEFAULT_STORE, ResultStore
-
-if TYPE_CHECKING:
-    from quarl_bench.report.run_log import RunLog
 
 
 def record(args: argparse.Namespace) -> int:
@@ -40,7 +37,7 @@ def record(args: argparse.Namespace) -> int:
     from quarl_bench.parsers.arguments import check_executor
     from quarl_bench.progress import clock
     from quarl_bench.report.console import verdict_line
-    from quarl_bench.report.run_log import RunLog
+    from quarl_bench.report.run_log import RunLog, continued_text
     from quarl_bench.store.agent_names import ref_title
     from quarl_bench.zoo.agents import ZOO_ENV
 
@@ -80,7 +77,7 @@ def record(args: argparse.Namespace) -> int:
         with log, certify_progress(requests, what=f"questions (plan {clock(seconds)})") as on_progress:
 
             def answered(done: int, total: int) -> None:
-                log.answered_so_far(done, total)
+                log.done_so_far(done, total)
                 if on_progress is not None:
                     on_progress(done, total)
 
@@ -95,7 +92,7 @@ def record(args: argparse.Namespace) -> int:
             )
             table = record_table(results, store, candidates)
             write_record(table, store, out, coverage_text(candidates))
-            run = log.finish(lambda ended: closing_fields(seconds, ended))
+            run = log.finish()
     console.print(table.to_string(index=False))
     against = (
         f"against the plan's {clock(seconds)} ({run['wall_over_plan']:.2f}x)"
@@ -107,17 +104,8 @@ def record(args: argparse.Namespace) -> int:
         f"{load_text(run['load_at_start']) or 'load not recorded'} at its start, "
         f"{load_text(run['load_at_end']) or 'not recorded'} at its end"
     )
-    if run["earlier_runs"]:
-        console.print(
-            f"with the {len(run['earlier_runs'])} run(s) it continued (cut short, from {out}/record_run.json): "
-            f"{clock(run['wall_seconds_all_runs'])} in all"
-            + (
-                f" against the first run's plan of {clock(run['earlier_runs'][0]['plan_seconds'])} "
-                f"({run['wall_all_runs_over_first_plan']:.2f}x)"
-                if "wall_all_runs_over_first_plan" in run
-                else ""
-            )
-        )
+    if continued := continued_text(run, out / "record_run.json"):
+        console.print(continued, highlight=False)
     console.print(
         f"wrote {out}/record.md, record.csv, record_verdicts.csv, record.svg and record_run.json; stored in {store.path}"
     )
@@ -138,18 +126,6 @@ def run_record_fields(args: argparse.Namespace, plan: float, per_kind: dict[str,
         "executor": args.executor,
         "machine": machine_record(),
     }
-
-
-def closing_fields(plan: float, log: RunLog) -> dict[str, Any]:
-    """What only a whole run knows: its wall over its plan (``null`` where nothing was planned: the store answered
-    every question, and a wall over zero means nothing) and, where it continued runs cut short, the wall of them
-    all over the first run's plan."""
-    closing: dict[str, Any] = {"wall_over_plan": round(log.wall() / plan, 3) if plan > 0 else None}
-    first_plan = float(log.earlier[0].get("plan_seconds") or 0) if log.earlier else 0.0
-    if first_plan > 0:
-        whole = log.wall() + sum(float(run.get("wall_seconds") or 0) for run in log.earlier)
-        closing["wall_all_runs_over_first_plan"] = round(whole / first_plan, 3)
-    return closing
 
 
 def _plan_context(path: Path, perturb: str):

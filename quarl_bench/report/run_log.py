@@ -1,6 +1,6 @@
-"""A long run's own record (``record_run.json``), kept as the run goes: a run killed with its session still leaves
-its wall time so far, the load it ran under and how many questions it answered, and the run that resumes it carries
-that record on, so a record played in several runs shows the wall of each."""
+"""A long run's own record (``record``'s ``record_run.json``, ``reproduce``'s ``reproduction.json``), kept as the run
+goes: a run killed with its session still leaves its wall time so far, the load it ran under and how far it got, and
+the run that resumes it carries that record on, so work played in several runs shows the wall of each."""
 
 from __future__ import annotations
 
@@ -18,28 +18,31 @@ HEARTBEAT_SECONDS = 30.0  # how stale a killed run's wall time may be (one Atari
 
 
 class RunLog:
-    """``path`` rewritten whole (atomically) as each question is answered and every ``heartbeat`` seconds, with
+    """``path`` rewritten whole (atomically) as each piece of work is done and every ``heartbeat`` seconds, with
     ``status`` ``running``, then ``finished``, or ``interrupted`` where the run raised (Ctrl-C, an error); a run
-    killed outright stays ``running`` at its last heartbeat (``updated_at`` says when). ``fields`` (the command, the plan, the machine) are written as given;
-    ``finish`` adds the ones only a whole run has (its wall over its plan). An unfinished run found at ``path`` was cut
-    short and this one continues it: it is kept in ``earlier_runs``, and ``wall_seconds_all_runs`` sums them."""
+    killed outright stays ``running`` at its last heartbeat (``updated_at`` says when). ``fields`` (the command, the
+    plan in ``plan_seconds``, the machine) are written as given, the count done so far as ``done_key``; ``finish`` adds
+    what only a whole run has (its wall over its plan). An unfinished run found at ``path`` was cut short and this one
+    continues it: it is kept in ``earlier_runs``, and ``wall_seconds_all_runs`` sums them."""
 
     def __init__(
         self,
         path: Path,
         fields: dict[str, Any],
+        done_key: str = "questions_answered",
         heartbeat: float = HEARTBEAT_SECONDS,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         from quarl_bench.deploy.machine import load_record
 
-        self.path, self.fields, self.heartbeat, self.clock = path, fields, heartbeat, clock
+        self.path, self.fields, self.done_key = path, dict(fields), done_key
+        self.heartbeat, self.clock = heartbeat, clock
         self.began, self.ended = clock(), float("nan")
         self.lock, self.stopped = threading.Lock(), threading.Event()
         self.beating = threading.Thread(target=self._beat_until_stopped, name="record-run-heartbeat", daemon=True)
         self.load_at_start = load_record()
         self.load_peak: float | None = self.load_at_start["load_1m"]
-        self.answered: tuple[int, int] | None = None
+        self.done: tuple[int, int] | None = None
         self.earlier = unfinished_runs(path)
         self.status, self.closing = "running", dict[str, Any]()
 
@@ -66,17 +69,26 @@ class RunLog:
         while not self.stopped.wait(self.heartbeat):
             self.write()
 
-    def answered_so_far(self, done: int, total: int) -> None:
-        """``done`` of ``total`` questions answered: written at once."""
-        self.answered = (done, total)
+    def done_so_far(self, done: int, total: int, **fields: Any) -> None:
+        """``done`` of ``total`` pieces of work done, with ``fields`` they changed (what each took): written at
+        once."""
+        with self.lock:
+            self.done = (done, total)
+            self.fields |= fields
         self.write()
 
-    def finish(self, closing: Callable[[RunLog], dict[str, Any]]) -> dict[str, Any]:
-        """The whole run's record, written, with what only its end knows (``closing`` of this log, its clock
-        stopped: the wall over the plan)."""
+    def finish(self, **fields: Any) -> dict[str, Any]:
+        """The whole run's record, written, with ``fields`` and what only its end knows: its wall over its plan
+        (``null`` where nothing was planned: the store held every answer, and a wall over zero means nothing) and,
+        where it continued runs cut short, the wall of them all over the first run's plan."""
         self._stop_beating()
         self.ended, self.status = self.clock(), "finished"
-        self.closing = closing(self)
+        plan = float(self.fields.get("plan_seconds") or 0)
+        self.closing = fields | {"wall_over_plan": round(self.wall() / plan, 3) if plan > 0 else None}
+        first_plan = float(self.earlier[0].get("plan_seconds") or 0) if self.earlier else 0.0
+        if first_plan > 0:
+            whole = self.wall() + sum(float(run.get("wall_seconds") or 0) for run in self.earlier)
+            self.closing["wall_all_runs_over_first_plan"] = round(whole / first_plan, 3)
         return self.write()
 
     def wall(self) -> float:
@@ -100,7 +112,7 @@ class RunLog:
                 "status": self.status,
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
                 "wall_seconds": wall,
-                "questions_answered": None if self.answered is None else list(self.answered),
+                self.done_key: None if self.done is None else list(self.done),
                 "load_at_start": self.load_at_start,
                 "load_at_end" if self.status == "finished" else "load_last": load_now,
                 "load_1m_peak": self.load_peak,
@@ -128,3 +140,35 @@ def unfinished_runs(path: Path) -> list[dict[str, Any]]:
     earlier = [run for run in found.pop("earlier_runs", []) if isinstance(run, dict)]
     found.pop("wall_seconds_all_runs", None)
     return [*earlier, found]
+
+
+def continued_text(run: dict[str, Any], path: Path) -> str:
+    """The console's line for a finished run that continued runs cut short ("with the 1 run(s) it continued (cut
+    short, from out/record_run.json): 4m01s in all against the first run's plan of 6m09s (0.65x)"); "" where it
+    continued none."""
+    from quarl_bench.progress import clock
+
+    if not run["earlier_runs"]:
+        return ""
+    text = (
+        f"with the {len(run['earlier_runs'])} run(s) it continued (cut short, from {path}): "
+        f"{clock(run['wall_seconds_all_runs'])} in all"
+    )
+    if "wall_all_runs_over_first_plan" in run:
+        text += (
+            f" against the first run's plan of {clock(run['earlier_runs'][0]['plan_seconds'])} "
+            f"({run['wall_all_runs_over_first_plan']:.2f}x)"
+        )
+    return text
+
+
+def set_aside_finished(path: Path) -> Path | None:
+    """A finished run's record at ``path`` renamed by when it was written (``reproduction-20261204T071500.json``), so
+    that the next run neither overwrites it nor takes it for its own past; its new path, or None where there was none
+    or it was cut short (the next run carries that one on)."""
+    if not path.is_file() or unfinished_runs(path):
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(path.stat().st_mtime))
+    kept = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+    path.rename(kept)
+    return kept
