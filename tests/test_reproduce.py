@@ -214,6 +214,11 @@ def test_a_reproduction_stopped_part_way_leaves_what_it_did_and_the_next_carries
     assert len(list(out.glob("reproduction-*.json"))) == 1
     assert json.loads((out / "reproduction.json").read_text())["earlier_runs"] == []
 
+    monkeypatch.setattr(quarl_bench.cli, "main", main_stopped_at("report"))  # Ctrl-C in the report: not "finished"
+    with pytest.raises(Interrupted, match="the report stopped part-way"):
+        run_artifacts(lines[1:], store, out, quick=True)
+    assert json.loads((out / "reproduction.json").read_text())["status"] == "interrupted"
+
 
 def test_ctrl_c_is_one_line_and_exit_130(cli, tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C in a reproduction printed a traceback through the worker pool's shutdown and died by the signal."""

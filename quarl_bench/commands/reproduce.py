@@ -100,7 +100,10 @@ def run_artifacts(chosen: list, store_path: Path, out: Path, quick: bool) -> int
         out.mkdir(parents=True, exist_ok=True)
         report = ["report", "--store", str(store_path), "--out", str(out), "--html"]
         console.print(f"[bold]report[/]: quarl-bench {' '.join(report)}")
-        failures += main(report) != 0
+        code = main(report)
+        if code == 130:
+            raise Interrupted(f"the report stopped part-way, after {clock(log.wall())}; the same command writes it")
+        failures += code != 0
         run = log.finish()
     against = (
         f"against the plan's {clock(estimate)} ({run['wall_over_plan']:.2f}x; "

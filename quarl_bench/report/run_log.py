@@ -39,7 +39,7 @@ class RunLog:
         self.heartbeat, self.clock = heartbeat, clock
         self.began, self.ended = clock(), float("nan")
         self.lock, self.stopped = threading.Lock(), threading.Event()
-        self.beating = threading.Thread(target=self._beat_until_stopped, name="record-run-heartbeat", daemon=True)
+        self.beating = threading.Thread(target=self._beat_until_stopped, name="run-log-heartbeat", daemon=True)
         self.load_at_start = load_record()
         self.load_peak: float | None = self.load_at_start["load_1m"]
         self.done: tuple[int, int] | None = None
