@@ -45,7 +45,9 @@ EPISODE_SECONDS = {
 # 206 rows 4.95 s, 4.2 s on one; its episodes run ~8,900 steps to Breakout's ~5,600); LunarLander's from fresh
 # records of its zoo agents (2026-12-04, two workers: 8,920 episodes in 423 s of rows, 0.047 s in each, 0.040 s on one;
 # the continuous lander's 10,280 in 543 s, 0.053 s and 0.044 s), where the Box2D rows of 2026-11-29 had given the
-# in-worker figures as if on one worker (the plan then said 6m09s for a 4m01s record)
+# in-worker figures as if on one worker (the plan then said 6m09s for a 4m01s record); the MuJoCo four from a fresh,
+# quiet record of their 16 zoo agents (2026-12-04, two workers: HalfCheetah 0.079 s an episode in each, Hopper 0.067,
+# Swimmer 0.102, Walker2d 0.121), where the kind's 0.1 had come from three episodes of sac HalfCheetah
 ENV_EPISODE_SECONDS = {
     "BreakoutNoFrameskip-v4": 2.8,
     "PongNoFrameskip-v4": 4.2,
@@ -53,6 +55,10 @@ ENV_EPISODE_SECONDS = {
     "LunarLanderContinuous-v3": 0.044,
     "BipedalWalker-v3": 0.20,
     "BipedalWalkerHardcore-v3": 0.41,
+    "HalfCheetah-v4": 0.066,
+    "Hopper-v4": 0.056,
+    "Swimmer-v4": 0.086,
+    "Walker2d-v4": 0.101,
 }
 # seconds per environment step of rl-zoo3 training in one worker (one torch thread), by algorithm: the results of
 # record's QAT sweep (two workers on 2 cores: ppo CartPole 22 s per 100k-step run, dqn CartPole 80 s per 50k,
