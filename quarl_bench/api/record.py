@@ -51,8 +51,11 @@ PLANNED_EPISODES = 2100
 PLANNED_EPISODES_ASYMPTOTIC = 3000
 # per env kind where the record measured otherwise: MuJoCo's 16 agents played 24,100 episodes (2026-12-04, a fresh
 # record on two workers: 700 to 3,800 an agent, the same 14,140 pairs and 90 verdicts as the first record), where the
-# 2,300 taken from the first record's walls (three runs beside other work, 2026-12-02) made a quiet run 0.53x its plan
-PLANNED_EPISODES_BY_KIND = {"mujoco": 1500}
+# 2,300 taken from the first record's walls (three runs beside other work, 2026-12-02) made a quiet run 0.53x its plan;
+# PyBullet's 12 play ~2,250 an agent: their record's 16,000 pairs at the 1.69 episodes a pair that fresh records
+# played (ppo's five, 2026-12-04: 7,780 episodes for 4,600 pairs; MuJoCo's 24,100 for 14,140), where the asymptotic
+# 3,000 made ppo's five, on a quiet machine, 0.47x their plan
+PLANNED_EPISODES_BY_KIND = {"mujoco": 1500, "pybullet": 2250}
 # per env where its agents' returns spread so that most questions reach the cap: BipedalWalker's 4 agents, nominal
 # and under robot-light (2026-12-03), played 2,845 episodes an agent and condition on the plain walker (a2c decided
 # at 100-560 pairs a question, ppo's fp16 and W8A8 at the cap) and 4,320 on Hardcore (every question at the cap),

@@ -47,7 +47,10 @@ EPISODE_SECONDS = {
 # the continuous lander's 10,280 in 543 s, 0.053 s and 0.044 s), where the Box2D rows of 2026-11-29 had given the
 # in-worker figures as if on one worker (the plan then said 6m09s for a 4m01s record); the MuJoCo four from a fresh,
 # quiet record of their 16 zoo agents (2026-12-04, two workers: HalfCheetah 0.079 s an episode in each, Hopper 0.067,
-# Swimmer 0.102, Walker2d 0.121), where the kind's 0.1 had come from three episodes of sac HalfCheetah
+# Swimmer 0.102, Walker2d 0.121), where the kind's 0.1 had come from three episodes of sac HalfCheetah; the PyBullet
+# five from a fresh, quiet record of ppo's five agents (2026-12-04, two workers: Ant 0.625 s in each, HalfCheetah
+# 0.500, Hopper 0.314, Reacher 0.029 for its 150-step episodes, Walker2D 0.384), where the kind's 0.34 had been the
+# median of two envs' rows
 ENV_EPISODE_SECONDS = {
     "BreakoutNoFrameskip-v4": 2.8,
     "PongNoFrameskip-v4": 4.2,
@@ -59,6 +62,11 @@ ENV_EPISODE_SECONDS = {
     "Hopper-v4": 0.056,
     "Swimmer-v4": 0.086,
     "Walker2d-v4": 0.101,
+    "AntBulletEnv-v0": 0.525,
+    "HalfCheetahBulletEnv-v0": 0.42,
+    "HopperBulletEnv-v0": 0.264,
+    "ReacherBulletEnv-v0": 0.024,
+    "Walker2DBulletEnv-v0": 0.322,
 }
 # seconds per environment step of rl-zoo3 training in one worker (one torch thread), by algorithm: the results of
 # record's QAT sweep (two workers on 2 cores: ppo CartPole 22 s per 100k-step run, dqn CartPole 80 s per 50k,
