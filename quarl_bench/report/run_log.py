@@ -77,23 +77,26 @@ class RunLog:
             self.fields |= fields
         self.write()
 
-    def finish(self, **fields: Any) -> dict[str, Any]:
-        """The whole run's record, written, with ``fields`` and what only its end knows: its wall over its plan
-        (``null`` where nothing was planned: the store held every answer, and a wall over zero means nothing) and,
-        where it continued runs cut short, the wall of them all over the first run's plan."""
+    def finish(self) -> dict[str, Any]:
+        """The whole run's record, written, with what only its end knows: its wall over its plan (``null`` where
+        nothing was planned: the store held every answer, and a wall over zero means nothing) and, where it continued
+        runs cut short, the wall of them all over the first run's plan."""
         self._stop_beating()
         self.ended, self.status = self.clock(), "finished"
         plan = float(self.fields.get("plan_seconds") or 0)
-        self.closing = fields | {"wall_over_plan": round(self.wall() / plan, 3) if plan > 0 else None}
+        self.closing = {"wall_over_plan": round(self.wall() / plan, 3) if plan > 0 else None}
         first_plan = float(self.earlier[0].get("plan_seconds") or 0) if self.earlier else 0.0
         if first_plan > 0:
-            whole = self.wall() + sum(float(run.get("wall_seconds") or 0) for run in self.earlier)
-            self.closing["wall_all_runs_over_first_plan"] = round(whole / first_plan, 3)
+            self.closing["wall_all_runs_over_first_plan"] = round(self.wall_all_runs() / first_plan, 3)
         return self.write()
 
     def wall(self) -> float:
         """Seconds since the run began, or until it finished."""
         return (self.ended if self.status == "finished" else self.clock()) - self.began
+
+    def wall_all_runs(self) -> float:
+        """This run's wall and those of the runs cut short that it continues."""
+        return self.wall() + sum(float(run.get("wall_seconds") or 0) for run in self.earlier)
 
     def write(self) -> dict[str, Any]:
         with self.lock:  # the heartbeat's thread and the run's
@@ -117,7 +120,7 @@ class RunLog:
                 "load_at_end" if self.status == "finished" else "load_last": load_now,
                 "load_1m_peak": self.load_peak,
                 "earlier_runs": self.earlier,
-                "wall_seconds_all_runs": round(wall + sum(float(r.get("wall_seconds") or 0) for r in self.earlier), 1),
+                "wall_seconds_all_runs": round(self.wall_all_runs(), 1),
             }
             | self.closing
         )
@@ -162,13 +165,10 @@ def continued_text(run: dict[str, Any], path: Path) -> str:
     return text
 
 
-def set_aside_finished(path: Path) -> Path | None:
+def set_aside_finished(path: Path) -> None:
     """A finished run's record at ``path`` renamed by when it was written (``reproduction-20261204T071500.json``), so
-    that the next run neither overwrites it nor takes it for its own past; its new path, or None where there was none
-    or it was cut short (the next run carries that one on)."""
-    if not path.is_file() or unfinished_runs(path):
-        return None
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(path.stat().st_mtime))
-    kept = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
-    path.rename(kept)
-    return kept
+    that the next run neither overwrites it nor takes it for its own past; one cut short stays (the next run carries
+    it on)."""
+    if path.is_file() and not unfinished_runs(path):
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(path.stat().st_mtime))
+        path.rename(path.with_name(f"{path.stem}-{stamp}{path.suffix}"))
